@@ -1,0 +1,146 @@
+//===- CsaAttrs.td - csa enums and attributes --------------*- tablegen -*-===//
+#ifndef CSA_DIALECTS_CSA_CSAATTRS_TD
+#define CSA_DIALECTS_CSA_CSAATTRS_TD
+
+include "dialects/csa/CsaDialect.td"
+include "mlir/IR/EnumAttr.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+// The numeric values match csa::LayerMode in ScheduleRules.h.
+def Csa_AttentionModeEnum : I32EnumAttr<"AttentionMode", "CSA2 attention mode", [
+    I32EnumAttrCase<"Full", 0, "full">,
+    I32EnumAttrCase<"Reindex", 1, "reindex">,
+    I32EnumAttrCase<"Reuse", 2, "reuse">,
+    I32EnumAttrCase<"SwaOnly", 3, "swa_only">]> {
+  let cppNamespace = "::csa";
+  let genSpecializedAttr = 0;
+}
+def Csa_AttentionModeAttr : EnumAttr<Csa_Dialect, Csa_AttentionModeEnum, "mode"> {
+  let summary = "CSA2 mode of an attention layer";
+  let assemblyFormat = "$value";
+}
+
+def Csa_ScaleFormatEnum : I32EnumAttr<"ScaleFormat", "format of a group scale", [
+    I32EnumAttrCase<"E4M3", 0, "e4m3">,
+    I32EnumAttrCase<"UE8M0", 1, "ue8m0">]> {
+  let cppNamespace = "::csa";
+  let genSpecializedAttr = 0;
+}
+
+def Csa_WeightFormatEnum : I32EnumAttr<"WeightFormat", "storage format of a weight", [
+    I32EnumAttrCase<"BF16", 0, "bf16">,
+    I32EnumAttrCase<"F32", 1, "f32">,
+    I32EnumAttrCase<"FP8Block32", 2, "fp8_block32">,
+    I32EnumAttrCase<"FP4E2M1", 3, "fp4_e2m1">]> {
+  let cppNamespace = "::csa";
+  let genSpecializedAttr = 0;
+}
+def Csa_WeightFormatAttr : EnumAttr<Csa_Dialect, Csa_WeightFormatEnum, "weight_format"> {
+  let summary = "storage format of a weight: bf16, f32, FP8 E4M3 with 32x32 "
+                "UE8M0 block scales, or FP4 E2M1 with a UE8M0 scale per 32";
+  let assemblyFormat = "$value";
+}
+
+def Csa_TieBreakEnum : I32EnumAttr<"TieBreak", "top-k tie rule", [
+    I32EnumAttrCase<"LowestPosition", 0, "lowest_position">]> {
+  let cppNamespace = "::csa";
+  let genSpecializedAttr = 0;
+}
+def Csa_TieBreakAttr : EnumAttr<Csa_Dialect, Csa_TieBreakEnum, "tie_break"> {
+  let summary = "how top-k breaks equal scores";
+  let assemblyFormat = "$value";
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+def Csa_RopeTableAttr : Csa_Attr<"RopeTable", "rope"> {
+  let summary = "a RoPE frequency table, optionally with YaRN scaling";
+  let description = [{
+    `theta` is the base. With `factor` > 1 the table is YaRN-scaled: pair
+    frequencies are left alone above `beta_fast` rotations over
+    `original_seq_len`, divided by `factor` below `beta_slow`, with a linear
+    ramp between (no attention mscale, as in the released model). `factor` =
+    1 means plain RoPE. The rotation is GPT-J style (adjacent pairs) on the
+    last `dim` channels of a head.
+
+    Example (the compressed layers' table of the released model):
+    ```mlir
+    #csa.rope<dim = 64, theta = 160000.0, factor = 16.0,
+              original_seq_len = 65536, beta_fast = 32.0, beta_slow = 1.0>
+    ```
+  }];
+  let parameters = (ins "int64_t":$dim, APFloatParameter<"base">:$theta,
+                        APFloatParameter<"YaRN factor">:$factor,
+                        "int64_t":$original_seq_len,
+                        APFloatParameter<"YaRN beta_fast">:$beta_fast,
+                        APFloatParameter<"YaRN beta_slow">:$beta_slow);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Csa_AttentionConfigAttr : Csa_Attr<"AttentionConfig", "attention_config"> {
+  let summary = "dimensions and cache row formats of a CSA2 attention layer";
+  let description = [{
+    The shape facts shared by the attention layers of a model: `heads` query
+    heads over one shared latent of `head_dim` channels (K = V, MQA) whose
+    last `rope_dim` channels are rotated; the query LoRA rank `q_rank`; the
+    sliding `window`; the indexer (`index_heads` x `index_dim`, `topk`
+    selected entries); the grouped output projection (`o_groups` groups to
+    `o_rank` each); and the row formats of the main KV, index-key and SWA
+    caches.
+
+    Example (released DeepSeek-V4.1-Flash):
+    ```mlir
+    #csa.attention_config<heads = 64, head_dim = 512, rope_dim = 64,
+      q_rank = 1280, window = 128, index_heads = 32, index_dim = 128,
+      index_rope_dim = 64, topk = 512, o_groups = 8, o_rank = 1024,
+      main_row = !csa.fp4_row<512, e4m3, 16>,
+      index_row = !csa.fp4_row<128, ue8m0, 32>,
+      swa_row = !csa.fp8_row<512, ue8m0, 32>>
+    ```
+  }];
+  let parameters = (ins "int64_t":$heads, "int64_t":$head_dim,
+                        "int64_t":$rope_dim, "int64_t":$q_rank,
+                        "int64_t":$window, "int64_t":$index_heads,
+                        "int64_t":$index_dim, "int64_t":$index_rope_dim,
+                        "int64_t":$topk, "int64_t":$o_groups,
+                        "int64_t":$o_rank, "::csa::Fp4RowType":$main_row,
+                        "::csa::Fp4RowType":$index_row,
+                        "::csa::Fp8RowType":$swa_row);
+  // Row formats are printed qualified (`!csa.fp4_row<...>`) so they read as
+  // the types they are.
+  let assemblyFormat = [{
+    `<` `heads` `=` $heads `,` `head_dim` `=` $head_dim `,` `rope_dim` `=`
+    $rope_dim `,` `q_rank` `=` $q_rank `,` `window` `=` $window `,`
+    `index_heads` `=` $index_heads `,` `index_dim` `=` $index_dim `,`
+    `index_rope_dim` `=` $index_rope_dim `,` `topk` `=` $topk `,`
+    `o_groups` `=` $o_groups `,` `o_rank` `=` $o_rank `,`
+    `main_row` `=` qualified($main_row) `,`
+    `index_row` `=` qualified($index_row) `,`
+    `swa_row` `=` qualified($swa_row) `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+def Csa_HsiConfigAttr : Csa_Attr<"HsiConfig", "hsi"> {
+  let summary = "Hierarchical Sparse Indexer pool shape";
+  let description = [{
+    The candidate pool a candidate-source layer builds: the top `blocks`
+    blocks of `block_size` consecutive compressed positions (the block score
+    is the max over its positions; the block holding the newest visible
+    position is always kept).
+
+    Example: `#csa.hsi<blocks = 2048, block_size = 8>` (a pool of at most
+    16384 positions).
+  }];
+  let parameters = (ins "int64_t":$blocks, "int64_t":$block_size);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // CSA_DIALECTS_CSA_CSAATTRS_TD

@@ -1,0 +1,144 @@
+//===- CsaDialect.cpp - csa dialect, attributes and types -----------------===//
+#include "dialects/csa/CsaDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace csa;
+
+static_assert(static_cast<uint32_t>(AttentionMode::Full) ==
+                      static_cast<uint32_t>(LayerMode::Full) &&
+                  static_cast<uint32_t>(AttentionMode::Reindex) ==
+                      static_cast<uint32_t>(LayerMode::Reindex) &&
+                  static_cast<uint32_t>(AttentionMode::Reuse) ==
+                      static_cast<uint32_t>(LayerMode::Reuse) &&
+                  static_cast<uint32_t>(AttentionMode::SwaOnly) ==
+                      static_cast<uint32_t>(LayerMode::SwaOnly),
+              "AttentionMode and LayerMode must agree");
+
+#include "dialects/csa/CsaDialect.cpp.inc"
+#include "dialects/csa/CsaEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/csa/CsaAttrs.cpp.inc"
+
+namespace {
+/// Gives the long, repeated attributes of a model graph short aliases
+/// (`#csa_attn`, `#rope_base`, ...), so that a 40-layer graph stays readable.
+struct CsaOpAsmInterface : public OpAsmDialectInterface {
+  using OpAsmDialectInterface::OpAsmDialectInterface;
+  AliasResult getAlias(Attribute attr, raw_ostream &os) const override {
+    if (isa<AttentionConfigAttr>(attr)) {
+      os << "csa_attn";
+      return AliasResult::FinalAlias;
+    }
+    if (auto rope = dyn_cast<RopeTableAttr>(attr)) {
+      os << (rope.getFactor().convertToDouble() > 1.0 ? "rope_yarn" : "rope_base");
+      return AliasResult::FinalAlias;
+    }
+    if (isa<HsiConfigAttr>(attr)) {
+      os << "hsi";
+      return AliasResult::FinalAlias;
+    }
+    return AliasResult::NoAlias;
+  }
+};
+} // namespace
+
+void CsaDialect::initialize() {
+  registerTypes();
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/csa/CsaOps.cpp.inc"
+      >();
+  addInterfaces<CsaOpAsmInterface>();
+}
+
+void CsaDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/csa/CsaAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Attribute verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult RopeTableAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t dim, APFloat thetaValue,
+                                    APFloat factorValue, int64_t originalSeqLen,
+                                    APFloat betaFastValue,
+                                    APFloat betaSlowValue) {
+  double theta = thetaValue.convertToDouble();
+  double factor = factorValue.convertToDouble();
+  double betaFast = betaFastValue.convertToDouble();
+  double betaSlow = betaSlowValue.convertToDouble();
+  if (dim <= 0 || dim % 2 != 0)
+    return emitError() << "rope dim must be positive and even, got " << dim;
+  if (!(theta > 1.0))
+    return emitError() << "rope theta must be > 1, got " << theta;
+  if (!(factor >= 1.0))
+    return emitError() << "rope factor must be >= 1 (1 = no YaRN), got "
+                       << factor;
+  if (factor > 1.0) {
+    if (originalSeqLen <= 0)
+      return emitError() << "YaRN needs original_seq_len > 0";
+    if (!(betaFast > betaSlow) || !(betaSlow > 0.0))
+      return emitError() << "YaRN needs beta_fast > beta_slow > 0, got "
+                         << betaFast << " and " << betaSlow;
+  }
+  return success();
+}
+
+LogicalResult AttentionConfigAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t heads,
+    int64_t headDim, int64_t ropeDim, int64_t qRank, int64_t window,
+    int64_t indexHeads, int64_t indexDim, int64_t indexRopeDim, int64_t topk,
+    int64_t oGroups, int64_t oRank, Fp4RowType mainRow, Fp4RowType indexRow,
+    Fp8RowType swaRow) {
+  auto positive = [&](int64_t v, const char *name) -> LogicalResult {
+    if (v > 0)
+      return success();
+    return emitError() << "attention config: " << name
+                       << " must be positive, got " << v;
+  };
+  for (auto [v, name] :
+       {std::pair{heads, "heads"}, {headDim, "head_dim"}, {ropeDim, "rope_dim"},
+        {qRank, "q_rank"}, {window, "window"}, {indexHeads, "index_heads"},
+        {indexDim, "index_dim"}, {indexRopeDim, "index_rope_dim"},
+        {topk, "topk"}, {oGroups, "o_groups"}, {oRank, "o_rank"}})
+    if (failed(positive(v, name)))
+      return failure();
+  if (ropeDim > headDim || ropeDim % 2 != 0)
+    return emitError() << "attention config: rope_dim " << ropeDim
+                       << " must be even and at most head_dim " << headDim;
+  if (indexRopeDim > indexDim || indexRopeDim % 2 != 0)
+    return emitError() << "attention config: index_rope_dim " << indexRopeDim
+                       << " must be even and at most index_dim " << indexDim;
+  if (heads % oGroups != 0)
+    return emitError() << "attention config: heads " << heads
+                       << " must be a multiple of o_groups " << oGroups;
+  if (mainRow.getDim() != headDim)
+    return emitError() << "attention config: main_row holds "
+                       << mainRow.getDim() << " channels but head_dim is "
+                       << headDim;
+  if (swaRow.getDim() != headDim)
+    return emitError() << "attention config: swa_row holds " << swaRow.getDim()
+                       << " channels but head_dim is " << headDim;
+  if (indexRow.getDim() != indexDim)
+    return emitError() << "attention config: index_row holds "
+                       << indexRow.getDim() << " channels but index_dim is "
+                       << indexDim;
+  return success();
+}
+
+LogicalResult HsiConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t blocks, int64_t blockSize) {
+  if (blocks <= 0 || blockSize <= 0)
+    return emitError() << "HSI pool needs blocks > 0 and block_size > 0, got "
+                       << blocks << " and " << blockSize;
+  return success();
+}

@@ -1,0 +1,58 @@
+//===- CsaDialect.h - The csa dialect ----------------------------*- C++ -*-===//
+//
+// Single include for users of the dialect: dialect, enums, attributes, types,
+// interfaces and ops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_DIALECTS_CSA_CSADIALECT_H
+#define CSA_DIALECTS_CSA_CSADIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/csa/ScheduleRules.h"
+
+namespace mlir {
+/// Floating-point parameters of csa attributes (RoPE theta, YaRN factor).
+template <>
+struct FieldParser<llvm::APFloat> {
+  static FailureOr<llvm::APFloat> parse(AsmParser &parser) {
+    double value;
+    if (parser.parseFloat(value))
+      return failure();
+    return llvm::APFloat(value);
+  }
+};
+} // namespace mlir
+
+#include "dialects/csa/CsaDialect.h.inc"
+#include "dialects/csa/CsaEnums.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/csa/CsaTypes.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/csa/CsaAttrs.h.inc"
+
+#include "dialects/csa/CsaInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/csa/CsaOps.h.inc"
+
+namespace csa {
+/// The schedule-rule view of an attention mode.
+inline LayerMode toLayerMode(AttentionMode mode) {
+  return static_cast<LayerMode>(static_cast<uint32_t>(mode));
+}
+inline AttentionMode toAttentionMode(LayerMode mode) {
+  return static_cast<AttentionMode>(static_cast<uint32_t>(mode));
+}
+} // namespace csa
+
+#endif // CSA_DIALECTS_CSA_CSADIALECT_H

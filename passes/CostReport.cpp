@@ -1,0 +1,48 @@
+//===- CostReport.cpp - The csa-cost-report pass ---------------------------===//
+#include "passes/CostAnalysis.h"
+#include "passes/Passes.h"
+
+#include "llvm/Support/Error.h"
+
+namespace csa {
+#define GEN_PASS_DEF_COSTREPORT
+#include "passes/Passes.h.inc"
+} // namespace csa
+
+using namespace mlir;
+
+namespace {
+struct CostReportPass : public csa::impl::CostReportBase<CostReportPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (format != "text" && format != "json") {
+      getOperation()->emitError() << "csa-cost-report: format must be 'text' "
+                                     "or 'json', got '"
+                                  << format << "'";
+      return signalPassFailure();
+    }
+    std::vector<int64_t> lengths(contexts.begin(), contexts.end());
+    if (lengths.empty())
+      lengths = csa::defaultReportContexts();
+    for (int64_t context : lengths)
+      if (context < 1) {
+        getOperation()->emitError()
+            << "csa-cost-report: context lengths must be >= 1, got "
+            << context;
+        return signalPassFailure();
+      }
+    auto cost = csa::analyzeCost(getOperation(), lengths, function);
+    if (!cost) {
+      getOperation()->emitError()
+          << "csa-cost-report: " << llvm::toString(cost.takeError());
+      return signalPassFailure();
+    }
+    if (format == "json")
+      csa::printCostJson(*cost, llvm::outs());
+    else
+      csa::printCostText(*cost, llvm::outs());
+    markAllAnalysesPreserved();
+  }
+};
+} // namespace

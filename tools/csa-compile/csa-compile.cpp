@@ -1,0 +1,242 @@
+//===- csa-compile.cpp - The csa ahead-of-time compiler driver ------------===//
+//
+// Config (+ schedule) in; the IR of a named stage, or the cost report, out.
+//
+//   csa-compile --variant=released --report
+//   csa-compile config.json --schedule='WWF.....C...R...' --emit=graph -o g.mlir
+//   csa-compile --variant=tiny --dump-dir=build/stages
+//
+// Accepts the standard MLIR flags of a pass-running tool:
+// --mlir-print-ir-after-all, --mlir-timing, --mlir-print-debuginfo, ...
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/csa/CsaDialect.h"
+#include "models/graph/GraphBuilder.h"
+#include "models/variants/Variants.h"
+#include "passes/CostAnalysis.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/PrettyStackTrace.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+#include <fstream>
+#include <sstream>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory category("csa-compile options");
+
+cl::opt<std::string> configPath(cl::Positional, cl::desc("[config.json]"),
+                                cl::init(""), cl::cat(category));
+cl::opt<std::string>
+    variantName("variant",
+                cl::desc("Named model variant (see --list-variants); default "
+                         "'released' when no config file is given"),
+                cl::init(""), cl::cat(category));
+cl::opt<bool> listVariants("list-variants",
+                           cl::desc("List the named variants and exit"),
+                           cl::cat(category));
+cl::opt<std::string> scheduleString(
+    "schedule",
+    cl::desc("Layer schedule, one letter per layer: W SWA-only, F Full, "
+             "C Full + HSI candidate pool, R Reindex, . Reuse; a letter may "
+             "carry a ratio (F1). See docs/schedules.md"),
+    cl::init(""), cl::cat(category));
+cl::opt<std::string> scheduleJson(
+    "schedule-json",
+    cl::desc("JSON file with per-layer overrides of the schedule"),
+    cl::init(""), cl::cat(category));
+
+enum class Stage { Graph };
+cl::opt<Stage> emitStage(
+    "emit", cl::desc("Stage whose IR is printed"), cl::init(Stage::Graph),
+    cl::values(clEnumValN(Stage::Graph, "graph",
+                          "one csa op per model block (attention layers carry "
+                          "their CSA2 mode and sources)")),
+    cl::cat(category));
+cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
+                                cl::value_desc("file"), cl::init("-"),
+                                cl::cat(category));
+cl::opt<std::string> dumpDir(
+    "dump-dir", cl::desc("Write the IR of every stage to <dir>/<stage>.mlir"),
+    cl::value_desc("dir"), cl::init(""), cl::cat(category));
+
+enum class ReportFormat { None, Text, Json };
+cl::opt<ReportFormat> report(
+    "report", cl::desc("Print the cost report instead of IR"),
+    cl::init(ReportFormat::None), cl::ValueOptional,
+    cl::values(clEnumValN(ReportFormat::Text, "", "text (default)"),
+               clEnumValN(ReportFormat::Text, "text", "text"),
+               clEnumValN(ReportFormat::Json, "json", "JSON")),
+    cl::cat(category));
+cl::list<int64_t> contexts(
+    "context", cl::desc("Context lengths for the report's decode costs "
+                        "(default 4096,32768,131072,1048576)"),
+    cl::CommaSeparated, cl::cat(category));
+
+int fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "csa-compile") << message << "\n";
+  return 1;
+}
+
+absl::StatusOr<std::string> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return absl::NotFoundError(path + ": cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+/// The variant the flags describe: a named variant or a config file, then the
+/// schedule string, then the JSON overrides.
+absl::StatusOr<csa::ModelVariant> resolveVariant() {
+  if (!configPath.empty() && !variantName.empty())
+    return absl::InvalidArgumentError(
+        "give either a config file or --variant, not both");
+  csa::ModelVariant variant;
+  if (!configPath.empty()) {
+    auto config = csa::loadModelConfig(configPath);
+    if (!config.ok())
+      return config.status();
+    auto schedule = csa::scheduleFromConfig(*config);
+    if (!schedule.ok())
+      return schedule.status();
+    variant = {llvm::sys::path::stem(configPath).str(), *config, *schedule};
+  } else {
+    auto named = csa::loadVariant(variantName.empty() ? "released"
+                                                      : variantName.getValue());
+    if (!named.ok())
+      return named.status();
+    variant = *named;
+  }
+  if (!scheduleString.empty()) {
+    auto schedule = csa::scheduleFromString(variant.config, scheduleString);
+    if (!schedule.ok())
+      return schedule.status();
+    variant.schedule = *schedule;
+  }
+  if (!scheduleJson.empty()) {
+    auto text = readFile(scheduleJson);
+    if (!text.ok())
+      return text.status();
+    if (absl::Status s = csa::applyScheduleOverrides(
+            variant.config, variant.schedule, *text, scheduleJson);
+        !s.ok())
+      return s;
+  }
+  csa::applyScheduleToConfig(variant.schedule, variant.config);
+  return variant;
+}
+
+LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
+  std::string error;
+  auto out = openOutputFile(path, &error);
+  if (!out) {
+    llvm::errs() << error << "\n";
+    return failure();
+  }
+  module.print(out->os());
+  out->keep();
+  return success();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  llvm::setBugReportMsg("csa-compile crashed; please report the command line "
+                        "and config to the csa issue tracker.\n");
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(argc, argv,
+                              "csa ahead-of-time compiler for "
+                              "DeepSeek-V4.1-Flash variants\n");
+
+  if (listVariants) {
+    for (const csa::VariantInfo &v : csa::namedVariants())
+      llvm::outs() << llvm::formatv("{0,-16} {1}\n", v.name, v.description);
+    return 0;
+  }
+  for (int64_t context : contexts)
+    if (context < 1)
+      return fail("--context lengths must be >= 1, got " +
+                  llvm::Twine(context));
+
+  auto variant = resolveVariant();
+  if (!variant.ok())
+    return fail(std::string(variant.status().message()));
+
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module = csa::buildModelGraph(context, *variant);
+  if (failed(verify(*module)))
+    return fail("internal error: the graph of '" + variant->name +
+                "' does not verify (please report)");
+
+  // The graph stage runs the cleanup a user would expect before printing;
+  // later stages add their passes here.
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  DefaultTimingManager timing;
+  applyDefaultTimingManagerCLOptions(timing);
+  TimingScope rootTiming = timing.getRootScope();
+  pm.enableTiming(rootTiming);
+  pm.addPass(createCSEPass());
+  if (failed(pm.run(*module)))
+    return fail("the graph pipeline failed");
+
+  if (!dumpDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir))
+      return fail("cannot create --dump-dir '" + dumpDir + "': " +
+                  ec.message());
+    llvm::SmallString<256> path(dumpDir);
+    llvm::sys::path::append(path, "graph.mlir");
+    if (failed(writeStage(*module, path)))
+      return 1;
+  }
+
+  std::string error;
+  auto out = openOutputFile(outputPath, &error);
+  if (!out)
+    return fail(error);
+  if (report != ReportFormat::None) {
+    std::vector<int64_t> lengths(contexts.begin(), contexts.end());
+    if (lengths.empty())
+      lengths = csa::defaultReportContexts();
+    auto cost = csa::analyzeCost(*module, lengths);
+    if (!cost)
+      return fail(llvm::toString(cost.takeError()));
+    if (report == ReportFormat::Json) {
+      csa::printCostJson(*cost, out->os());
+    } else {
+      out->os() << "csa cost report: " << variant->name << " ("
+                << variant->config.source << ")\n";
+      csa::printCostText(*cost, out->os());
+    }
+  } else {
+    module->print(out->os());
+  }
+  out->keep();
+  return 0;
+}

@@ -12,6 +12,13 @@ include "dialects/csa/CsaTypes.td"
 include "dialects/csa/CsaInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+// Layer numbers, sizes and counts: signless i64 read back as int64_t, so that
+// verifiers see a negative value as negative.
+def Csa_I64Attr : TypedSignlessIntegerAttrBase<I64, "int64_t",
+                                               "64-bit integer attribute"> {
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+
 def Csa_Tokens : TensorRankOf<[I32], [1]>;
 def Csa_Hidden : TensorRankOf<[BF16], [2]>;
 def Csa_Streams : TensorRankOf<[BF16], [3]>;
@@ -39,7 +46,7 @@ def Csa_EmbedOp : Csa_GraphOp<"embed", [Pure]> {
         : tensor<?xi32> -> tensor<?x5120xbf16>
     ```
   }];
-  let arguments = (ins Csa_Tokens:$tokens, I64Attr:$vocab, StrAttr:$weight);
+  let arguments = (ins Csa_Tokens:$tokens, Csa_I64Attr:$vocab, StrAttr:$weight);
   let results = (outs Csa_Hidden:$result);
   let assemblyFormat = [{
     $tokens `vocab` $vocab `weight` $weight attr-dict `:` type($tokens) `->` type($result)
@@ -80,7 +87,7 @@ def Csa_HcMixOp : Csa_GraphOp<"hc_mix", [Pure]> {
         : tensor<?x4x5120xbf16> -> tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>
     ```
   }];
-  let arguments = (ins Csa_Streams:$streams, I64Attr:$iters, F64Attr:$eps,
+  let arguments = (ins Csa_Streams:$streams, Csa_I64Attr:$iters, F64Attr:$eps,
                        StrAttr:$weights);
   let results = (outs Csa_F32Matrix:$pre, Csa_F32Matrix:$post,
                       TensorRankOf<[F32], [3]>:$comb);
@@ -170,8 +177,8 @@ def Csa_EngramOp : Csa_GraphOp<"engram",
     ```
   }];
   let arguments = (ins Csa_Streams:$streams, Csa_Tokens:$tokens,
-                       Index:$position, I64Attr:$layer, I64Attr:$max_ngram,
-                       I64Attr:$heads, I64Attr:$head_dim, I64Attr:$rows,
+                       Index:$position, Csa_I64Attr:$layer, Csa_I64Attr:$max_ngram,
+                       Csa_I64Attr:$heads, Csa_I64Attr:$head_dim, Csa_I64Attr:$rows,
                        StrAttr:$weights);
   let results = (outs Csa_Streams:$result);
   let assemblyFormat = [{
@@ -216,11 +223,11 @@ def Csa_AttentionOp : Csa_GraphOp<"attention",
         : tensor<?x5120xbf16>
     ```
   }];
-  let arguments = (ins Csa_Hidden:$input, Index:$position, I64Attr:$layer,
-                       Csa_AttentionModeAttr:$mode, I64Attr:$ratio,
-                       OptionalAttr<I64Attr>:$kv_source,
-                       OptionalAttr<I64Attr>:$index_source,
-                       OptionalAttr<I64Attr>:$candidate_source,
+  let arguments = (ins Csa_Hidden:$input, Index:$position, Csa_I64Attr:$layer,
+                       Csa_AttentionModeAttr:$mode, Csa_I64Attr:$ratio,
+                       OptionalAttr<Csa_I64Attr>:$kv_source,
+                       OptionalAttr<Csa_I64Attr>:$index_source,
+                       OptionalAttr<Csa_I64Attr>:$candidate_source,
                        OptionalAttr<Csa_HsiConfigAttr>:$candidate_pool,
                        Csa_RopeTableAttr:$rope,
                        Csa_AttentionConfigAttr:$config, StrAttr:$weights);
@@ -275,8 +282,8 @@ def Csa_MoeOp : Csa_GraphOp<"moe",
         shared_format fp8_block32 weights "layers.2.ffn" : tensor<?x5120xbf16>
     ```
   }];
-  let arguments = (ins Csa_Hidden:$input, I64Attr:$layer, I64Attr:$experts,
-                       I64Attr:$top_k, I64Attr:$shared, I64Attr:$inter,
+  let arguments = (ins Csa_Hidden:$input, Csa_I64Attr:$layer, Csa_I64Attr:$experts,
+                       Csa_I64Attr:$top_k, Csa_I64Attr:$shared, Csa_I64Attr:$inter,
                        F64Attr:$route_scale, F64Attr:$swiglu_limit,
                        Csa_WeightFormatAttr:$expert_format,
                        Csa_WeightFormatAttr:$shared_format, StrAttr:$weights);
@@ -301,7 +308,7 @@ def Csa_LmHeadOp : Csa_GraphOp<"lm_head", [Pure]> {
         : tensor<?x5120xbf16> -> tensor<1x129280xf32>
     ```
   }];
-  let arguments = (ins Csa_Hidden:$input, I64Attr:$vocab, StrAttr:$weight,
+  let arguments = (ins Csa_Hidden:$input, Csa_I64Attr:$vocab, StrAttr:$weight,
                        UnitAttr:$last_only);
   let results = (outs Csa_F32Matrix:$result);
   let assemblyFormat = [{
@@ -354,7 +361,7 @@ def Csa_RopeOp : Csa_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
     ```
   }];
   let arguments = (ins TensorRankOf<[BF16, F32], [2, 3]>:$input,
-                       Index:$position, I64Attr:$stride,
+                       Index:$position, Csa_I64Attr:$stride,
                        Csa_RopeTableAttr:$table, UnitAttr:$inverse);
   let results = (outs TensorRankOf<[BF16, F32], [2, 3]>:$result);
   let assemblyFormat = [{
@@ -382,13 +389,13 @@ def Csa_CompressOp : Csa_Op<"compress"> {
         : tensor<?x5120xbf16> -> tensor<?x512xbf16>
     ```
   }];
-  let arguments = (ins Csa_Hidden:$input, Index:$position, I64Attr:$ratio,
+  let arguments = (ins Csa_Hidden:$input, Index:$position, Csa_I64Attr:$ratio,
                        Optional<Csa_CompressorStateType>:$state,
                        UnitAttr:$gated, StrAttr:$weights);
   let results = (outs Csa_Hidden:$result);
   let assemblyFormat = [{
     $input `,` $position `ratio` $ratio
-    (`state` `(` $state^ `:` type($state) `)`)? (`gated` $gated^)?
+    (`state` `(` $state^ `:` qualified(type($state)) `)`)? (`gated` $gated^)?
     `weights` $weights attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
@@ -414,7 +421,7 @@ def Csa_IndexScoreOp : Csa_Op<"index_score", [Pure]> {
   let results = (outs Csa_F32Matrix:$scores);
   let assemblyFormat = [{
     $query `,` $head_weights `,` $cache attr-dict `:` type($query) `,`
-    type($head_weights) `,` type($cache) `->` type($scores)
+    type($head_weights) `,` qualified(type($cache)) `->` type($scores)
   }];
   let hasVerifier = 1;
 }
@@ -434,7 +441,7 @@ def Csa_HsiSelectOp : Csa_Op<"hsi_select", [Pure]> {
   }];
   let arguments = (ins Csa_F32Matrix:$scores);
   let results = (outs Csa_CandidatePoolType:$pool);
-  let assemblyFormat = "$scores attr-dict `:` type($scores) `->` type($pool)";
+  let assemblyFormat = "$scores attr-dict `:` type($scores) `->` qualified(type($pool))";
   let hasVerifier = 1;
 }
 
@@ -459,8 +466,8 @@ def Csa_TopKOp : Csa_Op<"topk", [Pure]> {
                            "::csa::TieBreak::LowestPosition">:$ties);
   let results = (outs Csa_TopKType:$result);
   let assemblyFormat = [{
-    $scores (`within` $pool^ `:` type($pool))? (`ties` $ties^)? attr-dict
-    `:` type($scores) `->` type($result)
+    $scores (`within` $pool^ `:` qualified(type($pool)))? (`ties` $ties^)?
+    attr-dict `:` type($scores) `->` qualified(type($result))
   }];
   let hasVerifier = 1;
 }
@@ -511,9 +518,9 @@ def Csa_CacheAllocOp : Csa_Op<"cache_alloc", [MemoryEffects<[MemAlloc]>]> {
     %ring = csa.cache_alloc layer 2 : !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>
     ```
   }];
-  let arguments = (ins I64Attr:$layer);
+  let arguments = (ins Csa_I64Attr:$layer);
   let results = (outs Csa_CacheHandle:$cache);
-  let assemblyFormat = "`layer` $layer attr-dict `:` type($cache)";
+  let assemblyFormat = "`layer` $layer attr-dict `:` qualified(type($cache))";
   let hasVerifier = 1;
 }
 
@@ -534,7 +541,7 @@ def Csa_CacheAppendOp : Csa_Op<"cache_append",
   let arguments = (ins TensorRankOf<[Csa_Fp4RowType, Csa_Fp8RowType], [1]>:$rows,
                        Csa_CacheHandle:$cache, Index:$position);
   let assemblyFormat = [{
-    $rows `,` $cache `[` $position `]` attr-dict `:` type($rows) `,` type($cache)
+    $rows `,` $cache `[` $position `]` attr-dict `:` type($rows) `,` qualified(type($cache))
   }];
   let hasVerifier = 1;
 }
@@ -566,8 +573,8 @@ def Csa_SparseAttentionOp : Csa_Op<"sparse_attention",
   let results = (outs Csa_Heads:$result);
   let assemblyFormat = [{
     $query `,` $window
-    (`global` `(` $cache^ `,` $selected `:` type($cache) `,` type($selected) `)`)?
-    `sink` $sink `scale` $scale attr-dict `:` type($query) `,` type($window)
+    (`global` `(` $cache^ `,` $selected `:` qualified(type($cache)) `,` qualified(type($selected)) `)`)?
+    `sink` $sink `scale` $scale attr-dict `:` type($query) `,` qualified(type($window))
     `->` type($result)
   }];
   let hasVerifier = 1;
@@ -587,7 +594,7 @@ def Csa_MoeRouteOp : Csa_Op<"moe_route", [Pure]> {
         : tensor<?x5120xbf16> -> tensor<?x6xf32>, tensor<?x6xi32>
     ```
   }];
-  let arguments = (ins Csa_Hidden:$input, I64Attr:$experts, I64Attr:$top_k,
+  let arguments = (ins Csa_Hidden:$input, Csa_I64Attr:$experts, Csa_I64Attr:$top_k,
                        F64Attr:$route_scale, StrAttr:$weights);
   let results = (outs Csa_F32Matrix:$expert_weights,
                       TensorRankOf<[I32], [2]>:$expert_ids);

@@ -71,7 +71,7 @@ def Csa_GlobalCacheType : Csa_Type<"GlobalCache", "global_cache"> {
   }];
   let parameters = (ins "int64_t":$ratio, "::csa::Fp4RowType":$main_row,
                         "::csa::Fp4RowType":$index_row);
-  let assemblyFormat = "`<` $ratio `,` $main_row `,` $index_row `>`";
+  let assemblyFormat = "`<` $ratio `,` qualified($main_row) `,` qualified($index_row) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     int64_t getEntryBytes() const {
@@ -92,7 +92,7 @@ def Csa_SwaRingType : Csa_Type<"SwaRing", "swa_ring"> {
     Example: `!csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>` (67584 B).
   }];
   let parameters = (ins "int64_t":$window, "::csa::Fp8RowType":$row);
-  let assemblyFormat = "`<` $window `,` $row `>`";
+  let assemblyFormat = "`<` $window `,` qualified($row) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     int64_t getBytes() const { return getWindow() * getRow().getBytes(); }

@@ -1,0 +1,23 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "csa"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.csa_obj_root, "test")
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "unit"]
+
+# Captured FileCheck variables do not leak across CHECK-LABELs.
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input-context=20"
+
+config.substitutions.append(("%csa_src", config.csa_src_root))
+llvm_config.use_default_substitutions()
+llvm_config.add_tool_substitutions(
+    ["csa-opt", "csa-compile"], [config.csa_tools_dir, config.llvm_tools_dir])
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

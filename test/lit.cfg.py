@@ -17,6 +17,7 @@ config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input-context=20"
 
 config.substitutions.append(("%csa_src", config.csa_src_root))
+config.substitutions.append(("%csa_obj", config.csa_obj_root))
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
     ["csa-opt", "csa-compile"], [config.csa_tools_dir, config.llvm_tools_dir])

@@ -35,8 +35,8 @@ def Csa_Dialect : Dialect {
     `!csa.compressor_state`, `!csa.topk`, `!csa.candidate_pool`) name the state
     that kernels read and write.
 
-    Model semantics are in `docs/semantics.md`; byte layouts in
-    `docs/artifact-format.md`.
+    Model semantics are in `docs/semantics.md`; row byte layouts in
+    `docs/cache-formats.md`; schedules in `docs/schedules.md`.
   }];
   let cppNamespace = "::csa";
   let useDefaultTypePrinterParser = 1;

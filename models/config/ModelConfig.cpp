@@ -64,6 +64,9 @@ public:
     if (!value)
       return required ? error(field, "missing required field")
                       : absl::OkStatus();
+    if (value->is_number_unsigned() &&
+        value->get<uint64_t>() > uint64_t(INT64_MAX))
+      return error(field, "integer out of range, got " + describe(*value));
     if (value->is_number_integer()) {
       out = value->get<int64_t>();
       return absl::OkStatus();
@@ -116,7 +119,9 @@ public:
     out.clear();
     for (size_t i = 0; i < value->size(); ++i) {
       const json &item = (*value)[i];
-      if (!item.is_number_integer())
+      if (!item.is_number_integer() ||
+          (item.is_number_unsigned() &&
+           item.get<uint64_t>() > uint64_t(INT64_MAX)))
         return error(field, absl::StrCat("entry ", i,
                                          ": expected an integer, got ",
                                          describe(item)));
@@ -256,8 +261,9 @@ absl::Status checkFields(const FieldReader &r, const ModelConfig &c) {
                                                "head_dim and index_head_dim"));
   if (c.nHeads % c.oGroups != 0)
     return r.error(field("o_groups", "text_config.o_groups"),
-                   absl::StrCat(c.oGroups, " does not divide n_heads ",
-                                c.nHeads));
+                   absl::StrCat(c.oGroups, " does not divide ",
+                                field("n_heads", "text_config.num_attention_heads"),
+                                " = ", c.nHeads));
   if (c.nActivatedExperts > c.nRoutedExperts)
     return r.error(field("n_activated_experts", "text_config.num_experts_per_tok"),
                    absl::StrCat(c.nActivatedExperts, " exceeds ",
@@ -294,20 +300,28 @@ absl::Status checkFields(const FieldReader &r, const ModelConfig &c) {
   const std::string ratios = field("compress_ratios", "text_config.compress_ratios");
   if (int64_t(c.compressRatios.size()) != c.nLayers + c.nMtpLayers)
     return r.error(ratios, absl::StrCat("has ", c.compressRatios.size(),
-                                        " entries; expected n_layers + "
-                                        "n_mtp_layers = ",
-                                        c.nLayers, " + ", c.nMtpLayers));
+                                        " entries; expected ",
+                                        field("n_layers", "text_config.num_hidden_layers"),
+                                        " + ",
+                                        field("n_mtp_layers", "text_config.num_nextn_predict_layers"),
+                                        " = ", c.nLayers, " + ", c.nMtpLayers));
   for (size_t l = 0; l < c.compressRatios.size(); ++l)
     if (c.compressRatios[l] < 0)
       return r.error(ratios, absl::StrCat("layer ", l, ": ratio ",
                                           c.compressRatios[l], " < 0"));
   auto checkLayers = [&](const std::vector<int64_t> &layers, const char *flat,
                          const char *hf) -> absl::Status {
-    for (int64_t l : layers)
+    for (size_t i = 0; i < layers.size(); ++i) {
+      int64_t l = layers[i];
       if (l < 0 || l >= c.nLayers)
         return r.error(field(flat, hf),
                        absl::StrCat("layer ", l, " is outside the ",
                                     c.nLayers, " backbone layers"));
+      for (size_t j = 0; j < i; ++j)
+        if (layers[j] == l)
+          return r.error(field(flat, hf),
+                         absl::StrCat("layer ", l, " is listed twice"));
+    }
     return absl::OkStatus();
   };
   CSA_RETURN_IF_ERROR(checkLayers(c.kvSourceLayers, "kv_source_layers",
@@ -326,6 +340,10 @@ absl::Status checkFields(const FieldReader &r, const ModelConfig &c) {
     return r.error(field("engram_max_ngram_size", "text_config.engram_max_ngram_size"),
                    "engram needs max_ngram_size >= 2, n_heads >= 1, "
                    "head_dim >= 1");
+  if (c.candidateTopkBlocks < 0 || c.candidateBlockSize < 0)
+    return r.error(field("candidate_topk_blocks", "text_config.candidate_topk_blocks"),
+                   "candidate_topk_blocks and candidate_block_size must be "
+                   ">= 0");
   if (c.candidateSourceLayer >= 0) {
     CSA_RETURN_IF_ERROR(checkLayers({c.candidateSourceLayer},
                                     "candidate_source_layer",
@@ -363,6 +381,11 @@ absl::StatusOr<ModelConfig> parseModelConfig(const std::string &text,
                                                 : ConfigLayout::Flat;
   FieldReader reader(root, source, config.layout);
   CSA_RETURN_IF_ERROR(readFields(reader, config));
+  // The flat inference config has no max_position_embeddings; the YaRN-
+  // extended context is what the HF layout states (65536 x 16 = 1M).
+  if (config.maxPositionEmbeddings == 0 && config.originalSeqLen > 0)
+    config.maxPositionEmbeddings =
+        int64_t(double(config.originalSeqLen) * config.ropeFactor);
   CSA_RETURN_IF_ERROR(checkFields(reader, config));
   return config;
 }

@@ -146,7 +146,7 @@ absl::StatusOr<Schedule> scheduleFromConfig(const ModelConfig &config) {
       return absl::InvalidArgumentError(absl::StrCat(
           config.source, ": field '",
           hf ? "text_config.compress_ratios" : "compress_ratios", "': layer ",
-          l, " is a ", kv ? "KV" : "index",
+          l, kv ? " is a KV" : " is an index",
           " source but has compression ratio 0"));
     role.candidatePool = l == config.candidateSourceLayer;
     if (role.candidatePool && !kv)
@@ -221,10 +221,14 @@ absl::StatusOr<Schedule> scheduleFromString(const ModelConfig &config,
       role.ratio = ratio;
     }
     if (c != 'W' && role.ratio == 0)
-      return fail(start, absl::StrCat("layer ", layer, " ('", std::string(1, c),
-                                      "') has ratio 0 in the config; give it "
-                                      "one, e.g. '",
-                                      std::string(1, c), "2'"));
+      return fail(start,
+                  digits.empty()
+                      ? absl::StrCat("layer ", layer, " ('", std::string(1, c),
+                                     "') has ratio 0 in the config; give it "
+                                     "one, e.g. '",
+                                     std::string(1, c), "2'")
+                      : absl::StrCat("layer ", layer, " ('", std::string(1, c),
+                                     "') needs a ratio >= 1, got 0"));
     ++layer;
   }
   if (layer != schedule.layers.size())
@@ -249,6 +253,8 @@ absl::Status applyScheduleOverrides(const ModelConfig &config,
   json root = json::parse(jsonText, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded())
     return fail("", "not valid JSON");
+  // Work on a copy: a rejected override leaves the caller's schedule as it was.
+  Schedule result = schedule;
   if (!root.is_object())
     return fail("", "a schedule override is a JSON object");
   for (auto &[key, value] : root.items())
@@ -262,9 +268,10 @@ absl::Status applyScheduleOverrides(const ModelConfig &config,
         scheduleFromString(config, root["schedule"].get<std::string>());
     if (!fromString.ok())
       return fail("schedule", std::string(fromString.status().message()));
-    schedule = *fromString;
+    result = *fromString;
   }
   if (!root.contains("layers")) {
+    schedule = result;
     return absl::OkStatus();
   }
   const json &layers = root["layers"];
@@ -273,7 +280,7 @@ absl::Status applyScheduleOverrides(const ModelConfig &config,
 
   // Every source not named in this override is derived again, so that
   // changing one layer's mode re-wires the layers that read from it.
-  for (LayerRole &role : schedule.layers) {
+  for (LayerRole &role : result.layers) {
     role.kvSource = -1;
     role.indexSource = -1;
     role.candidateSource = -1;
@@ -281,12 +288,16 @@ absl::Status applyScheduleOverrides(const ModelConfig &config,
   for (auto &[key, entry] : layers.items()) {
     const std::string where = "layers." + key;
     int64_t l = -1;
-    if (!absl::SimpleAtoi(key, &l) || l < 0 || l >= config.nLayers)
+    const bool digits =
+        !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) {
+          return std::isdigit(static_cast<unsigned char>(ch));
+        });
+    if (!digits || !absl::SimpleAtoi(key, &l) || l >= config.nLayers)
       return fail(where, absl::StrCat("'", key, "' is not a layer of the ",
                                       config.nLayers, "-layer backbone"));
     if (!entry.is_object())
       return fail(where, "expected an object");
-    LayerRole &role = schedule.layers[l];
+    LayerRole &role = result.layers[l];
     bool modeGiven = false, ratioGiven = false;
     for (auto &[field, value] : entry.items()) {
       const std::string at = where + "." + field;
@@ -304,7 +315,11 @@ absl::Status applyScheduleOverrides(const ModelConfig &config,
                  field == "index_source" || field == "candidate_source") {
         if (!value.is_number_integer())
           return fail(at, "expected an integer");
+        if (!value.is_number_unsigned())
+          return fail(at, "must be >= 0");
         int64_t v = value.get<int64_t>();
+        if (v < 0)
+          return fail(at, "out of range");
         if (field == "ratio") {
           role.ratio = v;
           ratioGiven = true;
@@ -329,8 +344,12 @@ absl::Status applyScheduleOverrides(const ModelConfig &config,
     if (modeGiven && role.mode != LayerMode::Full && !entry.contains("candidate_pool"))
       role.candidatePool = false;
   }
-  deriveSources(schedule);
-  return validateSchedule(config, schedule, source);
+  deriveSources(result);
+  if (absl::Status status = validateSchedule(config, result, source);
+      !status.ok())
+    return status;
+  schedule = result;
+  return absl::OkStatus();
 }
 
 void applyScheduleToConfig(const Schedule &schedule, ModelConfig &config) {

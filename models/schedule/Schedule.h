@@ -37,12 +37,12 @@ struct Schedule {
 absl::StatusOr<Schedule> scheduleFromConfig(const ModelConfig &config);
 
 /// A schedule from a compact string: one letter per backbone layer
-/// (W F C R .), each optionally followed by a ratio ("F1"); spaces and '|'
-/// are ignored. Ratios default to the config's compress_ratios.
+/// (W F C R .), each optionally followed by a ratio ("F1"); spaces, '|' and
+/// '_' are ignored. Ratios default to the config's compress_ratios.
 absl::StatusOr<Schedule> scheduleFromString(const ModelConfig &config,
                                             const std::string &spec);
 
-/// Applies a JSON override file to `schedule`:
+/// Applies a JSON override file to `schedule` (left unchanged on error):
 /// `{"schedule": "<string>", "layers": {"24": {"mode": "reuse",
 ///   "ratio": 1, "kv_source": 20, "index_source": 20,
 ///   "candidate_source": 20, "candidate_pool": true}}}`.
@@ -61,7 +61,9 @@ absl::Status validateSchedule(const ModelConfig &config,
 void deriveSources(Schedule &schedule);
 
 /// Writes the schedule back into the config's source lists and ratios, so the
-/// config describes the variant (e.g. for a generated checkpoint).
+/// config describes the variant (e.g. for a generated checkpoint). The config
+/// lists cannot express explicit sources that differ from the nearest-earlier
+/// rule; the Schedule, not the config, is authoritative for those.
 void applyScheduleToConfig(const Schedule &schedule, ModelConfig &config);
 
 } // namespace csa

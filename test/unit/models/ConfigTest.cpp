@@ -96,9 +96,10 @@ TEST(ConfigReleased, FlatAndHfLayoutsParseToSameValues) {
 
 // The released flat inference config has no max_position_embeddings; only the
 // HF config states the 1M context (spec §1 "max context", source HF-cfg).
-TEST(ConfigReleased, MaxPositionEmbeddingsComesOnlyFromHfFile) {
+TEST(ConfigReleased, MaxPositionEmbeddingsAgreesAcrossLayouts) {
+  // HF states it; the flat config derives it as original_seq_len x factor.
   EXPECT_EQ(releasedHfConfig().maxPositionEmbeddings, 1048576);
-  EXPECT_EQ(releasedConfig().maxPositionEmbeddings, 0);
+  EXPECT_EQ(releasedConfig().maxPositionEmbeddings, 1048576);
 }
 
 TEST(ConfigReleased, Dimensions) {
@@ -437,12 +438,13 @@ TEST(ConfigErrors, RopeHeadDimLargerThanIndexHeadDim) {
 TEST(ConfigErrors, OGroupsNotDividingHeads) {
   auto config = parseEditedFlat([](json &j) { j["o_groups"] = 7; });
   EXPECT_TRUE(failsWith(
-      config, {"bad.json: field 'o_groups': 7 does not divide n_heads 64"}));
+      config, {"bad.json: field 'o_groups': 7 does not divide n_heads = 64"}));
 }
 
 TEST(ConfigErrors, HfOGroupsNotDividingHeads) {
   auto config = parseEditedHf([](json &j) { j["text_config"]["o_groups"] = 6; });
-  EXPECT_TRUE(failsWith(config, {"field 'text_config.o_groups': 6 does not divide"}));
+  EXPECT_TRUE(failsWith(config, {"field 'text_config.o_groups': 6 does not "
+                                 "divide text_config.num_attention_heads = 64"}));
 }
 
 TEST(ConfigErrors, MoreActivatedThanRoutedExperts) {
@@ -659,3 +661,24 @@ TEST(ConfigSourceErrors, ReuseBeforeFirstFullBreaksARule) {
 }
 
 } // namespace
+
+TEST(ConfigErrors, SourceListedTwice) {
+  auto config = parseEditedFlat(
+      [](json &j) { j["kv_source_layers"] = {2, 8, 8, 14, 20}; });
+  EXPECT_TRUE(failsWith(config, {"field 'kv_source_layers': layer 8 is listed "
+                                 "twice"}));
+}
+
+TEST(ConfigErrors, IntegerBeyondInt64) {
+  auto config = parseEditedFlat(
+      [](json &j) { j["dim"] = uint64_t(18446744073709551615ull); });
+  EXPECT_TRUE(failsWith(config, {"field 'dim': integer out of range"}));
+}
+
+TEST(ConfigErrors, NegativeCandidateSizesWithoutSource) {
+  auto config = parseEditedFlat([](json &j) {
+    j.erase("candidate_source_layer");
+    j["candidate_topk_blocks"] = -3;
+  });
+  EXPECT_TRUE(failsWith(config, {"field 'candidate_topk_blocks'", ">= 0"}));
+}

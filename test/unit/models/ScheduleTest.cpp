@@ -638,3 +638,26 @@ TEST(ApplyScheduleToConfig, LeavesMtpRatiosAlone) {
 }
 
 } // namespace
+
+TEST(ScheduleOverrides, NegativeSourceRejected) {
+  EXPECT_TRUE(failsWith(
+      overrideStatus(R"({"layers": {"21": {"kv_source": -5}}})"),
+      {"override.json: layers.21.kv_source: must be >= 0"}));
+}
+
+TEST(ScheduleOverrides, LayerKeysAreDigitsOnly) {
+  EXPECT_TRUE(failsWith(overrideStatus(R"({"layers": {" 3": {"mode": "reuse"}}})"),
+                        {"is not a layer"}));
+  EXPECT_TRUE(failsWith(overrideStatus(R"({"layers": {"+5": {"mode": "reuse"}}})"),
+                        {"is not a layer"}));
+}
+
+TEST(ScheduleOverrides, RejectedOverrideLeavesScheduleUnchanged) {
+  Schedule s = releasedSchedule();
+  absl::Status status = applyScheduleOverrides(
+      releasedConfig(), s,
+      R"({"layers": {"25": {"index_source": 21}, "30": {"mode": "bogus"}}})",
+      "override.json");
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(sameSchedule(s, releasedSchedule()));
+}

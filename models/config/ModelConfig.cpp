@@ -340,6 +340,11 @@ absl::Status checkFields(const FieldReader &r, const ModelConfig &c) {
     return r.error(field("engram_max_ngram_size", "text_config.engram_max_ngram_size"),
                    "engram needs max_ngram_size >= 2, n_heads >= 1, "
                    "head_dim >= 1");
+  if (!c.engramLayerIds.empty() && c.engramHeadDim % 32 != 0)
+    return r.error(field("engram_head_dim", "text_config.engram_head_dim"),
+                   absl::StrCat(c.engramHeadDim,
+                                " is not a multiple of 32 (the Engram table "
+                                "scales rows per 32 channels)"));
   if (c.candidateTopkBlocks < 0 || c.candidateBlockSize < 0)
     return r.error(field("candidate_topk_blocks", "text_config.candidate_topk_blocks"),
                    "candidate_topk_blocks and candidate_block_size must be "

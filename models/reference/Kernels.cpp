@@ -1,0 +1,184 @@
+//===- Kernels.cpp - Plain C++ kernels of the reference forward -----------===//
+#include "models/reference/Kernels.h"
+
+#include "runtime/numerics/Numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+namespace csa::reference {
+
+namespace nx = csa::numerics;
+
+uint16_t loadU16(const uint8_t *base, int64_t i) {
+  uint16_t v;
+  std::memcpy(&v, base + 2 * i, sizeof v);
+  return v;
+}
+
+float loadF32(const uint8_t *base, int64_t i) {
+  float v;
+  std::memcpy(&v, base + 4 * i, sizeof v);
+  return v;
+}
+
+float bf16(float x) { return nx::roundToBf16(x); }
+
+void roundBf16(std::vector<float> &v) {
+  for (float &x : v)
+    x = bf16(x);
+}
+void roundBf16(Mat &m) { roundBf16(m.v); }
+
+void parallelFor(int64_t n,
+                 const std::function<void(int64_t, int64_t)> &body) {
+  int64_t threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  threads = std::min<int64_t>(threads, n);
+  if (threads <= 1 || n < 64) {
+    body(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  int64_t chunk = (n + threads - 1) / threads;
+  for (int64_t t = 0; t < threads; ++t) {
+    int64_t begin = t * chunk, end = std::min(n, begin + chunk);
+    if (begin < end)
+      pool.emplace_back(body, begin, end);
+  }
+  for (std::thread &th : pool)
+    th.join();
+}
+
+void Weight::dequantizeRow(int64_t r, float *out) const {
+  switch (kind) {
+  case WeightKind::BF16:
+  case WeightKind::F32:
+    if (storedF32) {
+      std::memcpy(out, data + 4 * r * cols, size_t(4 * cols));
+    } else {
+      for (int64_t c = 0; c < cols; ++c)
+        out[c] = nx::bf16ToFloat(loadU16(data, r * cols + c));
+    }
+    return;
+  case WeightKind::FP8: {
+    const uint8_t *codes = data + r * cols;
+    const int64_t scaleCols = (cols + 31) / 32;
+    const uint8_t *scales = scale + (r / 32) * scaleCols;
+    for (int64_t c = 0; c < cols; ++c)
+      out[c] = nx::decodeE4M3(codes[c]) * nx::decodeUe8m0(scales[c / 32]);
+    return;
+  }
+  case WeightKind::FP4: {
+    const uint8_t *packed = data + r * (cols / 2);
+    const uint8_t *scales = scale + r * (cols / 32);
+    for (int64_t c = 0; c < cols; c += 2) {
+      float s = nx::decodeUe8m0(scales[c / 32]);
+      out[c] = nx::decodeE2M1(nx::lowE2M1(packed[c / 2])) * s;
+      out[c + 1] = nx::decodeE2M1(nx::highE2M1(packed[c / 2])) * s;
+    }
+    return;
+  }
+  }
+}
+
+void fp8QuantDequant(float *x, int64_t n) {
+  nx::actQuantInplace(x, size_t(n), 32, nx::Fp8ScaleFormat::Ue8m0);
+}
+
+void fp4QuantDequantUe8m0(float *x, int64_t n) {
+  nx::fp4ActQuantInplace(x, size_t(n), 32, nx::Fp4ScaleFormat::Ue8m0);
+}
+
+Mat linear(const Mat &x, const Weight &w) {
+  const int64_t m = x.rows, k = x.cols, n = w.rows;
+  Mat y(m, n);
+  const bool quantized = w.kind == WeightKind::FP8 || w.kind == WeightKind::FP4;
+  // act_quant(x, 32, ue8m0): the dequantized activation is exact in fp32.
+  Mat xq = x;
+  if (quantized)
+    for (int64_t r = 0; r < m; ++r)
+      fp8QuantDequant(xq.row(r), k);
+  parallelFor(n, [&](int64_t begin, int64_t end) {
+    std::vector<float> wrow(static_cast<size_t>(k));
+    for (int64_t j = begin; j < end; ++j) {
+      w.dequantizeRow(j, wrow.data());
+      for (int64_t r = 0; r < m; ++r) {
+        const float *a = xq.row(r);
+        float acc = 0.f;
+        if (quantized) {
+          // fp8_gemm / fp4_gemm: fp32 partial per 32-block of K, added in
+          // K order (block products are exact, only the order rounds).
+          for (int64_t kb = 0; kb < k; kb += 32) {
+            float partial = 0.f;
+            for (int64_t c = kb; c < std::min(k, kb + 32); ++c)
+              partial += a[c] * wrow[size_t(c)];
+            acc += partial;
+          }
+        } else {
+          for (int64_t c = 0; c < k; ++c)
+            acc += a[c] * wrow[size_t(c)];
+        }
+        y.at(r, j) = w.kind == WeightKind::F32 ? acc : bf16(acc);
+      }
+    }
+  });
+  return y;
+}
+
+Mat rmsNorm(const Mat &x, const std::vector<float> &weight, double eps) {
+  Mat y(x.rows, x.cols);
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float *a = x.row(r);
+    float sum = 0.f;
+    for (int64_t c = 0; c < x.cols; ++c)
+      sum += a[c] * a[c];
+    float var = sum / float(x.cols);
+    float inv = 1.0f / std::sqrt(var + float(eps));
+    for (int64_t c = 0; c < x.cols; ++c)
+      y.at(r, c) = bf16(weight[size_t(c)] * (a[c] * inv));
+  }
+  return y;
+}
+
+RopeTable::RopeTable(int64_t dim, double theta, int64_t originalSeqLen,
+                     double factor, double betaFast, double betaSlow)
+    : dim(dim), freqs(size_t(dim / 2)) {
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    float exponent = float(2 * i) / float(dim);
+    freqs[size_t(i)] = 1.0f / std::pow(float(theta), exponent);
+  }
+  if (originalSeqLen > 0) {
+    auto correctedDim = [&](double rotations) {
+      return double(dim) *
+             std::log(double(originalSeqLen) / (rotations * 2 * M_PI)) /
+             (2 * std::log(theta));
+    };
+    double low = std::max(std::floor(correctedDim(betaFast)), 0.0);
+    double high = std::min(std::ceil(correctedDim(betaSlow)), double(dim - 1));
+    float span = float(std::max(high - low, 1e-3));
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      float ramp = std::clamp((float(i) - float(low)) / span, 0.f, 1.f);
+      float smooth = 1.f - ramp;
+      float f = freqs[size_t(i)];
+      freqs[size_t(i)] = f / float(factor) * (1.f - smooth) + f * smooth;
+    }
+  }
+}
+
+void RopeTable::apply(float *x, int64_t width, int64_t position,
+                      bool inverse) const {
+  float *tail = x + (width - dim);
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    float angle = float(position) * freqs[size_t(i)];
+    float c = std::cos(angle), s = std::sin(angle);
+    if (inverse)
+      s = -s;
+    float a = tail[2 * i], b = tail[2 * i + 1];
+    tail[2 * i] = bf16(a * c - b * s);
+    tail[2 * i + 1] = bf16(a * s + b * c);
+  }
+}
+
+} // namespace csa::reference

@@ -1,0 +1,95 @@
+//===- Kernels.h - Plain C++ kernels of the reference forward ----*- C++ -*-===//
+//
+// The numerics of the released `kernel.py` / `model.py`, written for clarity:
+// weights stay in their checkpoint formats and are dequantized row by row
+// (exactly: every code times its power-of-two or E4M3 scale is exact in
+// fp32), activations are fp32 vectors rounded to bf16 wherever the reference
+// holds a bf16 tensor.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_MODELS_REFERENCE_KERNELS_H
+#define CSA_MODELS_REFERENCE_KERNELS_H
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace csa::reference {
+
+/// A row-major matrix of activations.
+struct Mat {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> v;
+  Mat() = default;
+  Mat(int64_t rows, int64_t cols, float fill = 0.f)
+      : rows(rows), cols(cols), v(size_t(rows * cols), fill) {}
+  float *row(int64_t r) { return v.data() + r * cols; }
+  const float *row(int64_t r) const { return v.data() + r * cols; }
+  float &at(int64_t r, int64_t c) { return v[size_t(r * cols + c)]; }
+  float at(int64_t r, int64_t c) const { return v[size_t(r * cols + c)]; }
+};
+
+/// How a weight is stored (and therefore how `linear` treats activations).
+enum class WeightKind {
+  BF16, ///< plain bf16 matmul, bf16 output
+  F32,  ///< fp32 matmul, fp32 output (compressor at ratio > 1, gate, head)
+  FP8,  ///< E4M3 with 32x32 UE8M0 block scales; activations FP8 per 32
+  FP4,  ///< packed E2M1 with a UE8M0 scale per 32 along K; activations FP8
+};
+
+/// A [rows, cols] weight viewed in its stored bytes.
+struct Weight {
+  WeightKind kind = WeightKind::BF16;
+  int64_t rows = 0, cols = 0;
+  const uint8_t *data = nullptr;
+  const uint8_t *scale = nullptr; ///< FP8/FP4 only
+  /// Stored as F32 (true) or BF16 (false) when kind is BF16/F32: the kind
+  /// says how the reference computes, this says how the bytes are laid out.
+  bool storedF32 = false;
+
+  /// Dequantizes row `r` into `out[cols]`.
+  void dequantizeRow(int64_t r, float *out) const;
+};
+
+/// Loads element `i` of a possibly unaligned little-endian array (checkpoint
+/// tensors are packed back to back, so their bytes carry no alignment).
+uint16_t loadU16(const uint8_t *base, int64_t i);
+float loadF32(const uint8_t *base, int64_t i);
+
+float bf16(float x);
+void roundBf16(std::vector<float> &v);
+void roundBf16(Mat &m);
+
+/// Runs `body(begin, end)` over [0, n) split across the machine's threads.
+void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &body);
+
+/// y = x @ W^T as the released code computes it for `w.kind`:
+/// FP8/FP4: act_quant(x, 32, ue8m0) then per-32-block fp32 partial sums,
+/// bf16 output; BF16: fp32 accumulation, bf16 output; F32: fp32 output.
+Mat linear(const Mat &x, const Weight &w);
+
+/// RMSNorm in fp32 with a weight, output rounded to bf16.
+Mat rmsNorm(const Mat &x, const std::vector<float> &weight, double eps);
+
+/// act_quant(..., inplace=True): FP8 E4M3 with UE8M0 scales per 32, back to
+/// bf16 (exact).
+void fp8QuantDequant(float *x, int64_t n);
+/// fp4_act_quant(..., 32, inplace=True): E2M1 with UE8M0 scales per 32.
+void fp4QuantDequantUe8m0(float *x, int64_t n);
+
+/// RoPE tables: one (cos, sin) pair per position and rotated pair, computed
+/// in fp32 as `precompute_freqs_cis` does (YaRN when originalSeqLen > 0).
+struct RopeTable {
+  int64_t dim = 0; ///< rotated channels (even)
+  std::vector<float> freqs; ///< dim/2 frequencies
+  RopeTable() = default;
+  RopeTable(int64_t dim, double theta, int64_t originalSeqLen, double factor,
+            double betaFast, double betaSlow);
+  /// Rotates the last `dim` channels of `x[width]` at `position`
+  /// (adjacent pairs as complex numbers), rounding to bf16.
+  void apply(float *x, int64_t width, int64_t position, bool inverse) const;
+};
+
+} // namespace csa::reference
+
+#endif // CSA_MODELS_REFERENCE_KERNELS_H

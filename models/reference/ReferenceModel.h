@@ -1,0 +1,109 @@
+//===- ReferenceModel.h - The plain C++ reference forward --------*- C++ -*-===//
+//
+// DeepSeek-V4.1 for any config and schedule, written to be read: the oracle
+// every compiled path is checked against (never the executor). It follows the
+// released `inference/model.py` (spec §2-§5) operation by operation, with
+// bf16 rounding where the reference holds bf16 tensors, and keeps its caches
+// in the released byte formats (288 B FP4 main-KV rows, 68 B FP4 index-key
+// rows, 528 B FP8 SWA rows at the released sizes).
+//
+// One sequence: `prefill` once (position 0, any length), then `decode` one
+// token at a time.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_MODELS_REFERENCE_REFERENCEMODEL_H
+#define CSA_MODELS_REFERENCE_REFERENCEMODEL_H
+
+#include "models/config/ModelConfig.h"
+#include "models/schedule/Schedule.h"
+
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace csa::reference {
+
+/// One checkpoint tensor as bytes (a view; the source keeps it alive).
+struct TensorBytes {
+  std::string dtype; ///< safetensors spelling: BF16, F32, F8_E4M3, F8_E8M0, I8
+  std::vector<int64_t> shape;
+  const uint8_t *data = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// Finds a tensor by its official name (see models/weights/).
+using TensorSource =
+    std::function<absl::StatusOr<TensorBytes>(const std::string &name)>;
+
+/// Maps a token history to Engram table rows for one layer:
+/// `(history, start, count)` -> `count x columns` row ids (layer offset
+/// included). The default is the official n-gram hash.
+using EngramHashFn = std::function<std::vector<int64_t>(
+    int64_t layer, const std::vector<int64_t> &history, int64_t start,
+    int64_t count)>;
+
+struct ReferenceOptions {
+  /// Which index keys a ratio-2 Full layer scores against on decode steps
+  /// that complete no group (spec §10.1): its own (`Owner`, as transformers
+  /// and the engines do) or the last published ones (`Release`, bit-for-bit
+  /// with the released model.py).
+  enum class IndexPublication { Owner, Release };
+  IndexPublication publication = IndexPublication::Owner;
+
+  /// CED bounded replay (spec §3.7): layers from `replayStartLayer` on run
+  /// only on the last `replayTail` prompt tokens in prefill.
+  bool boundedReplay = false;
+  int64_t replayStartLayer = -1; ///< -1: the layer after the last KV source
+  int64_t replayTail = -1;       ///< -1: the window size
+
+  /// Engram hashing; empty = the official hash (models/reference/EngramHash).
+  EngramHashFn engramHash;
+};
+
+/// Per-layer state, exposed for tests and inspection.
+struct LayerState {
+  /// SWA ring: `window` rows of FP8 bytes; slot p % window holds position p.
+  std::vector<uint8_t> swaRing;
+  /// Full layers: compressed entries (FP4 main-KV rows) and index keys.
+  std::vector<uint8_t> mainKv;
+  std::vector<uint8_t> indexKeys;
+  int64_t entries = 0;
+  /// Ratio > 1 Full layers: the partial group, fp32 [ratio x head_dim].
+  std::vector<float> stateKv, stateScore;
+  /// The compressed positions each query row of the last call attended
+  /// (before the window offset; -1 = none), [rows x k].
+  std::vector<std::vector<int32_t>> lastTopK;
+  /// The candidate source: the HSI pool of each query row of the last call
+  /// (a mask over compressed positions).
+  std::vector<std::vector<char>> lastCandidates;
+};
+
+class ReferenceModel {
+public:
+  static absl::StatusOr<std::unique_ptr<ReferenceModel>>
+  create(const ModelConfig &config, const Schedule &schedule,
+         const TensorSource &weights, ReferenceOptions options = {});
+  ~ReferenceModel();
+
+  /// Runs the prompt at position 0; returns the last position's logits.
+  absl::StatusOr<std::vector<float>> prefill(const std::vector<int32_t> &tokens);
+  /// Runs one token at the current position; returns its logits.
+  absl::StatusOr<std::vector<float>> decode(int32_t token);
+
+  int64_t position() const;
+  const LayerState &layerState(int64_t layer) const;
+  const ModelConfig &config() const;
+
+private:
+  struct Impl;
+  explicit ReferenceModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace csa::reference
+
+#endif // CSA_MODELS_REFERENCE_REFERENCEMODEL_H

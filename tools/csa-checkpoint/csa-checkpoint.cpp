@@ -1,0 +1,380 @@
+//===- csa-checkpoint.cpp - Generate, check and list checkpoints ----------===//
+//
+//   csa-checkpoint generate (--variant=NAME | CONFIG.json) [--schedule=STR]
+//                  --out=DIR [--seed=N] [--shard-mb=N] [--index] [--force]
+//   csa-checkpoint check DIR [--variant=NAME | --config=FILE] [--schedule=STR]
+//   csa-checkpoint list DIR
+//
+// Plain C++ (no LLVM): the options are few and every error must be a message
+// with a non-zero exit, so they are parsed by hand.
+//
+//===----------------------------------------------------------------------===//
+#include "models/config/ModelConfig.h"
+#include "models/schedule/Schedule.h"
+#include "models/variants/Variants.h"
+#include "models/weights/RandomCheckpoint.h"
+#include "models/weights/WeightManifest.h"
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using csa::checkpoint::Checkpoint;
+
+constexpr const char *kUsage = R"(usage:
+  csa-checkpoint generate (--variant=NAME | CONFIG.json) [--schedule=STR]
+                 --out=DIR [--seed=N] [--shard-mb=N] [--index] [--force]
+      Writes a random checkpoint of the model in the official layout (names,
+      shapes, dtypes, FP8/FP4 block scales) plus DIR/config.json.
+      --seed=N      random seed (default 0); same seed, same bytes
+      --shard-mb=N  shard budget in MiB (default 4096; fractions allowed)
+      --index       write model.safetensors.index.json even for one shard
+      --force       replace a checkpoint already in DIR
+  csa-checkpoint check DIR [--variant=NAME | --config=FILE] [--schedule=STR]
+      Checks every tensor of DIR against the weight manifest of the config
+      (default DIR/config.json): names, dtypes, shapes, shards.
+  csa-checkpoint list DIR
+      Prints name, dtype, shape and shard of every tensor.
+)";
+
+int fail(const std::string &message) {
+  std::cerr << "csa-checkpoint: error: " << message << "\n";
+  return 1;
+}
+
+/// Parsed command line: positionals and --name[=value] options.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;
+};
+
+/// Options that take a value; the others are switches.
+bool takesValue(const std::string &name) {
+  return name == "variant" || name == "config" || name == "schedule" ||
+         name == "out" || name == "seed" || name == "shard-mb";
+}
+
+/// Parses argv[first..]; rejects options `command` does not know.
+bool parseArgs(int argc, char **argv, int first, const std::string &command,
+               const std::vector<std::string> &known, Args &args,
+               std::string &error) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      args.positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    bool hasValue = false;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      hasValue = true;
+    }
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      error = absl::StrCat("unknown option '--", name, "' for '", command,
+                           "' (see csa-checkpoint --help)");
+      return false;
+    }
+    if (takesValue(name) && !hasValue) {
+      if (i + 1 >= argc) {
+        error = absl::StrCat("option '--", name, "' needs a value");
+        return false;
+      }
+      value = argv[++i];
+    } else if (!takesValue(name) && hasValue) {
+      error = absl::StrCat("option '--", name, "' takes no value");
+      return false;
+    }
+    if (args.options.count(name)) {
+      error = absl::StrCat("option '--", name, "' given twice");
+      return false;
+    }
+    args.options[name] = value;
+  }
+  return true;
+}
+
+std::string option(const Args &args, const std::string &name) {
+  auto it = args.options.find(name);
+  return it == args.options.end() ? std::string() : it->second;
+}
+
+/// The model a command works on: config, schedule, where they came from.
+struct Model {
+  csa::ModelConfig config;
+  csa::Schedule schedule;
+  std::string origin;
+  nlohmann::json originalConfig; ///< the flat config file, if one was read
+};
+
+absl::StatusOr<Model> resolveModel(const std::string &variant,
+                                   const std::string &configPath,
+                                   const std::string &scheduleString) {
+  Model model;
+  if (!variant.empty()) {
+    auto named = csa::loadVariant(variant);
+    if (!named.ok())
+      return named.status();
+    model.config = named->config;
+    model.schedule = named->schedule;
+    model.origin = "variant '" + variant + "'";
+  } else {
+    auto config = csa::loadModelConfig(configPath);
+    if (!config.ok())
+      return config.status();
+    auto schedule = csa::scheduleFromConfig(*config);
+    if (!schedule.ok())
+      return schedule.status();
+    model.config = *config;
+    model.schedule = *schedule;
+    model.origin = configPath;
+    std::ifstream in(configPath, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    model.originalConfig =
+        nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  }
+  if (!scheduleString.empty()) {
+    auto schedule = csa::scheduleFromString(model.config, scheduleString);
+    if (!schedule.ok())
+      return schedule.status();
+    model.schedule = *schedule;
+  }
+  return model;
+}
+
+/// "1,234,567".
+std::string grouped(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+/// Orders "layers.2" before "layers.10": digit runs compare as numbers.
+bool naturalLess(const std::string &a, const std::string &b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit((unsigned char)a[i]) &&
+        std::isdigit((unsigned char)b[j])) {
+      size_t i0 = i, j0 = j;
+      while (i < a.size() && std::isdigit((unsigned char)a[i]))
+        ++i;
+      while (j < b.size() && std::isdigit((unsigned char)b[j]))
+        ++j;
+      std::string x = a.substr(i0, i - i0), y = b.substr(j0, j - j0);
+      x.erase(0, std::min(x.find_first_not_of('0'), x.size()));
+      y.erase(0, std::min(y.find_first_not_of('0'), y.size()));
+      if (x.size() != y.size())
+        return x.size() < y.size();
+      if (x != y)
+        return x < y;
+      continue;
+    }
+    if (a[i] != b[j])
+      return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+int runGenerate(int argc, char **argv) {
+  Args args;
+  std::string error;
+  if (!parseArgs(
+          argc, argv, 2, "generate",
+          {"variant", "schedule", "out", "seed", "shard-mb", "index", "force"},
+          args, error))
+    return fail(error);
+  const std::string variant = option(args, "variant");
+  if (args.positional.size() > 1)
+    return fail("generate takes one config file, got " +
+                std::to_string(args.positional.size()));
+  const std::string configPath =
+      args.positional.empty() ? std::string() : args.positional[0];
+  if (variant.empty() == configPath.empty())
+    return fail("generate needs either a config file or --variant=NAME "
+                "(one of them)");
+  const std::string out = option(args, "out");
+  if (out.empty())
+    return fail("generate needs --out=DIR");
+
+  csa::RandomCheckpointOptions options;
+  if (args.options.count("seed") &&
+      !absl::SimpleAtoi(option(args, "seed"), &options.seed))
+    return fail("--seed must be a non-negative integer, got '" +
+                option(args, "seed") + "'");
+  if (args.options.count("shard-mb")) {
+    double mb = 0;
+    if (!absl::SimpleAtod(option(args, "shard-mb"), &mb) || !(mb > 0) ||
+        mb > 1e9)
+      return fail("--shard-mb must be a positive number of MiB, got '" +
+                  option(args, "shard-mb") + "'");
+    options.writer.shardBytes =
+        std::max<uint64_t>(1, uint64_t(mb * double(1 << 20)));
+  }
+  options.writer.alwaysIndex = args.options.count("index") > 0;
+  options.writer.overwrite = args.options.count("force") > 0;
+
+  auto model = resolveModel(variant, configPath, option(args, "schedule"));
+  if (!model.ok())
+    return fail(std::string(model.status().message()));
+  options.origin = model->origin;
+  options.originalConfig = model->originalConfig;
+  auto result =
+      csa::writeRandomCheckpoint(model->config, model->schedule, out, options);
+  if (!result.ok())
+    return fail(std::string(result.status().message()));
+  std::cout << "generated " << model->origin << ", schedule "
+            << model->schedule.letters() << ", seed " << options.seed << ": "
+            << grouped(result->totals.tensors) << " tensors, "
+            << grouped(result->totals.parameters) << " parameters, "
+            << grouped(result->totals.bytes) << " bytes\n";
+  for (const std::string &file : result->files)
+    std::cout << "  " << file << "\n";
+  return 0;
+}
+
+int runCheck(int argc, char **argv) {
+  Args args;
+  std::string error;
+  if (!parseArgs(argc, argv, 2, "check", {"variant", "config", "schedule"},
+                 args, error))
+    return fail(error);
+  if (args.positional.size() != 1)
+    return fail("check needs one checkpoint directory (or file)");
+  const std::string dir = args.positional[0];
+  const std::string variant = option(args, "variant");
+  std::string configPath = option(args, "config");
+  if (!variant.empty() && !configPath.empty())
+    return fail("give either --variant or --config, not both");
+  if (variant.empty() && configPath.empty()) {
+    fs::path base(dir);
+    if (!fs::is_directory(base))
+      base = base.parent_path();
+    configPath = (base / "config.json").string();
+    if (!fs::exists(configPath))
+      return fail(configPath + ": no config.json beside the checkpoint; give "
+                               "--variant=NAME or --config=FILE");
+  }
+  auto model = resolveModel(variant, configPath, option(args, "schedule"));
+  if (!model.ok())
+    return fail(std::string(model.status().message()));
+  auto manifest = csa::weightManifest(model->config, model->schedule);
+  if (!manifest.ok())
+    return fail(std::string(manifest.status().message()));
+
+  auto checkpoint = Checkpoint::open(dir);
+  if (!checkpoint.ok())
+    return fail(std::string(checkpoint.status().message()));
+  if (absl::Status s = checkpoint->validate(); !s.ok())
+    return fail(std::string(s.message()));
+  if (absl::Status s = csa::checkAgainstManifest(*checkpoint, *manifest);
+      !s.ok())
+    return fail(absl::StrCat(s.message(), "\n  (the manifest of ",
+                             model->origin, ", schedule ",
+                             model->schedule.letters(), ")"));
+  csa::ManifestTotals totals = csa::manifestTotals(*manifest);
+  std::cout << dir << ": OK: " << grouped(totals.tensors)
+            << " tensors match the weight manifest of " << model->origin
+            << " (schedule " << model->schedule.letters()
+            << "): " << grouped(totals.parameters) << " parameters, "
+            << grouped(totals.bytes) << " bytes in "
+            << checkpoint->files().size() << " file(s)\n";
+  return 0;
+}
+
+int runList(int argc, char **argv) {
+  Args args;
+  std::string error;
+  if (!parseArgs(argc, argv, 2, "list", {}, args, error))
+    return fail(error);
+  if (args.positional.size() != 1)
+    return fail("list needs one checkpoint directory (or file)");
+  auto checkpoint = Checkpoint::open(args.positional[0]);
+  if (!checkpoint.ok())
+    return fail(std::string(checkpoint.status().message()));
+  std::vector<std::string> names = checkpoint->names();
+  std::sort(names.begin(), names.end(), naturalLess);
+
+  struct Row {
+    std::string name, dtype, shape, file;
+  };
+  std::vector<Row> rows;
+  size_t widths[3] = {4, 5, 5};
+  uint64_t bytes = 0;
+  for (const std::string &name : names) {
+    auto view = checkpoint->tensor(name);
+    if (!view.ok())
+      return fail(std::string(view.status().message()));
+    Row row{name, csa::checkpoint::dtypeName(view->dtype),
+            csa::checkpoint::formatShape(view->shape),
+            fs::path(view->file).filename().string()};
+    widths[0] = std::max(widths[0], row.name.size());
+    widths[1] = std::max(widths[1], row.dtype.size());
+    widths[2] = std::max(widths[2], row.shape.size());
+    bytes += view->bytes;
+    rows.push_back(std::move(row));
+  }
+  auto pad = [](const std::string &s, size_t w) {
+    return s + std::string(w - s.size() + 2, ' ');
+  };
+  std::cout << pad("name", widths[0]) << pad("dtype", widths[1])
+            << pad("shape", widths[2]) << "file\n";
+  for (const Row &r : rows)
+    std::cout << pad(r.name, widths[0]) << pad(r.dtype, widths[1])
+              << pad(r.shape, widths[2]) << r.file << "\n";
+  std::cout << grouped(rows.size()) << " tensors, " << grouped(bytes)
+            << " bytes in " << checkpoint->files().size() << " file(s)\n";
+  return 0;
+}
+
+int run(int argc, char **argv) {
+  if (argc < 2)
+    return fail(std::string("no command given\n") + kUsage);
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (command == "generate")
+    return runGenerate(argc, argv);
+  if (command == "check")
+    return runCheck(argc, argv);
+  if (command == "list")
+    return runList(argc, argv);
+  return fail("unknown command '" + command +
+              "' (generate, check or list; see csa-checkpoint --help)");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // Errors are statuses; an exception here is a bug, but still a message.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    return fail(std::string("internal error: ") + e.what());
+  }
+}

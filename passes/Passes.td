@@ -42,4 +42,61 @@ def CostReport : Pass<"csa-cost-report", "::mlir::ModuleOp"> {
   ];
 }
 
+def ExpandModes : Pass<"csa-expand-modes", "::mlir::func::FuncOp"> {
+  let summary = "Expand each CSA2 attention layer into the primitives of its mode";
+  let description = [{
+    Rewrites every `csa.attention` of a function into primitives, in the
+    order the released model runs them:
+
+    * every layer: the Q path (`wq_a`, `q_norm`, `wq_b`, RoPE), its SWA KV
+      (`wkv`, `kv_norm`, RoPE, FP8 rows appended to its ring);
+    * `full`: `csa.compress` (with the partial-group state at ratio > 1),
+      index keys (`indexer.wk`, `k_norm`, RoPE at the group positions, FP4
+      rows appended), then the indexer and top-k (and `csa.hsi_select` on the
+      candidate source), then the RoPE'd latent as FP4 main-KV rows;
+    * `reindex`: indexer queries scored against the KV source's keys,
+      `csa.topk ... within` the candidate source's pool;
+    * `reuse`: the KV source's cache at the index source's top-k;
+    * then `csa.sparse_attention`, inverse RoPE and the grouped output
+      projection (`wo_a` as a block-diagonal `csa.linear`, `wo_b`).
+
+    Caches are created once per function with `csa.cache_alloc` (a layer's
+    SWA ring; a Full layer's global cache and compressor state); sources'
+    caches, top-k sets and pools are passed to their readers as SSA values,
+    so sharing is explicit use-def.
+
+    Example: `csa-opt --csa-expand-modes='dense-format=fp8_block32'`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"denseFormat", "dense-format", "std::string", /*default=*/"\"\"",
+           "Storage format of the dense attention projections: fp8_block32 "
+           "(as released) or bf16; default: the module's csa.dense_format, "
+           "else fp8_block32">,
+  ];
+  let statistics = [
+    Statistic<"numLayers", "layers", "Attention layers expanded">,
+    Statistic<"numCaches", "caches", "Caches allocated">,
+  ];
+}
+
+def PlanCaches : Pass<"csa-plan-caches", "::mlir::ModuleOp"> {
+  let summary = "Record the bytes of every per-sequence cache";
+  let description = [{
+    Annotates each `csa.cache_alloc` with its bytes (`csa.bytes_per_token`
+    for a global cache: entry bytes / ratio; `csa.bytes` for an SWA ring or
+    a compressor state), and the module with `csa.cache_plan`: the global
+    KV bytes per token, the fixed bytes per sequence, and, for
+    `max-context` tokens, the bytes one sequence holds. A layer's caches are
+    the same storage in every function (prefill and decode share them), so
+    each (layer, kind) is counted once.
+  }];
+  let options = [
+    Option<"maxContext", "max-context", "int64_t", /*default=*/"0",
+           "Context length (tokens) the plan is sized for; default: the "
+           "module's csa.max_context, else 131072">,
+  ];
+}
+
 #endif // CSA_PASSES_PASSES_TD

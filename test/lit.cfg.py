@@ -23,3 +23,15 @@ llvm_config.add_tool_substitutions(
     ["csa-opt", "csa-compile", "csa-checkpoint", "csa-reference"],
     [config.csa_tools_dir, config.llvm_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# numpy (Debian's python3-numpy) checks the Engram golden values.
+import subprocess
+for python in ["/usr/bin/python3", "python3"]:
+    try:
+        subprocess.run([python, "-c", "import numpy"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.CalledProcessError):
+        continue
+    config.available_features.add("numpy")
+    config.substitutions.append(("%numpy_python", python))
+    break

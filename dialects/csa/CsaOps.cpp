@@ -414,6 +414,14 @@ double LmHeadOp::getWeightedDecodeFlops(int64_t) {
 LogicalResult LinearOp::verify() {
   if (!compatible(dim(getInput(), 0), dim(getResult(), 0)))
     return emitOpError("produces one output row per input row");
+  int64_t groups = getGroups();
+  if (groups < 1)
+    return emitOpError("groups must be >= 1, got ") << groups;
+  for (auto [value, what] : {std::pair{dim(getInput(), 1), "input channels"},
+                             std::pair{dim(getResult(), 1), "outputs"}})
+    if (!ShapedType::isDynamic(value) && value % groups != 0)
+      return emitOpError() << groups << " groups do not divide the " << value
+                           << " " << what;
   return success();
 }
 

@@ -291,7 +291,7 @@ def Csa_MoeOp : Csa_GraphOp<"moe",
   let assemblyFormat = [{
     $input `layer` $layer `experts` $experts `top_k` $top_k `shared` $shared
     `inter` $inter `route_scale` $route_scale `swiglu_limit` $swiglu_limit
-    `expert_format` $expert_format `shared_format` $shared_format
+    `expert_format` `` $expert_format `shared_format` `` $shared_format
     `weights` $weights attr-dict `:` type($input)
   }];
 }
@@ -329,17 +329,25 @@ def Csa_LinearOp : Csa_Op<"linear", [Pure]> {
     take the same FP8 activations; bf16/f32 weights are applied in the
     activation's precision. Accumulation is fp32.
 
-    Example:
+    With `groups` = g > 1 the weight is block-diagonal: group i maps input
+    channels [i*K/g, (i+1)*K/g) to output rows [i*N/g, (i+1)*N/g) (the
+    grouped low-rank output projection `wo_a`).
+
+    Examples:
     ```mlir
     %q = csa.linear %x weight "layers.2.attn.wq_a" fp8_block32
         : tensor<?x5120xbf16> -> tensor<?x1280xbf16>
+    %u = csa.linear %o weight "layers.2.attn.wo_a" bf16 groups 8
+        : tensor<?x32768xbf16> -> tensor<?x8192xbf16>
     ```
   }];
   let arguments = (ins TensorRankOf<[BF16, F32], [2]>:$input, StrAttr:$weight,
-                       Csa_WeightFormatAttr:$format);
+                       Csa_WeightFormatAttr:$format,
+                       DefaultValuedAttr<Csa_I64Attr, "1">:$groups);
   let results = (outs TensorRankOf<[BF16, F32], [2]>:$result);
   let assemblyFormat = [{
-    $input `weight` $weight $format attr-dict `:` type($input) `->` type($result)
+    $input `weight` $weight `` $format (`groups` $groups^)? attr-dict `:`
+    type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -401,12 +409,15 @@ def Csa_CompressOp : Csa_Op<"compress"> {
   let hasVerifier = 1;
 }
 
-def Csa_IndexScoreOp : Csa_Op<"index_score", [Pure]> {
+// Reads the index keys stored in `cache`, so not Pure: it must not move across
+// the cache_append that publishes them.
+def Csa_IndexScoreOp : Csa_Op<"index_score", [MemoryEffects<[MemRead]>]> {
   let summary = "indexer scores: multi-head ReLU, weighted sum over heads";
   let description = [{
     `score[n, t] = sum_h relu(q[n, h] . key[t]) * w[n, h]` against the index
-    keys of `cache` (dequantized FP4 rows). Positions a query cannot see yet
-    are -inf.
+    keys of `cache` (dequantized FP4 rows). The queries are quantized to FP4
+    (E2M1, UE8M0 per 32) first, as the released indexer does. Positions a
+    query cannot see yet are -inf.
 
     Example:
     ```mlir
@@ -466,7 +477,7 @@ def Csa_TopKOp : Csa_Op<"topk", [Pure]> {
                            "::csa::TieBreak::LowestPosition">:$ties);
   let results = (outs Csa_TopKType:$result);
   let assemblyFormat = [{
-    $scores (`within` $pool^ `:` qualified(type($pool)))? (`ties` $ties^)?
+    $scores (`within` $pool^ `:` qualified(type($pool)))? (`ties` `` $ties^)?
     attr-dict `:` type($scores) `->` qualified(type($result))
   }];
   let hasVerifier = 1;

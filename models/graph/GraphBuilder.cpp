@@ -162,6 +162,15 @@ OwningOpRef<ModuleOp> buildModelGraph(MLIRContext &context,
   module->getOperation()->setAttr("csa.model", b.getStringAttr(variant.name));
   module->getOperation()->setAttr(
       "csa.schedule", b.getStringAttr(variant.schedule.letters()));
+  // What later stages need from the config: the dense projections' format
+  // and the context the caches are planned for.
+  module->getOperation()->setAttr(
+      "csa.dense_format",
+      b.getStringAttr(stringifyWeightFormat(weightFormat(variant.config.dtype))));
+  if (variant.config.maxPositionEmbeddings > 0)
+    module->getOperation()->setAttr(
+        "csa.max_context",
+        b.getI64IntegerAttr(variant.config.maxPositionEmbeddings));
   b.setInsertionPointToEnd(module->getBody());
 
   const ModelConfig &c = variant.config;

@@ -91,6 +91,9 @@ void fp4QuantDequantUe8m0(float *x, int64_t n) {
   nx::fp4ActQuantInplace(x, size_t(n), 32, nx::Fp4ScaleFormat::Ue8m0);
 }
 
+/// Eight fp32 lanes (GCC/Clang vector extension): one per activation row.
+typedef float Lanes __attribute__((vector_size(32)));
+
 Mat linear(const Mat &x, const Weight &w) {
   const int64_t m = x.rows, k = x.cols, n = w.rows;
   Mat y(m, n);
@@ -100,27 +103,59 @@ Mat linear(const Mat &x, const Weight &w) {
   if (quantized)
     for (int64_t r = 0; r < m; ++r)
       fp8QuantDequant(xq.row(r), k);
+  // fp8_gemm / fp4_gemm add an fp32 partial per 32-block of K (the block
+  // products are exact); the plain GEMMs accumulate straight through.
+  const int64_t block = quantized ? 32 : k;
+  if (m < 4) {
+    // Few rows (decode): one pass per row, no transposition.
+    parallelFor(n, [&](int64_t begin, int64_t end) {
+      std::vector<float> wrow(static_cast<size_t>(k));
+      for (int64_t j = begin; j < end; ++j) {
+        w.dequantizeRow(j, wrow.data());
+        for (int64_t r = 0; r < m; ++r) {
+          const float *a = xq.row(r);
+          float acc = 0.f;
+          for (int64_t kb = 0; kb < k; kb += block) {
+            float partial = 0.f;
+            for (int64_t c = kb; c < std::min(k, kb + block); ++c)
+              partial += a[c] * wrow[size_t(c)];
+            acc += partial;
+          }
+          y.at(r, j) = w.kind == WeightKind::F32 ? acc : bf16(acc);
+        }
+      }
+    });
+    return y;
+  }
+  // Rows are processed in groups of kLanes, transposed so that the compiler
+  // vectorizes across rows; each row still sums its products in K order, so
+  // the result does not depend on the grouping.
+  constexpr int64_t kLanes = 8;
+  const int64_t groups = (m + kLanes - 1) / kLanes;
+  std::vector<float> xt(static_cast<size_t>(groups * k * kLanes), 0.f);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      xt[size_t(((r / kLanes) * k + c) * kLanes + r % kLanes)] = xq.at(r, c);
   parallelFor(n, [&](int64_t begin, int64_t end) {
     std::vector<float> wrow(static_cast<size_t>(k));
     for (int64_t j = begin; j < end; ++j) {
       w.dequantizeRow(j, wrow.data());
-      for (int64_t r = 0; r < m; ++r) {
-        const float *a = xq.row(r);
-        float acc = 0.f;
-        if (quantized) {
-          // fp8_gemm / fp4_gemm: fp32 partial per 32-block of K, added in
-          // K order (block products are exact, only the order rounds).
-          for (int64_t kb = 0; kb < k; kb += 32) {
-            float partial = 0.f;
-            for (int64_t c = kb; c < std::min(k, kb + 32); ++c)
-              partial += a[c] * wrow[size_t(c)];
-            acc += partial;
+      for (int64_t g = 0; g < groups; ++g) {
+        const float *a = &xt[size_t(g * k * kLanes)];
+        Lanes acc = {};
+        for (int64_t kb = 0; kb < k; kb += block) {
+          Lanes partial = {};
+          const int64_t kEnd = std::min(k, kb + block);
+          for (int64_t c = kb; c < kEnd; ++c) {
+            Lanes ac;
+            std::memcpy(&ac, a + c * kLanes, sizeof ac);
+            partial += ac * wrow[size_t(c)];
           }
-        } else {
-          for (int64_t c = 0; c < k; ++c)
-            acc += a[c] * wrow[size_t(c)];
+          acc += partial;
         }
-        y.at(r, j) = w.kind == WeightKind::F32 ? acc : bf16(acc);
+        for (int64_t l = 0; l < kLanes && g * kLanes + l < m; ++l)
+          y.at(g * kLanes + l, j) =
+              w.kind == WeightKind::F32 ? acc[l] : bf16(acc[l]);
       }
     }
   });

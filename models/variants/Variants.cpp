@@ -35,6 +35,11 @@ const std::vector<VariantRecipe> &recipes() {
                 "Reuse, Reindex, HSI, MoE, mHC, Engram): WWF.C.R."},
        "tiny",
        {}},
+      {{"reduced", "released widths (hidden 5120, 64 heads x 512, indexer "
+                   "32 x 128, top-512, HSI 2048 x 8) in 6 layers WWF.CR, 8 "
+                   "experts top-2, small Engram table"},
+       "reduced",
+       {}},
       {{"tiny-all-full", "tiny, every compressed layer Full"},
        "tiny",
        makeAllFull},

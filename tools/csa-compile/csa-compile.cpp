@@ -19,6 +19,8 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
@@ -43,7 +45,8 @@ namespace {
 
 cl::OptionCategory category("csa-compile options");
 
-cl::opt<std::string> configPath(cl::Positional, cl::desc("[config.json]"),
+cl::opt<std::string> configPath(cl::Positional,
+                                cl::desc("[config.json | stage.mlir]"),
                                 cl::init(""), cl::cat(category));
 cl::opt<std::string>
     variantName("variant",
@@ -64,23 +67,37 @@ cl::opt<std::string> scheduleJson(
     cl::desc("JSON file with per-layer overrides of the schedule"),
     cl::init(""), cl::cat(category));
 
-enum class Stage { Graph };
+/// The stages, in pipeline order (docs/pipeline.md).
+enum class Stage { Graph, Expanded };
 cl::opt<Stage> emitStage(
-    "emit", cl::desc("Stage whose IR is printed"), cl::init(Stage::Graph),
+    "emit", cl::desc("Stage whose IR is printed (default: the last one)"),
+    cl::init(Stage::Expanded),
     cl::values(clEnumValN(Stage::Graph, "graph",
                           "one csa op per model block (attention layers carry "
-                          "their CSA2 mode and sources)")),
+                          "their CSA2 mode and sources)"),
+               clEnumValN(Stage::Expanded, "expanded",
+                          "modes expanded into primitives, caches allocated "
+                          "and planned")),
+    cl::cat(category));
+cl::opt<Stage> compileFrom(
+    "compile-from",
+    cl::desc("Read the positional file as the IR of this stage and continue "
+             "from there (instead of reading a config)"),
+    cl::values(clEnumValN(Stage::Graph, "graph", "graph-stage IR"),
+               clEnumValN(Stage::Expanded, "expanded", "expanded-stage IR")),
     cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
 cl::opt<std::string> dumpDir(
-    "dump-dir", cl::desc("Write the IR of every stage to <dir>/<stage>.mlir"),
+    "dump-dir",
+    cl::desc("Write the IR of every stage run to <dir>/<stage>.mlir"),
     cl::value_desc("dir"), cl::init(""), cl::cat(category));
 
 enum class ReportFormat { None, Text, Json };
 cl::opt<ReportFormat> report(
-    "report", cl::desc("Print the cost report instead of IR"),
+    "report",
+    cl::desc("Print the cost report (of the graph stage) instead of IR"),
     cl::init(ReportFormat::None), cl::ValueOptional,
     cl::values(clEnumValN(ReportFormat::Text, "", "text (default)"),
                clEnumValN(ReportFormat::Text, "text", "text"),
@@ -183,36 +200,108 @@ int main(int argc, char **argv) {
       return fail("--context lengths must be >= 1, got " +
                   llvm::Twine(context));
 
-  auto variant = resolveVariant();
-  if (!variant.ok())
-    return fail(std::string(variant.status().message()));
-
   MLIRContext context;
-  OwningOpRef<ModuleOp> module = csa::buildModelGraph(context, *variant);
+  csa::loadGraphDialects(context);
+  OwningOpRef<ModuleOp> module;
+  std::string name;
+  Stage stage = Stage::Graph;
+  if (compileFrom.getNumOccurrences()) {
+    if (configPath.empty())
+      return fail("--compile-from needs the stage's .mlir file");
+    if (!variantName.empty() || !scheduleString.empty() || !scheduleJson.empty())
+      return fail("--compile-from reads IR; --variant, --schedule and "
+                  "--schedule-json describe a model to build instead");
+    if (emitStage < compileFrom)
+      return fail("--emit names a stage before --compile-from's");
+    stage = compileFrom;
+    module = parseSourceFile<ModuleOp>(configPath, &context);
+    if (!module)
+      return fail("cannot read '" + configPath + "' as " +
+                  (stage == Stage::Graph ? "graph" : "expanded") +
+                  "-stage IR (see the diagnostics above)");
+    name = llvm::sys::path::stem(configPath).str();
+  } else {
+    auto variant = resolveVariant();
+    if (!variant.ok())
+      return fail(std::string(variant.status().message()));
+    module = csa::buildModelGraph(context, *variant);
+    name = variant->name + " (" + variant->config.source + ")";
+  }
   if (failed(verify(*module)))
-    return fail("internal error: the graph of '" + variant->name +
-                "' does not verify (please report)");
+    return fail("the " +
+                std::string(stage == Stage::Graph ? "graph" : "expanded") +
+                "-stage IR does not verify (see the diagnostics above)");
+  if (stage == Stage::Graph) {
+    // The graph stage has no attention ops left once expanded: the report
+    // reads it here.
+    bool hasGraph = false;
+    module->walk([&](csa::AttentionOp) { hasGraph = true; });
+    if (compileFrom.getNumOccurrences() && !hasGraph)
+      return fail("'" + configPath + "' holds no csa.attention ops; is it "
+                  "really graph-stage IR?");
+  } else if (report != ReportFormat::None) {
+    return fail("the cost report reads the graph stage; --compile-from=" +
+                std::string("expanded IR has no graph ops left"));
+  }
 
-  // The graph stage runs the cleanup a user would expect before printing;
-  // later stages add their passes here.
-  PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)))
-    return fail("bad pass manager options");
-  DefaultTimingManager timing;
-  applyDefaultTimingManagerCLOptions(timing);
-  TimingScope rootTiming = timing.getRootScope();
-  pm.enableTiming(rootTiming);
-  pm.addPass(createCSEPass());
-  if (failed(pm.run(*module)))
-    return fail("the graph pipeline failed");
-
-  if (!dumpDir.empty()) {
+  if (!dumpDir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir))
       return fail("cannot create --dump-dir '" + dumpDir + "': " +
                   ec.message());
+  auto dump = [&](llvm::StringRef stageName) -> LogicalResult {
+    if (dumpDir.empty())
+      return success();
     llvm::SmallString<256> path(dumpDir);
-    llvm::sys::path::append(path, "graph.mlir");
-    if (failed(writeStage(*module, path)))
+    llvm::sys::path::append(path, stageName + ".mlir");
+    return writeStage(*module, path);
+  };
+
+  DefaultTimingManager timing;
+  applyDefaultTimingManagerCLOptions(timing);
+  TimingScope rootTiming = timing.getRootScope();
+  auto runPipeline = [&](llvm::function_ref<void(PassManager &)> build)
+      -> LogicalResult {
+    PassManager pm(&context);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    pm.enableTiming(rootTiming);
+    build(pm);
+    return pm.run(*module);
+  };
+
+  // Stage graph: cleanup of the built graph.
+  if (stage == Stage::Graph) {
+    if (failed(runPipeline([](PassManager &pm) { pm.addPass(createCSEPass()); })))
+      return fail("the graph pipeline failed");
+    if (failed(dump("graph")))
+      return 1;
+  }
+
+  // The cost report is computed on the graph stage.
+  std::optional<csa::ModelCost> cost;
+  if (report != ReportFormat::None) {
+    std::vector<int64_t> lengths(contexts.begin(), contexts.end());
+    if (lengths.empty())
+      lengths = csa::defaultReportContexts();
+    auto analysed = csa::analyzeCost(*module, lengths);
+    if (!analysed)
+      return fail(llvm::toString(analysed.takeError()));
+    cost = std::move(*analysed);
+  }
+
+  // Stage expanded: modes into primitives, caches planned.
+  if (stage < Stage::Expanded && emitStage >= Stage::Expanded &&
+      report == ReportFormat::None) {
+    if (failed(runPipeline([](PassManager &pm) {
+          OpPassManager &fn = pm.nest<func::FuncOp>();
+          fn.addPass(csa::createExpandModes());
+          fn.addPass(createCanonicalizerPass());
+          fn.addPass(createCSEPass());
+          pm.addPass(csa::createPlanCaches());
+        })))
+      return fail("the expanded pipeline failed");
+    stage = Stage::Expanded;
+    if (failed(dump("expanded")))
       return 1;
   }
 
@@ -220,18 +309,11 @@ int main(int argc, char **argv) {
   auto out = openOutputFile(outputPath, &error);
   if (!out)
     return fail(error);
-  if (report != ReportFormat::None) {
-    std::vector<int64_t> lengths(contexts.begin(), contexts.end());
-    if (lengths.empty())
-      lengths = csa::defaultReportContexts();
-    auto cost = csa::analyzeCost(*module, lengths);
-    if (!cost)
-      return fail(llvm::toString(cost.takeError()));
+  if (cost) {
     if (report == ReportFormat::Json) {
       csa::printCostJson(*cost, out->os());
     } else {
-      out->os() << "csa cost report: " << variant->name << " ("
-                << variant->config.source << ")\n";
+      out->os() << "csa cost report: " << name << "\n";
       csa::printCostText(*cost, out->os());
     }
   } else {

@@ -44,7 +44,7 @@ TEST(Variants, NamesInListingOrder) {
     EXPECT_FALSE(info.description.empty()) << info.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"released", "all-full", "no-reindex",
-                                             "tiny", "tiny-all-full",
+                                             "tiny", "reduced", "tiny-all-full",
                                              "tiny-no-reindex"}));
 }
 
@@ -63,7 +63,7 @@ TEST(Variants, UnknownNameListsTheKnownOnes) {
   auto v = loadVariant("released-v2");
   EXPECT_TRUE(failsWith(v,
                         {"unknown variant 'released-v2'; known variants: "
-                         "released, all-full, no-reindex, tiny, tiny-all-full, "
+                         "released, all-full, no-reindex, tiny, reduced, tiny-all-full, "
                          "tiny-no-reindex"},
                         absl::StatusCode::kNotFound));
 }

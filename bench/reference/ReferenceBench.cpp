@@ -80,14 +80,7 @@ void setUp(Fixture &f) {
     return;
   }
   f.weights = std::make_unique<csa::checkpoint::Checkpoint>(std::move(*ckpt));
-  const csa::checkpoint::Checkpoint *w = f.weights.get();
-  f.source = [w](const std::string &n) -> absl::StatusOr<TensorBytes> {
-    auto view = w->tensor(n);
-    if (!view.ok())
-      return view.status();
-    return TensorBytes{std::string(csa::checkpoint::dtypeName(view->dtype)),
-                       view->shape, view->data, view->bytes};
-  };
+  f.source = csa::reference::checkpointTensorSource(*f.weights);
 }
 
 const Fixture &tinyFixture() {

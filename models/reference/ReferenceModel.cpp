@@ -10,6 +10,7 @@
 
 #include "models/reference/EngramHash.h"
 #include "models/reference/Kernels.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/numerics/Numerics.h"
 
 #include "absl/strings/str_cat.h"
@@ -1073,6 +1074,16 @@ ReferenceModel::Impl::forward(const std::vector<int32_t> &tokens, bool decode) {
 //===----------------------------------------------------------------------===//
 // Public interface
 //===----------------------------------------------------------------------===//
+
+TensorSource checkpointTensorSource(const checkpoint::Checkpoint &checkpoint) {
+  return [&checkpoint](const std::string &name) -> absl::StatusOr<TensorBytes> {
+    auto view = checkpoint.tensor(name);
+    if (!view.ok())
+      return view.status();
+    return TensorBytes{std::string(checkpoint::dtypeName(view->dtype)),
+                       view->shape, view->data, view->bytes};
+  };
+}
 
 ReferenceModel::ReferenceModel(std::unique_ptr<Impl> impl)
     : impl(std::move(impl)) {}

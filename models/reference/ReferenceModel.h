@@ -39,6 +39,18 @@ struct TensorBytes {
 using TensorSource =
     std::function<absl::StatusOr<TensorBytes>(const std::string &name)>;
 
+} // namespace csa::reference
+
+namespace csa::checkpoint {
+class Checkpoint;
+} // namespace csa::checkpoint
+
+namespace csa::reference {
+
+/// The tensors of an opened checkpoint; `checkpoint` must outlive the source
+/// and every model created from it (tensors are views into its mappings).
+TensorSource checkpointTensorSource(const checkpoint::Checkpoint &checkpoint);
+
 /// Maps a token history to Engram table rows for one layer:
 /// `(history, start, count)` -> `count x columns` row ids (layer offset
 /// included). The default is the official n-gram hash.

@@ -165,16 +165,7 @@ int main(int argc, char **argv) {
   auto ckpt = checkpoint::Checkpoint::open(dir);
   if (!ckpt.ok())
     return fail(std::string(ckpt.status().message()));
-  const checkpoint::Checkpoint &weights = *ckpt;
-  reference::TensorSource source =
-      [&](const std::string &name) -> absl::StatusOr<reference::TensorBytes> {
-    auto view = weights.tensor(name);
-    if (!view.ok())
-      return view.status();
-    return reference::TensorBytes{
-        std::string(checkpoint::dtypeName(view->dtype)), view->shape,
-        view->data, view->bytes};
-  };
+  reference::TensorSource source = reference::checkpointTensorSource(*ckpt);
 
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();

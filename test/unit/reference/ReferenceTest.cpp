@@ -52,14 +52,7 @@ const Fixture &fixture(const std::string &name) {
   slot = std::make_unique<Fixture>();
   slot->variant = *variant;
   slot->weights = std::make_unique<checkpoint::Checkpoint>(std::move(*ckpt));
-  const checkpoint::Checkpoint *w = slot->weights.get();
-  slot->source = [w](const std::string &n) -> absl::StatusOr<TensorBytes> {
-    auto view = w->tensor(n);
-    if (!view.ok())
-      return view.status();
-    return TensorBytes{std::string(checkpoint::dtypeName(view->dtype)),
-                       view->shape, view->data, view->bytes};
-  };
+  slot->source = checkpointTensorSource(*slot->weights);
   return *slot;
 }
 

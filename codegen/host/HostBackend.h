@@ -1,0 +1,35 @@
+//===- HostBackend.h - Host kernels to a loadable shared object --*- C++ -*-===//
+//
+// The CPU target's back end: lowers a module of host kernels to the LLVM
+// dialect (scf -> cf, arith/math/memref/func -> llvm), translates it to LLVM
+// IR, emits an object file for the host with the TargetMachine, and links it
+// into a shared object with the system compiler driver, which the runtime
+// dlopens (the runtime itself links no LLVM).
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_HOSTBACKEND_H
+#define CSA_CODEGEN_HOST_HOSTBACKEND_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace csa::codegen {
+
+/// Lowers host kernels (scf/arith/math/memref/func) to the LLVM dialect.
+mlir::LogicalResult lowerHostKernelsToLLVM(mlir::ModuleOp module);
+
+/// LLVM IR text of a module already in the LLVM dialect.
+llvm::Expected<std::string> translateToLLVMIR(mlir::ModuleOp module);
+
+/// Writes an object file for the host CPU from an LLVM-dialect module.
+llvm::Error emitHostObject(mlir::ModuleOp module, const std::string &path);
+
+/// Links objects into a shared object with `cc -shared` (CSA_CC overrides).
+llvm::Error linkSharedObject(const std::vector<std::string> &objects,
+                             const std::string &path);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_HOSTBACKEND_H

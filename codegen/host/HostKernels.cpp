@@ -1,0 +1,168 @@
+//===- HostKernels.cpp - Host (CPU) kernels generated as IR ---------------===//
+#include "codegen/host/HostKernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+
+namespace csa::codegen {
+
+void loadHostKernelDialects(MLIRContext &context) {
+  context.loadDialect<arith::ArithDialect, func::FuncDialect,
+                      math::MathDialect, memref::MemRefDialect,
+                      scf::SCFDialect, LLVM::LLVMDialect>();
+}
+
+namespace {
+
+/// A kernel: a public func with the C interface, its entry block ready.
+func::FuncOp startKernel(OpBuilder &b, ModuleOp module, const std::string &name,
+                         TypeRange args) {
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn = func::FuncOp::create(b, module.getLoc(), name,
+                                 b.getFunctionType(args, {}));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  return fn;
+}
+
+Value f32Const(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+Value indexConst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// Loads an element and widens it to fp32.
+Value loadF32(OpBuilder &b, Location loc, Value memref, ValueRange indices) {
+  Value v = memref::LoadOp::create(b, loc, memref, indices);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+} // namespace
+
+func::FuncOp buildRmsNormKernel(ModuleOp module, const std::string &name,
+                                int64_t dim, double eps) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  auto rowsType = MemRefType::get({ShapedType::kDynamic, dim}, bf16);
+  auto weightType = MemRefType::get({dim}, bf16);
+  func::FuncOp fn = startKernel(b, module, name, {rowsType, weightType, rowsType});
+  Value x = fn.getArgument(0), w = fn.getArgument(1), y = fn.getArgument(2);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        cols = indexConst(b, loc, dim);
+  Value rows = memref::DimOp::create(b, loc, x, zero);
+  auto rowLoop = scf::ForOp::create(b, loc, zero, rows, one);
+  b.setInsertionPointToStart(rowLoop.getBody());
+  Value r = rowLoop.getInductionVar();
+  // sum(x^2) in K order, fp32.
+  auto sumLoop = scf::ForOp::create(b, loc, zero, cols, one,
+                                    ValueRange{f32Const(b, loc, 0.f)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(sumLoop.getBody());
+    Value v = loadF32(b, loc, x, ValueRange{r, sumLoop.getInductionVar()});
+    Value sq = arith::MulFOp::create(b, loc, v, v);
+    Value acc = arith::AddFOp::create(b, loc, sumLoop.getRegionIterArg(0), sq);
+    scf::YieldOp::create(b, loc, acc);
+  }
+  Value mean = arith::DivFOp::create(b, loc, sumLoop.getResult(0),
+                                     f32Const(b, loc, float(dim)));
+  Value var = arith::AddFOp::create(b, loc, mean, f32Const(b, loc, float(eps)));
+  Value inv = arith::DivFOp::create(b, loc, f32Const(b, loc, 1.f),
+                                    math::SqrtOp::create(b, loc, var));
+  auto outLoop = scf::ForOp::create(b, loc, zero, cols, one);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(outLoop.getBody());
+    Value c = outLoop.getInductionVar();
+    Value v = loadF32(b, loc, x, ValueRange{r, c});
+    Value wv = loadF32(b, loc, w, c);
+    Value scaled = arith::MulFOp::create(b, loc, wv,
+                                         arith::MulFOp::create(b, loc, v, inv));
+    Value out = arith::TruncFOp::create(b, loc, bf16, scaled);
+    memref::StoreOp::create(b, loc, out, y, ValueRange{r, c});
+  }
+  b.setInsertionPointAfter(rowLoop);
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildRopeKernel(ModuleOp module, const std::string &name,
+                             const std::vector<float> &freqs, bool inverse) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
+  const int64_t pairs = int64_t(freqs.size());
+
+  // The frequency table is part of the generated code.
+  b.setInsertionPointToEnd(module.getBody());
+  auto tableType = MemRefType::get({pairs}, f32);
+  std::string tableName = name + "_freqs";
+  memref::GlobalOp::create(
+      b, loc, tableName, b.getStringAttr("private"), tableType,
+      DenseElementsAttr::get(RankedTensorType::get({pairs}, f32),
+                             ArrayRef<float>(freqs)),
+      /*constant=*/true, /*alignment=*/nullptr);
+
+  auto rowsType =
+      MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, bf16);
+  func::FuncOp fn = startKernel(b, module, name, {rowsType, i64, i64, i64});
+  Value x = fn.getArgument(0);
+  Value position = fn.getArgument(1), stride = fn.getArgument(2),
+        rowsPerPosition = fn.getArgument(3);
+  Value table = memref::GetGlobalOp::create(b, loc, tableType, tableName);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        two = indexConst(b, loc, 2);
+  Value rows = memref::DimOp::create(b, loc, x, zero);
+  Value width = memref::DimOp::create(b, loc, x, one);
+  Value tail = arith::SubIOp::create(b, loc, width, indexConst(b, loc, 2 * pairs));
+  auto rowLoop = scf::ForOp::create(b, loc, zero, rows, one);
+  b.setInsertionPointToStart(rowLoop.getBody());
+  Value r = rowLoop.getInductionVar();
+  Value rowI64 = arith::IndexCastOp::create(b, loc, i64, r);
+  Value step = arith::DivSIOp::create(b, loc, rowI64, rowsPerPosition);
+  Value pos = arith::AddIOp::create(
+      b, loc, position, arith::MulIOp::create(b, loc, step, stride));
+  Value posF = arith::SIToFPOp::create(b, loc, f32, pos);
+  auto pairLoop = scf::ForOp::create(b, loc, zero, indexConst(b, loc, pairs), one);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(pairLoop.getBody());
+    Value i = pairLoop.getInductionVar();
+    Value angle = arith::MulFOp::create(
+        b, loc, posF, memref::LoadOp::create(b, loc, table, i));
+    Value c = math::CosOp::create(b, loc, angle);
+    Value s = math::SinOp::create(b, loc, angle);
+    if (inverse)
+      s = arith::NegFOp::create(b, loc, s);
+    Value even = arith::AddIOp::create(b, loc, tail,
+                                       arith::MulIOp::create(b, loc, i, two));
+    Value odd = arith::AddIOp::create(b, loc, even, one);
+    Value a = loadF32(b, loc, x, ValueRange{r, even});
+    Value bv = loadF32(b, loc, x, ValueRange{r, odd});
+    // (a + ib)(c + is), rounded once per component.
+    Value re = arith::SubFOp::create(b, loc, arith::MulFOp::create(b, loc, a, c),
+                                     arith::MulFOp::create(b, loc, bv, s));
+    Value im = arith::AddFOp::create(b, loc, arith::MulFOp::create(b, loc, a, s),
+                                     arith::MulFOp::create(b, loc, bv, c));
+    memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, re),
+                            x, ValueRange{r, even});
+    memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, im),
+                            x, ValueRange{r, odd});
+  }
+  b.setInsertionPointAfter(rowLoop);
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+} // namespace csa::codegen

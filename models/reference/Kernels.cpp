@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <numeric>
 #include <thread>
 
 namespace csa::reference {
@@ -214,6 +216,103 @@ void RopeTable::apply(float *x, int64_t width, int64_t position,
     tail[2 * i] = bf16(a * c - b * s);
     tail[2 * i + 1] = bf16(a * s + b * c);
   }
+}
+
+std::vector<int64_t> topkIndices(const std::vector<float> &scores, int64_t k) {
+  std::vector<int64_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  k = std::min<int64_t>(k, int64_t(order.size()));
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int64_t a, int64_t b) {
+                      if (scores[size_t(a)] != scores[size_t(b)])
+                        return scores[size_t(a)] > scores[size_t(b)];
+                      return a < b;
+                    });
+  order.resize(size_t(k));
+  return order;
+}
+
+std::vector<char> selectCandidateBlocks(const std::vector<float> &scores,
+                                        int64_t compressLen, int64_t topBlocks,
+                                        int64_t blockSize) {
+  const float negInf = -std::numeric_limits<float>::infinity();
+  const int64_t width = int64_t(scores.size());
+  const int64_t numBlocks = (width + blockSize - 1) / blockSize;
+  std::vector<float> blockScore(size_t(numBlocks), negInf);
+  for (int64_t t = 0; t < width; ++t)
+    blockScore[size_t(t / blockSize)] =
+        std::max(blockScore[size_t(t / blockSize)], scores[size_t(t)]);
+  // The newest block is only partly filled: pin it in.
+  if (compressLen >= 1)
+    blockScore[size_t((compressLen - 1) / blockSize)] =
+        std::numeric_limits<float>::infinity();
+  std::vector<int64_t> top = topkIndices(blockScore, topBlocks);
+  std::vector<char> keep(size_t(width), 0);
+  for (int64_t b : top) {
+    if (blockScore[size_t(b)] == negInf)
+      continue; // fewer reachable blocks than picks
+    for (int64_t t = b * blockSize; t < std::min(width, (b + 1) * blockSize);
+         ++t)
+      keep[size_t(t)] = 1;
+  }
+  return keep;
+}
+
+float indexScore(const float *q, const float *key, const float *w,
+                 int64_t heads, int64_t dim) {
+  float sum = 0.f;
+  for (int64_t h = 0; h < heads; ++h) {
+    const float *qh = q + h * dim;
+    float dot = 0.f;
+    for (int64_t e = 0; e < dim; ++e)
+      dot += qh[e] * key[e];
+    sum += bf16(std::max(bf16(dot), 0.f) * w[h]);
+  }
+  return bf16(sum);
+}
+
+void sparseAttentionHead(const float *q, const Mat &rows,
+                         const std::vector<int32_t> &idx, float sink,
+                         float scale, float *out) {
+  const float negInf = -std::numeric_limits<float>::infinity();
+  const int64_t hd = rows.cols;
+  std::vector<float> acc(static_cast<size_t>(hd), 0.f);
+  float maxScore = -1e30f, sumExp = 0.f;
+  for (size_t b = 0; b < idx.size(); b += 64) {
+    const size_t blockEnd = std::min(idx.size(), b + 64);
+    std::vector<float> sc(blockEnd - b, negInf);
+    float blockMax = negInf;
+    for (size_t k = b; k < blockEnd; ++k) {
+      if (idx[k] < 0)
+        continue;
+      const float *row = rows.row(idx[k]);
+      float dot = 0.f;
+      for (int64_t e = 0; e < hd; ++e)
+        dot += q[e] * row[e];
+      sc[k - b] = dot * scale;
+      blockMax = std::max(blockMax, sc[k - b]);
+    }
+    const float prevMax = maxScore;
+    maxScore = std::max(prevMax, blockMax);
+    const float rescale = std::exp(prevMax - maxScore);
+    float blockSum = 0.f;
+    for (float &v : acc)
+      v *= rescale;
+    for (size_t k = b; k < blockEnd; ++k) {
+      const float p = std::exp(sc[k - b] - maxScore);
+      blockSum += p;
+      if (idx[k] < 0)
+        continue;
+      const float pb = bf16(p);
+      const float *row = rows.row(idx[k]);
+      for (int64_t e = 0; e < hd; ++e)
+        acc[size_t(e)] += pb * row[e];
+    }
+    sumExp = sumExp * rescale + blockSum;
+  }
+  sumExp += std::exp(sink - maxScore);
+  for (int64_t e = 0; e < hd; ++e)
+    out[e] = bf16(acc[size_t(e)] / sumExp);
 }
 
 } // namespace csa::reference

@@ -90,6 +90,32 @@ struct RopeTable {
   void apply(float *x, int64_t width, int64_t position, bool inverse) const;
 };
 
+/// Indices of the `k` largest scores, ties to the lowest index (csa's
+/// deterministic rule; torch leaves ties implementation-defined).
+std::vector<int64_t> topkIndices(const std::vector<float> &scores, int64_t k);
+
+/// HSI level 1 (`select_candidate_blocks`): scores each block of
+/// `blockSize` positions by its max, pins the block of the newest visible
+/// position (`compressLen - 1`), keeps the top `topBlocks` blocks that are
+/// not -inf; returns a mask over positions.
+std::vector<char> selectCandidateBlocks(const std::vector<float> &scores,
+                                        int64_t compressLen, int64_t topBlocks,
+                                        int64_t blockSize);
+
+/// One indexer score (`Indexer.forward`): the bf16 einsum of each head's
+/// query `q[h * dim ...]` with `key`, ReLU, times the head weight `w[h]`
+/// (bf16), summed over heads and rounded to bf16.
+float indexScore(const float *q, const float *key, const float *w,
+                 int64_t heads, int64_t dim);
+
+/// `sparse_attn` for one query head: one softmax over `rows[idx[k]]` (K = V;
+/// -1 contributes nothing), online over blocks of 64 indices with bf16
+/// probabilities and a running max starting at -1e30, the sink added to the
+/// denominator only; writes `rows.cols` bf16 values to `out`.
+void sparseAttentionHead(const float *q, const Mat &rows,
+                         const std::vector<int32_t> &idx, float sink,
+                         float scale, float *out);
+
 } // namespace csa::reference
 
 #endif // CSA_MODELS_REFERENCE_KERNELS_H

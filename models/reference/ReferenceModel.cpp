@@ -169,47 +169,6 @@ private:
 
 float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
-/// Indices of the `k` largest scores, ties to the lowest index (the project's
-/// deterministic rule; torch leaves ties implementation-defined).
-std::vector<int64_t> topkIndices(const std::vector<float> &scores, int64_t k) {
-  std::vector<int64_t> order(scores.size());
-  std::iota(order.begin(), order.end(), 0);
-  k = std::min<int64_t>(k, int64_t(order.size()));
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int64_t a, int64_t b) {
-                      if (scores[size_t(a)] != scores[size_t(b)])
-                        return scores[size_t(a)] > scores[size_t(b)];
-                      return a < b;
-                    });
-  order.resize(size_t(k));
-  return order;
-}
-
-/// HSI level 1 (`select_candidate_blocks`): a mask over positions.
-std::vector<char> selectCandidateBlocks(const std::vector<float> &scores,
-                                        int64_t compressLen, int64_t topBlocks,
-                                        int64_t blockSize) {
-  const int64_t width = int64_t(scores.size());
-  const int64_t numBlocks = (width + blockSize - 1) / blockSize;
-  std::vector<float> blockScore(static_cast<size_t>(numBlocks), kNegInf);
-  for (int64_t t = 0; t < width; ++t)
-    blockScore[size_t(t / blockSize)] =
-        std::max(blockScore[size_t(t / blockSize)], scores[size_t(t)]);
-  // The newest block is only partly filled: pin it in.
-  if (compressLen >= 1)
-    blockScore[size_t((compressLen - 1) / blockSize)] = kPosInf;
-  std::vector<int64_t> top = topkIndices(blockScore, topBlocks);
-  std::vector<char> keep(static_cast<size_t>(width), 0);
-  for (int64_t b : top) {
-    if (blockScore[size_t(b)] == kNegInf)
-      continue; // fewer reachable blocks than picks
-    for (int64_t t = b * blockSize; t < std::min(width, (b + 1) * blockSize);
-         ++t)
-      keep[size_t(t)] = 1;
-  }
-  return keep;
-}
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -519,15 +478,9 @@ ReferenceModel::Impl::indexer(int64_t l, const Mat &x, const Mat &qr,
     std::vector<float> score(static_cast<size_t>(end / ratio), kNegInf);
     for (int64_t t = 0; t < width; ++t) {
       // bf16 einsum, relu, times the head weight (bf16), summed over heads.
-      float sum = 0.f;
-      for (int64_t h = 0; h < ih; ++h) {
-        const float *qh = q.row(i) + h * id;
-        float dot = 0.f;
-        for (int64_t e = 0; e < id; ++e)
-          dot += qh[e] * keys[size_t(t)][size_t(e)];
-        sum += bf16(std::max(bf16(dot), 0.f) * w.at(i, h));
-      }
-      score[size_t(t)] = t < visible ? bf16(sum) : kNegInf;
+      score[size_t(t)] =
+          t < visible ? indexScore(q.row(i), keys[size_t(t)].data(), w.row(i), ih, id)
+                      : kNegInf;
     }
     if (r.candidatePool) {
       publishedCandidates.push_back(selectCandidateBlocks(
@@ -652,51 +605,14 @@ Mat ReferenceModel::Impl::attention(int64_t l, const Mat &x, int64_t pos0,
   const float softmaxScale = float(std::pow(double(hd), -0.5));
   Mat o(n, heads * hd);
   parallelFor(n * heads, [&](int64_t begin, int64_t endIt) {
-    std::vector<float> acc(static_cast<size_t>(hd));
     for (int64_t it = begin; it < endIt; ++it) {
       const int64_t i = it / heads, h = it % heads;
       std::vector<int32_t> idx = windowIdx[size_t(i)];
       for (int32_t t : compressedIdx[size_t(i)])
         idx.push_back(t < 0 ? -1 : int32_t(t + offset));
-      const float *qh = q.row(i) + h * hd;
-      std::fill(acc.begin(), acc.end(), 0.f);
-      float maxScore = -1e30f, sumExp = 0.f;
-      for (size_t b = 0; b < idx.size(); b += 64) {
-        const size_t blockEnd = std::min(idx.size(), b + 64);
-        std::vector<float> sc(blockEnd - b, kNegInf);
-        float blockMax = kNegInf;
-        for (size_t k = b; k < blockEnd; ++k) {
-          if (idx[k] < 0)
-            continue;
-          const float *row = rows.row(idx[k]);
-          float dot = 0.f;
-          for (int64_t e = 0; e < hd; ++e)
-            dot += qh[e] * row[e];
-          sc[k - b] = dot * softmaxScale;
-          blockMax = std::max(blockMax, sc[k - b]);
-        }
-        const float prevMax = maxScore;
-        maxScore = std::max(prevMax, blockMax);
-        const float rescale = std::exp(prevMax - maxScore);
-        float blockSum = 0.f;
-        for (float &v : acc)
-          v *= rescale;
-        for (size_t k = b; k < blockEnd; ++k) {
-          const float p = std::exp(sc[k - b] - maxScore);
-          blockSum += p;
-          if (idx[k] < 0)
-            continue;
-          const float pb = bf16(p);
-          const float *row = rows.row(idx[k]);
-          for (int64_t e = 0; e < hd; ++e)
-            acc[size_t(e)] += pb * row[e];
-        }
-        sumExp = sumExp * rescale + blockSum;
-      }
-      sumExp += std::exp(lw.sink[size_t(h)] - maxScore);
       float *out = o.row(i) + h * hd;
-      for (int64_t e = 0; e < hd; ++e)
-        out[e] = bf16(acc[size_t(e)] / sumExp);
+      sparseAttentionHead(q.row(i) + h * hd, rows, idx, lw.sink[size_t(h)],
+                          softmaxScale, out);
       // Remove the query rotation from the output.
       rope.apply(out, hd, pos0 + i, true);
     }

@@ -315,4 +315,98 @@ void sparseAttentionHead(const float *q, const Mat &rows,
     out[e] = bf16(acc[size_t(e)] / sumExp);
 }
 
+namespace {
+float sigmoidF(float x) { return 1.f / (1.f + std::exp(-x)); }
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// mHC
+//===----------------------------------------------------------------------===//
+
+Mixes hcMixes(const std::vector<const float *> &streams, int64_t d,
+              const std::vector<float> &fn, const std::vector<float> &base,
+              const std::vector<float> &scale, int64_t iters, float eps,
+              float normEps) {
+  const int64_t hc = int64_t(streams.size()), width = hc * d,
+                mix = (2 + hc) * hc;
+  float sq = 0.f;
+  for (int64_t i = 0; i < hc; ++i)
+    for (int64_t e = 0; e < d; ++e)
+      sq += streams[size_t(i)][e] * streams[size_t(i)][e];
+  const float rsqrt = 1.f / std::sqrt(sq / float(width) + normEps);
+  std::vector<float> m(static_cast<size_t>(mix));
+  for (int64_t k = 0; k < mix; ++k) {
+    const float *row = fn.data() + k * width;
+    float acc = 0.f;
+    for (int64_t i = 0; i < hc; ++i)
+      for (int64_t e = 0; e < d; ++e)
+        acc += streams[size_t(i)][e] * row[i * d + e];
+    m[size_t(k)] = acc * rsqrt;
+  }
+  Mixes out;
+  for (int64_t i = 0; i < hc; ++i) {
+    out.pre.push_back(sigmoidF(m[size_t(i)] * scale[0] + base[size_t(i)]) + eps);
+    out.post.push_back(
+        2.f * sigmoidF(m[size_t(hc + i)] * scale[1] + base[size_t(hc + i)]));
+  }
+  std::vector<float> comb(static_cast<size_t>(hc * hc));
+  for (int64_t k = 0; k < hc * hc; ++k)
+    comb[size_t(k)] = m[size_t(2 * hc + k)] * scale[2] + base[size_t(2 * hc + k)];
+  auto rowNormalize = [&](bool softmax) {
+    for (int64_t i = 0; i < hc; ++i) {
+      float *row = &comb[size_t(i * hc)];
+      if (softmax) {
+        float mx = *std::max_element(row, row + hc);
+        for (int64_t j = 0; j < hc; ++j)
+          row[j] = std::exp(row[j] - mx);
+      }
+      float sum = 0.f;
+      for (int64_t j = 0; j < hc; ++j)
+        sum += row[j];
+      for (int64_t j = 0; j < hc; ++j)
+        row[j] = softmax ? row[j] / sum + eps : row[j] / (sum + eps);
+    }
+  };
+  auto colNormalize = [&]() {
+    for (int64_t j = 0; j < hc; ++j) {
+      float sum = 0.f;
+      for (int64_t i = 0; i < hc; ++i)
+        sum += comb[size_t(i * hc + j)];
+      for (int64_t i = 0; i < hc; ++i)
+        comb[size_t(i * hc + j)] /= sum + eps;
+    }
+  };
+  rowNormalize(/*softmax=*/true);
+  colNormalize();
+  for (int64_t it = 0; it + 1 < iters; ++it) {
+    rowNormalize(false);
+    colNormalize();
+  }
+  out.comb = std::move(comb);
+  return out;
+}
+
+void hcPre(const std::vector<const float *> &streams, const float *pre,
+           int64_t d, float *out) {
+  for (int64_t e = 0; e < d; ++e) {
+    float acc = 0.f;
+    for (size_t i = 0; i < streams.size(); ++i)
+      acc += pre[i] * streams[i][e];
+    out[e] = bf16(acc);
+  }
+}
+
+void hcUpdate(const std::vector<const float *> &streams, const float *update,
+              const Mixes &mixes, int64_t d, const std::vector<float *> &out) {
+  const int64_t hc = int64_t(streams.size());
+  for (int64_t j = 0; j < hc; ++j)
+    for (int64_t e = 0; e < d; ++e) {
+      float acc = mixes.post[size_t(j)] * update[e];
+      float mixSum = 0.f;
+      for (int64_t src = 0; src < hc; ++src)
+        mixSum += mixes.comb[size_t(src * hc + j)] * streams[size_t(src)][e];
+      out[size_t(j)][e] = bf16(acc + mixSum);
+    }
+}
+
 } // namespace csa::reference

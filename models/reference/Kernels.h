@@ -116,6 +116,27 @@ void sparseAttentionHead(const float *q, const Mat &rows,
                          const std::vector<int32_t> &idx, float sink,
                          float scale, float *out);
 
+/// mHC mixing coefficients of one token (`hc_mixes` + `hc_split_sinkhorn`).
+struct Mixes {
+  std::vector<float> pre, post, comb; ///< [hc], [hc], [hc x hc] (i, j)
+};
+
+/// From the token's hc streams (each `d` values): m = (X @ fn^T) *
+/// rsqrt(mean(X^2) + normEps), then pre/post/comb with `iters` Sinkhorn
+/// normalisations, all fp32 (kernel.py `hc_split_sinkhorn`).
+Mixes hcMixes(const std::vector<const float *> &streams, int64_t d,
+              const std::vector<float> &fn, const std::vector<float> &base,
+              const std::vector<float> &scale, int64_t iters, float eps,
+              float normEps);
+
+/// `hc_pre`: out = bf16(sum_i pre[i] * X_i).
+void hcPre(const std::vector<const float *> &streams, const float *pre,
+           int64_t d, float *out);
+
+/// `hc_post`: out_j = bf16(post_j * update + sum_i comb[i][j] * X_i).
+void hcUpdate(const std::vector<const float *> &streams, const float *update,
+              const Mixes &mixes, int64_t d, const std::vector<float *> &out);
+
 } // namespace csa::reference
 
 #endif // CSA_MODELS_REFERENCE_KERNELS_H

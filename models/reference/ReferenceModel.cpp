@@ -719,93 +719,6 @@ Mat ReferenceModel::Impl::moe(int64_t l, const Mat &x) {
 }
 
 //===----------------------------------------------------------------------===//
-// mHC
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-struct Mixes {
-  std::vector<float> pre, post, comb; ///< [hc], [hc], [hc x hc] (i, j)
-};
-
-/// `hc_mixes` + `hc_split_sinkhorn` for one token's streams.
-Mixes hcMixes(const std::vector<const float *> &streams, int64_t d,
-              const std::vector<float> &fn, const std::vector<float> &base,
-              const std::vector<float> &scale, int64_t iters, float eps,
-              float normEps) {
-  const int64_t hc = int64_t(streams.size()), width = hc * d,
-                mix = (2 + hc) * hc;
-  float sq = 0.f;
-  for (int64_t i = 0; i < hc; ++i)
-    for (int64_t e = 0; e < d; ++e)
-      sq += streams[size_t(i)][e] * streams[size_t(i)][e];
-  const float rsqrt = 1.f / std::sqrt(sq / float(width) + normEps);
-  std::vector<float> m(static_cast<size_t>(mix));
-  for (int64_t k = 0; k < mix; ++k) {
-    const float *row = fn.data() + k * width;
-    float acc = 0.f;
-    for (int64_t i = 0; i < hc; ++i)
-      for (int64_t e = 0; e < d; ++e)
-        acc += streams[size_t(i)][e] * row[i * d + e];
-    m[size_t(k)] = acc * rsqrt;
-  }
-  Mixes out;
-  for (int64_t i = 0; i < hc; ++i) {
-    out.pre.push_back(sigmoid(m[size_t(i)] * scale[0] + base[size_t(i)]) + eps);
-    out.post.push_back(
-        2.f * sigmoid(m[size_t(hc + i)] * scale[1] + base[size_t(hc + i)]));
-  }
-  std::vector<float> comb(static_cast<size_t>(hc * hc));
-  for (int64_t k = 0; k < hc * hc; ++k)
-    comb[size_t(k)] = m[size_t(2 * hc + k)] * scale[2] + base[size_t(2 * hc + k)];
-  auto rowNormalize = [&](bool softmax) {
-    for (int64_t i = 0; i < hc; ++i) {
-      float *row = &comb[size_t(i * hc)];
-      if (softmax) {
-        float mx = *std::max_element(row, row + hc);
-        for (int64_t j = 0; j < hc; ++j)
-          row[j] = std::exp(row[j] - mx);
-      }
-      float sum = 0.f;
-      for (int64_t j = 0; j < hc; ++j)
-        sum += row[j];
-      for (int64_t j = 0; j < hc; ++j)
-        row[j] = softmax ? row[j] / sum + eps : row[j] / (sum + eps);
-    }
-  };
-  auto colNormalize = [&]() {
-    for (int64_t j = 0; j < hc; ++j) {
-      float sum = 0.f;
-      for (int64_t i = 0; i < hc; ++i)
-        sum += comb[size_t(i * hc + j)];
-      for (int64_t i = 0; i < hc; ++i)
-        comb[size_t(i * hc + j)] /= sum + eps;
-    }
-  };
-  rowNormalize(/*softmax=*/true);
-  colNormalize();
-  for (int64_t it = 0; it + 1 < iters; ++it) {
-    rowNormalize(false);
-    colNormalize();
-  }
-  out.comb = std::move(comb);
-  return out;
-}
-
-/// `hc_pre`: sum_i pre[i] * X_i, to bf16.
-void hcPre(const std::vector<const float *> &streams, const float *pre,
-           int64_t d, float *out) {
-  for (int64_t e = 0; e < d; ++e) {
-    float acc = 0.f;
-    for (size_t i = 0; i < streams.size(); ++i)
-      acc += pre[i] * streams[i][e];
-    out[e] = bf16(acc);
-  }
-}
-
-} // namespace
-
-//===----------------------------------------------------------------------===//
 // Engram
 //===----------------------------------------------------------------------===//
 
@@ -941,16 +854,15 @@ ReferenceModel::Impl::forward(const std::vector<int32_t> &tokens, bool decode) {
     };
     auto post = [&](const Mat &y, const std::vector<Mixes> &mixes) {
       std::vector<Mat> next(static_cast<size_t>(hc), Mat(n, d));
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < hc; ++j)
-          for (int64_t e = 0; e < d; ++e) {
-            float acc = mixes[size_t(i)].post[size_t(j)] * y.at(i, e);
-            float mixSum = 0.f;
-            for (int64_t src = 0; src < hc; ++src)
-              mixSum += mixes[size_t(i)].comb[size_t(src * hc + j)] *
-                        streams[size_t(src)].at(i, e);
-            next[size_t(j)].at(i, e) = bf16(acc + mixSum);
-          }
+      std::vector<const float *> in(static_cast<size_t>(hc));
+      std::vector<float *> out(static_cast<size_t>(hc));
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < hc; ++j) {
+          in[size_t(j)] = streams[size_t(j)].row(i);
+          out[size_t(j)] = next[size_t(j)].row(i);
+        }
+        hcUpdate(in, y.row(i), mixes[size_t(i)], d, out);
+      }
       streams = std::move(next);
     };
 

@@ -1,0 +1,138 @@
+//===- KernelBuilder.h - Terse IR building for loop kernels ------*- C++ -*-===//
+//
+// A thin layer over OpBuilder for the scalar loop nests of the host kernels,
+// so a kernel reads like the reference code it must match.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_KERNELBUILDER_H
+#define CSA_CODEGEN_HOST_KERNELBUILDER_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+
+namespace csa::codegen {
+
+class KernelBuilder {
+public:
+  KernelBuilder(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
+
+  /// Starts a public kernel with the C interface; the builder is placed in
+  /// its entry block.
+  static mlir::func::FuncOp start(mlir::OpBuilder &b, mlir::ModuleOp module,
+                                  const std::string &name,
+                                  mlir::TypeRange args) {
+    b.setInsertionPointToEnd(module.getBody());
+    auto fn = mlir::func::FuncOp::create(b, module.getLoc(), name,
+                                         b.getFunctionType(args, {}));
+    fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    b.setInsertionPointToStart(fn.addEntryBlock());
+    return fn;
+  }
+  void finish() { mlir::func::ReturnOp::create(b, loc); }
+
+  mlir::Value idx(int64_t v) {
+    return mlir::arith::ConstantIndexOp::create(b, loc, v);
+  }
+  mlir::Value f32(float v) {
+    return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  mlir::Value dim(mlir::Value memref, int64_t i) {
+    return mlir::memref::DimOp::create(b, loc, memref, i);
+  }
+  mlir::Value load(mlir::Value memref, mlir::ValueRange indices) {
+    return mlir::memref::LoadOp::create(b, loc, memref, indices);
+  }
+  /// Loads and widens a bf16 element to f32.
+  mlir::Value loadF32(mlir::Value memref, mlir::ValueRange indices) {
+    mlir::Value v = load(memref, indices);
+    if (v.getType().isF32())
+      return v;
+    return mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+  }
+  void store(mlir::Value v, mlir::Value memref, mlir::ValueRange indices) {
+    mlir::memref::StoreOp::create(b, loc, v, memref, indices);
+  }
+  /// Rounds f32 to bf16 (nearest even) and stores.
+  void storeBf16(mlir::Value v, mlir::Value memref, mlir::ValueRange indices) {
+    store(mlir::arith::TruncFOp::create(b, loc, b.getBF16Type(), v), memref,
+          indices);
+  }
+
+  mlir::Value add(mlir::Value a, mlir::Value c) {
+    return mlir::arith::AddFOp::create(b, loc, a, c);
+  }
+  mlir::Value sub(mlir::Value a, mlir::Value c) {
+    return mlir::arith::SubFOp::create(b, loc, a, c);
+  }
+  mlir::Value mul(mlir::Value a, mlir::Value c) {
+    return mlir::arith::MulFOp::create(b, loc, a, c);
+  }
+  mlir::Value div(mlir::Value a, mlir::Value c) {
+    return mlir::arith::DivFOp::create(b, loc, a, c);
+  }
+  mlir::Value max(mlir::Value a, mlir::Value c) {
+    // std::max(a, c): a unless c > a (NaN-free inputs).
+    mlir::Value greater = mlir::arith::CmpFOp::create(
+        b, loc, mlir::arith::CmpFPredicate::OGT, c, a);
+    return mlir::arith::SelectOp::create(b, loc, greater, c, a);
+  }
+  mlir::Value exp(mlir::Value a) { return mlir::math::ExpOp::create(b, loc, a); }
+  mlir::Value sqrt(mlir::Value a) {
+    return mlir::math::SqrtOp::create(b, loc, a);
+  }
+  /// 1 / (1 + exp(-x)), as the reference writes it.
+  mlir::Value sigmoid(mlir::Value x) {
+    mlir::Value neg = mlir::arith::NegFOp::create(b, loc, x);
+    return div(f32(1.f), add(f32(1.f), exp(neg)));
+  }
+  mlir::Value addi(mlir::Value a, mlir::Value c) {
+    return mlir::arith::AddIOp::create(b, loc, a, c);
+  }
+  mlir::Value muli(mlir::Value a, mlir::Value c) {
+    return mlir::arith::MulIOp::create(b, loc, a, c);
+  }
+
+  /// for (iv = lo; iv < hi; ++iv) body(iv).
+  void loop(mlir::Value lo, mlir::Value hi,
+            const std::function<void(mlir::Value)> &body) {
+    auto op = mlir::scf::ForOp::create(b, loc, lo, hi, idx(1));
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.getBody());
+    body(op.getInductionVar());
+  }
+  void loop(int64_t hi, const std::function<void(mlir::Value)> &body) {
+    loop(idx(0), idx(hi), body);
+  }
+  /// acc = init; for (...) acc = body(iv, acc); returns acc.
+  mlir::Value reduce(mlir::Value lo, mlir::Value hi, mlir::Value init,
+                     const std::function<mlir::Value(mlir::Value, mlir::Value)>
+                         &body) {
+    auto op = mlir::scf::ForOp::create(b, loc, lo, hi, idx(1),
+                                       mlir::ValueRange{init});
+    {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(op.getBody());
+      mlir::Value next = body(op.getInductionVar(), op.getRegionIterArg(0));
+      mlir::scf::YieldOp::create(b, loc, next);
+    }
+    return op.getResult(0);
+  }
+  mlir::Value reduce(int64_t hi, mlir::Value init,
+                     const std::function<mlir::Value(mlir::Value, mlir::Value)>
+                         &body) {
+    return reduce(idx(0), idx(hi), init, body);
+  }
+
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+};
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_KERNELBUILDER_H

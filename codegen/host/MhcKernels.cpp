@@ -1,0 +1,215 @@
+//===- MhcKernels.cpp - Generated kernels for embedding and mHC ----------===//
+//
+// Each loop nest follows the reference's order of fp32 operations
+// (models/reference/Kernels.cpp) so that results agree bit for bit.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/MhcKernels.h"
+
+#include "codegen/host/KernelBuilder.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace csa::codegen {
+
+func::FuncOp buildEmbedKernel(ModuleOp module, const std::string &name,
+                              int64_t vocab, int64_t dim) {
+  OpBuilder b(module.getContext());
+  Type bf16 = b.getBF16Type();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
+       MemRefType::get({vocab, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic, dim}, bf16)});
+  KernelBuilder k(b, module.getLoc());
+  Value tokens = fn.getArgument(0), table = fn.getArgument(1),
+        out = fn.getArgument(2);
+  k.loop(k.idx(0), k.dim(tokens, 0), [&](Value i) {
+    Value id = arith::IndexCastOp::create(b, k.loc, b.getIndexType(),
+                                          k.load(tokens, i));
+    k.loop(dim, [&](Value e) { k.store(k.load(table, {id, e}), out, {i, e}); });
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildHcExpandKernel(ModuleOp module, const std::string &name,
+                                 int64_t hc, int64_t dim) {
+  OpBuilder b(module.getContext());
+  Type bf16 = b.getBF16Type();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic, hc, dim}, bf16)});
+  KernelBuilder k(b, module.getLoc());
+  Value h = fn.getArgument(0), streams = fn.getArgument(1);
+  k.loop(k.idx(0), k.dim(h, 0), [&](Value n) {
+    k.loop(hc, [&](Value j) {
+      k.loop(dim, [&](Value e) { k.store(k.load(h, {n, e}), streams, {n, j, e}); });
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildHcMixKernel(ModuleOp module, const std::string &name,
+                              int64_t hc, int64_t dim, int64_t iters,
+                              float eps, float normEps) {
+  OpBuilder b(module.getContext());
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  const int64_t mix = (2 + hc) * hc, width = hc * dim;
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, hc, dim}, bf16),
+       MemRefType::get({mix, width}, f32), MemRefType::get({mix}, f32),
+       MemRefType::get({3}, f32),
+       MemRefType::get({ShapedType::kDynamic, hc}, f32),
+       MemRefType::get({ShapedType::kDynamic, hc}, f32),
+       MemRefType::get({ShapedType::kDynamic, hc, hc}, f32)});
+  KernelBuilder k(b, module.getLoc());
+  Value x = fn.getArgument(0), fnW = fn.getArgument(1),
+        base = fn.getArgument(2), scale = fn.getArgument(3),
+        pre = fn.getArgument(4), post = fn.getArgument(5),
+        comb = fn.getArgument(6);
+  Value m = memref::AllocaOp::create(b, k.loc, MemRefType::get({mix}, f32));
+  Value c = memref::AllocaOp::create(b, k.loc, MemRefType::get({hc, hc}, f32));
+  Value s0 = k.load(scale, k.idx(0)), s1 = k.load(scale, k.idx(1)),
+        s2 = k.load(scale, k.idx(2));
+  Value epsV = k.f32(eps);
+
+  k.loop(k.idx(0), k.dim(x, 0), [&](Value n) {
+    // rsqrt(mean(X^2) + normEps) over the flattened streams.
+    Value sq = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
+      return k.reduce(dim, acc, [&](Value e, Value a) {
+        Value v = k.loadF32(x, {n, i, e});
+        return k.add(a, k.mul(v, v));
+      });
+    });
+    Value rs = k.div(k.f32(1.f),
+                     k.sqrt(k.add(k.div(sq, k.f32(float(width))), k.f32(normEps))));
+    k.loop(mix, [&](Value row) {
+      Value dot = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
+        return k.reduce(dim, acc, [&](Value e, Value a) {
+          Value col = k.addi(k.muli(i, k.idx(dim)), e);
+          return k.add(a, k.mul(k.loadF32(x, {n, i, e}), k.load(fnW, {row, col})));
+        });
+      });
+      k.store(k.mul(dot, rs), m, row);
+    });
+    k.loop(hc, [&](Value i) {
+      Value hi = k.addi(i, k.idx(hc));
+      k.store(k.add(k.sigmoid(k.add(k.mul(k.load(m, i), s0), k.load(base, i))),
+                    epsV),
+              pre, {n, i});
+      k.store(k.mul(k.f32(2.f),
+                    k.sigmoid(k.add(k.mul(k.load(m, hi), s1), k.load(base, hi)))),
+              post, {n, i});
+    });
+    k.loop(hc, [&](Value i) {
+      k.loop(hc, [&](Value j) {
+        Value at = k.addi(k.idx(2 * hc), k.addi(k.muli(i, k.idx(hc)), j));
+        k.store(k.add(k.mul(k.load(m, at), s2), k.load(base, at)), c, {i, j});
+      });
+    });
+    // Row softmax (+ eps), then column normalisation; then iters - 1 more
+    // row/column normalisations (Sinkhorn).
+    auto rowNormalize = [&](bool softmax) {
+      k.loop(hc, [&](Value i) {
+        if (softmax) {
+          Value mx = k.reduce(hc, k.f32(-INFINITY), [&](Value j, Value acc) {
+            return k.max(acc, k.load(c, {i, j}));
+          });
+          k.loop(hc, [&](Value j) {
+            k.store(k.exp(k.sub(k.load(c, {i, j}), mx)), c, {i, j});
+          });
+        }
+        Value sum = k.reduce(hc, k.f32(0.f), [&](Value j, Value acc) {
+          return k.add(acc, k.load(c, {i, j}));
+        });
+        k.loop(hc, [&](Value j) {
+          Value v = k.load(c, {i, j});
+          k.store(softmax ? k.add(k.div(v, sum), epsV)
+                          : k.div(v, k.add(sum, epsV)),
+                  c, {i, j});
+        });
+      });
+    };
+    auto colNormalize = [&]() {
+      k.loop(hc, [&](Value j) {
+        Value sum = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
+          return k.add(acc, k.load(c, {i, j}));
+        });
+        k.loop(hc, [&](Value i) {
+          k.store(k.div(k.load(c, {i, j}), k.add(sum, epsV)), c, {i, j});
+        });
+      });
+    };
+    rowNormalize(true);
+    colNormalize();
+    k.loop(std::max<int64_t>(iters - 1, 0), [&](Value) {
+      rowNormalize(false);
+      colNormalize();
+    });
+    k.loop(hc, [&](Value i) {
+      k.loop(hc, [&](Value j) { k.store(k.load(c, {i, j}), comb, {n, i, j}); });
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildHcCollapseKernel(ModuleOp module, const std::string &name,
+                                   int64_t hc, int64_t dim) {
+  OpBuilder b(module.getContext());
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, hc, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic, hc}, f32),
+       MemRefType::get({ShapedType::kDynamic, dim}, bf16)});
+  KernelBuilder k(b, module.getLoc());
+  Value x = fn.getArgument(0), pre = fn.getArgument(1), out = fn.getArgument(2);
+  k.loop(k.idx(0), k.dim(x, 0), [&](Value n) {
+    k.loop(dim, [&](Value e) {
+      Value acc = k.reduce(hc, k.f32(0.f), [&](Value i, Value a) {
+        return k.add(a, k.mul(k.load(pre, {n, i}), k.loadF32(x, {n, i, e})));
+      });
+      k.storeBf16(acc, out, {n, e});
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildHcUpdateKernel(ModuleOp module, const std::string &name,
+                                 int64_t hc, int64_t dim) {
+  OpBuilder b(module.getContext());
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, hc, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic, hc}, f32),
+       MemRefType::get({ShapedType::kDynamic, hc, hc}, f32),
+       MemRefType::get({ShapedType::kDynamic, hc, dim}, bf16)});
+  KernelBuilder k(b, module.getLoc());
+  Value x = fn.getArgument(0), y = fn.getArgument(1), post = fn.getArgument(2),
+        comb = fn.getArgument(3), out = fn.getArgument(4);
+  k.loop(k.idx(0), k.dim(x, 0), [&](Value n) {
+    k.loop(hc, [&](Value j) {
+      k.loop(dim, [&](Value e) {
+        Value acc = k.mul(k.load(post, {n, j}), k.loadF32(y, {n, e}));
+        Value mixed = k.reduce(hc, k.f32(0.f), [&](Value i, Value a) {
+          return k.add(a, k.mul(k.load(comb, {n, i, j}), k.loadF32(x, {n, i, e})));
+        });
+        k.storeBf16(k.add(acc, mixed), out, {n, j, e});
+      });
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+} // namespace csa::codegen

@@ -1,0 +1,39 @@
+//===- EngramKernels.h - Generated kernels for Engram -------------*- C++ -*-===//
+//
+// Host kernels for csa.engram's n-gram hashing, bit-exact with the official
+// engram.py as ported in models/reference/EngramHash.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_ENGRAMKERNELS_H
+#define CSA_CODEGEN_HOST_ENGRAMKERNELS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace csa::codegen {
+
+/// What the hash of one Engram layer needs, all known at compile time.
+struct EngramHashLayout {
+  int64_t maxNgram = 0;            ///< orders 2..maxNgram
+  int64_t heads = 0;
+  std::vector<int64_t> multipliers; ///< maxNgram odd multipliers
+  std::vector<int64_t> primes;      ///< (maxNgram - 1) * heads table sizes
+  std::vector<int64_t> offsets;     ///< per column, into the layer's table
+  int64_t padCompressedId = 0;      ///< fills positions before 0
+};
+
+/// `name(tokens: memref<?xi32>, map: memref<?xi64>, base: i64, start: i64,
+/// ids: memref<?xCOLSxi64>)`: for positions p = start .. start + rows(ids) - 1
+/// the row ids of the layer's table. tokens[i] is the raw id of position
+/// base + i (it must reach back to max(0, start - (maxNgram - 1))); `map`
+/// takes raw ids to compressed ids; positions before 0 are pads.
+mlir::func::FuncOp buildEngramHashKernel(mlir::ModuleOp module,
+                                         const std::string &name,
+                                         const EngramHashLayout &layout);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_ENGRAMKERNELS_H

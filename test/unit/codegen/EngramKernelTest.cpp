@@ -1,0 +1,62 @@
+//===- EngramKernelTest.cpp - Generated Engram hash vs engram.py's ---------===//
+#include "codegen/host/EngramKernels.h"
+#include "models/reference/EngramHash.h"
+#include "models/variants/Variants.h"
+#include "test/unit/codegen/KernelTestSupport.h"
+
+namespace csa::codegen {
+namespace {
+
+using namespace csa::codegen::testing;
+
+/// The layout the compiler embeds, from the reference hasher of a layer.
+EngramHashLayout layoutOf(const EngramHasher &h, int64_t maxNgram, int64_t heads) {
+  return {maxNgram, heads, h.multipliers(), h.primes(), h.offsets(),
+          h.padCompressedId()};
+}
+
+void checkLayer(const std::string &variant, int64_t layer, uint32_t seed) {
+  auto v = loadVariant(variant);
+  ASSERT_TRUE(v.ok()) << v.status();
+  const ModelConfig &c = v->config;
+  auto hasher = EngramHasher::create(c, layer);
+  ASSERT_TRUE(hasher.ok()) << hasher.status();
+  EngramHashLayout layout = layoutOf(*hasher, c.engramMaxNgramSize, c.engramNHeads);
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    buildEngramHashKernel(m, "engram_hash", layout);
+  });
+  using Kernel = void (*)(Descriptor<1, int32_t> *, Descriptor<1, int64_t> *,
+                          int64_t, int64_t, Descriptor<2, int64_t> *);
+  auto *kernel = reinterpret_cast<Kernel>(lib.symbol("engram_hash"));
+  ASSERT_NE(kernel, nullptr);
+  std::vector<int64_t> map(size_t(hasher->mapSize()));
+  for (int64_t t = 0; t < hasher->mapSize(); ++t)
+    map[size_t(t)] = hasher->compress(t);
+
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(c.vocabSize - 1));
+  std::vector<int32_t> prompt(40);
+  for (int32_t &t : prompt)
+    t = token(gen);
+  const int64_t cols = hasher->columns();
+  // Prefill (start 0, all positions) and a decode step at the end.
+  for (auto [start, count] : {std::pair<int64_t, int64_t>{0, 40}, {39, 1}, {17, 5}}) {
+    std::vector<int64_t> history(prompt.begin(), prompt.begin() + start + count);
+    auto want = hasher->hash(history, start, count);
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + start + count);
+    std::vector<int64_t> ids(size_t(count * cols), -1);
+    auto dt = describe<1>(tokens, {int64_t(tokens.size())});
+    auto dm = describe<1>(map, {int64_t(map.size())});
+    auto di = describe<2>(ids, {count, cols});
+    kernel(&dt, &dm, /*base=*/0, start, &di);
+    EXPECT_EQ(ids, *want) << variant << " layer " << layer << " start " << start;
+  }
+}
+
+TEST(EngramKernels, TinyHashMatchesEngramPy) { checkLayer("tiny", 1, 5); }
+TEST(EngramKernels, ReleasedLayer1HashMatchesEngramPy) { checkLayer("released", 1, 6); }
+TEST(EngramKernels, ReleasedLayer14HashMatchesEngramPy) { checkLayer("released", 14, 7); }
+
+} // namespace
+} // namespace csa::codegen

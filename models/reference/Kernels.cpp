@@ -315,6 +315,22 @@ void sparseAttentionHead(const float *q, const Mat &rows,
     out[e] = bf16(acc[size_t(e)] / sumExp);
 }
 
+void poolGroup(const float *kv, const float *score, int64_t ratio, int64_t dim,
+               float *out) {
+  for (int64_t ch = 0; ch < dim; ++ch) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < ratio; ++t)
+      mx = std::max(mx, score[t * dim + ch]);
+    float denom = 0.f;
+    for (int64_t t = 0; t < ratio; ++t)
+      denom += std::exp(score[t * dim + ch] - mx);
+    float acc = 0.f;
+    for (int64_t t = 0; t < ratio; ++t)
+      acc += kv[t * dim + ch] * (std::exp(score[t * dim + ch] - mx) / denom);
+    out[ch] = acc;
+  }
+}
+
 namespace {
 float sigmoidF(float x) { return 1.f / (1.f + std::exp(-x)); }
 } // namespace

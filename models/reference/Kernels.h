@@ -116,6 +116,12 @@ void sparseAttentionHead(const float *q, const Mat &rows,
                          const std::vector<int32_t> &idx, float sink,
                          float scale, float *out);
 
+/// The ratio > 1 compressor's pooling of one group (`Compressor.forward`):
+/// per channel, a softmax over the group's `ratio` gate scores weighting its
+/// projected KV rows (fp32; rows are `dim` apart).
+void poolGroup(const float *kv, const float *score, int64_t ratio, int64_t dim,
+               float *out);
+
 /// mHC mixing coefficients of one token (`hc_mixes` + `hc_split_sinkhorn`).
 struct Mixes {
   std::vector<float> pre, post, comb; ///< [hc], [hc], [hc x hc] (i, j)

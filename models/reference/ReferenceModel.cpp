@@ -370,19 +370,7 @@ Mat ReferenceModel::Impl::compress(int64_t l, const Mat &x, bool decode,
   Mat kv = linear(x, lw.cWkv), score = linear(x, lw.cWgate); // fp32
   Mat pooled;
   auto pool = [&](const float *kvRows, const float *scoreRows, float *out) {
-    // Per-channel softmax over the group's tokens, then the weighted sum.
-    for (int64_t ch = 0; ch < hd; ++ch) {
-      float mx = kNegInf;
-      for (int64_t t = 0; t < ratio; ++t)
-        mx = std::max(mx, scoreRows[t * hd + ch]);
-      float denom = 0.f;
-      for (int64_t t = 0; t < ratio; ++t)
-        denom += std::exp(scoreRows[t * hd + ch] - mx);
-      float acc = 0.f;
-      for (int64_t t = 0; t < ratio; ++t)
-        acc += kvRows[t * hd + ch] * (std::exp(scoreRows[t * hd + ch] - mx) / denom);
-      out[ch] = acc;
-    }
+    poolGroup(kvRows, scoreRows, ratio, hd, out);
   };
   if (!decode) {
     const int64_t groups = x.rows / ratio, remainder = x.rows % ratio;

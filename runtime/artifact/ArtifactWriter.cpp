@@ -1,0 +1,117 @@
+//===- ArtifactWriter.cpp - Writing a compiled artifact
+//--------------------===//
+#include "runtime/artifact/ArtifactWriter.h"
+
+#include "runtime/artifact/Artifact.h"
+#include "runtime/artifact/Sha256.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+namespace csa {
+namespace artifact {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+absl::Status writeBytes(const fs::path &path, const std::string &bytes) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat(path.parent_path().string(),
+                                            ": cannot create: ", ec.message()));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  out.close();
+  if (!out)
+    return absl::InternalError(absl::StrCat(path.string(), ": cannot write"));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+void ArtifactWriter::setModel(std::string name, const nlohmann::json &config) {
+  manifest_.model = std::move(name);
+  manifest_.modelHash = sha256Hex(canonicalJson(config));
+}
+
+void ArtifactWriter::setSchedule(std::string schedule,
+                                 const nlohmann::json &detail) {
+  manifest_.schedule = std::move(schedule);
+  manifest_.scheduleHash = sha256Hex(canonicalJson(detail));
+}
+
+absl::Status ArtifactWriter::addFile(const std::string &path,
+                                     std::string bytes) {
+  if (!isArtifactRelativePath(path) ||
+      path.rfind(std::string(kKernelsDir) + "/", 0) != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "artifact file '", path,
+        "': must be a relative path under kernels/ (manifest.json, "
+        "plan.json and weights.json are written by the writer)"));
+  files_[path] = std::move(bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Manifest>
+ArtifactWriter::write(const std::string &directory) const {
+  std::error_code ec;
+  fs::path dir(directory);
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec) ||
+        (!fs::is_empty(dir, ec) && !fs::exists(dir / kManifestFile, ec)))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to replace ", directory,
+          ": it exists and is not an artifact (no manifest.json)"));
+  }
+  fs::path partial = dir.string() + ".partial";
+  fs::remove_all(partial, ec);
+  if (ec)
+    return absl::InternalError(
+        absl::StrCat(partial.string(), ": cannot remove: ", ec.message()));
+
+  Manifest manifest = manifest_;
+  manifest.format = kFormatName;
+  manifest.formatVersion = kFormatVersion;
+  manifest.files.clear();
+  std::map<std::string, std::string> all = files_;
+  all[kPlanFile] = formatJson(planToJson(plan_));
+  all[kWeightsFile] = formatJson(weightsToJson(weights_));
+  for (const auto &[path, bytes] : all) {
+    if (absl::Status s = writeBytes(partial / path, bytes); !s.ok())
+      return s;
+    manifest.files.push_back({path, bytes.size(), sha256Hex(bytes)});
+  }
+  // The manifest last: a directory without one is not an artifact.
+  if (absl::Status s = writeBytes(partial / kManifestFile,
+                                  formatJson(manifestToJson(manifest)));
+      !s.ok())
+    return s;
+
+  auto check = Artifact::open(partial.string());
+  if (!check.ok())
+    return absl::Status(
+        check.status().code(),
+        absl::StrCat("the artifact csa would write is invalid (left in ",
+                     partial.string(), "): ", check.status().message()));
+
+  if (fs::exists(dir, ec)) {
+    fs::remove_all(dir, ec);
+    if (ec)
+      return absl::InternalError(
+          absl::StrCat(directory, ": cannot replace: ", ec.message()));
+  }
+  fs::rename(partial, dir, ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot move ", partial.string(),
+                                            " to ", directory, ": ",
+                                            ec.message()));
+  return manifest;
+}
+
+} // namespace artifact
+} // namespace csa

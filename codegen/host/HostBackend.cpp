@@ -36,6 +36,9 @@ LogicalResult lowerHostKernelsToLLVM(ModuleOp module) {
   pm.addNestedPass<func::FuncOp>(arith::createArithExpandOpsPass(expand));
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createArithToLLVMConversionPass());
+  // Transcendentals as libm calls (expf, log1pf, cosf, ...): the same
+  // functions the reference forward calls, so results agree bit for bit.
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertFuncToLLVMPass());

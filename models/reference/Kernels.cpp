@@ -315,6 +315,41 @@ void sparseAttentionHead(const float *q, const Mat &rows,
     out[e] = bf16(acc[size_t(e)] / sumExp);
 }
 
+void routeToken(const float *logits, const std::vector<float> &bias, int64_t k,
+                float routeScale, std::vector<int64_t> &ids,
+                std::vector<float> &weights) {
+  const int64_t experts = int64_t(bias.size());
+  std::vector<float> s(static_cast<size_t>(experts)), biased(s.size());
+  for (int64_t e = 0; e < experts; ++e) {
+    float z = logits[e];
+    float sp = z > 20.f ? z : std::log1p(std::exp(z)); // F.softplus
+    s[size_t(e)] = std::sqrt(sp);
+    biased[size_t(e)] = s[size_t(e)] + bias[size_t(e)];
+  }
+  ids = topkIndices(biased, k);
+  weights.clear();
+  float sum = 0.f;
+  for (int64_t e : ids) {
+    weights.push_back(s[size_t(e)]);
+    sum += s[size_t(e)];
+  }
+  for (float &w : weights) {
+    if (k > 1)
+      w /= sum + 1e-20f; // not norm_eps: as in training
+    w *= routeScale;
+  }
+}
+
+float swiglu(float gate, float up, float limit, float weight) {
+  if (limit > 0) {
+    up = std::clamp(up, -limit, limit);
+    gate = std::min(gate, limit);
+  }
+  float v = gate * (1.f / (1.f + std::exp(-gate))) * up;
+  v *= weight;
+  return bf16(v);
+}
+
 void poolGroup(const float *kv, const float *score, int64_t ratio, int64_t dim,
                float *out) {
   for (int64_t ch = 0; ch < dim; ++ch) {

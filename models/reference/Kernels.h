@@ -122,6 +122,18 @@ void sparseAttentionHead(const float *q, const Mat &rows,
 void poolGroup(const float *kv, const float *score, int64_t ratio, int64_t dim,
                float *out);
 
+/// MoE routing of one token (`Gate.forward`): s = sqrt(softplus(logit));
+/// the top `k` of s + bias (ties to the lowest expert id) in selection
+/// order; weights s / (sum + 1e-20) (when k > 1) times `routeScale`.
+void routeToken(const float *logits, const std::vector<float> &bias, int64_t k,
+                float routeScale, std::vector<int64_t> &ids,
+                std::vector<float> &weights);
+
+/// The clamped SwiGLU of one element (`Expert.forward`): up clamped to
+/// +-limit, gate clamped above at limit (limit > 0), silu(gate) * up times
+/// the routing weight (1 for the shared expert), rounded to bf16.
+float swiglu(float gate, float up, float limit, float weight);
+
 /// mHC mixing coefficients of one token (`hc_mixes` + `hc_split_sinkhorn`).
 struct Mixes {
   std::vector<float> pre, post, comb; ///< [hc], [hc], [hc x hc] (i, j)

@@ -640,43 +640,18 @@ Mat ReferenceModel::Impl::moe(int64_t l, const Mat &x) {
   Mat logits = linear(x, lw.gate);
   std::vector<std::vector<int64_t>> chosen(static_cast<size_t>(n));
   std::vector<std::vector<float>> weights(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    std::vector<float> s(static_cast<size_t>(c.nRoutedExperts)), biased(s.size());
-    for (int64_t e = 0; e < c.nRoutedExperts; ++e) {
-      float z = logits.at(i, e);
-      float sp = z > 20.f ? z : std::log1p(std::exp(z)); // F.softplus
-      s[size_t(e)] = std::sqrt(sp);
-      biased[size_t(e)] = s[size_t(e)] + lw.gateBias[size_t(e)];
-    }
-    chosen[size_t(i)] = topkIndices(biased, k);
-    float sum = 0.f;
-    for (int64_t e : chosen[size_t(i)]) {
-      weights[size_t(i)].push_back(s[size_t(e)]);
-      sum += s[size_t(e)];
-    }
-    for (float &wt : weights[size_t(i)]) {
-      if (k > 1)
-        wt /= sum + 1e-20f; // not norm_eps: as in training
-      wt *= float(c.routeScale);
-    }
-  }
+  for (int64_t i = 0; i < n; ++i)
+    routeToken(logits.row(i), lw.gateBias, k, float(c.routeScale),
+               chosen[size_t(i)], weights[size_t(i)]);
   auto expert = [&](const std::array<Weight, 3> &e, const Mat &in,
                     const std::vector<float> *rowWeights) {
     Mat g = linear(in, e[0]), up = linear(in, e[2]);
     Mat h(in.rows, c.moeInterDim);
     const float limit = float(c.swigluLimit);
     for (int64_t i = 0; i < in.rows; ++i)
-      for (int64_t j = 0; j < c.moeInterDim; ++j) {
-        float gv = g.at(i, j), uv = up.at(i, j);
-        if (limit > 0) {
-          uv = std::clamp(uv, -limit, limit);
-          gv = std::min(gv, limit);
-        }
-        float v = gv * sigmoid(gv) * uv;
-        if (rowWeights)
-          v *= (*rowWeights)[size_t(i)];
-        h.at(i, j) = bf16(v);
-      }
+      for (int64_t j = 0; j < c.moeInterDim; ++j)
+        h.at(i, j) = swiglu(g.at(i, j), up.at(i, j), limit,
+                            rowWeights ? (*rowWeights)[size_t(i)] : 1.f);
     return linear(h, e[1]);
   };
   Mat y(n, d);

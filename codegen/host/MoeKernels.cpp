@@ -1,0 +1,204 @@
+//===- MoeKernels.cpp - Generated kernels for the MoE block ---------------===//
+#include "codegen/host/MoeKernels.h"
+
+#include "codegen/host/KernelBuilder.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace csa::codegen {
+
+func::FuncOp buildMoeRouteKernel(ModuleOp module, const std::string &name,
+                                 int64_t experts, int64_t topK,
+                                 float routeScale) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type f32 = b.getF32Type(), i32 = b.getI32Type(), i1 = b.getI1Type();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, experts}, f32),
+       MemRefType::get({experts}, f32),
+       MemRefType::get({ShapedType::kDynamic, topK}, i32),
+       MemRefType::get({ShapedType::kDynamic, topK}, f32)});
+  KernelBuilder k(b, loc);
+  Value logits = fn.getArgument(0), bias = fn.getArgument(1),
+        ids = fn.getArgument(2), weights = fn.getArgument(3);
+  Value s = memref::AllocaOp::create(b, loc, MemRefType::get({experts}, f32));
+  Value taken = memref::AllocaOp::create(b, loc, MemRefType::get({experts}, i1));
+  Value chosen = memref::AllocaOp::create(b, loc, MemRefType::get({topK}, b.getIndexType()));
+  Value falseV = arith::ConstantIntOp::create(b, loc, i1, 0);
+  Value trueV = arith::ConstantIntOp::create(b, loc, i1, 1);
+  k.loop(k.idx(0), k.dim(logits, 0), [&](Value n) {
+    k.loop(experts, [&](Value e) {
+      // F.softplus (threshold 20), then sqrt.
+      Value z = k.load(logits, {n, e});
+      Value big = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, z,
+                                        k.f32(20.f));
+      Value soft = math::Log1pOp::create(b, loc, k.exp(z));
+      k.store(k.sqrt(arith::SelectOp::create(b, loc, big, z, soft)), s, e);
+      k.store(falseV, taken, e);
+    });
+    // Top-k of s + bias by repeated argmax: ties keep the lowest id.
+    Value sum = k.reduce(topK, k.f32(0.f), [&](Value slot, Value acc) {
+      auto best = scf::ForOp::create(
+          b, loc, k.idx(0), k.idx(experts), k.idx(1),
+          ValueRange{k.f32(-INFINITY), k.idx(-1)});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(best.getBody());
+        Value e = best.getInductionVar();
+        Value bestScore = best.getRegionIterArg(0), bestId = best.getRegionIterArg(1);
+        Value score = k.add(k.load(s, e), k.load(bias, e));
+        Value free = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                           k.load(taken, e), falseV);
+        Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                            bestId, k.idx(0));
+        Value better = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                             score, bestScore);
+        Value pick = arith::AndIOp::create(
+            b, loc, free, arith::OrIOp::create(b, loc, first, better));
+        scf::YieldOp::create(
+            b, loc,
+            ValueRange{arith::SelectOp::create(b, loc, pick, score, bestScore),
+                       arith::SelectOp::create(b, loc, pick, e, bestId)});
+      }
+      Value id = best.getResult(1);
+      k.store(trueV, taken, id);
+      k.store(id, chosen, slot);
+      return k.add(acc, k.load(s, id));
+    });
+    k.loop(topK, [&](Value slot) {
+      Value id = k.load(chosen, slot);
+      Value w = k.load(s, id);
+      if (topK > 1)
+        w = k.div(w, k.add(sum, k.f32(1e-20f)));
+      w = k.mul(w, k.f32(routeScale));
+      k.store(w, weights, {n, slot});
+      k.store(arith::IndexCastOp::create(b, loc, i32, id), ids, {n, slot});
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildMoeGatherKernel(ModuleOp module, const std::string &name,
+                                  int64_t dim, int64_t topK) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type(),
+       i64 = b.getI64Type();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic, topK}, i32),
+       MemRefType::get({ShapedType::kDynamic, topK}, f32), i32,
+       MemRefType::get({ShapedType::kDynamic, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic}, i32),
+       MemRefType::get({ShapedType::kDynamic}, f32),
+       MemRefType::get({1}, i64)});
+  KernelBuilder k(b, loc);
+  Value x = fn.getArgument(0), ids = fn.getArgument(1),
+        weights = fn.getArgument(2), expert = fn.getArgument(3),
+        rows = fn.getArgument(4), rowIndex = fn.getArgument(5),
+        rowWeight = fn.getArgument(6), count = fn.getArgument(7);
+  Value total = k.reduce(k.idx(0), k.dim(x, 0), k.idx(0), [&](Value n, Value next) {
+    return k.reduce(topK, next, [&](Value slot, Value at) -> Value {
+      Value hit = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        k.load(ids, {n, slot}), expert);
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()}, hit,
+                                    /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      k.loop(dim, [&](Value e) { k.store(k.load(x, {n, e}), rows, {at, e}); });
+      k.store(arith::IndexCastOp::create(b, loc, i32, n), rowIndex, at);
+      k.store(k.load(weights, {n, slot}), rowWeight, at);
+      scf::YieldOp::create(b, loc, ValueRange{k.addi(at, k.idx(1))});
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, ValueRange{at});
+      return ifOp.getResult(0);
+    });
+  });
+  k.store(arith::IndexCastOp::create(b, loc, i64, total), count, k.idx(0));
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildSwigluKernel(ModuleOp module, const std::string &name,
+                               int64_t inter, float limit) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  auto rows = MemRefType::get({ShapedType::kDynamic, inter}, bf16);
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {rows, rows, MemRefType::get({ShapedType::kDynamic}, f32), rows});
+  KernelBuilder k(b, loc);
+  Value gate = fn.getArgument(0), up = fn.getArgument(1),
+        weight = fn.getArgument(2), h = fn.getArgument(3);
+  k.loop(k.idx(0), k.dim(gate, 0), [&](Value n) {
+    Value w = k.load(weight, n);
+    k.loop(inter, [&](Value j) {
+      Value g = k.loadF32(gate, {n, j}), u = k.loadF32(up, {n, j});
+      if (limit > 0) {
+        Value lim = k.f32(limit), negLim = k.f32(-limit);
+        // std::clamp(u, -limit, limit) and std::min(g, limit).
+        Value below = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, u, negLim);
+        u = arith::SelectOp::create(b, loc, below, negLim, u);
+        Value above = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, lim, u);
+        u = arith::SelectOp::create(b, loc, above, lim, u);
+        Value gAbove = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, lim, g);
+        g = arith::SelectOp::create(b, loc, gAbove, lim, g);
+      }
+      Value v = k.mul(k.mul(g, k.sigmoid(g)), u);
+      k.storeBf16(k.mul(v, w), h, {n, j});
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildMoeAccumulateKernel(ModuleOp module, const std::string &name,
+                                      int64_t dim) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, dim}, b.getF32Type()),
+       MemRefType::get({ShapedType::kDynamic, dim}, b.getBF16Type()),
+       MemRefType::get({ShapedType::kDynamic}, b.getI32Type())});
+  KernelBuilder k(b, loc);
+  Value y = fn.getArgument(0), out = fn.getArgument(1),
+        rowIndex = fn.getArgument(2);
+  k.loop(k.idx(0), k.dim(out, 0), [&](Value r) {
+    Value n = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                         k.load(rowIndex, r));
+    k.loop(dim, [&](Value e) {
+      k.store(k.add(k.load(y, {n, e}), k.loadF32(out, {r, e})), y, {n, e});
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildMoeFinishKernel(ModuleOp module, const std::string &name,
+                                  int64_t dim) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  auto bf16Rows = MemRefType::get({ShapedType::kDynamic, dim}, b.getBF16Type());
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, dim}, b.getF32Type()), bf16Rows,
+       bf16Rows});
+  KernelBuilder k(b, loc);
+  Value y = fn.getArgument(0), shared = fn.getArgument(1), out = fn.getArgument(2);
+  k.loop(k.idx(0), k.dim(y, 0), [&](Value n) {
+    k.loop(dim, [&](Value e) {
+      k.storeBf16(k.add(k.load(y, {n, e}), k.loadF32(shared, {n, e})), out, {n, e});
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+} // namespace csa::codegen

@@ -1,0 +1,53 @@
+//===- MoeKernels.h - Generated kernels for the MoE block ---------*- C++ -*-===//
+//
+// The non-GEMM parts of csa.moe, bit-exact with the reference
+// (models/reference/Kernels.h routeToken, swiglu): routing, gathering a
+// routed expert's rows, the clamped SwiGLU, the fp32 accumulation of expert
+// outputs in ascending expert id, and the final bf16 sum with the shared
+// expert. The expert projections are linear kernels.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_MOEKERNELS_H
+#define CSA_CODEGEN_HOST_MOEKERNELS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace csa::codegen {
+
+/// `name(logits: memref<?xExf32>, bias: memref<Exf32>, ids: memref<?xKxi32>,
+/// weights: memref<?xKxf32>)`.
+mlir::func::FuncOp buildMoeRouteKernel(mlir::ModuleOp module,
+                                       const std::string &name, int64_t experts,
+                                       int64_t topK, float routeScale);
+
+/// `name(x: memref<?xDxbf16>, ids: memref<?xKxi32>, weights: memref<?xKxf32>,
+/// expert: i32, rows: memref<?xDxbf16>, rowIndex: memref<?xi32>,
+/// rowWeight: memref<?xf32>, count: memref<1xi64>)`: the tokens routed to
+/// `expert`, in token order.
+mlir::func::FuncOp buildMoeGatherKernel(mlir::ModuleOp module,
+                                        const std::string &name, int64_t dim,
+                                        int64_t topK);
+
+/// `name(gate: memref<?xIxbf16>, up: memref<?xIxbf16>, weight: memref<?xf32>,
+/// h: memref<?xIxbf16>)`.
+mlir::func::FuncOp buildSwigluKernel(mlir::ModuleOp module,
+                                     const std::string &name, int64_t inter,
+                                     float limit);
+
+/// `name(y: memref<?xDxf32>, out: memref<?xDxbf16>, rowIndex: memref<?xi32>)`:
+/// y[rowIndex[r]] += out[r].
+mlir::func::FuncOp buildMoeAccumulateKernel(mlir::ModuleOp module,
+                                            const std::string &name,
+                                            int64_t dim);
+
+/// `name(y: memref<?xDxf32>, shared: memref<?xDxbf16>, out: memref<?xDxbf16>)`:
+/// out = bf16(y + shared).
+mlir::func::FuncOp buildMoeFinishKernel(mlir::ModuleOp module,
+                                        const std::string &name, int64_t dim);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_MOEKERNELS_H

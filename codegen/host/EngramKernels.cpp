@@ -5,6 +5,8 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace csa::codegen {
@@ -97,6 +99,69 @@ func::FuncOp buildEngramHashKernel(ModuleOp module, const std::string &name,
         k.store(id, ids, {row, col});
       });
     }
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildEngramGateKernel(ModuleOp module, const std::string &name,
+                                   int64_t hc, int64_t dim, float eps) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, hc, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic, (hc + 1) * dim}, bf16),
+       MemRefType::get({hc, dim}, bf16), MemRefType::get({hc, dim}, bf16)});
+  KernelBuilder k(b, loc);
+  Value streams = fn.getArgument(0), kv = fn.getArgument(1),
+        qWeight = fn.getArgument(2), kWeight = fn.getArgument(3);
+  const float invSqrtD = float(std::pow(double(dim), -0.5));
+  k.loop(k.idx(0), k.dim(streams, 0), [&](Value n) {
+    k.loop(hc, [&](Value j) {
+      Value keyBase = k.muli(j, k.idx(dim));
+      auto sums = scf::ForOp::create(
+          b, loc, k.idx(0), k.idx(dim), k.idx(1),
+          ValueRange{k.f32(0.f), k.f32(0.f), k.f32(0.f)});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(sums.getBody());
+        Value e = sums.getInductionVar();
+        Value h = k.loadF32(streams, {n, j, e});
+        Value key = k.loadF32(kv, {n, k.addi(keyBase, e)});
+        Value weight = k.mul(k.loadF32(qWeight, {j, e}), k.loadF32(kWeight, {j, e}));
+        scf::YieldOp::create(
+            b, loc,
+            ValueRange{k.add(sums.getRegionIterArg(0), k.mul(h, h)),
+                       k.add(sums.getRegionIterArg(1), k.mul(key, key)),
+                       k.add(sums.getRegionIterArg(2),
+                             k.mul(k.mul(h, weight), key))});
+      }
+      Value d = k.f32(float(dim)), epsV = k.f32(eps);
+      Value rstd = k.mul(
+          k.div(k.f32(1.f), k.sqrt(k.add(k.div(sums.getResult(0), d), epsV))),
+          k.div(k.f32(1.f), k.sqrt(k.add(k.div(sums.getResult(1), d), epsV))));
+      Value dot = k.mul(k.mul(sums.getResult(2), rstd), k.f32(invSqrtD));
+      Value magnitude = k.max(math::AbsFOp::create(b, loc, dot), k.f32(1e-6f));
+      // copysign(sqrt(magnitude), dot) as bit operations: the sign bit of
+      // dot on the (non-negative) root.
+      Type i32 = b.getI32Type();
+      Value signBit = arith::AndIOp::create(
+          b, loc, arith::BitcastOp::create(b, loc, i32, dot),
+          arith::ConstantIntOp::create(b, loc, i32, int64_t(0x80000000u)));
+      Value rootBits = arith::OrIOp::create(
+          b, loc, arith::BitcastOp::create(b, loc, i32, k.sqrt(magnitude)),
+          signBit);
+      Value root = arith::BitcastOp::create(b, loc, b.getF32Type(), rootBits);
+      Value gate = k.sigmoid(root);
+      Value valueBase = k.idx(hc * dim);
+      k.loop(dim, [&](Value e) {
+        Value h = k.loadF32(streams, {n, j, e});
+        Value v = k.loadF32(kv, {n, k.addi(valueBase, e)});
+        k.storeBf16(k.add(h, k.mul(gate, v)), streams, {n, j, e});
+      });
+    });
   });
   k.finish();
   return fn;

@@ -34,6 +34,15 @@ mlir::func::FuncOp buildEngramHashKernel(mlir::ModuleOp module,
                                          const std::string &name,
                                          const EngramHashLayout &layout);
 
+/// `name(streams: memref<?xHCxDxbf16>, kv: memref<?x((HC+1)*D)xbf16>,
+/// qWeight: memref<HCxDxbf16>, kWeight: memref<HCxDxbf16>)`, in place: each
+/// stream j += sigmoid(signed sqrt(<h_j * q_j * k_j, key_j> * rstd / sqrt(D)))
+/// * value, where kv holds the HC keys then the value (the wkv projection of
+/// the gathered table rows).
+mlir::func::FuncOp buildEngramGateKernel(mlir::ModuleOp module,
+                                         const std::string &name, int64_t hc,
+                                         int64_t dim, float eps);
+
 } // namespace csa::codegen
 
 #endif // CSA_CODEGEN_HOST_ENGRAMKERNELS_H

@@ -58,5 +58,36 @@ TEST(EngramKernels, TinyHashMatchesEngramPy) { checkLayer("tiny", 1, 5); }
 TEST(EngramKernels, ReleasedLayer1HashMatchesEngramPy) { checkLayer("released", 1, 6); }
 TEST(EngramKernels, ReleasedLayer14HashMatchesEngramPy) { checkLayer("released", 14, 7); }
 
+TEST(EngramKernels, GateMatchesTheReference) {
+  constexpr int64_t hc = 4, dim = 64;
+  KernelLibrary lib([](mlir::ModuleOp m) {
+    buildEngramGateKernel(m, "engram_gate", hc, dim, 1e-20f);
+  });
+  using Kernel = void (*)(Descriptor<3> *, Descriptor<2> *, Descriptor<2> *,
+                          Descriptor<2> *);
+  auto *kernel = reinterpret_cast<Kernel>(lib.symbol("engram_gate"));
+  ASSERT_NE(kernel, nullptr);
+  const int64_t rows = 6;
+  auto streams = randomBf16(size_t(rows * hc * dim), 41);
+  auto kv = randomBf16(size_t(rows * (hc + 1) * dim), 42);
+  auto qw = randomBf16(size_t(hc * dim), 43, 0.7f);
+  auto kw = randomBf16(size_t(hc * dim), 44, 0.7f);
+  reference::Mat expected = toMat(streams, rows * hc, dim);
+  reference::Mat kvMat = toMat(kv, rows, (hc + 1) * dim);
+  reference::Mat q = toMat(qw, hc, dim), kk = toMat(kw, hc, dim);
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t j = 0; j < hc; ++j)
+      reference::engramGate(expected.row(n * hc + j), kvMat.row(n) + j * dim,
+                            kvMat.row(n) + hc * dim, q.row(j), kk.row(j), dim,
+                            1e-20f);
+  auto ds = describe<3>(streams, {rows, hc, dim});
+  auto dkv = describe<2>(kv, {rows, (hc + 1) * dim});
+  auto dq = describe<2>(qw, {hc, dim});
+  auto dk = describe<2>(kw, {hc, dim});
+  kernel(&ds, &dkv, &dq, &dk);
+  for (size_t i = 0; i < streams.size(); ++i)
+    ASSERT_EQ(nx::bf16ToFloat(streams[i]), expected.v[i]) << "element " << i;
+}
+
 } // namespace
 } // namespace csa::codegen

@@ -1,0 +1,490 @@
+//===- AttentionKernels.cpp - Attention primitives generated as IR --------===//
+//
+// Every floating-point operation of the reference kernels appears here once,
+// in the same order and with the same operands: fp32 sums run in index order,
+// bf16 rounding points are arith.truncf + arith.extf (nearest even, expanded
+// to integer arithmetic by the host back end), std::max(a, b) is
+// `a < b ? b : a` (so that its signed-zero and NaN behaviour is kept), and
+// no fast-math flag is set, so LLVM neither reassociates nor contracts
+// a * b + c into an FMA.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/AttentionKernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <limits>
+#include <utility>
+
+using namespace mlir;
+
+namespace csa::codegen {
+
+namespace {
+
+/// `sparse_attn`'s block of indices (one online-softmax step).
+constexpr int64_t kAttentionBlock = 64;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+/// A kernel: a public func with the C interface, its entry block ready.
+func::FuncOp startKernel(OpBuilder &b, ModuleOp module, const std::string &name,
+                         TypeRange args) {
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn = func::FuncOp::create(b, module.getLoc(), name,
+                                 b.getFunctionType(args, {}));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  return fn;
+}
+
+Value f32Const(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+Value indexConst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value intConst(OpBuilder &b, Location loc, Type type, int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
+}
+
+/// Loads an element and widens it to fp32.
+Value loadF32(OpBuilder &b, Location loc, Value memref, ValueRange indices) {
+  Value v = memref::LoadOp::create(b, loc, memref, indices);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+/// std::max(a, c) as libstdc++ computes it: (a < c) ? c : a.
+Value stdMax(OpBuilder &b, Location loc, Value a, Value c) {
+  Value lt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a, c);
+  return arith::SelectOp::create(b, loc, lt, c, a);
+}
+
+/// The reference's bf16(x): round to nearest even, back to fp32.
+Value roundBf16(OpBuilder &b, Location loc, Value v) {
+  Value t = arith::TruncFOp::create(b, loc, b.getBF16Type(), v);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), t);
+}
+
+Value cmpF(OpBuilder &b, Location loc, arith::CmpFPredicate p, Value x,
+           Value y) {
+  return arith::CmpFOp::create(b, loc, p, x, y);
+}
+
+Value cmpI(OpBuilder &b, Location loc, arith::CmpIPredicate p, Value x,
+           Value y) {
+  return arith::CmpIOp::create(b, loc, p, x, y);
+}
+
+Value andI(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::AndIOp::create(b, loc, x, y);
+}
+
+Value orI(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::OrIOp::create(b, loc, x, y);
+}
+
+/// Body of a loop: (induction variable, iteration arguments) -> yielded.
+using LoopBody = function_ref<SmallVector<Value>(Value, ValueRange)>;
+
+/// scf.for lb..ub by step carrying `init`; the body's values are yielded.
+scf::ForOp loop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
+                ValueRange init, LoopBody body) {
+  return scf::ForOp::create(
+      b, loc, lb, ub, step, init,
+      [&](OpBuilder &nested, Location l, Value iv, ValueRange args) {
+        SmallVector<Value> results = body(iv, args);
+        scf::YieldOp::create(nested, l, results);
+      });
+}
+
+/// The order of the reference's top-k: higher score first, then lower
+/// position. Returns (score, position) of the `rank`-th element (1-based) of
+/// positions [0, count) in that order, by `rank` selection scans: each scan
+/// takes the first element strictly after the previous pick. The position is
+/// -1 when rank = 0. `scoreAt(t)` emits the score of position t.
+std::pair<Value, Value> nthInOrder(OpBuilder &b, Location loc, Value count,
+                                   Value rank,
+                                   function_ref<Value(Value)> scoreAt) {
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        none = indexConst(b, loc, -1), negInf = f32Const(b, loc, -kInf);
+  auto picks = loop(b, loc, zero, rank, one, {negInf, none},
+                    [&](Value, ValueRange prev) -> SmallVector<Value> {
+    Value prevS = prev[0], prevI = prev[1];
+    Value first = cmpI(b, loc, arith::CmpIPredicate::slt, prevI, zero);
+    auto scan = loop(b, loc, zero, count, one, {negInf, none},
+                     [&](Value t, ValueRange best) -> SmallVector<Value> {
+      Value s = scoreAt(t);
+      // After the previous pick: lower score, or equal score further on.
+      Value below = cmpF(b, loc, arith::CmpFPredicate::OLT, s, prevS);
+      Value tie = andI(b, loc, cmpF(b, loc, arith::CmpFPredicate::OEQ, s, prevS),
+                       cmpI(b, loc, arith::CmpIPredicate::sgt, t, prevI));
+      Value eligible = orI(b, loc, first, orI(b, loc, below, tie));
+      // Positions ascend, so an equal score never beats the best so far.
+      Value better =
+          orI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, best[1], zero),
+              cmpF(b, loc, arith::CmpFPredicate::OGT, s, best[0]));
+      Value take = andI(b, loc, eligible, better);
+      return {arith::SelectOp::create(b, loc, take, s, best[0]),
+              arith::SelectOp::create(b, loc, take, t, best[1])};
+    });
+    return {scan.getResult(0), scan.getResult(1)};
+  });
+  return {picks.getResult(0), picks.getResult(1)};
+}
+
+/// Whether (s, t) comes at or before (thrS, thrI) in the top-k order (false
+/// when thrI = -1: nothing picked).
+Value atOrBefore(OpBuilder &b, Location loc, Value s, Value t, Value thrS,
+                 Value thrI) {
+  Value zero = indexConst(b, loc, 0);
+  Value picked = cmpI(b, loc, arith::CmpIPredicate::sge, thrI, zero);
+  Value higher = cmpF(b, loc, arith::CmpFPredicate::OGT, s, thrS);
+  Value tie = andI(b, loc, cmpF(b, loc, arith::CmpFPredicate::OEQ, s, thrS),
+                   cmpI(b, loc, arith::CmpIPredicate::sle, t, thrI));
+  return andI(b, loc, picked, orI(b, loc, higher, tie));
+}
+
+} // namespace
+
+func::FuncOp buildSparseAttentionKernel(ModuleOp module,
+                                        const std::string &name, int64_t heads,
+                                        int64_t headDim) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  auto qType = MemRefType::get({dyn, heads, headDim}, bf16);
+  auto rowsType = MemRefType::get({dyn, headDim}, bf16);
+  auto idxType = MemRefType::get({dyn, dyn}, i32);
+  auto sinkType = MemRefType::get({heads}, f32);
+  func::FuncOp fn = startKernel(b, module, name,
+                                {qType, rowsType, idxType, sinkType, f32, qType});
+  Value q = fn.getArgument(0), rows = fn.getArgument(1),
+        idx = fn.getArgument(2), sink = fn.getArgument(3),
+        scale = fn.getArgument(4), out = fn.getArgument(5);
+
+  // Per (row, head) scratch: the output accumulator and one block's scores.
+  Value acc = memref::AllocaOp::create(b, loc, MemRefType::get({headDim}, f32));
+  Value sc = memref::AllocaOp::create(
+      b, loc, MemRefType::get({kAttentionBlock}, f32));
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        block = indexConst(b, loc, kAttentionBlock),
+        cols = indexConst(b, loc, headDim), numHeads = indexConst(b, loc, heads);
+  Value zeroF = f32Const(b, loc, 0.f), negInf = f32Const(b, loc, -kInf),
+        startMax = f32Const(b, loc, -1e30f), zeroI32 = intConst(b, loc, i32, 0);
+  Value n = memref::DimOp::create(b, loc, q, zero);
+  Value numIdx = memref::DimOp::create(b, loc, idx, one);
+  Type indexType = b.getIndexType();
+
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    loop(b, loc, zero, numHeads, one, {},
+         [&](Value h, ValueRange) -> SmallVector<Value> {
+      loop(b, loc, zero, cols, one, {}, [&](Value e, ValueRange) -> SmallVector<Value> {
+        memref::StoreOp::create(b, loc, zeroF, acc, e);
+        return {};
+      });
+      // Online softmax over blocks of 64 indices: (running max, sum of exp).
+      auto blocks = loop(b, loc, zero, numIdx, block, {startMax, zeroF},
+                         [&](Value blk, ValueRange state) -> SmallVector<Value> {
+        Value prevMax = state[0], sumExp = state[1];
+        Value blockEnd = arith::MinSIOp::create(
+            b, loc, numIdx, arith::AddIOp::create(b, loc, blk, block));
+        // Scores of the block (-inf where the index is -1) and their max.
+        auto scores = loop(b, loc, blk, blockEnd, one, {negInf},
+                           [&](Value k, ValueRange bm) -> SmallVector<Value> {
+          Value slot = arith::SubIOp::create(b, loc, k, blk);
+          Value j = memref::LoadOp::create(b, loc, idx, ValueRange{i, k});
+          Value valid = cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32);
+          auto ifValid = scf::IfOp::create(
+              b, loc, valid,
+              [&](OpBuilder &, Location) {
+                Value r = arith::IndexCastOp::create(b, loc, indexType, j);
+                auto dot = loop(b, loc, zero, cols, one, {zeroF},
+                                [&](Value e, ValueRange d) -> SmallVector<Value> {
+                  Value prod = arith::MulFOp::create(
+                      b, loc, loadF32(b, loc, q, ValueRange{i, h, e}),
+                      loadF32(b, loc, rows, ValueRange{r, e}));
+                  return {arith::AddFOp::create(b, loc, d[0], prod)};
+                });
+                Value s = arith::MulFOp::create(b, loc, dot.getResult(0), scale);
+                memref::StoreOp::create(b, loc, s, sc, slot);
+                scf::YieldOp::create(b, loc, stdMax(b, loc, bm[0], s));
+              },
+              [&](OpBuilder &, Location) {
+                memref::StoreOp::create(b, loc, negInf, sc, slot);
+                scf::YieldOp::create(b, loc, bm[0]);
+              });
+          return {ifValid.getResult(0)};
+        });
+        Value newMax = stdMax(b, loc, prevMax, scores.getResult(0));
+        Value rescale = math::ExpOp::create(
+            b, loc, arith::SubFOp::create(b, loc, prevMax, newMax));
+        loop(b, loc, zero, cols, one, {}, [&](Value e, ValueRange) -> SmallVector<Value> {
+          Value v = memref::LoadOp::create(b, loc, acc, e);
+          memref::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, v, rescale),
+                                  acc, e);
+          return {};
+        });
+        // fp32 probabilities into the block sum, bf16 ones into P.V.
+        auto probs = loop(b, loc, blk, blockEnd, one, {zeroF},
+                          [&](Value k, ValueRange bs) -> SmallVector<Value> {
+          Value slot = arith::SubIOp::create(b, loc, k, blk);
+          Value s = memref::LoadOp::create(b, loc, sc, slot);
+          Value p = math::ExpOp::create(b, loc,
+                                        arith::SubFOp::create(b, loc, s, newMax));
+          Value sum = arith::AddFOp::create(b, loc, bs[0], p);
+          Value j = memref::LoadOp::create(b, loc, idx, ValueRange{i, k});
+          Value valid = cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32);
+          scf::IfOp::create(b, loc, valid, [&](OpBuilder &, Location) {
+            Value pb = roundBf16(b, loc, p);
+            Value r = arith::IndexCastOp::create(b, loc, indexType, j);
+            loop(b, loc, zero, cols, one, {},
+                 [&](Value e, ValueRange) -> SmallVector<Value> {
+              Value prod = arith::MulFOp::create(
+                  b, loc, pb, loadF32(b, loc, rows, ValueRange{r, e}));
+              Value v = memref::LoadOp::create(b, loc, acc, e);
+              memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, v, prod),
+                                      acc, e);
+              return {};
+            });
+            scf::YieldOp::create(b, loc);
+          });
+          return {sum};
+        });
+        Value newSum = arith::AddFOp::create(
+            b, loc, arith::MulFOp::create(b, loc, sumExp, rescale),
+            probs.getResult(0));
+        return {newMax, newSum};
+      });
+      Value maxScore = blocks.getResult(0);
+      Value sinkTerm = math::ExpOp::create(
+          b, loc, arith::SubFOp::create(
+                      b, loc, memref::LoadOp::create(b, loc, sink, h), maxScore));
+      Value total = arith::AddFOp::create(b, loc, blocks.getResult(1), sinkTerm);
+      loop(b, loc, zero, cols, one, {}, [&](Value e, ValueRange) -> SmallVector<Value> {
+        Value v = arith::DivFOp::create(
+            b, loc, memref::LoadOp::create(b, loc, acc, e), total);
+        memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, v),
+                                out, ValueRange{i, h, e});
+        return {};
+      });
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildIndexScoreKernel(ModuleOp module, const std::string &name,
+                                   int64_t heads, int64_t dim) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i64 = b.getI64Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  auto qType = MemRefType::get({dyn, heads, dim}, bf16);
+  auto keysType = MemRefType::get({dyn, dim}, bf16);
+  auto wType = MemRefType::get({dyn, heads}, bf16);
+  auto visibleType = MemRefType::get({dyn}, i64);
+  auto outType = MemRefType::get({dyn, dyn}, f32);
+  func::FuncOp fn = startKernel(b, module, name,
+                                {qType, keysType, wType, visibleType, outType});
+  Value q = fn.getArgument(0), keys = fn.getArgument(1), w = fn.getArgument(2),
+        visible = fn.getArgument(3), out = fn.getArgument(4);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        numHeads = indexConst(b, loc, heads), cols = indexConst(b, loc, dim);
+  Value zeroF = f32Const(b, loc, 0.f), negInf = f32Const(b, loc, -kInf);
+  Value n = memref::DimOp::create(b, loc, out, zero);
+  Value width = memref::DimOp::create(b, loc, out, one);
+  Value numKeys = memref::DimOp::create(b, loc, keys, zero);
+
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    Value vis = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, visible, i));
+    Value limit = arith::MinSIOp::create(b, loc, vis, numKeys);
+    loop(b, loc, zero, width, one, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
+      Value scored = cmpI(b, loc, arith::CmpIPredicate::slt, t, limit);
+      auto score = scf::IfOp::create(
+          b, loc, scored,
+          [&](OpBuilder &, Location) {
+            auto total = loop(b, loc, zero, numHeads, one, {zeroF},
+                              [&](Value h, ValueRange sum) -> SmallVector<Value> {
+              auto dot = loop(b, loc, zero, cols, one, {zeroF},
+                              [&](Value e, ValueRange d) -> SmallVector<Value> {
+                Value prod = arith::MulFOp::create(
+                    b, loc, loadF32(b, loc, q, ValueRange{i, h, e}),
+                    loadF32(b, loc, keys, ValueRange{t, e}));
+                return {arith::AddFOp::create(b, loc, d[0], prod)};
+              });
+              Value relu = stdMax(b, loc, roundBf16(b, loc, dot.getResult(0)), zeroF);
+              Value weighted = arith::MulFOp::create(
+                  b, loc, relu, loadF32(b, loc, w, ValueRange{i, h}));
+              return {arith::AddFOp::create(b, loc, sum[0],
+                                            roundBf16(b, loc, weighted))};
+            });
+            scf::YieldOp::create(b, loc, roundBf16(b, loc, total.getResult(0)));
+          },
+          [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, negInf); });
+      memref::StoreOp::create(b, loc, score.getResult(0), out, ValueRange{i, t});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildTopKKernel(ModuleOp module, const std::string &name,
+                             int64_t k, bool masked) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type(),
+       i64 = b.getI64Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  auto scoresType = MemRefType::get({dyn, dyn}, f32);
+  auto maskType = MemRefType::get({dyn, dyn}, i8);
+  auto visibleType = MemRefType::get({dyn}, i64);
+  auto outType = MemRefType::get({dyn, k}, i32);
+  SmallVector<Type> args = {scoresType};
+  if (masked)
+    args.push_back(maskType);
+  args.append({visibleType, outType});
+  func::FuncOp fn = startKernel(b, module, name, args);
+  unsigned a = 0;
+  Value scores = fn.getArgument(a++);
+  Value mask = masked ? fn.getArgument(a++) : Value();
+  Value visible = fn.getArgument(a++), out = fn.getArgument(a++);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        numOut = indexConst(b, loc, k);
+  Value negInf = f32Const(b, loc, -kInf), none = intConst(b, loc, i32, -1),
+        zeroI8 = intConst(b, loc, i8, 0);
+  Value n = memref::DimOp::create(b, loc, scores, zero);
+  Value width = memref::DimOp::create(b, loc, scores, one);
+  Value rank = arith::MinSIOp::create(b, loc, numOut, width);
+
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    auto scoreAt = [&](Value t) -> Value {
+      Value s = memref::LoadOp::create(b, loc, scores, ValueRange{i, t});
+      if (!masked)
+        return s;
+      Value m = memref::LoadOp::create(b, loc, mask, ValueRange{i, t});
+      Value outside = cmpI(b, loc, arith::CmpIPredicate::eq, m, zeroI8);
+      return arith::SelectOp::create(b, loc, outside, negInf, s);
+    };
+    Value vis = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, visible, i));
+    auto [nthS, nthI] = nthInOrder(b, loc, width, rank, scoreAt);
+    Value thrS = nthS, thrI = nthI; // (lambdas cannot capture bindings)
+    // The picks in ascending position order.
+    auto written = loop(b, loc, zero, width, one, {zero},
+                        [&](Value t, ValueRange c) -> SmallVector<Value> {
+      Value chosen = atOrBefore(b, loc, scoreAt(t), t, thrS, thrI);
+      auto next = scf::IfOp::create(
+          b, loc, chosen,
+          [&](OpBuilder &, Location) {
+            Value inside = cmpI(b, loc, arith::CmpIPredicate::slt, t, vis);
+            Value pos = arith::IndexCastOp::create(b, loc, i32, t);
+            Value v = arith::SelectOp::create(b, loc, inside, pos, none);
+            memref::StoreOp::create(b, loc, v, out, ValueRange{i, c[0]});
+            scf::YieldOp::create(b, loc,
+                                 Value(arith::AddIOp::create(b, loc, c[0], one)));
+          },
+          [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, c[0]); });
+      return {next.getResult(0)};
+    });
+    loop(b, loc, written.getResult(0), numOut, one, {},
+         [&](Value c, ValueRange) -> SmallVector<Value> {
+      memref::StoreOp::create(b, loc, none, out, ValueRange{i, c});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildHsiSelectKernel(ModuleOp module, const std::string &name,
+                                  int64_t topBlocks, int64_t blockSize) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i64 = b.getI64Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  auto scoresType = MemRefType::get({dyn, dyn}, f32);
+  auto visibleType = MemRefType::get({dyn}, i64);
+  auto maskType = MemRefType::get({dyn, dyn}, i8);
+  func::FuncOp fn =
+      startKernel(b, module, name, {scoresType, visibleType, maskType});
+  Value scores = fn.getArgument(0), visible = fn.getArgument(1),
+        mask = fn.getArgument(2);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        size = indexConst(b, loc, blockSize),
+        picks = indexConst(b, loc, topBlocks);
+  Value negInf = f32Const(b, loc, -kInf), posInf = f32Const(b, loc, kInf);
+  Value n = memref::DimOp::create(b, loc, scores, zero);
+  Value width = memref::DimOp::create(b, loc, scores, one);
+  Value numBlocks = arith::DivUIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, width, indexConst(b, loc, blockSize - 1)),
+      size);
+  Value rank = arith::MinSIOp::create(b, loc, picks, numBlocks);
+  Value blockScore = memref::AllocOp::create(
+      b, loc, MemRefType::get({dyn}, f32), ValueRange{numBlocks});
+
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    loop(b, loc, zero, numBlocks, one, {}, [&](Value blk, ValueRange) -> SmallVector<Value> {
+      memref::StoreOp::create(b, loc, negInf, blockScore, blk);
+      return {};
+    });
+    loop(b, loc, zero, width, one, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
+      Value blk = arith::DivUIOp::create(b, loc, t, size);
+      Value s = memref::LoadOp::create(b, loc, scores, ValueRange{i, t});
+      Value cur = memref::LoadOp::create(b, loc, blockScore, blk);
+      memref::StoreOp::create(b, loc, stdMax(b, loc, cur, s), blockScore, blk);
+      return {};
+    });
+    // Pin the block of the newest visible position.
+    Value vis = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, visible, i));
+    Value newest = arith::DivSIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, vis, one), size);
+    Value pin = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::sge, vis, one),
+                     cmpI(b, loc, arith::CmpIPredicate::slt, newest, numBlocks));
+    scf::IfOp::create(b, loc, pin, [&](OpBuilder &, Location) {
+      memref::StoreOp::create(b, loc, posInf, blockScore, newest);
+      scf::YieldOp::create(b, loc);
+    });
+    auto [nthS, nthI] = nthInOrder(b, loc, numBlocks, rank, [&](Value blk) {
+      return Value(memref::LoadOp::create(b, loc, blockScore, blk));
+    });
+    Value thrS = nthS, thrI = nthI;
+    loop(b, loc, zero, numBlocks, one, {}, [&](Value blk, ValueRange) -> SmallVector<Value> {
+      Value s = memref::LoadOp::create(b, loc, blockScore, blk);
+      Value keep = andI(b, loc, atOrBefore(b, loc, s, blk, thrS, thrI),
+                        cmpF(b, loc, arith::CmpFPredicate::UNE, s, negInf));
+      Value v = arith::ExtUIOp::create(b, loc, i8, keep);
+      Value begin = arith::MulIOp::create(b, loc, blk, size);
+      Value end = arith::MinSIOp::create(
+          b, loc, width, arith::AddIOp::create(b, loc, begin, size));
+      loop(b, loc, begin, end, one, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
+        memref::StoreOp::create(b, loc, v, mask, ValueRange{i, t});
+        return {};
+      });
+      return {};
+    });
+    return {};
+  });
+  memref::DeallocOp::create(b, loc, blockScore);
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+} // namespace csa::codegen

@@ -1,0 +1,76 @@
+//===- AttentionKernels.h - Attention primitives generated as IR -*- C++ -*-===//
+//
+// Host kernels for the attention primitives of the reference forward:
+// `sparse_attn` (one query head per call of the reference's
+// `sparseAttentionHead`), the indexer score (`indexScore`), the indexer's
+// top-k (`topkIndices` + the ascending re-sort + the -1 rule of
+// `ReferenceModel::Impl::indexer`) and HSI level 1 (`selectCandidateBlocks`).
+// Each builder emits one func.func of scf loops over memrefs with the
+// reference's order of operations, so the results are bit-identical to it;
+// kernels carry `llvm.emit_c_interface` (call `_mlir_ciface_<name>`).
+// Row counts, index counts and score widths are dynamic.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_ATTENTIONKERNELS_H
+#define CSA_CODEGEN_HOST_ATTENTIONKERNELS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <string>
+
+namespace csa::codegen {
+
+/// `name(q: memref<?xHxDxbf16>, rows: memref<?xDxbf16>, idx: memref<?x?xi32>,
+///       sink: memref<Hxf32>, scale: f32, out: memref<?xHxDxbf16>)`
+/// (H = heads, D = headDim). For each query row i and head h: one softmax
+/// over `rows[idx[i, k]]` (K = V; idx < 0 contributes nothing), online over
+/// blocks of 64 indices with a running max starting at -1e30, bf16
+/// probabilities in the P.V product, fp32 probabilities in the denominator,
+/// `exp(sink[h] - max)` added to the denominator only; out = bf16(acc / sum)
+/// (`sparseAttentionHead`). exp is math.exp, which lowers to a call of libm's
+/// `expf`, the function behind the reference's std::exp(float). Index rows
+/// of different lengths may be padded at the end with -1: trailing -1 entries
+/// leave every bit of the result unchanged.
+mlir::func::FuncOp buildSparseAttentionKernel(mlir::ModuleOp module,
+                                              const std::string &name,
+                                              int64_t heads, int64_t headDim);
+
+/// `name(q: memref<?xHxDxbf16>, keys: memref<?xDxbf16>, w: memref<?xHxbf16>,
+///       visible: memref<?xi64>, out: memref<?x?xf32>)` (H = heads, D = dim):
+/// out[i, t] = indexScore(q[i], keys[t], w[i]) — per head the fp32 dot in
+/// D order, bf16, ReLU, times the weight, bf16, summed over heads in fp32,
+/// bf16 — for t < min(visible[i], rows of keys), -inf for the other t up to
+/// the width of `out` (the reference's `score` row).
+mlir::func::FuncOp buildIndexScoreKernel(mlir::ModuleOp module,
+                                         const std::string &name,
+                                         int64_t heads, int64_t dim);
+
+/// `name(scores: memref<?x?xf32>, [mask: memref<?x?xi8>,]
+///       visible: memref<?xi64>, out: memref<?xkxi32>)`: per row, the
+/// positions of the min(k, T) largest scores (ties to the lowest position;
+/// with `masked`, positions whose mask byte is 0 score -inf first), written
+/// in ascending order, each position t >= visible[i] written as -1; the
+/// columns past min(k, T) are -1. This is `topkIndices` + `std::sort` + the
+/// -1 rule of the reference indexer (raw positions, no gather offset).
+/// O(T * k) per row. Scores must not be NaN (the reference's comparator is
+/// no ordering with NaN either).
+mlir::func::FuncOp buildTopKKernel(mlir::ModuleOp module,
+                                   const std::string &name, int64_t k,
+                                   bool masked = false);
+
+/// `name(scores: memref<?x?xf32>, visible: memref<?xi64>,
+///       mask: memref<?x?xi8>)`: HSI level 1, `selectCandidateBlocks(score
+/// row, visible[i], topBlocks, blockSize)`: block score = max over
+/// `blockSize` positions, the block of position visible - 1 pinned to +inf
+/// (when visible >= 1), the top min(topBlocks, #blocks) blocks (ties to the
+/// lowest block) that are not -inf kept; mask = 1 on their positions, 0
+/// elsewhere. Uses a heap scratch of #blocks floats (malloc/free).
+mlir::func::FuncOp buildHsiSelectKernel(mlir::ModuleOp module,
+                                        const std::string &name,
+                                        int64_t topBlocks, int64_t blockSize);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_ATTENTIONKERNELS_H

@@ -1,0 +1,529 @@
+//===- LinearKernels.cpp - Host kernels of csa.linear ---------------------===//
+//
+// Plain loop nests, correct first: one row at a time, one output at a time,
+// K innermost, in exactly the reference's summation order.
+//
+// Later (performance, not numerics): tile rows x outputs (e.g. 4-8 rows x
+// 16-64 outputs per tile, the weight tile decoded once into registers or a
+// small scratch and reused across the rows), vectorize across *rows or
+// outputs* rather than along K (each output's fp32 sum must keep its K order,
+// so a lane per output/row with K as the sequential loop keeps the result
+// bit-exact; a horizontal reduction along K would not), parallelize over N
+// (scf.forall / OpenMP), and hoist the FP8/FP4 activation quantization of
+// all rows out of the row loop. The decode tables stay as they are (a gather
+// per element) or become pshufb-style lookups for E2M1.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/LinearKernels.h"
+
+#include "runtime/numerics/Formats.h"
+#include "runtime/numerics/Quantize.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include <cfloat>
+#include <functional>
+
+using namespace mlir;
+namespace nx = csa::numerics;
+
+namespace csa::codegen {
+
+namespace {
+
+constexpr int64_t kBlock = 32; // act_quant block and weight scale block
+
+//===----------------------------------------------------------------------===//
+// Small IR helpers
+//===----------------------------------------------------------------------===//
+
+func::FuncOp startKernel(OpBuilder &b, ModuleOp module, const std::string &name,
+                         TypeRange args) {
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn = func::FuncOp::create(b, module.getLoc(), name,
+                                 b.getFunctionType(args, {}));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  return fn;
+}
+
+Value idx(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value i32c(OpBuilder &b, Location loc, uint32_t v) {
+  return arith::ConstantOp::create(b, loc,
+                                   b.getI32IntegerAttr(static_cast<int32_t>(v)));
+}
+
+Value f32c(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+/// Loads an element and widens it to fp32 (no-op for f32).
+Value loadF32(OpBuilder &b, Location loc, Value memref, ValueRange indices) {
+  Value v = memref::LoadOp::create(b, loc, memref, indices);
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+/// Narrows an fp32 value to `type` (RNE for bf16; no-op for f32).
+Value fromF32(OpBuilder &b, Location loc, Value v, Type type) {
+  if (type.isF32())
+    return v;
+  return arith::TruncFOp::create(b, loc, type, v);
+}
+
+/// A loop [lb, ub) step 1 whose body returns the next iteration values.
+using LoopBody =
+    std::function<SmallVector<Value>(OpBuilder &, Location, Value, ValueRange)>;
+scf::ForOp forLoop(OpBuilder &b, Location loc, Value lb, Value ub,
+                   ValueRange inits, const LoopBody &body) {
+  return scf::ForOp::create(
+      b, loc, lb, ub, idx(b, loc, 1), inits,
+      [&](OpBuilder &nb, Location nl, Value iv, ValueRange args) {
+        SmallVector<Value> next = body(nb, nl, iv, args);
+        scf::YieldOp::create(nb, nl, next);
+      });
+}
+scf::ForOp forLoop(OpBuilder &b, Location loc, int64_t lb, int64_t ub,
+                   ValueRange inits, const LoopBody &body) {
+  return forLoop(b, loc, idx(b, loc, lb), idx(b, loc, ub), inits, body);
+}
+
+/// A constant fp32 lookup table, created once per module.
+Value tableRef(OpBuilder &b, Location loc, ModuleOp module, StringRef symbol,
+               ArrayRef<float> values) {
+  auto type = MemRefType::get({int64_t(values.size())}, b.getF32Type());
+  if (!module.lookupSymbol(symbol)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    memref::GlobalOp::create(
+        b, loc, symbol, b.getStringAttr("private"), type,
+        DenseElementsAttr::get(
+            RankedTensorType::get({int64_t(values.size())}, b.getF32Type()),
+            values),
+        /*constant=*/true, /*alignment=*/nullptr);
+  }
+  return memref::GetGlobalOp::create(b, loc, type, symbol);
+}
+
+Value e4m3Table(OpBuilder &b, Location loc, ModuleOp module) {
+  return tableRef(b, loc, module, "csa_linear_e4m3_values",
+                  ArrayRef<float>(nx::kE4M3Values.data(),
+                                  nx::kE4M3Values.size()));
+}
+
+Value e2m1Table(OpBuilder &b, Location loc, ModuleOp module) {
+  return tableRef(b, loc, module, "csa_linear_e2m1_values",
+                  ArrayRef<float>(nx::kE2M1Values.data(),
+                                  nx::kE2M1Values.size()));
+}
+
+/// An i8 code byte widened to i32 (zero-extended: codes are unsigned).
+Value loadCode(OpBuilder &b, Location loc, Value memref, ValueRange indices) {
+  Value v = memref::LoadOp::create(b, loc, memref, indices);
+  return arith::ExtUIOp::create(b, loc, b.getI32Type(), v);
+}
+
+Value lookup(OpBuilder &b, Location loc, Value table, Value codeI32) {
+  Value i = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), codeI32);
+  return memref::LoadOp::create(b, loc, table, ValueRange{i});
+}
+
+/// numerics::decodeUe8m0 of an i32 code in [0, 255]: 2^(e-127); e = 0 is
+/// 2^-127 (fp32 subnormal 0x00400000), e = 255 is NaN.
+Value decodeUe8m0(OpBuilder &b, Location loc, Value code) {
+  Value bits = arith::ShLIOp::create(b, loc, code, i32c(b, loc, 23));
+  Value isZero =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, code, i32c(b, loc, 0));
+  bits = arith::SelectOp::create(b, loc, isZero, i32c(b, loc, 0x00400000u), bits);
+  Value isNaN = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, code,
+                                      i32c(b, loc, 0xFF));
+  bits = arith::SelectOp::create(b, loc, isNaN, i32c(b, loc, 0x7FC00000u), bits);
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+}
+
+//===----------------------------------------------------------------------===//
+// act_quant(x, 32, ue8m0), dequantized (numerics::actQuantInplace)
+//===----------------------------------------------------------------------===//
+
+/// One block of 32: `load(c)` gives element c as f32, `store(c, v)` receives
+/// the dequantized element as bf16, i.e. roundToBf16(roundToE4M3(x / s) * s)
+/// with s = 2^ceil(log2(max(amax, 1e-4) * fp32(1/448))).
+void emitActQuantBlock(OpBuilder &b, Location loc,
+                       const std::function<Value(OpBuilder &, Value)> &load,
+                       const std::function<void(OpBuilder &, Value, Value)> &store) {
+  Type i32 = b.getI32Type(), bf16 = b.getBF16Type();
+  // blockAmax: max |x|, NaN ignored (the comparison is false), +-inf counted
+  // as FLT_MAX.
+  Value amax =
+      forLoop(b, loc, 0, kBlock, ValueRange{f32c(b, loc, 0.f)},
+              [&](OpBuilder &nb, Location nl, Value c, ValueRange acc) {
+                Value a = math::AbsFOp::create(nb, nl, load(nb, c));
+                Value gt = arith::CmpFOp::create(
+                    nb, nl, arith::CmpFPredicate::OGT, a, acc[0]);
+                return SmallVector<Value>{
+                    arith::SelectOp::create(nb, nl, gt, a, acc[0])};
+              })
+          .getResult(0);
+  Value fltMax = f32c(b, loc, FLT_MAX);
+  Value isInf =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, amax, fltMax);
+  amax = arith::SelectOp::create(b, loc, isInf, fltMax, amax);
+  // fp8Ue8m0ScaleCode: floor at 1e-4, times fp32(1/448), exponent-bit ceil.
+  Value floor = f32c(b, loc, nx::kFp8AmaxFloor);
+  Value below =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, amax, floor);
+  amax = arith::SelectOp::create(b, loc, below, floor, amax);
+  Value scaled = arith::MulFOp::create(b, loc, amax, f32c(b, loc, nx::kFp8MaxInv));
+  Value bits = arith::BitcastOp::create(b, loc, i32, scaled);
+  Value exponent = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, i32c(b, loc, 23)),
+      i32c(b, loc, 0xFF));
+  Value inexact = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne,
+      arith::AndIOp::create(b, loc, bits, i32c(b, loc, 0x7FFFFF)),
+      i32c(b, loc, 0));
+  Value code = arith::AddIOp::create(
+      b, loc, exponent, arith::ExtUIOp::create(b, loc, i32, inexact));
+  code = arith::MinUIOp::create(b, loc, code, i32c(b, loc, 0xFF));
+  Value scale = decodeUe8m0(b, loc, code);
+  // The elements: x / s (a division, as the reference), E4M3 round trip,
+  // times s, stored as bf16.
+  forLoop(b, loc, 0, kBlock, ValueRange{},
+          [&](OpBuilder &nb, Location nl, Value c, ValueRange) {
+            Value q = arith::DivFOp::create(nb, nl, load(nb, c), scale);
+            Value r = emitRoundToE4M3(nb, nl, q);
+            Value d = arith::MulFOp::create(nb, nl, r, scale);
+            store(nb, c, arith::TruncFOp::create(nb, nl, bf16, d));
+            return SmallVector<Value>{};
+          });
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+func::FuncOp fail(ModuleOp module, const std::string &name,
+                  const std::string &why) {
+  emitError(module.getLoc()) << "linear kernel '" << name << "': " << why;
+  return nullptr;
+}
+
+/// BF16 / F32 formats, optionally grouped: straight fp32 accumulation in K
+/// order (reference `linear` with block = K, and the wo_a einsum).
+func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
+                              const LinearKernelSpec &spec) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
+  const int64_t kg = k / g, ng = n / g;
+  Type inType = spec.inputF32 ? f32 : bf16;
+  Type wType = spec.weightF32 ? f32 : bf16;
+  Type outType = spec.format == LinearFormat::F32 ? f32 : bf16;
+  auto xType = MemRefType::get({ShapedType::kDynamic, k}, inType);
+  auto weightType = MemRefType::get({n, kg}, wType);
+  auto yType = MemRefType::get({ShapedType::kDynamic, n}, outType);
+  func::FuncOp fn = startKernel(b, module, name, {xType, weightType, yType});
+  Value x = fn.getArgument(0), w = fn.getArgument(1), y = fn.getArgument(2);
+  Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
+  forLoop(b, loc, idx(b, loc, 0), rows, ValueRange{},
+          [&](OpBuilder &b, Location loc, Value r, ValueRange) {
+    forLoop(b, loc, 0, g, ValueRange{},
+            [&](OpBuilder &b, Location loc, Value gi, ValueRange) {
+      Value inBase = arith::MulIOp::create(b, loc, gi, idx(b, loc, kg));
+      Value outBase = arith::MulIOp::create(b, loc, gi, idx(b, loc, ng));
+      forLoop(b, loc, 0, ng, ValueRange{},
+              [&](OpBuilder &b, Location loc, Value jj, ValueRange) {
+        Value j = arith::AddIOp::create(b, loc, outBase, jj);
+        Value acc =
+            forLoop(b, loc, 0, kg, ValueRange{f32c(b, loc, 0.f)},
+                    [&](OpBuilder &b, Location loc, Value e, ValueRange sum) {
+                      Value c = arith::AddIOp::create(b, loc, inBase, e);
+                      Value a = loadF32(b, loc, x, ValueRange{r, c});
+                      Value wv = loadF32(b, loc, w, ValueRange{j, e});
+                      Value p = arith::MulFOp::create(b, loc, a, wv);
+                      return SmallVector<Value>{
+                          arith::AddFOp::create(b, loc, sum[0], p)};
+                    })
+                .getResult(0);
+        memref::StoreOp::create(b, loc, fromF32(b, loc, acc, outType), y,
+                                ValueRange{r, j});
+        return SmallVector<Value>{};
+      });
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+/// FP8 / FP4 formats: act_quant per 32 into an fp32 row scratch, then per
+/// output an fp32 partial per 32-block of K added in order.
+func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
+                                  const LinearKernelSpec &spec) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i8 = b.getI8Type();
+  const bool fp8 = spec.format == LinearFormat::FP8Block32;
+  const int64_t k = spec.inFeatures, n = spec.outFeatures;
+  const int64_t kBlocks = k / kBlock;
+  Type inType = spec.inputF32 ? f32 : bf16;
+  auto xType = MemRefType::get({ShapedType::kDynamic, k}, inType);
+  auto weightType = MemRefType::get({n, fp8 ? k : k / 2}, i8);
+  auto scaleType = MemRefType::get(
+      {fp8 ? (n + kBlock - 1) / kBlock : n, kBlocks}, i8);
+  auto yType = MemRefType::get({ShapedType::kDynamic, n}, bf16);
+  func::FuncOp fn =
+      startKernel(b, module, name, {xType, weightType, scaleType, yType});
+  Value x = fn.getArgument(0), w = fn.getArgument(1), s = fn.getArgument(2),
+        y = fn.getArgument(3);
+  Value table = fp8 ? e4m3Table(b, loc, module) : e2m1Table(b, loc, module);
+  // The quantized activation row, reused for every row.
+  Value xq = memref::AllocOp::create(b, loc, MemRefType::get({k}, f32));
+  Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
+  Value block = idx(b, loc, kBlock);
+  forLoop(b, loc, idx(b, loc, 0), rows, ValueRange{},
+          [&](OpBuilder &b, Location loc, Value r, ValueRange) {
+    // act_quant(x[r], 32, ue8m0), dequantized: exact in fp32.
+    forLoop(b, loc, 0, kBlocks, ValueRange{},
+            [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
+      Value base = arith::MulIOp::create(b, loc, kb, block);
+      auto at = [&](OpBuilder &nb, Value c) -> Value {
+        return arith::AddIOp::create(nb, loc, base, c);
+      };
+      emitActQuantBlock(
+          b, loc,
+          [&](OpBuilder &nb, Value c) {
+            return loadF32(nb, loc, x, ValueRange{r, at(nb, c)});
+          },
+          [&](OpBuilder &nb, Value c, Value v) {
+            memref::StoreOp::create(nb, loc,
+                                    arith::ExtFOp::create(nb, loc, f32, v), xq,
+                                    ValueRange{at(nb, c)});
+          });
+      return SmallVector<Value>{};
+    });
+    forLoop(b, loc, 0, n, ValueRange{},
+            [&](OpBuilder &b, Location loc, Value j, ValueRange) {
+      Value scaleRow =
+          fp8 ? arith::DivUIOp::create(b, loc, j, block).getResult() : j;
+      Value acc =
+          forLoop(b, loc, 0, kBlocks, ValueRange{f32c(b, loc, 0.f)},
+                  [&](OpBuilder &b, Location loc, Value kb, ValueRange total) {
+            Value ws = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{scaleRow, kb}));
+            Value base = arith::MulIOp::create(b, loc, kb, block);
+            Value partial;
+            if (fp8) {
+              // wrow[c] = decodeE4M3(code) * scale; partial += a[c] * wrow[c].
+              partial =
+                  forLoop(b, loc, 0, kBlock, ValueRange{f32c(b, loc, 0.f)},
+                          [&](OpBuilder &b, Location loc, Value c, ValueRange p) {
+                            Value col = arith::AddIOp::create(b, loc, base, c);
+                            Value code = loadCode(b, loc, w, ValueRange{j, col});
+                            Value wv = arith::MulFOp::create(
+                                b, loc, lookup(b, loc, table, code), ws);
+                            Value a = memref::LoadOp::create(b, loc, xq, ValueRange{col});
+                            Value prod = arith::MulFOp::create(b, loc, a, wv);
+                            return SmallVector<Value>{
+                                arith::AddFOp::create(b, loc, p[0], prod)};
+                          })
+                      .getResult(0);
+            } else {
+              // One byte holds elements 2i (low nibble) and 2i + 1 (high).
+              Value byteBase = arith::MulIOp::create(b, loc, kb, idx(b, loc, kBlock / 2));
+              partial =
+                  forLoop(b, loc, 0, kBlock / 2, ValueRange{f32c(b, loc, 0.f)},
+                          [&](OpBuilder &b, Location loc, Value i, ValueRange p) {
+                            Value byte = loadCode(
+                                b, loc, w,
+                                ValueRange{j, arith::AddIOp::create(b, loc, byteBase, i)});
+                            Value lo = arith::AndIOp::create(b, loc, byte, i32c(b, loc, 0xF));
+                            Value hi = arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4));
+                            Value even = arith::AddIOp::create(
+                                b, loc, base,
+                                arith::MulIOp::create(b, loc, i, idx(b, loc, 2)));
+                            Value odd = arith::AddIOp::create(b, loc, even, idx(b, loc, 1));
+                            Value sum = p[0];
+                            for (auto [nibble, col] : {std::pair{lo, even}, std::pair{hi, odd}}) {
+                              Value wv = arith::MulFOp::create(
+                                  b, loc, lookup(b, loc, table, nibble), ws);
+                              Value a = memref::LoadOp::create(b, loc, xq, ValueRange{col});
+                              sum = arith::AddFOp::create(
+                                  b, loc, sum, arith::MulFOp::create(b, loc, a, wv));
+                            }
+                            return SmallVector<Value>{sum};
+                          })
+                      .getResult(0);
+            }
+            return SmallVector<Value>{
+                arith::AddFOp::create(b, loc, total[0], partial)};
+          }).getResult(0);
+      memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, acc),
+                              y, ValueRange{r, j});
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
+  memref::DeallocOp::create(b, loc, xq);
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// E4M3 rounding (numerics::roundToE4M3) in integer arithmetic
+//===----------------------------------------------------------------------===//
+
+Value emitRoundToE4M3(OpBuilder &b, Location loc, Value x) {
+  using P = arith::CmpIPredicate;
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
+  auto c = [&](uint32_t v) { return i32c(b, loc, v); };
+  Value bits = arith::BitcastOp::create(b, loc, i32, x);
+  Value absBits = arith::AndIOp::create(b, loc, bits, c(0x7FFFFFFFu));
+  Value sign = arith::AndIOp::create(b, loc, bits, c(0x80000000u));
+  // Significand with its implicit bit; fp32 subnormals have exponent field 1.
+  Value biased = arith::ShRUIOp::create(b, loc, absBits, c(23));
+  Value fraction = arith::AndIOp::create(b, loc, absBits, c(0x7FFFFF));
+  Value isSub = arith::CmpIOp::create(b, loc, P::eq, biased, c(0));
+  Value significand = arith::SelectOp::create(
+      b, loc, isSub, fraction, arith::OrIOp::create(b, loc, fraction, c(0x800000)));
+  biased = arith::MaxSIOp::create(b, loc, biased, c(1));
+  // The E4M3 quantum is 2^(max(e, -6) - 3): below 2^-6 (biased 121) the
+  // grid is the subnormal one, 2^-9. `extra` is how far below the normal
+  // range e lies; the shift drops the bits below the quantum. Shifts above
+  // 24 give 0 like 25 does (the significand is below 2^24 = half of 2^25),
+  // so clamping keeps the shift amounts in range.
+  Value extra = arith::MaxSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, c(121), biased), c(0));
+  Value shift = arith::MinSIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, extra, c(20)), c(25));
+  Value q = arith::ShRUIOp::create(b, loc, significand, shift);
+  Value one = c(1);
+  Value rem = arith::AndIOp::create(
+      b, loc, significand,
+      arith::SubIOp::create(b, loc, arith::ShLIOp::create(b, loc, one, shift), one));
+  Value half = arith::ShLIOp::create(b, loc, one,
+                                     arith::SubIOp::create(b, loc, shift, one));
+  // Round to nearest, ties to even.
+  Value above = arith::CmpIOp::create(b, loc, P::ugt, rem, half);
+  Value tie = arith::AndIOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, P::eq, rem, half),
+      arith::CmpIOp::create(b, loc, P::ne, arith::AndIOp::create(b, loc, q, one),
+                            c(0)));
+  Value up = arith::OrIOp::create(b, loc, above, tie);
+  q = arith::AddIOp::create(b, loc, q, arith::ExtUIOp::create(b, loc, i32, up));
+  // value = q * 2^(max(e, -6) - 3): q <= 16 and the power of two is a normal
+  // fp32, so the product is exact (a carry into the next binade included).
+  Value quantum = arith::BitcastOp::create(
+      b, loc, f32,
+      arith::ShLIOp::create(
+          b, loc,
+          arith::SubIOp::create(b, loc,
+                                arith::AddIOp::create(b, loc, biased, extra), c(3)),
+          c(23)));
+  Value magnitude = arith::MulFOp::create(
+      b, loc, arith::UIToFPOp::create(b, loc, f32, q), quantum);
+  Value magBits = arith::BitcastOp::create(b, loc, i32, magnitude);
+  // |x| > 448 (infinity included) saturates to 448.
+  const uint32_t maxBits = nx::floatBits(nx::kE4M3Max);
+  Value saturate = arith::CmpIOp::create(b, loc, P::ugt, absBits, c(maxBits));
+  magBits = arith::SelectOp::create(b, loc, saturate, c(maxBits), magBits);
+  Value result = arith::OrIOp::create(b, loc, magBits, sign);
+  // NaN encodes to 0x7F, which decodes to +NaN.
+  Value isNaN = arith::CmpIOp::create(b, loc, P::ugt, absBits, c(0x7F800000u));
+  result = arith::SelectOp::create(b, loc, isNaN, c(0x7FC00000u), result);
+  return arith::BitcastOp::create(b, loc, f32, result);
+}
+
+func::FuncOp buildLinearKernel(ModuleOp module, const std::string &name,
+                               const LinearKernelSpec &spec) {
+  const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
+  if (k <= 0 || n <= 0)
+    return fail(module, name, "in/out features must be positive");
+  switch (spec.format) {
+  case LinearFormat::BF16:
+  case LinearFormat::F32:
+    if (g <= 0 || k % g != 0 || n % g != 0)
+      return fail(module, name, "groups must divide in and out features");
+    return buildDenseLinear(module, name, spec);
+  case LinearFormat::FP8Block32:
+  case LinearFormat::FP4E2M1:
+    if (g != 1)
+      return fail(module, name, "groups are only supported for bf16/f32 weights");
+    if (spec.weightF32)
+      return fail(module, name, "weightF32 applies to bf16/f32 weights only");
+    if (k % kBlock != 0)
+      return fail(module, name,
+                  "FP8/FP4 need in_features % 32 == 0 (act_quant blocks)");
+    return buildQuantizedLinear(module, name, spec);
+  }
+  return fail(module, name, "unknown weight format");
+}
+
+func::FuncOp buildFp8ActQuantKernel(ModuleOp module, const std::string &name,
+                                    int64_t k) {
+  if (k <= 0 || k % kBlock != 0)
+    return fail(module, name, "act_quant needs a positive multiple of 32");
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  auto rowsType = MemRefType::get({ShapedType::kDynamic, k}, b.getBF16Type());
+  func::FuncOp fn = startKernel(b, module, name, {rowsType, rowsType});
+  Value x = fn.getArgument(0), y = fn.getArgument(1);
+  Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
+  Value block = idx(b, loc, kBlock);
+  forLoop(b, loc, idx(b, loc, 0), rows, ValueRange{},
+          [&](OpBuilder &b, Location loc, Value r, ValueRange) {
+    forLoop(b, loc, 0, k / kBlock, ValueRange{},
+            [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
+      Value base = arith::MulIOp::create(b, loc, kb, block);
+      auto at = [&](OpBuilder &nb, Value c) -> Value {
+        return arith::AddIOp::create(nb, loc, base, c);
+      };
+      emitActQuantBlock(
+          b, loc,
+          [&](OpBuilder &nb, Value c) {
+            return loadF32(nb, loc, x, ValueRange{r, at(nb, c)});
+          },
+          [&](OpBuilder &nb, Value c, Value v) {
+            memref::StoreOp::create(nb, loc, v, y, ValueRange{r, at(nb, c)});
+          });
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildE4M3RoundKernel(ModuleOp module, const std::string &name) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  auto type = MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
+  func::FuncOp fn = startKernel(b, module, name, {type, type});
+  Value x = fn.getArgument(0), y = fn.getArgument(1);
+  Value size = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
+  forLoop(b, loc, idx(b, loc, 0), size, ValueRange{},
+          [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+            Value v = memref::LoadOp::create(b, loc, x, ValueRange{i});
+            memref::StoreOp::create(b, loc, emitRoundToE4M3(b, loc, v), y,
+                                    ValueRange{i});
+            return SmallVector<Value>{};
+          });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+} // namespace csa::codegen

@@ -1,0 +1,89 @@
+//===- LinearKernels.h - Host kernels of csa.linear --------------*- C++ -*-===//
+//
+// Generated kernels for `csa.linear`, y = x @ W^T, one per weight format the
+// released model uses, each bit-exact with `reference::linear`:
+//
+//   * FP8 (E4M3 codes + 32x32 UE8M0 block scales) and FP4 (packed E2M1 +
+//     UE8M0 per 32 along K) first quantize-dequantize every activation row
+//     per 32 channels (act_quant, UE8M0 power-of-two scale, E4M3 RNE with
+//     saturation, back to bf16), then sum an fp32 partial per 32-block of K
+//     in K order and add the partials in order; bf16 output.
+//   * BF16: fp32 accumulation straight through in K order, bf16 output.
+//   * F32: the same in fp32 with an fp32 output (the weight is still stored
+//     as bf16 unless `weightF32`).
+//   * Grouped (BF16/F32, `groups` G > 1, the block-diagonal `wo_a`): output
+//     j of group g = j / (N/G) reads input channels [g*K/G, (g+1)*K/G) and
+//     weight row j of width K/G, accumulated straight through.
+//
+// Weights are passed in their checkpoint bytes; the E4M3 and E2M1 decode
+// tables are embedded in the module as constant `memref.global`s. K and N are
+// static, the number of rows is dynamic. Every kernel carries
+// `llvm.emit_c_interface` (call `_mlir_ciface_<name>`).
+//
+// Kernel signatures (x/y element type bf16 unless noted):
+//   BF16/F32 : name(x: memref<?xKxT>, w: memref<N x K/G x bf16|f32>,
+//                   y: memref<?xNxbf16|f32>)
+//   FP8      : name(x: memref<?xKxT>, w: memref<NxKxi8>,
+//                   scale: memref<ceil(N/32) x ceil(K/32) x i8>,
+//                   y: memref<?xNxbf16>)
+//   FP4      : name(x: memref<?xKxT>, w: memref<N x K/2 x i8>,
+//                   scale: memref<N x K/32 x i8>, y: memref<?xNxbf16>)
+// where T is bf16, or f32 with `inputF32`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_LINEARKERNELS_H
+#define CSA_CODEGEN_HOST_LINEARKERNELS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <string>
+
+namespace csa::codegen {
+
+/// The weight formats of `csa.linear` (one to one with csa::WeightFormat:
+/// bf16, f32, fp8_block32, fp4_e2m1).
+enum class LinearFormat { BF16, F32, FP8Block32, FP4E2M1 };
+
+struct LinearKernelSpec {
+  LinearFormat format = LinearFormat::BF16;
+  int64_t inFeatures = 0;  ///< K (a multiple of 32 for FP8/FP4)
+  int64_t outFeatures = 0; ///< N
+  /// Block-diagonal groups (BF16/F32 only); K and N must divide by it.
+  int64_t groups = 1;
+  /// Activations are fp32 instead of bf16 (the output type is unchanged).
+  bool inputF32 = false;
+  /// BF16/F32 formats: the weight bytes are fp32 (reference
+  /// `Weight::storedF32`) instead of bf16.
+  bool weightF32 = false;
+};
+
+/// Builds `name` for `spec` (signatures in the file comment). Returns a null
+/// FuncOp, after emitting an error on the module, when the spec is invalid.
+mlir::func::FuncOp buildLinearKernel(mlir::ModuleOp module,
+                                     const std::string &name,
+                                     const LinearKernelSpec &spec);
+
+/// `name(x: memref<?xKxbf16>, y: memref<?xKxbf16>)`: y = act_quant(x, 32,
+/// ue8m0) dequantized back to bf16, per row (reference `fp8QuantDequant`);
+/// the activation step of the FP8/FP4 linear kernels. K % 32 == 0.
+mlir::func::FuncOp buildFp8ActQuantKernel(mlir::ModuleOp module,
+                                          const std::string &name, int64_t k);
+
+/// `name(x: memref<?xf32>, y: memref<?xf32>)`: y = decodeE4M3(encodeE4M3(x))
+/// elementwise, computed with integer operations (the rounding step of the
+/// activation quantization, exposed for exhaustive testing).
+mlir::func::FuncOp buildE4M3RoundKernel(mlir::ModuleOp module,
+                                        const std::string &name);
+
+/// Emits the E4M3 round trip of an f32 value: RNE to the E4M3 grid with
+/// gradual underflow (quantum 2^-9), saturation to +-448 (infinities too),
+/// the sign of zero kept, NaN -> +NaN (0x7FC00000), all as i32 arithmetic.
+mlir::Value emitRoundToE4M3(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::Value x);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_LINEARKERNELS_H

@@ -1,0 +1,451 @@
+//===- QuantizeKernels.cpp - Cache-row quantizers generated as IR ---------===//
+//
+// The codecs mirror runtime/numerics/Formats.cpp operation by operation, on
+// the fp32 bit pattern with i32 arithmetic (no dependence on the rounding
+// mode or flush-to-zero); the only floating-point operations are the ones
+// numerics performs (|x| compare, amax floor, amax / 6 or amax * fp32(1/n),
+// x / s, code value * s).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/QuantizeKernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include <limits>
+
+using namespace mlir;
+namespace nx = csa::numerics;
+
+namespace csa::codegen {
+
+namespace {
+
+/// A kernel: a public func with the C interface, its entry block ready.
+func::FuncOp startKernel(OpBuilder &b, ModuleOp module, const std::string &name,
+                         TypeRange args, TypeRange results = {}) {
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn = func::FuncOp::create(b, module.getLoc(), name,
+                                 b.getFunctionType(args, results));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  return fn;
+}
+
+/// Terse i32 / f32 arithmetic at one location.
+struct Emitter {
+  OpBuilder &b;
+  Location loc;
+
+  Type i32() { return b.getI32Type(); }
+  Type f32() { return b.getF32Type(); }
+  Value c32(int64_t v) { return arith::ConstantIntOp::create(b, loc, i32(), v); }
+  Value f(float v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value band(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  Value bor(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  Value shl(Value x, Value y) { return arith::ShLIOp::create(b, loc, x, y); }
+  Value lshr(Value x, Value y) { return arith::ShRUIOp::create(b, loc, x, y); }
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value fcmp(arith::CmpFPredicate p, Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  Value bits(Value x) { return arith::BitcastOp::create(b, loc, i32(), x); }
+  Value fromBits(Value x) { return arith::BitcastOp::create(b, loc, f32(), x); }
+
+  //===--------------------------------------------------------------------===//
+  // Codecs (Formats.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// numerics' roundMagnitude: |x| (finite, as i32 bits) rounded RNE to a
+  /// format with `manBits` mantissa bits and bias `bias`, gradual underflow,
+  /// no upper limit; returns exponent field << manBits | mantissa field.
+  Value roundMagnitude(Value absBits, int manBits, int bias) {
+    Value biased = lshr(absBits, c32(23));
+    Value sig = band(absBits, c32(0x7FFFFF));
+    Value isSub = cmp(arith::CmpIPredicate::eq, biased, c32(0));
+    biased = select(isSub, c32(1), biased);
+    sig = select(isSub, sig, bor(sig, c32(0x800000)));
+    Value exponent = sub(biased, c32(127));
+    Value target = arith::MaxSIOp::create(b, loc, exponent, c32(1 - bias));
+    Value shift = add(c32(23 - manBits), sub(target, exponent));
+    // numerics: shift > 24 gives q = 0. Clamping to 25 gives the same (sig <
+    // 2^24 = half, nothing kept, no round-up) and keeps the shift below 32.
+    // Finite inputs are normal or subnormal, so shift >= 23 - manBits >= 1.
+    shift = arith::MinSIOp::create(b, loc, shift, c32(25));
+    Value q = lshr(sig, shift);
+    Value rem = band(sig, sub(shl(c32(1), shift), c32(1)));
+    Value half = shl(c32(1), sub(shift, c32(1)));
+    Value odd = cmp(arith::CmpIPredicate::ne, band(q, c32(1)), c32(0));
+    Value up = arith::OrIOp::create(
+        b, loc, cmp(arith::CmpIPredicate::ugt, rem, half),
+        arith::AndIOp::create(b, loc,
+                              cmp(arith::CmpIPredicate::eq, rem, half), odd));
+    q = add(q, arith::ExtUIOp::create(b, loc, i32(), up));
+    return add(shl(add(target, c32(bias - 1)), c32(manBits)), q);
+  }
+
+  /// numerics::encodeE4M3 as an i32 in [0, 255].
+  Value encodeE4M3(Value x) {
+    Value xb = bits(x);
+    Value abs = band(xb, c32(0x7FFFFFFF));
+    Value isNaN = cmp(arith::CmpIPredicate::ugt, abs, c32(0x7F800000));
+    Value sign = band(lshr(xb, c32(24)), c32(0x80));
+    Value saturate = cmp(arith::CmpIPredicate::ugt, abs,
+                         c32(nx::floatBits(nx::kE4M3Max)));
+    Value mag = select(saturate, c32(0x7E), roundMagnitude(abs, 3, 7));
+    return select(isNaN, c32(nx::kE4M3NaN), bor(sign, mag));
+  }
+
+  /// numerics::encodeE2M1 as an i32 in [0, 15].
+  Value encodeE2M1(Value x) {
+    Value xb = bits(x);
+    Value abs = band(xb, c32(0x7FFFFFFF));
+    Value isNaN = cmp(arith::CmpIPredicate::ugt, abs, c32(0x7F800000));
+    Value sign = band(lshr(xb, c32(28)), c32(0x8));
+    Value saturate = cmp(arith::CmpIPredicate::ugt, abs,
+                         c32(nx::floatBits(nx::kE2M1Max)));
+    Value mag = select(saturate, c32(0x7), roundMagnitude(abs, 1, 1));
+    return select(isNaN, c32(0), bor(sign, mag));
+  }
+
+  /// numerics::ceilPow2Ue8m0 (the exponent-bit trick) as an i32.
+  Value ceilPow2Ue8m0(Value x) {
+    Value xb = bits(x);
+    Value exponent = band(lshr(xb, c32(23)), c32(0xFF));
+    Value inexact = cmp(arith::CmpIPredicate::ne, band(xb, c32(0x7FFFFF)),
+                        c32(0));
+    Value code =
+        add(exponent, arith::ExtUIOp::create(b, loc, i32(), inexact));
+    return arith::MinUIOp::create(b, loc, code, c32(0xFF));
+  }
+
+  /// numerics::decodeUe8m0 of an i32 code in [0, 255].
+  Value decodeUe8m0(Value code) {
+    Value normal = shl(code, c32(23));
+    Value v = select(cmp(arith::CmpIPredicate::eq, code, c32(0)),
+                     c32(0x00400000), normal); // 2^-127
+    v = select(cmp(arith::CmpIPredicate::eq, code, c32(nx::kUe8m0NaN)),
+               c32(nx::floatBits(std::numeric_limits<float>::quiet_NaN())), v);
+    return fromBits(v);
+  }
+
+  /// numerics::decodeE4M3 of an i32 code in [0, 255] (kE4M3Values).
+  Value decodeE4M3(Value code) {
+    Value exponent = band(lshr(code, c32(3)), c32(0xF));
+    Value mantissa = band(code, c32(0x7));
+    // Subnormal m * 2^-9: exact (m < 8, the product a power-of-two scaling).
+    Value subnormal = bits(arith::MulFOp::create(
+        b, loc, arith::UIToFPOp::create(b, loc, f32(), mantissa),
+        f(nx::kE4M3MinSubnormal)));
+    // Normal (8 + m) * 2^(e - 10): fp32 exponent field e - 7 + 127.
+    Value normal = bor(shl(add(exponent, c32(120)), c32(23)),
+                       shl(mantissa, c32(20)));
+    Value mag = select(cmp(arith::CmpIPredicate::eq, exponent, c32(0)),
+                       subnormal, normal);
+    mag = select(cmp(arith::CmpIPredicate::eq, band(code, c32(0x7F)),
+                     c32(0x7F)),
+                 c32(nx::floatBits(std::numeric_limits<float>::quiet_NaN())),
+                 mag);
+    // The table negates the magnitude: the sign bit, also of NaN and zero.
+    return fromBits(bor(mag, shl(band(code, c32(0x80)), c32(24))));
+  }
+
+  /// numerics::decodeE2M1 of an i32 code in [0, 15] (kE2M1Values).
+  Value decodeE2M1(Value code) {
+    Value mag = band(code, c32(0x7));
+    Value exponent = lshr(mag, c32(1));
+    Value mantissa = band(mag, c32(1));
+    // Code 1 is 0.5, code 0 is 0; codes 2..7 are (1 + m/2) * 2^(e - 1).
+    Value subnormal = mul(mantissa, c32(nx::floatBits(0.5f)));
+    Value normal = bor(shl(add(exponent, c32(126)), c32(23)),
+                       shl(mantissa, c32(22)));
+    Value v = select(cmp(arith::CmpIPredicate::eq, exponent, c32(0)),
+                     subnormal, normal);
+    return fromBits(bor(v, shl(band(code, c32(0x8)), c32(28))));
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Memory
+  //===--------------------------------------------------------------------===//
+
+  /// Loads a value element and widens it to fp32.
+  Value loadF32(Value memref, ValueRange indices) {
+    Value v = memref::LoadOp::create(b, loc, memref, indices);
+    if (v.getType() != f32())
+      v = arith::ExtFOp::create(b, loc, f32(), v);
+    return v;
+  }
+  /// Stores an fp32 value, rounded to nearest even when the memref is bf16.
+  void storeF32(Value v, Value memref, ValueRange indices) {
+    Type element = cast<MemRefType>(memref.getType()).getElementType();
+    if (element != f32())
+      v = arith::TruncFOp::create(b, loc, element, v);
+    memref::StoreOp::create(b, loc, v, memref, indices);
+  }
+  /// Loads a byte as an unsigned i32.
+  Value loadByte(Value memref, ValueRange indices) {
+    Value v = memref::LoadOp::create(b, loc, memref, indices);
+    return arith::ExtUIOp::create(b, loc, i32(), v);
+  }
+  /// Stores the low 8 bits of an i32.
+  void storeByte(Value v, Value memref, ValueRange indices) {
+    Value byte = arith::TruncIOp::create(b, loc, b.getI8Type(), v);
+    memref::StoreOp::create(b, loc, byte, memref, indices);
+  }
+};
+
+/// `for (i = 0; i < upper; ++i) body(i)`, the builder left after the loop.
+template <typename Body>
+void forLoop(Emitter &e, Value upper, Body body) {
+  auto loop = scf::ForOp::create(e.b, e.loc, e.idx(0), upper, e.idx(1));
+  OpBuilder::InsertionGuard guard(e.b);
+  e.b.setInsertionPointToStart(loop.getBody());
+  body(loop.getInductionVar());
+}
+
+bool isFp4(nx::RowFormat format) { return format != nx::RowFormat::SwaKvFp8; }
+
+/// Checks the builder arguments; emits an error and returns false if bad.
+bool checkRow(ModuleOp module, const std::string &name, nx::RowFormat format,
+              int64_t dim, Type valueType) {
+  int64_t group = int64_t(nx::rowGroup(format));
+  if (dim <= 0 || dim % group != 0) {
+    emitError(module.getLoc()) << name << ": dim " << dim
+                               << " is not a positive multiple of the group "
+                               << group;
+    return false;
+  }
+  if (valueType && !valueType.isBF16() && !valueType.isF32()) {
+    emitError(module.getLoc()) << name << ": values must be bf16 or f32, not "
+                               << valueType;
+    return false;
+  }
+  return true;
+}
+
+MemRefType rowsType(OpBuilder &b, nx::RowFormat format, int64_t dim) {
+  return MemRefType::get(
+      {ShapedType::kDynamic, int64_t(nx::rowBytes(format, dim))},
+      b.getI8Type());
+}
+
+} // namespace
+
+func::FuncOp buildQuantizeRowsKernel(ModuleOp module, const std::string &name,
+                                     nx::RowFormat format, int64_t dim,
+                                     Type valueType) {
+  if (!checkRow(module, name, format, dim, valueType))
+    return nullptr;
+  OpBuilder b(module.getContext());
+  Emitter e{b, module.getLoc()};
+  Type element = valueType ? valueType : b.getBF16Type();
+  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
+  func::FuncOp fn = startKernel(b, module, name,
+                                {valuesType, rowsType(b, format, dim)});
+  Value x = fn.getArgument(0), out = fn.getArgument(1);
+  const int64_t group = int64_t(nx::rowGroup(format));
+  const int64_t scaleOffset = int64_t(nx::rowScaleOffset(format, dim));
+
+  forLoop(e, memref::DimOp::create(b, e.loc, x, e.idx(0)), [&](Value r) {
+    forLoop(e, e.idx(dim / group), [&](Value g) {
+      Value base = arith::MulIOp::create(b, e.loc, g, e.idx(group));
+      // blockAmax: |x| > amax is false for NaN, which is thereby ignored.
+      auto amaxLoop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(group),
+                                         e.idx(1), ValueRange{e.f(0.f)});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(amaxLoop.getBody());
+        Value c = arith::AddIOp::create(b, e.loc, base,
+                                        amaxLoop.getInductionVar());
+        Value v = e.loadF32(x, {r, c});
+        Value a = e.fromBits(e.band(e.bits(v), e.c32(0x7FFFFFFF)));
+        Value amax = amaxLoop.getRegionIterArg(0);
+        scf::YieldOp::create(
+            b, e.loc,
+            e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax));
+      }
+      Value amax = amaxLoop.getResult(0);
+      Value fltMax = e.f(std::numeric_limits<float>::max());
+      amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, amax, fltMax), fltMax,
+                      amax);
+      // The scale rule of the format (Quantize.cpp, "Scale rules").
+      Value code, scale;
+      auto floorAmax = [&](float minimum) {
+        Value m = e.f(minimum);
+        return e.select(e.fcmp(arith::CmpFPredicate::OLT, amax, m), m, amax);
+      };
+      switch (format) {
+      case nx::RowFormat::MainKvFp4:
+        code = e.encodeE4M3(arith::DivFOp::create(
+            b, e.loc, floorAmax(nx::kFp4E4M3AmaxFloor), e.f(nx::kE2M1Max)));
+        scale = e.decodeE4M3(code);
+        break;
+      case nx::RowFormat::IndexKeyFp4:
+        code = e.ceilPow2Ue8m0(arith::MulFOp::create(
+            b, e.loc, floorAmax(nx::kFp4Ue8m0AmaxFloor), e.f(nx::kFp4MaxInv)));
+        scale = e.decodeUe8m0(code);
+        break;
+      case nx::RowFormat::SwaKvFp8:
+        code = e.ceilPow2Ue8m0(arith::MulFOp::create(
+            b, e.loc, floorAmax(nx::kFp8AmaxFloor), e.f(nx::kFp8MaxInv)));
+        scale = e.decodeUe8m0(code);
+        break;
+      }
+      e.storeByte(code, out,
+                  {r, arith::AddIOp::create(b, e.loc, g, e.idx(scaleOffset))});
+      if (!isFp4(format)) {
+        forLoop(e, e.idx(group), [&](Value i) {
+          Value c = arith::AddIOp::create(b, e.loc, base, i);
+          Value v = arith::DivFOp::create(b, e.loc, e.loadF32(x, {r, c}), scale);
+          e.storeByte(e.encodeE4M3(v), out, {r, c});
+        });
+        return;
+      }
+      // Pairs: element 2j in the low nibble of byte j.
+      Value byteBase = arith::DivUIOp::create(b, e.loc, base, e.idx(2));
+      forLoop(e, e.idx(group / 2), [&](Value j) {
+        Value even = arith::AddIOp::create(
+            b, e.loc, base, arith::MulIOp::create(b, e.loc, j, e.idx(2)));
+        Value odd = arith::AddIOp::create(b, e.loc, even, e.idx(1));
+        Value lo = e.encodeE2M1(
+            arith::DivFOp::create(b, e.loc, e.loadF32(x, {r, even}), scale));
+        Value hi = e.encodeE2M1(
+            arith::DivFOp::create(b, e.loc, e.loadF32(x, {r, odd}), scale));
+        e.storeByte(e.bor(lo, e.shl(hi, e.c32(4))), out,
+                    {r, arith::AddIOp::create(b, e.loc, byteBase, j)});
+      });
+    });
+  });
+  func::ReturnOp::create(b, e.loc);
+  return fn;
+}
+
+func::FuncOp buildDequantizeRowsKernel(ModuleOp module, const std::string &name,
+                                       nx::RowFormat format, int64_t dim,
+                                       Type valueType) {
+  if (!checkRow(module, name, format, dim, valueType))
+    return nullptr;
+  OpBuilder b(module.getContext());
+  Emitter e{b, module.getLoc()};
+  Type element = valueType ? valueType : b.getBF16Type();
+  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
+  func::FuncOp fn = startKernel(b, module, name,
+                                {rowsType(b, format, dim), valuesType});
+  Value rows = fn.getArgument(0), y = fn.getArgument(1);
+  const int64_t group = int64_t(nx::rowGroup(format));
+  const int64_t scaleOffset = int64_t(nx::rowScaleOffset(format, dim));
+
+  forLoop(e, memref::DimOp::create(b, e.loc, rows, e.idx(0)), [&](Value r) {
+    forLoop(e, e.idx(dim / group), [&](Value g) {
+      Value code = e.loadByte(
+          rows, {r, arith::AddIOp::create(b, e.loc, g, e.idx(scaleOffset))});
+      Value scale = format == nx::RowFormat::MainKvFp4 ? e.decodeE4M3(code)
+                                                       : e.decodeUe8m0(code);
+      Value base = arith::MulIOp::create(b, e.loc, g, e.idx(group));
+      if (!isFp4(format)) {
+        forLoop(e, e.idx(group), [&](Value i) {
+          Value c = arith::AddIOp::create(b, e.loc, base, i);
+          Value v = e.decodeE4M3(e.loadByte(rows, {r, c}));
+          e.storeF32(arith::MulFOp::create(b, e.loc, v, scale), y, {r, c});
+        });
+        return;
+      }
+      Value byteBase = arith::DivUIOp::create(b, e.loc, base, e.idx(2));
+      forLoop(e, e.idx(group / 2), [&](Value j) {
+        Value byte = e.loadByte(
+            rows, {r, arith::AddIOp::create(b, e.loc, byteBase, j)});
+        Value even = arith::AddIOp::create(
+            b, e.loc, base, arith::MulIOp::create(b, e.loc, j, e.idx(2)));
+        Value odd = arith::AddIOp::create(b, e.loc, even, e.idx(1));
+        Value lo = e.decodeE2M1(e.band(byte, e.c32(0xF)));
+        Value hi = e.decodeE2M1(e.lshr(byte, e.c32(4)));
+        e.storeF32(arith::MulFOp::create(b, e.loc, lo, scale), y, {r, even});
+        e.storeF32(arith::MulFOp::create(b, e.loc, hi, scale), y, {r, odd});
+      });
+    });
+  });
+  func::ReturnOp::create(b, e.loc);
+  return fn;
+}
+
+func::FuncOp buildCacheAppendKernel(ModuleOp module, const std::string &name,
+                                    nx::RowFormat format, int64_t dim,
+                                    int64_t window) {
+  if (!checkRow(module, name, format, dim, {}))
+    return nullptr;
+  if (window < 0) {
+    emitError(module.getLoc()) << name << ": negative window " << window;
+    return nullptr;
+  }
+  OpBuilder b(module.getContext());
+  Emitter e{b, module.getLoc()};
+  Type i64 = b.getI64Type();
+  const int64_t rowBytes = int64_t(nx::rowBytes(format, dim));
+  MemRefType srcType = rowsType(b, format, dim);
+  auto cacheType = MemRefType::get(
+      srcType.getShape(), srcType.getElementType(),
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                             {ShapedType::kDynamic, 1}));
+  func::FuncOp fn =
+      startKernel(b, module, name, {srcType, cacheType, i64}, {e.i32()});
+  Value rows = fn.getArgument(0), cache = fn.getArgument(1),
+        start = fn.getArgument(2);
+  Value n = memref::DimOp::create(b, e.loc, rows, e.idx(0));
+  Value capacity = arith::IndexCastOp::create(
+      b, e.loc, i64, memref::DimOp::create(b, e.loc, cache, e.idx(0)));
+  Value zero64 = arith::ConstantIntOp::create(b, e.loc, i64, 0);
+
+  auto rowLoop = scf::ForOp::create(b, e.loc, e.idx(0), n, e.idx(1),
+                                    ValueRange{e.c32(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(rowLoop.getBody());
+    Value i = rowLoop.getInductionVar();
+    Value dropped = rowLoop.getRegionIterArg(0);
+    Value pos = arith::AddIOp::create(
+        b, e.loc, start, arith::IndexCastOp::create(b, e.loc, i64, i));
+    Value slot = pos;
+    if (window > 0)
+      slot = arith::RemSIOp::create(
+          b, e.loc, pos, arith::ConstantIntOp::create(b, e.loc, i64, window));
+    Value inRange = arith::AndIOp::create(
+        b, e.loc, e.cmp(arith::CmpIPredicate::sge, pos, zero64),
+        e.cmp(arith::CmpIPredicate::slt, slot, capacity));
+    auto ifOp = scf::IfOp::create(b, e.loc, TypeRange{e.i32()}, inRange,
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value dst = arith::IndexCastOp::create(b, e.loc, b.getIndexType(), slot);
+      forLoop(e, e.idx(rowBytes), [&](Value c) {
+        Value byte = memref::LoadOp::create(b, e.loc, rows, ValueRange{i, c});
+        memref::StoreOp::create(b, e.loc, byte, cache, ValueRange{dst, c});
+      });
+      scf::YieldOp::create(b, e.loc, dropped);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, e.loc, e.add(dropped, e.c32(1)));
+    }
+    scf::YieldOp::create(b, e.loc, ifOp.getResult(0));
+  }
+  func::ReturnOp::create(b, e.loc, rowLoop.getResult(0));
+  return fn;
+}
+
+} // namespace csa::codegen

@@ -1,0 +1,77 @@
+//===- QuantizeKernels.h - Cache-row quantizers generated as IR --*- C++ -*-===//
+//
+// Host kernels for `csa.quantize`, `csa.dequantize` and `csa.cache_append`
+// on the three released cache row formats (spec §4, docs/cache-formats.md).
+// Like HostKernels.h: one func.func of scf loops over memrefs, arith only
+// (every codec is integer arithmetic on `arith.bitcast`ed fp32), carrying
+// `llvm.emit_c_interface`, so the runtime calls `_mlir_ciface_<name>`.
+//
+// The row bytes are those of `runtime/numerics` (`numerics::quantizeRow`):
+// values first (E2M1 pairs with the even element in the low nibble, or E4M3
+// bytes), then one scale byte per group. The arithmetic is numerics' fp32
+// arithmetic in the same order, so the kernels are bit-exact with it:
+//  - amax = max |x| over the group ignoring NaN, +-inf counted as FLT_MAX,
+//    then floored (6*2^-9 main KV, 6*2^-126 index keys, 1e-4 SWA);
+//  - main KV: s = e4m3_rne_sat(amax / 6) (a division), index keys and SWA:
+//    s = 2^ceil(log2(amax * fp32(1/6) or fp32(1/448))) by the exponent-bit
+//    trick (a multiplication by the fp32 reciprocal);
+//  - q = encode(x / s) (a division by the decoded scale), E2M1 or E4M3
+//    RNE with saturation; NaN encodes to E2M1 +0 / E4M3 0x7F.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_QUANTIZEKERNELS_H
+#define CSA_CODEGEN_HOST_QUANTIZEKERNELS_H
+
+#include "runtime/numerics/Quantize.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace csa::codegen {
+
+/// `name(x: memref<?xDxT>, rows: memref<?xRxi8>)`: quantizes each row of x
+/// into `numerics::rowBytes(format, dim)` = R bytes, as
+/// `numerics::quantizeRow` does (csa.quantize). T is `valueType`: bf16 (the
+/// default, when null) or f32. `dim` must be a positive multiple of the
+/// format's group; otherwise an error is emitted and a null op returned.
+mlir::func::FuncOp buildQuantizeRowsKernel(mlir::ModuleOp module,
+                                           const std::string &name,
+                                           numerics::RowFormat format,
+                                           int64_t dim,
+                                           mlir::Type valueType = {});
+
+/// `name(rows: memref<?xRxi8>, y: memref<?xDxT>)`: y = value * group scale
+/// (csa.dequantize), as `numerics::dequantizeRow`. The fp32 product is exact
+/// for every row the quantizer produces; T = bf16 (default) rounds it to
+/// nearest even, which is exact for those rows too (E2M1 x E4M3, E2M1 x
+/// UE8M0 and, for SWA scales >= 2^-124, E4M3 x UE8M0 fit bf16). For
+/// arbitrary bytes the f32 result equals numerics' up to NaN payloads and
+/// the bf16 result equals `floatToBf16` of it (NaN in, NaN out).
+mlir::func::FuncOp buildDequantizeRowsKernel(mlir::ModuleOp module,
+                                             const std::string &name,
+                                             numerics::RowFormat format,
+                                             int64_t dim,
+                                             mlir::Type valueType = {});
+
+/// `name(rows: memref<?xRxi8>, cache: memref<?xRxi8, strided<[?, 1],
+/// offset: ?>>, start: i64) -> i32` (csa.cache_append): copies row i of
+/// `rows` to cache entry `start + i` (window == 0: a global cache, entries
+/// in order) or to slot `(start + i) % window` (window > 0: the SWA ring;
+/// rows are written in order, so of more than `window` rows the last ones
+/// win, as in the ring). The cache's row stride is free, so the runtime may
+/// pass a view into records that hold more than this row.
+///
+/// Capacity: an entry is written only when 0 <= start + i and its entry or
+/// slot is < dim(cache, 0); others are not written (nothing is clamped).
+/// The result is the number of rows not written: 0 on success. The runtime
+/// checks capacity before calling, so non-zero is a runtime bug.
+mlir::func::FuncOp buildCacheAppendKernel(mlir::ModuleOp module,
+                                          const std::string &name,
+                                          numerics::RowFormat format,
+                                          int64_t dim, int64_t window = 0);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_QUANTIZEKERNELS_H

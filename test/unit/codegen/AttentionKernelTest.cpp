@@ -1,0 +1,551 @@
+//===- AttentionKernelTest.cpp - Generated attention kernels vs reference --===//
+//
+// The attention primitives (sparse attention, indexer score, top-k, HSI
+// block selection) are built as IR, lowered through LLVM into a shared
+// object, loaded, and run on fresh random inputs (ties, -inf, -1 holes, rows
+// without any valid index, several shapes); every output must equal the
+// reference kernel's bit for bit.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/AttentionKernels.h"
+#include "test/unit/codegen/KernelTestSupport.h"
+#include "models/reference/Kernels.h"
+#include "runtime/numerics/Numerics.h"
+
+#include "codegen/host/HostBackend.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace csa::codegen {
+namespace {
+
+using namespace csa::codegen::testing;
+namespace nx = csa::numerics;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+uint32_t bitsOf(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+float fromBits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/// Scores with many ties (a few bf16 values, both zeros), -inf entries and
+/// a few +inf entries (which tie with HSI's pinned block).
+std::vector<float> tieScores(size_t n, std::mt19937 &gen) {
+  static const float values[] = {kNegInf, -3.f, -1.5f, -0.0f, 0.f,
+                                 0.5f,    1.f,  1.5f,  2.f,   7.25f};
+  std::uniform_int_distribution<int> pick(0, 12);
+  std::uniform_real_distribution<float> wide(-8.f, 8.f);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> s(n);
+  for (float &v : s) {
+    int p = pick(gen);
+    // A quarter of the entries are arbitrary bf16 values (rarely tied).
+    v = p >= 10 ? nx::roundToBf16(wide(gen)) : values[p];
+    if (u(gen) < 0.02f)
+      v = -kNegInf;
+  }
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// exp
+//===----------------------------------------------------------------------===//
+
+/// math.exp of the generated code must be libm's expf, the function the
+/// reference's std::exp(float) calls: compare over a sweep of all floats.
+TEST(AttentionKernels, GeneratedExpIsLibmExpf) {
+  KernelLibrary lib([](mlir::ModuleOp m) {
+    using namespace mlir;
+    OpBuilder b(m.getContext());
+    Location loc = m.getLoc();
+    auto type = MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
+    b.setInsertionPointToEnd(m.getBody());
+    auto fn = func::FuncOp::create(b, loc, "exp_f32",
+                                   b.getFunctionType({type, type}, {}));
+    fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    b.setInsertionPointToStart(fn.addEntryBlock());
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value n = memref::DimOp::create(b, loc, fn.getArgument(0), zero);
+    auto loop = scf::ForOp::create(b, loc, zero, n, one);
+    b.setInsertionPointToStart(loop.getBody());
+    Value x = memref::LoadOp::create(b, loc, fn.getArgument(0),
+                                     loop.getInductionVar());
+    memref::StoreOp::create(b, loc, math::ExpOp::create(b, loc, x),
+                            fn.getArgument(1), loop.getInductionVar());
+    b.setInsertionPointAfter(loop);
+    func::ReturnOp::create(b, loc);
+  });
+  auto *kernel = reinterpret_cast<void (*)(Descriptor<1, float> *,
+                                           Descriptor<1, float> *)>(
+      lib.symbol("exp_f32"));
+  ASSERT_NE(kernel, nullptr);
+  // Every 251st bit pattern (all signs, exponents, NaN and infinities), plus
+  // every float in [-2, -1) and [-2^-10, -2^-11) (softmax arguments).
+  std::vector<float> x;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 251)
+    x.push_back(fromBits(uint32_t(u)));
+  for (float lo : {-1.f, -0x1p-11f})
+    for (uint32_t u = bitsOf(lo); u < bitsOf(2.f * lo); ++u)
+      x.push_back(fromBits(u));
+  for (float v : {0.f, -0.f, kNegInf, -kNegInf, -1e30f, 88.7f, -103.9f})
+    x.push_back(v);
+  std::vector<float> y(x.size());
+  auto dx = describe<1>(x, {int64_t(x.size())});
+  auto dy = describe<1>(y, {int64_t(y.size())});
+  kernel(&dx, &dy);
+  size_t mismatches = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    float expected = std::exp(x[i]);
+    if (bitsOf(y[i]) != bitsOf(expected) &&
+        !(std::isnan(y[i]) && std::isnan(expected)))
+      if (++mismatches <= 5)
+        ADD_FAILURE() << "exp(" << x[i] << ") = " << y[i] << ", std::exp "
+                      << expected;
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << x.size();
+}
+
+TEST(AttentionKernels, ExpIsACallOfLibmExpf) {
+  mlir::MLIRContext context;
+  loadHostKernelDialects(context);
+  auto module = mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
+  buildSparseAttentionKernel(module, "sparse_attn", 2, 16);
+  ASSERT_TRUE(mlir::succeeded(mlir::verify(module)));
+  ASSERT_TRUE(mlir::succeeded(lowerHostKernelsToLLVM(module)));
+  auto ir = translateToLLVMIR(module);
+  ASSERT_TRUE(bool(ir)) << llvm::toString(ir.takeError());
+  EXPECT_NE(ir->find("define void @_mlir_ciface_sparse_attn"), std::string::npos);
+  // exp is libm's expf: called directly (math-to-libm) or through
+  // llvm.exp.f32, which the x86 back end lowers to a call of expf.
+  EXPECT_TRUE(ir->find("@expf(") != std::string::npos ||
+              ir->find("@llvm.exp.f32(") != std::string::npos);
+  // No fast-math flags: no reassociation, no contraction to FMA.
+  EXPECT_EQ(ir->find("fast"), std::string::npos);
+  EXPECT_EQ(ir->find("contract"), std::string::npos);
+  EXPECT_EQ(ir->find("fmuladd"), std::string::npos);
+  module->erase();
+}
+
+//===----------------------------------------------------------------------===//
+// sparse attention
+//===----------------------------------------------------------------------===//
+
+using SparseKernel = void (*)(Descriptor<3> *, Descriptor<2> *,
+                              Descriptor<2, int32_t> *, Descriptor<1, float> *,
+                              float, Descriptor<3> *);
+
+/// Index rows of one query batch: `kinds` of rows cycle through all -1,
+/// sparse holes, a first block of -1, window-like (ascending, -1 tail, then
+/// compressed picks), no holes, almost all -1.
+std::vector<int32_t> randomIndices(int64_t n, int64_t k, int64_t rows,
+                                   std::mt19937 &gen) {
+  std::vector<int32_t> idx(size_t(n * k), -1);
+  std::uniform_int_distribution<int32_t> row(0, int32_t(rows - 1));
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t *r = idx.data() + i * k;
+    switch (i % 6) {
+    case 0: // nothing valid
+      break;
+    case 1:
+      for (int64_t j = 0; j < k; ++j)
+        r[j] = u(gen) < 0.3f ? -1 : row(gen);
+      break;
+    case 2: // a whole first block of -1
+      for (int64_t j = 64; j < k; ++j)
+        r[j] = u(gen) < 0.2f ? -1 : row(gen);
+      break;
+    case 3: { // window (ascending, future slots -1) + compressed picks
+      const int64_t win = std::min<int64_t>(k, 40), seen = win / 2;
+      for (int64_t j = 0; j < k; ++j)
+        r[j] = j < win ? (j < seen ? int32_t(j) : -1)
+                       : (u(gen) < 0.25f ? -1 : row(gen));
+      break;
+    }
+    case 4: // all valid, duplicates allowed
+      for (int64_t j = 0; j < k; ++j)
+        r[j] = row(gen);
+      break;
+    default: // one valid index among many holes
+      if (k > 0)
+        r[std::uniform_int_distribution<int64_t>(0, k - 1)(gen)] = row(gen);
+      for (int64_t j = 0; j < k; ++j)
+        if (u(gen) < 0.05f)
+          r[j] = row(gen);
+      break;
+    }
+  }
+  return idx;
+}
+
+TEST(AttentionKernels, SparseAttentionMatchesTheReferenceBitForBit) {
+  struct Shape {
+    int64_t heads, headDim;
+  };
+  const Shape shapes[] = {{2, 16}, {3, 40}, {4, 64}, {1, 512}};
+  auto kernelName = [](const Shape &s) {
+    return "sparse_attn_" + std::to_string(s.heads) + "x" +
+           std::to_string(s.headDim);
+  };
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    for (const Shape &s : shapes)
+      buildSparseAttentionKernel(m, kernelName(s), s.heads, s.headDim);
+  });
+  size_t checked = 0, cases = 0;
+  uint32_t seed = 1000;
+  for (const Shape &shape : shapes) {
+    auto *kernel = reinterpret_cast<SparseKernel>(lib.symbol(kernelName(shape)));
+    ASSERT_NE(kernel, nullptr);
+    const int64_t heads = shape.heads, hd = shape.headDim;
+    for (int64_t k : {0, 1, 37, 64, 65, 128, 200}) {
+      ++seed;
+      ++cases;
+      std::mt19937 gen(seed);
+      const int64_t n = 12, numRows = 90;
+      // Larger q spreads the scores (rescaling by many orders).
+      auto q = randomBf16(size_t(n * heads * hd), seed, seed % 2 ? 1.f : 6.f);
+      auto rows = randomBf16(size_t(numRows * hd), seed + 7, 1.f);
+      std::vector<int32_t> idx = randomIndices(n, k, numRows, gen);
+      std::vector<float> sink(static_cast<size_t>(heads));
+      std::normal_distribution<float> sinkDist(0.f, 2.f);
+      for (float &s : sink)
+        s = sinkDist(gen);
+      if (heads > 2)
+        sink[1] = 60.f; // dominates the denominator
+      // The model's scale, and a huge one that puts scores around the
+      // running max's start (-1e30).
+      const float scale = k == 65 || k == 128 ? 3e28f
+                                              : float(std::pow(double(hd), -0.5));
+      std::vector<uint16_t> out(q.size(), 0xFFFF);
+
+      auto dq = describe<3>(q, {n, heads, hd});
+      auto dr = describe<2>(rows, {numRows, hd});
+      auto di = describe<2>(idx, {n, k});
+      auto ds = describe<1>(sink, {heads});
+      auto dout = describe<3>(out, {n, heads, hd});
+      kernel(&dq, &dr, &di, &ds, scale, &dout);
+
+      reference::Mat qm = toMat(q, n, heads * hd);
+      reference::Mat rm = toMat(rows, numRows, hd);
+      std::vector<float> expected(static_cast<size_t>(hd));
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<int32_t> row(idx.begin() + i * k, idx.begin() + (i + 1) * k);
+        for (int64_t h = 0; h < heads; ++h) {
+          reference::sparseAttentionHead(qm.row(i) + h * hd, rm, row,
+                                         sink[size_t(h)], scale,
+                                         expected.data());
+          for (int64_t e = 0; e < hd; ++e) {
+            const size_t at = size_t((i * heads + h) * hd + e);
+            ASSERT_EQ(out[at], nx::floatToBf16(expected[size_t(e)]))
+                << "heads " << heads << " dim " << hd << " K " << k << " row "
+                << i << " head " << h << " channel " << e << ": "
+                << nx::bf16ToFloat(out[at]) << " vs " << expected[size_t(e)];
+            ++checked;
+          }
+        }
+      }
+      // Rows without a valid index give 0.
+      for (int64_t e = 0; e < heads * hd; ++e)
+        ASSERT_EQ(nx::bf16ToFloat(out[size_t(e)]), 0.f);
+    }
+  }
+  EXPECT_EQ(cases, 28u);
+  EXPECT_GT(checked, 0u);
+}
+
+/// Trailing -1 entries (padding rows of different lengths to one K) leave
+/// every bit of the output unchanged.
+TEST(AttentionKernels, SparseAttentionIgnoresTrailingPadding) {
+  const int64_t heads = 2, hd = 32, n = 6, numRows = 50;
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    buildSparseAttentionKernel(m, "sparse_attn", heads, hd);
+  });
+  auto *kernel = reinterpret_cast<SparseKernel>(lib.symbol("sparse_attn"));
+  ASSERT_NE(kernel, nullptr);
+  std::mt19937 gen(77);
+  auto q = randomBf16(size_t(n * heads * hd), 78, 4.f);
+  auto rows = randomBf16(size_t(numRows * hd), 79, 1.f);
+  std::vector<float> sink = {0.5f, -1.f};
+  const float scale = float(std::pow(double(hd), -0.5));
+  const int64_t k = 70;
+  std::vector<int32_t> idx = randomIndices(n, k, numRows, gen);
+  std::vector<uint16_t> base(q.size());
+  auto dq = describe<3>(q, {n, heads, hd});
+  auto dr = describe<2>(rows, {numRows, hd});
+  auto ds = describe<1>(sink, {heads});
+  auto di = describe<2>(idx, {n, k});
+  auto db = describe<3>(base, {n, heads, hd});
+  kernel(&dq, &dr, &di, &ds, scale, &db);
+  for (int64_t pad : {1, 58, 64, 130}) {
+    const int64_t kp = k + pad;
+    std::vector<int32_t> padded(size_t(n * kp), -1);
+    for (int64_t i = 0; i < n; ++i)
+      std::copy(idx.begin() + i * k, idx.begin() + (i + 1) * k,
+                padded.begin() + i * kp);
+    std::vector<uint16_t> out(q.size());
+    auto dp = describe<2>(padded, {n, kp});
+    auto dout = describe<3>(out, {n, heads, hd});
+    kernel(&dq, &dr, &dp, &ds, scale, &dout);
+    EXPECT_EQ(out, base) << "padding " << pad;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// indexer score
+//===----------------------------------------------------------------------===//
+
+TEST(AttentionKernels, IndexScoreMatchesTheReferenceBitForBit) {
+  struct Shape {
+    int64_t heads, dim;
+  };
+  const Shape shapes[] = {{4, 32}, {8, 64}, {32, 128}};
+  auto kernelName = [](const Shape &s) {
+    return "index_score_" + std::to_string(s.heads) + "x" +
+           std::to_string(s.dim);
+  };
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    for (const Shape &s : shapes)
+      buildIndexScoreKernel(m, kernelName(s), s.heads, s.dim);
+  });
+  using Kernel = void (*)(Descriptor<3> *, Descriptor<2> *, Descriptor<2> *,
+                          Descriptor<1, int64_t> *, Descriptor<2, float> *);
+  size_t checked = 0, scored = 0;
+  uint32_t seed = 2000;
+  for (const Shape &shape : shapes) {
+    auto *kernel = reinterpret_cast<Kernel>(lib.symbol(kernelName(shape)));
+    ASSERT_NE(kernel, nullptr);
+    const int64_t heads = shape.heads, dim = shape.dim;
+    // (score width T, index keys available): all of them, or fewer.
+    for (auto [width, numKeys] : {std::pair<int64_t, int64_t>{40, 40},
+                                  {37, 30}, {1, 1}, {0, 0}, {65, 65}}) {
+      ++seed;
+      std::mt19937 gen(seed);
+      const int64_t n = 7;
+      // Queries: FP4 quantize-dequantize per head (as the indexer does).
+      std::vector<float> qf(static_cast<size_t>(n * heads * dim));
+      std::normal_distribution<float> dist(0.f, 1.5f);
+      for (float &v : qf)
+        v = dist(gen);
+      for (int64_t r = 0; r < n * heads; ++r)
+        reference::fp4QuantDequantUe8m0(qf.data() + r * dim, dim);
+      std::vector<uint16_t> q(qf.size());
+      for (size_t j = 0; j < qf.size(); ++j) {
+        q[j] = nx::floatToBf16(qf[j]);
+        ASSERT_EQ(nx::bf16ToFloat(q[j]), qf[j]); // exact in bf16
+      }
+      auto keys = randomBf16(size_t(numKeys * dim), seed + 1, 1.f);
+      auto w = randomBf16(size_t(n * heads), seed + 2, 0.05f);
+      std::vector<int64_t> visible(static_cast<size_t>(n));
+      std::uniform_int_distribution<int64_t> vis(0, width);
+      for (int64_t i = 0; i < n; ++i)
+        visible[size_t(i)] = i == 0 ? 0 : i == 1 ? width : vis(gen);
+      std::vector<float> out(size_t(n * width), 12345.f);
+      auto dq = describe<3>(q, {n, heads, dim});
+      auto dk = describe<2>(keys, {numKeys, dim});
+      auto dw = describe<2>(w, {n, heads});
+      auto dv = describe<1>(visible, {n});
+      auto dout = describe<2>(out, {n, width});
+      kernel(&dq, &dk, &dw, &dv, &dout);
+
+      reference::Mat keyMat = toMat(keys, numKeys, dim);
+      reference::Mat wMat = toMat(w, n, heads);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t t = 0; t < width; ++t) {
+          // As ReferenceModel's indexer fills `score`.
+          const float expected =
+              t < numKeys && t < visible[size_t(i)]
+                  ? reference::indexScore(qf.data() + i * heads * dim,
+                                          keyMat.row(t), wMat.row(i), heads, dim)
+                  : kNegInf;
+          const float got = out[size_t(i * width + t)];
+          ASSERT_EQ(bitsOf(got), bitsOf(expected))
+              << "heads " << heads << " dim " << dim << " row " << i << " t "
+              << t << ": " << got << " vs " << expected;
+          ++checked;
+          scored += expected != kNegInf;
+        }
+    }
+  }
+  EXPECT_GT(scored, 500u);
+  EXPECT_GT(checked, scored);
+}
+
+//===----------------------------------------------------------------------===//
+// top-k
+//===----------------------------------------------------------------------===//
+
+/// ReferenceModel's indexer: top min(k, T) (mask 0 -> -inf), sorted
+/// ascending, t >= visible -> -1; padded with -1 to k columns.
+std::vector<int32_t> referenceTopK(std::vector<float> score,
+                                   const int8_t *mask, int64_t visible,
+                                   int64_t k) {
+  if (mask)
+    for (size_t t = 0; t < score.size(); ++t)
+      if (!mask[t])
+        score[t] = kNegInf;
+  const int64_t topk = std::min<int64_t>(k, int64_t(score.size()));
+  std::vector<int64_t> picked = reference::topkIndices(score, topk);
+  std::sort(picked.begin(), picked.end());
+  std::vector<int32_t> result;
+  for (int64_t t : picked)
+    result.push_back(t < visible ? int32_t(t) : -1);
+  result.resize(size_t(k), -1);
+  return result;
+}
+
+TEST(AttentionKernels, TopKMatchesTheReferenceIndexer) {
+  const int64_t ks[] = {1, 7, 16, 64};
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    for (int64_t k : ks) {
+      buildTopKKernel(m, "topk_" + std::to_string(k), k);
+      buildTopKKernel(m, "topk_masked_" + std::to_string(k), k, /*masked=*/true);
+    }
+  });
+  using Kernel = void (*)(Descriptor<2, float> *, Descriptor<1, int64_t> *,
+                          Descriptor<2, int32_t> *);
+  using MaskedKernel = void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *,
+                                Descriptor<1, int64_t> *,
+                                Descriptor<2, int32_t> *);
+  size_t rowsChecked = 0;
+  uint32_t seed = 3000;
+  for (int64_t k : ks) {
+    auto *plain = reinterpret_cast<Kernel>(lib.symbol("topk_" + std::to_string(k)));
+    auto *masked = reinterpret_cast<MaskedKernel>(
+        lib.symbol("topk_masked_" + std::to_string(k)));
+    ASSERT_NE(plain, nullptr);
+    ASSERT_NE(masked, nullptr);
+    for (int64_t width : {0, 1, 5, 16, 40, 130}) {
+      for (bool withMask : {false, true}) {
+        std::mt19937 gen(++seed);
+        const int64_t n = 9;
+        std::vector<float> scores = tieScores(size_t(n * width), gen);
+        std::vector<int64_t> visible(static_cast<size_t>(n));
+        std::uniform_int_distribution<int64_t> vis(0, width);
+        for (int64_t i = 0; i < n; ++i)
+          visible[size_t(i)] = i == 0 ? width : vis(gen);
+        for (int64_t t = 0; t < width; ++t) {
+          scores[size_t(1 * width + t)] = kNegInf; // a row of -inf only
+          // Row 2 as the indexer fills it: -inf at t >= visible.
+          if (t >= visible[2])
+            scores[size_t(2 * width + t)] = kNegInf;
+        }
+        std::vector<int8_t> mask(scores.size());
+        std::uniform_int_distribution<int> bit(0, 3);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t t = 0; t < width; ++t)
+            // Row 3 is outside the pool entirely; others in blocks of 8.
+            mask[size_t(i * width + t)] =
+                i == 3 ? 0 : int8_t(((t / 8 + i) % 3 != 0) || bit(gen) == 0);
+        std::vector<int32_t> out(size_t(n * k), 777);
+        auto ds = describe<2>(scores, {n, width});
+        auto dm = describe<2>(mask, {n, width});
+        auto dv = describe<1>(visible, {n});
+        auto dout = describe<2>(out, {n, k});
+        if (withMask)
+          masked(&ds, &dm, &dv, &dout);
+        else
+          plain(&ds, &dv, &dout);
+        for (int64_t i = 0; i < n; ++i) {
+          std::vector<float> row(scores.begin() + i * width,
+                                 scores.begin() + (i + 1) * width);
+          std::vector<int32_t> expected = referenceTopK(
+              row, withMask ? mask.data() + i * width : nullptr,
+              visible[size_t(i)], k);
+          std::vector<int32_t> got(out.begin() + i * k, out.begin() + (i + 1) * k);
+          ASSERT_EQ(got, expected) << "k " << k << " T " << width << " mask "
+                                   << withMask << " row " << i;
+          ++rowsChecked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(rowsChecked, 4u * 6u * 2u * 9u);
+}
+
+//===----------------------------------------------------------------------===//
+// HSI level 1
+//===----------------------------------------------------------------------===//
+
+TEST(AttentionKernels, HsiSelectMatchesSelectCandidateBlocks) {
+  struct Config {
+    int64_t topBlocks, blockSize;
+  };
+  const Config configs[] = {{2, 8}, {3, 4}, {1, 8}, {2048, 8}, {5, 3}, {0, 8}};
+  auto kernelName = [](const Config &c) {
+    return "hsi_" + std::to_string(c.topBlocks) + "_" +
+           std::to_string(c.blockSize);
+  };
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    for (const Config &c : configs)
+      buildHsiSelectKernel(m, kernelName(c), c.topBlocks, c.blockSize);
+  });
+  using Kernel = void (*)(Descriptor<2, float> *, Descriptor<1, int64_t> *,
+                          Descriptor<2, int8_t> *);
+  size_t rowsChecked = 0, kept = 0;
+  uint32_t seed = 4000;
+  for (const Config &config : configs) {
+    auto *kernel = reinterpret_cast<Kernel>(lib.symbol(kernelName(config)));
+    ASSERT_NE(kernel, nullptr);
+    for (int64_t width : {0, 1, 7, 8, 37, 64, 100}) {
+      std::mt19937 gen(++seed);
+      const int64_t n = 10;
+      std::vector<float> scores = tieScores(size_t(n * width), gen);
+      std::vector<int64_t> visible(static_cast<size_t>(n));
+      std::uniform_int_distribution<int64_t> vis(0, width);
+      for (int64_t i = 0; i < n; ++i)
+        visible[size_t(i)] = i == 0 ? 0 : i == 1 ? width : vis(gen);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t t = 0; t < width; ++t) {
+          float &s = scores[size_t(i * width + t)];
+          if (i == 2 || (i >= 4 && t >= visible[size_t(i)]))
+            s = kNegInf; // row 2 all -inf; rows 4.. as the indexer fills them
+          if (i == 3 && (t / 8) % 2 == 0)
+            s = kNegInf; // every other block -inf
+        }
+      std::vector<int8_t> mask(scores.size(), 99);
+      auto ds = describe<2>(scores, {n, width});
+      auto dv = describe<1>(visible, {n});
+      auto dm = describe<2>(mask, {n, width});
+      kernel(&ds, &dv, &dm);
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<float> row(scores.begin() + i * width,
+                               scores.begin() + (i + 1) * width);
+        std::vector<char> expected = reference::selectCandidateBlocks(
+            row, visible[size_t(i)], config.topBlocks, config.blockSize);
+        for (int64_t t = 0; t < width; ++t) {
+          ASSERT_EQ(int(mask[size_t(i * width + t)]), int(expected[size_t(t)]))
+              << "top " << config.topBlocks << " block " << config.blockSize
+              << " T " << width << " row " << i << " t " << t;
+          kept += expected[size_t(t)] != 0;
+        }
+        ++rowsChecked;
+      }
+    }
+  }
+  EXPECT_EQ(rowsChecked, 6u * 7u * 10u);
+  EXPECT_GT(kept, 100u);
+}
+
+} // namespace
+} // namespace csa::codegen

@@ -350,6 +350,26 @@ float swiglu(float gate, float up, float limit, float weight) {
   return bf16(v);
 }
 
+void engramGate(float *h, const float *key, const float *value,
+                const float *qWeight, const float *kWeight, int64_t d,
+                float eps) {
+  float hh = 0.f, kk = 0.f, dot = 0.f;
+  for (int64_t e = 0; e < d; ++e) {
+    hh += h[e] * h[e];
+    kk += key[e] * key[e];
+    float weight = qWeight[e] * kWeight[e];
+    dot += h[e] * weight * key[e];
+  }
+  const float rstd = (1.f / std::sqrt(hh / float(d) + eps)) *
+                     (1.f / std::sqrt(kk / float(d) + eps));
+  dot = dot * rstd * float(std::pow(double(d), -0.5));
+  const float signedRoot =
+      std::copysign(std::sqrt(std::max(std::fabs(dot), 1e-6f)), dot);
+  const float gate = 1.f / (1.f + std::exp(-signedRoot));
+  for (int64_t e = 0; e < d; ++e)
+    h[e] = bf16(h[e] + gate * value[e]);
+}
+
 void poolGroup(const float *kv, const float *score, int64_t ratio, int64_t dim,
                float *out) {
   for (int64_t ch = 0; ch < dim; ++ch) {

@@ -116,6 +116,13 @@ void sparseAttentionHead(const float *q, const Mat &rows,
                          const std::vector<int32_t> &idx, float sink,
                          float scale, float *out);
 
+/// Engram's gated update of one stream (`Engram.forward`): a normalised dot
+/// product of the stream `h` with its key (weighted by q_weight * k_weight),
+/// a signed-sqrt sigmoid gate, `h += gate * value`, rounded to bf16 in place.
+void engramGate(float *h, const float *key, const float *value,
+                const float *qWeight, const float *kWeight, int64_t d,
+                float eps);
+
 /// The ratio > 1 compressor's pooling of one group (`Compressor.forward`):
 /// per channel, a softmax over the group's `ratio` gate scores weighting its
 /// projected KV rows (fp32; rows are `dim` apart).

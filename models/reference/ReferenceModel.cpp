@@ -167,7 +167,6 @@ private:
 // Small helpers
 //===----------------------------------------------------------------------===//
 
-float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
 } // namespace
 
@@ -714,27 +713,12 @@ absl::Status ReferenceModel::Impl::engram(int64_t l, std::vector<Mat> &streams,
                  nx::decodeUe8m0(scales[id * (hdE / 32) + e / 32]));
     }
   Mat kv = linear(rows, lw.engramWkv); // [n, (hc + 1) * d], bf16
-  const float eps = float(c.normEps), invSqrtD = float(std::pow(double(d), -0.5));
+  const float eps = float(c.normEps);
   for (int64_t i = 0; i < n; ++i) {
     const float *value = kv.row(i) + hc * d;
-    for (int64_t j = 0; j < hc; ++j) {
-      float *h = streams[size_t(j)].row(i);
-      const float *key = kv.row(i) + j * d;
-      float hh = 0.f, kk = 0.f, dot = 0.f;
-      for (int64_t e = 0; e < d; ++e) {
-        hh += h[e] * h[e];
-        kk += key[e] * key[e];
-        float weight = lw.engramQ[size_t(j * d + e)] * lw.engramK[size_t(j * d + e)];
-        dot += h[e] * weight * key[e];
-      }
-      const float rstd = (1.f / std::sqrt(hh / float(d) + eps)) *
-                         (1.f / std::sqrt(kk / float(d) + eps));
-      dot = dot * rstd * invSqrtD;
-      const float gate =
-          sigmoid(std::copysign(std::sqrt(std::max(std::fabs(dot), 1e-6f)), dot));
-      for (int64_t e = 0; e < d; ++e)
-        h[e] = bf16(h[e] + gate * value[e]);
-    }
+    for (int64_t j = 0; j < hc; ++j)
+      engramGate(streams[size_t(j)].row(i), kv.row(i) + j * d, value,
+                 &lw.engramQ[size_t(j * d)], &lw.engramK[size_t(j * d)], d, eps);
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/csa/CsaDialect.h"
+#include "codegen/host/HostBackend.h"
+#include "codegen/host/KernelSelection.h"
 #include "models/graph/GraphBuilder.h"
 #include "models/variants/Variants.h"
 #include "passes/CostAnalysis.h"
@@ -68,16 +70,23 @@ cl::opt<std::string> scheduleJson(
     cl::init(""), cl::cat(category));
 
 /// The stages, in pipeline order (docs/pipeline.md).
-enum class Stage { Graph, Expanded };
+enum class Stage { Graph, Expanded, Host, LLVM, Object };
 cl::opt<Stage> emitStage(
-    "emit", cl::desc("Stage whose IR is printed (default: the last one)"),
+    "emit", cl::desc("Stage whose IR is printed (default: expanded)"),
     cl::init(Stage::Expanded),
     cl::values(clEnumValN(Stage::Graph, "graph",
                           "one csa op per model block (attention layers carry "
                           "their CSA2 mode and sources)"),
                clEnumValN(Stage::Expanded, "expanded",
                           "modes expanded into primitives, caches allocated "
-                          "and planned")),
+                          "and planned"),
+               clEnumValN(Stage::Host, "host",
+                          "the CPU kernels the expanded graph needs, as "
+                          "scf/arith/memref IR"),
+               clEnumValN(Stage::LLVM, "llvm", "those kernels as LLVM IR"),
+               clEnumValN(Stage::Object, "object",
+                          "those kernels as a shared object (-o lib.so; "
+                          "lib.so.json lists them)")),
     cl::cat(category));
 cl::opt<Stage> compileFrom(
     "compile-from",
@@ -305,6 +314,47 @@ int main(int argc, char **argv) {
       return 1;
   }
 
+  // Stages host, llvm, object: the kernels of the expanded graph.
+  OwningOpRef<ModuleOp> kernels;
+  std::optional<csa::codegen::KernelSelection> selection;
+  if (emitStage >= Stage::Host && report == ReportFormat::None) {
+    kernels = ModuleOp::create(UnknownLoc::get(&context));
+    auto selected = csa::codegen::selectHostKernels(*module, *kernels);
+    if (!selected)
+      return fail(llvm::toString(selected.takeError()));
+    selection = std::move(*selected);
+    if (failed(verify(*kernels)))
+      return fail("internal error: the host kernels do not verify (please "
+                  "report)");
+    if (!dumpDir.empty()) {
+      llvm::SmallString<256> path(dumpDir);
+      llvm::sys::path::append(path, "host.mlir");
+      if (failed(writeStage(*kernels, path)))
+        return 1;
+    }
+  }
+  if (emitStage >= Stage::LLVM && kernels) {
+    if (failed(csa::codegen::lowerHostKernelsToLLVM(*kernels)))
+      return fail("lowering the host kernels to LLVM failed");
+  }
+  if (emitStage == Stage::Object && kernels) {
+    if (outputPath == "-")
+      return fail("--emit=object writes a shared object: give -o lib.so");
+    std::string object = outputPath + ".o";
+    if (llvm::Error e = csa::codegen::emitHostObject(*kernels, object))
+      return fail(llvm::toString(std::move(e)));
+    if (llvm::Error e = csa::codegen::linkSharedObject({object}, outputPath))
+      return fail(llvm::toString(std::move(e)));
+    llvm::sys::fs::remove(object);
+    std::string error;
+    auto listing = openOutputFile(outputPath + ".json", &error);
+    if (!listing)
+      return fail(error);
+    csa::codegen::printKernelSelectionJson(*selection, listing->os());
+    listing->keep();
+    return 0;
+  }
+
   std::string error;
   auto out = openOutputFile(outputPath, &error);
   if (!out)
@@ -316,6 +366,13 @@ int main(int argc, char **argv) {
       out->os() << "csa cost report: " << name << "\n";
       csa::printCostText(*cost, out->os());
     }
+  } else if (emitStage == Stage::LLVM && kernels) {
+    auto ir = csa::codegen::translateToLLVMIR(*kernels);
+    if (!ir)
+      return fail(llvm::toString(ir.takeError()));
+    out->os() << *ir;
+  } else if (emitStage == Stage::Host && kernels) {
+    kernels->print(out->os());
   } else {
     module->print(out->os());
   }

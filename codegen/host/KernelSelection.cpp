@@ -1,0 +1,330 @@
+//===- KernelSelection.cpp - The host kernels an expanded graph needs -----===//
+#include "codegen/host/KernelSelection.h"
+
+#include "codegen/host/AttentionKernels.h"
+#include "codegen/host/CompressKernels.h"
+#include "codegen/host/EngramKernels.h"
+#include "codegen/host/HostKernels.h"
+#include "codegen/host/LinearKernels.h"
+#include "codegen/host/MhcKernels.h"
+#include "codegen/host/MoeKernels.h"
+#include "codegen/host/QuantizeKernels.h"
+#include "dialects/csa/CsaDialect.h"
+#include "models/reference/Kernels.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <functional>
+#include <map>
+
+using namespace mlir;
+
+namespace csa::codegen {
+
+namespace {
+
+LinearFormat linearFormat(WeightFormat format) {
+  switch (format) {
+  case WeightFormat::BF16:
+    return LinearFormat::BF16;
+  case WeightFormat::F32:
+    return LinearFormat::F32;
+  case WeightFormat::FP8Block32:
+    return LinearFormat::FP8Block32;
+  case WeightFormat::FP4E2M1:
+    return LinearFormat::FP4E2M1;
+  }
+  return LinearFormat::BF16;
+}
+
+numerics::RowFormat rowFormat(Type row) {
+  if (auto fp8 = dyn_cast<Fp8RowType>(row))
+    return numerics::RowFormat::SwaKvFp8;
+  auto fp4 = cast<Fp4RowType>(row);
+  return fp4.getScale() == ScaleFormat::E4M3 ? numerics::RowFormat::MainKvFp4
+                                             : numerics::RowFormat::IndexKeyFp4;
+}
+
+int64_t rowDim(Type row) {
+  if (auto fp8 = dyn_cast<Fp8RowType>(row))
+    return fp8.getDim();
+  return cast<Fp4RowType>(row).getDim();
+}
+
+std::string rowName(Type row) {
+  switch (rowFormat(row)) {
+  case numerics::RowFormat::MainKvFp4:
+    return "main_kv_fp4_" + std::to_string(rowDim(row));
+  case numerics::RowFormat::IndexKeyFp4:
+    return "index_key_fp4_" + std::to_string(rowDim(row));
+  case numerics::RowFormat::SwaKvFp8:
+    return "swa_kv_fp8_" + std::to_string(rowDim(row));
+  }
+  return "row";
+}
+
+int64_t lastDim(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return type.getDimSize(type.getRank() - 1);
+}
+
+/// A short, stable name for a RoPE table's contents.
+std::string ropeName(RopeTableAttr table) {
+  return llvm::formatv("rope_{0}_t{1:F0}_f{2:F0}_o{3}", table.getDim(),
+                       table.getTheta().convertToDouble(),
+                       table.getFactor().convertToDouble(),
+                       table.getOriginalSeqLen())
+      .str();
+}
+
+class Selector {
+public:
+  Selector(ModuleOp kernels) : kernels(kernels) {}
+
+  /// Builds `name` once with `build`; counts every use.
+  void use(const std::string &name, const std::string &op,
+           const std::string &detail,
+           const std::function<void()> &build) {
+    auto [it, inserted] = index.try_emplace(name, selection.kernels.size());
+    if (inserted) {
+      build();
+      selection.kernels.push_back({name, op, detail, 0});
+    }
+    selection.kernels[it->second].uses++;
+  }
+
+  void linear(const std::string &op, WeightFormat format, int64_t in,
+              int64_t out, int64_t groups = 1) {
+    std::string name = llvm::formatv("linear_{0}_{1}x{2}{3}",
+                                     stringifyWeightFormat(format), in, out,
+                                     groups > 1 ? "_g" + std::to_string(groups)
+                                                : "")
+                           .str();
+    use(name, op, llvm::formatv("{0} -> {1}", in, out).str(), [&] {
+      LinearKernelSpec spec;
+      spec.format = linearFormat(format);
+      spec.inFeatures = in;
+      spec.outFeatures = out;
+      spec.groups = groups;
+      buildLinearKernel(kernels, name, spec);
+    });
+  }
+
+  void rmsNorm(int64_t dim, double eps) {
+    std::string name = llvm::formatv("rms_norm_{0}", dim).str();
+    use(name, "csa.rms_norm", "", [&] { buildRmsNormKernel(kernels, name, dim, eps); });
+  }
+
+  void missing(StringRef op) { missingCount[op.str()]++; }
+
+  KernelSelection finish() {
+    for (auto &[op, n] : missingCount)
+      selection.missing.push_back({op, n});
+    return std::move(selection);
+  }
+
+  ModuleOp kernels;
+
+private:
+  KernelSelection selection;
+  llvm::StringMap<size_t> index;
+  std::map<std::string, int64_t> missingCount;
+};
+
+} // namespace
+
+llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
+                                                  ModuleOp kernels) {
+  bool graphLevel = false;
+  graph.walk([&](AttentionOp) { graphLevel = true; });
+  if (graphLevel)
+    return llvm::createStringError(
+        "host kernels are selected from the expanded stage; this IR still "
+        "holds graph-level csa.attention ops (run csa-expand-modes)");
+  loadHostKernelDialects(*kernels.getContext());
+  Selector s(kernels);
+  double eps = 1e-20;
+  graph.walk([&](RmsNormOp op) { eps = op.getEps().convertToDouble(); });
+
+  graph.walk([&](Operation *raw) {
+    if (auto op = dyn_cast<EmbedOp>(raw)) {
+      int64_t dim = lastDim(op.getResult());
+      std::string name = llvm::formatv("embed_{0}x{1}", op.getVocab(), dim).str();
+      s.use(name, "csa.embed", "", [&] { buildEmbedKernel(s.kernels, name, op.getVocab(), dim); });
+    } else if (auto op = dyn_cast<HcExpandOp>(raw)) {
+      auto type = cast<RankedTensorType>(op.getResult().getType());
+      int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
+      std::string name = llvm::formatv("hc_expand_{0}x{1}", hc, dim).str();
+      s.use(name, "csa.hc_expand", "", [&] { buildHcExpandKernel(s.kernels, name, hc, dim); });
+    } else if (auto op = dyn_cast<HcMixOp>(raw)) {
+      auto type = cast<RankedTensorType>(op.getStreams().getType());
+      int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
+      std::string name = llvm::formatv("hc_mix_{0}x{1}_i{2}", hc, dim, op.getIters()).str();
+      s.use(name, "csa.hc_mix", "", [&] {
+        buildHcMixKernel(s.kernels, name, hc, dim, op.getIters(),
+                         float(op.getEps().convertToDouble()), float(eps));
+      });
+    } else if (auto op = dyn_cast<HcCollapseOp>(raw)) {
+      auto type = cast<RankedTensorType>(op.getStreams().getType());
+      std::string name = llvm::formatv("hc_collapse_{0}x{1}", type.getDimSize(1), type.getDimSize(2)).str();
+      s.use(name, "csa.hc_collapse", "", [&] {
+        buildHcCollapseKernel(s.kernels, name, type.getDimSize(1), type.getDimSize(2));
+      });
+    } else if (auto op = dyn_cast<HcUpdateOp>(raw)) {
+      auto type = cast<RankedTensorType>(op.getStreams().getType());
+      std::string name = llvm::formatv("hc_update_{0}x{1}", type.getDimSize(1), type.getDimSize(2)).str();
+      s.use(name, "csa.hc_update", "", [&] {
+        buildHcUpdateKernel(s.kernels, name, type.getDimSize(1), type.getDimSize(2));
+      });
+    } else if (auto op = dyn_cast<RmsNormOp>(raw)) {
+      s.rmsNorm(lastDim(op.getInput()), op.getEps().convertToDouble());
+    } else if (auto op = dyn_cast<LinearOp>(raw)) {
+      s.linear("csa.linear", op.getFormat(), lastDim(op.getInput()),
+               lastDim(op.getResult()), op.getGroups());
+    } else if (auto op = dyn_cast<RopeOp>(raw)) {
+      RopeTableAttr table = op.getTable();
+      std::string name = ropeName(table) + (op.getInverse() ? "_inverse" : "");
+      s.use(name, "csa.rope", "", [&] {
+        reference::RopeTable ref(
+            table.getDim(), table.getTheta().convertToDouble(),
+            table.getFactor().convertToDouble() > 1.0 ? table.getOriginalSeqLen() : 0,
+            table.getFactor().convertToDouble(),
+            table.getBetaFast().convertToDouble(),
+            table.getBetaSlow().convertToDouble());
+        buildRopeKernel(s.kernels, name, ref.freqs, op.getInverse());
+      });
+    } else if (auto op = dyn_cast<QuantizeOp>(raw)) {
+      Type row = op.getResult().getType().getElementType();
+      std::string name = "quantize_" + rowName(row);
+      s.use(name, "csa.quantize", "", [&] {
+        buildQuantizeRowsKernel(s.kernels, name, rowFormat(row), rowDim(row));
+      });
+    } else if (auto op = dyn_cast<DequantizeOp>(raw)) {
+      Type row = op.getInput().getType().getElementType();
+      std::string name = "dequantize_" + rowName(row);
+      s.use(name, "csa.dequantize", "", [&] {
+        buildDequantizeRowsKernel(s.kernels, name, rowFormat(row), rowDim(row));
+      });
+    } else if (auto op = dyn_cast<CacheAppendOp>(raw)) {
+      Type row = op.getRows().getType().getElementType();
+      int64_t window = 0;
+      if (auto ring = dyn_cast<SwaRingType>(op.getCache().getType()))
+        window = ring.getWindow();
+      std::string name = "cache_append_" + rowName(row) +
+                         (window ? "_ring" + std::to_string(window) : "");
+      s.use(name, "csa.cache_append", "", [&] {
+        buildCacheAppendKernel(s.kernels, name, rowFormat(row), rowDim(row), window);
+      });
+    } else if (auto op = dyn_cast<CompressOp>(raw)) {
+      int64_t in = lastDim(op.getInput()), out = lastDim(op.getResult());
+      int64_t ratio = op.getRatio();
+      if (ratio > 1) {
+        // fp32 projections of KV and gate, the pooling, then the norm.
+        s.linear("csa.compress", WeightFormat::F32, in, out);
+        std::string name = llvm::formatv("compress_pool_r{0}_{1}", ratio, out).str();
+        s.use(name, "csa.compress", "", [&] { buildCompressPoolKernel(s.kernels, name, ratio, out); });
+      } else {
+        s.linear("csa.compress", WeightFormat::BF16, in, out);
+      }
+      s.rmsNorm(out, eps);
+    } else if (auto op = dyn_cast<IndexScoreOp>(raw)) {
+      auto type = cast<RankedTensorType>(op.getQuery().getType());
+      int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
+      // The queries are FP4-quantized (as index-key rows) before scoring.
+      std::string qdq = "quantize_index_key_fp4_" + std::to_string(dim);
+      s.use(qdq, "csa.index_score", "query FP4", [&] {
+        buildQuantizeRowsKernel(s.kernels, qdq, numerics::RowFormat::IndexKeyFp4, dim);
+      });
+      std::string dq = "dequantize_index_key_fp4_" + std::to_string(dim);
+      s.use(dq, "csa.index_score", "keys and query FP4", [&] {
+        buildDequantizeRowsKernel(s.kernels, dq, numerics::RowFormat::IndexKeyFp4, dim);
+      });
+      std::string name = llvm::formatv("index_score_{0}x{1}", heads, dim).str();
+      s.use(name, "csa.index_score", "", [&] { buildIndexScoreKernel(s.kernels, name, heads, dim); });
+    } else if (auto op = dyn_cast<HsiSelectOp>(raw)) {
+      auto pool = op.getPool().getType();
+      std::string name = llvm::formatv("hsi_select_{0}x{1}", pool.getBlocks(), pool.getBlockSize()).str();
+      s.use(name, "csa.hsi_select", "", [&] {
+        buildHsiSelectKernel(s.kernels, name, pool.getBlocks(), pool.getBlockSize());
+      });
+    } else if (auto op = dyn_cast<TopKOp>(raw)) {
+      int64_t k = op.getResult().getType().getK();
+      bool masked = bool(op.getPool());
+      std::string name = llvm::formatv("topk_{0}{1}", k, masked ? "_masked" : "").str();
+      s.use(name, "csa.topk", "", [&] { buildTopKKernel(s.kernels, name, k, masked); });
+    } else if (auto op = dyn_cast<SparseAttentionOp>(raw)) {
+      auto type = cast<RankedTensorType>(op.getQuery().getType());
+      int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
+      // The gathered rows: the ring's and the global cache's, dequantized.
+      std::string ring = "dequantize_" + rowName(op.getWindow().getType().getRow());
+      s.use(ring, "csa.sparse_attention", "window rows", [&] {
+        Type row = op.getWindow().getType().getRow();
+        buildDequantizeRowsKernel(s.kernels, ring, rowFormat(row), rowDim(row));
+      });
+      if (auto cache = op.getCache()) {
+        Type row = cast<GlobalCacheType>(cache.getType()).getMainRow();
+        std::string main = "dequantize_" + rowName(row);
+        s.use(main, "csa.sparse_attention", "selected rows", [&] {
+          buildDequantizeRowsKernel(s.kernels, main, rowFormat(row), rowDim(row));
+        });
+      }
+      std::string name = llvm::formatv("sparse_attention_{0}x{1}", heads, dim).str();
+      s.use(name, "csa.sparse_attention", "", [&] { buildSparseAttentionKernel(s.kernels, name, heads, dim); });
+    } else if (auto op = dyn_cast<MoeOp>(raw)) {
+      int64_t dim = lastDim(op.getInput()), inter = op.getInter();
+      std::string route = llvm::formatv("moe_route_{0}_top{1}", op.getExperts(), op.getTopK()).str();
+      s.linear("csa.moe", WeightFormat::F32, dim, op.getExperts());
+      s.use(route, "csa.moe", "", [&] {
+        buildMoeRouteKernel(s.kernels, route, op.getExperts(), op.getTopK(),
+                            float(op.getRouteScale().convertToDouble()));
+      });
+      std::string gather = llvm::formatv("moe_gather_{0}_top{1}", dim, op.getTopK()).str();
+      s.use(gather, "csa.moe", "", [&] { buildMoeGatherKernel(s.kernels, gather, dim, op.getTopK()); });
+      for (WeightFormat f : {op.getExpertFormat(), op.getSharedFormat()}) {
+        s.linear("csa.moe", f, dim, inter);
+        s.linear("csa.moe", f, inter, dim);
+      }
+      float limit = float(op.getSwigluLimit().convertToDouble());
+      std::string swiglu = llvm::formatv("swiglu_{0}_l{1}", inter, limit).str();
+      s.use(swiglu, "csa.moe", "", [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); });
+      std::string acc = llvm::formatv("moe_accumulate_{0}", dim).str();
+      s.use(acc, "csa.moe", "", [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); });
+      std::string fin = llvm::formatv("moe_finish_{0}", dim).str();
+      s.use(fin, "csa.moe", "", [&] { buildMoeFinishKernel(s.kernels, fin, dim); });
+    } else if (auto op = dyn_cast<EngramOp>(raw)) {
+      auto type = cast<RankedTensorType>(op.getStreams().getType());
+      int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
+      s.linear("csa.engram", WeightFormat::FP8Block32, op.getGatherWidth(),
+               (hc + 1) * dim);
+      std::string gate = llvm::formatv("engram_gate_{0}x{1}", hc, dim).str();
+      s.use(gate, "csa.engram", "", [&] { buildEngramGateKernel(s.kernels, gate, hc, dim, float(eps)); });
+      // The hash needs the Engram layout (vocabulary, primes) the op does not
+      // carry yet, and the table gather has no kernel yet.
+      s.missing("csa.engram (hash, table gather)");
+    } else if (auto op = dyn_cast<LmHeadOp>(raw)) {
+      s.linear("csa.lm_head", WeightFormat::F32, lastDim(op.getInput()), op.getVocab());
+    }
+  });
+  return s.finish();
+}
+
+void printKernelSelectionJson(const KernelSelection &selection,
+                              llvm::raw_ostream &os) {
+  llvm::json::Array kernels;
+  for (const SelectedKernel &k : selection.kernels)
+    kernels.push_back(llvm::json::Object{{"name", k.name},
+                                         {"symbol", "_mlir_ciface_" + k.name},
+                                         {"op", k.op},
+                                         {"detail", k.detail},
+                                         {"uses", k.uses}});
+  llvm::json::Object missing;
+  for (auto &[op, n] : selection.missing)
+    missing[op] = n;
+  llvm::json::Object root{{"kernels", std::move(kernels)},
+                          {"missing", std::move(missing)}};
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+}
+
+} // namespace csa::codegen

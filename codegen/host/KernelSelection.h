@@ -1,0 +1,46 @@
+//===- KernelSelection.h - The host kernels an expanded graph needs -*- C++ -*-===//
+//
+// Walks expanded-stage IR and builds, into a kernel module, one host kernel
+// per distinct (op kind, static parameters) the graph uses: the kernels the
+// CPU target executes for that graph. Each kernel is named by what it
+// computes (`linear_fp8_block32_64x32`, `rope_8_<table>`...), so identical
+// ops share one kernel.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_KERNELSELECTION_H
+#define CSA_CODEGEN_HOST_KERNELSELECTION_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace csa::codegen {
+
+struct SelectedKernel {
+  std::string name; ///< symbol: _mlir_ciface_<name>
+  std::string op;   ///< the csa op it implements
+  std::string detail;
+  int64_t uses = 0; ///< how many ops of the graph call it
+};
+
+struct KernelSelection {
+  std::vector<SelectedKernel> kernels;
+  /// Ops the host target has no kernel for yet (op name -> count).
+  std::vector<std::pair<std::string, int64_t>> missing;
+};
+
+/// Builds into `kernels` (a fresh module) the host kernels `graph` (expanded
+/// stage) needs. Fails if `graph` still holds graph-level attention.
+llvm::Expected<KernelSelection> selectHostKernels(mlir::ModuleOp graph,
+                                                  mlir::ModuleOp kernels);
+
+/// The selection as JSON (for the artifact and for people).
+void printKernelSelectionJson(const KernelSelection &selection,
+                              llvm::raw_ostream &os);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_KERNELSELECTION_H

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/host/AttentionKernels.h"
 
+#include "codegen/host/KernelBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -32,35 +33,6 @@ namespace {
 constexpr int64_t kAttentionBlock = 64;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-/// A kernel: a public func with the C interface, its entry block ready.
-func::FuncOp startKernel(OpBuilder &b, ModuleOp module, const std::string &name,
-                         TypeRange args) {
-  b.setInsertionPointToEnd(module.getBody());
-  auto fn = func::FuncOp::create(b, module.getLoc(), name,
-                                 b.getFunctionType(args, {}));
-  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  b.setInsertionPointToStart(fn.addEntryBlock());
-  return fn;
-}
-
-Value f32Const(OpBuilder &b, Location loc, float v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
-Value indexConst(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
-Value intConst(OpBuilder &b, Location loc, Type type, int64_t v) {
-  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
-}
-
-/// Loads an element and widens it to fp32.
-Value loadF32(OpBuilder &b, Location loc, Value memref, ValueRange indices) {
-  Value v = memref::LoadOp::create(b, loc, memref, indices);
-  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-}
 
 /// std::max(a, c) as libstdc++ computes it: (a < c) ? c : a.
 Value stdMax(OpBuilder &b, Location loc, Value a, Value c) {

@@ -18,21 +18,51 @@
 
 namespace csa::codegen {
 
+/// Starts a public kernel with the C interface (`_mlir_ciface_<name>`); the
+/// builder is placed in its entry block.
+inline mlir::func::FuncOp startKernel(mlir::OpBuilder &b, mlir::ModuleOp module,
+                                      const std::string &name,
+                                      mlir::TypeRange args,
+                                      mlir::TypeRange results = {}) {
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn = mlir::func::FuncOp::create(b, module.getLoc(), name,
+                                       b.getFunctionType(args, results));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  return fn;
+}
+
+inline mlir::Value f32Const(mlir::OpBuilder &b, mlir::Location loc, float v) {
+  return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+inline mlir::Value indexConst(mlir::OpBuilder &b, mlir::Location loc,
+                              int64_t v) {
+  return mlir::arith::ConstantIndexOp::create(b, loc, v);
+}
+
+inline mlir::Value intConst(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::Type type, int64_t v) {
+  return mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
+}
+
+/// Loads an element and widens it to fp32 (f32 elements as they are).
+inline mlir::Value loadF32(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value memref, mlir::ValueRange indices) {
+  mlir::Value v = mlir::memref::LoadOp::create(b, loc, memref, indices);
+  if (v.getType().isF32())
+    return v;
+  return mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
 class KernelBuilder {
 public:
   KernelBuilder(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
 
-  /// Starts a public kernel with the C interface; the builder is placed in
-  /// its entry block.
   static mlir::func::FuncOp start(mlir::OpBuilder &b, mlir::ModuleOp module,
                                   const std::string &name,
                                   mlir::TypeRange args) {
-    b.setInsertionPointToEnd(module.getBody());
-    auto fn = mlir::func::FuncOp::create(b, module.getLoc(), name,
-                                         b.getFunctionType(args, {}));
-    fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-    b.setInsertionPointToStart(fn.addEntryBlock());
-    return fn;
+    return startKernel(b, module, name, args);
   }
   void finish() { mlir::func::ReturnOp::create(b, loc); }
 
@@ -50,10 +80,7 @@ public:
   }
   /// Loads and widens a bf16 element to f32.
   mlir::Value loadF32(mlir::Value memref, mlir::ValueRange indices) {
-    mlir::Value v = load(memref, indices);
-    if (v.getType().isF32())
-      return v;
-    return mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+    return csa::codegen::loadF32(b, loc, memref, indices);
   }
   void store(mlir::Value v, mlir::Value memref, mlir::ValueRange indices) {
     mlir::memref::StoreOp::create(b, loc, v, memref, indices);

@@ -19,6 +19,7 @@
 #include "runtime/numerics/Formats.h"
 #include "runtime/numerics/Quantize.h"
 
+#include "codegen/host/KernelBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -44,16 +45,6 @@ constexpr int64_t kBlock = 32; // act_quant block and weight scale block
 // Small IR helpers
 //===----------------------------------------------------------------------===//
 
-func::FuncOp startKernel(OpBuilder &b, ModuleOp module, const std::string &name,
-                         TypeRange args) {
-  b.setInsertionPointToEnd(module.getBody());
-  auto fn = func::FuncOp::create(b, module.getLoc(), name,
-                                 b.getFunctionType(args, {}));
-  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  b.setInsertionPointToStart(fn.addEntryBlock());
-  return fn;
-}
-
 Value idx(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
@@ -65,14 +56,6 @@ Value i32c(OpBuilder &b, Location loc, uint32_t v) {
 
 Value f32c(OpBuilder &b, Location loc, float v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
-/// Loads an element and widens it to fp32 (no-op for f32).
-Value loadF32(OpBuilder &b, Location loc, Value memref, ValueRange indices) {
-  Value v = memref::LoadOp::create(b, loc, memref, indices);
-  if (v.getType().isF32())
-    return v;
-  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
 }
 
 /// Narrows an fp32 value to `type` (RNE for bf16; no-op for f32).

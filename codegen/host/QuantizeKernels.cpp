@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/host/QuantizeKernels.h"
 
+#include "codegen/host/KernelBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -25,17 +26,6 @@ namespace nx = csa::numerics;
 namespace csa::codegen {
 
 namespace {
-
-/// A kernel: a public func with the C interface, its entry block ready.
-func::FuncOp startKernel(OpBuilder &b, ModuleOp module, const std::string &name,
-                         TypeRange args, TypeRange results = {}) {
-  b.setInsertionPointToEnd(module.getBody());
-  auto fn = func::FuncOp::create(b, module.getLoc(), name,
-                                 b.getFunctionType(args, results));
-  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  b.setInsertionPointToStart(fn.addEntryBlock());
-  return fn;
-}
 
 /// Terse i32 / f32 arithmetic at one location.
 struct Emitter {

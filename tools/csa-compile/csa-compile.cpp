@@ -194,10 +194,15 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
-  cl::ParseCommandLineOptions(argc, argv,
-                              "csa ahead-of-time compiler for "
-                              "DeepSeek-V4.1-Flash variants\n");
+  // LLVM's code generators register hundreds of general options; --help
+  // shows csa's own, --help-hidden everything (the MLIR flags included).
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "csa ahead-of-time compiler for DeepSeek-V4.1-Flash variants\n\n"
+      "Also accepts the standard MLIR flags (--mlir-timing,\n"
+      "--mlir-print-ir-after-all, --mlir-print-debuginfo, ...): see "
+      "--help-hidden.\n");
 
   if (listVariants) {
     for (const csa::VariantInfo &v : csa::namedVariants())

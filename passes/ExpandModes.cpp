@@ -60,7 +60,8 @@ public:
     // The layer's own SWA KV: FP8 rows, RoPE tail included, into its ring.
     Value kv = rope(rmsNorm(linear(x, "wkv", dense, hd), "kv_norm"), pos, 1,
                     false);
-    CacheAppendOp::create(b, loc, quantize(kv, c.getSwaRow()), ring, pos);
+    Value swaRows = quantize(kv, c.getSwaRow());
+    CacheAppendOp::create(b, loc, swaRows, ring, pos);
 
     Value global, selected;
     const int64_t layer = op.getLayerAttr().getInt();
@@ -112,7 +113,7 @@ public:
     // One softmax over window and selected rows, sink in the denominator.
     const double scale = 1.0 / std::sqrt(double(hd));
     Value o = SparseAttentionOp::create(
-        b, loc, q.getType(), q, ring, global, selected,
+        b, loc, q.getType(), q, ring, swaRows, pos, global, selected,
         b.getStringAttr(prefix + "attn_sink"), b.getF64FloatAttr(scale));
     o = rope(o, pos, 1, /*inverse=*/true);
     // Grouped low-rank output: wo_a block-diagonal over o_groups, then wo_b.

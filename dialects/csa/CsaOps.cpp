@@ -562,6 +562,12 @@ LogicalResult SparseAttentionOp::verify() {
     return emitOpError("query has ")
            << channels << " channels per head but window rows have "
            << ring.getRow().getDim();
+  if (getFresh().getType().getElementType() != ring.getRow())
+    return emitOpError("fresh rows of type ")
+           << getFresh().getType().getElementType()
+           << " do not match the ring's " << ring.getRow();
+  if (!compatible(dim(getFresh(), 0), dim(getQuery(), 0)))
+    return emitOpError("needs one fresh window row per query row");
   if (bool(getCache()) != bool(getSelected()))
     return emitOpError("a global cache and its selected positions come "
                        "together");

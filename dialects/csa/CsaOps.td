@@ -561,32 +561,41 @@ def Csa_SparseAttentionOp : Csa_Op<"sparse_attention",
     [MemoryEffects<[MemRead]>, AttrSizedOperandSegments]> {
   let summary = "one softmax over window rows and selected compressed rows";
   let description = [{
-    For each query row and head: scores against the window rows of `window`
-    and, when given, the rows of `cache` listed in `selected` (K = V = the
+    For the query rows of this call (positions `position` ..): each query at
+    position p attends the window positions max(0, p - window + 1) .. p and,
+    when given, the rows of `cache` listed in `selected` (K = V = the
     dequantized row); one softmax over their union with the head's sink logit
     (`<sink>`, fp32 [heads]) added unscaled to the denominator only; -1
     indices contribute nothing and a row with no valid index gives 0.
 
+    Window rows at positions of this call come from `fresh` (the call's own
+    SWA rows, one per query row), older ones from the `window` ring. So a
+    prefill longer than the window (whose ring keeps only the last `window`
+    rows), a decode step and a chunk of a chunked prefill mean the same thing.
+
     Example:
     ```mlir
-    %o = csa.sparse_attention %q, %ring global(%cache, %sel
+    %o = csa.sparse_attention %q, %ring[%rows] at %pos global(%cache, %sel
           : !csa.global_cache<1, !csa.fp4_row<512, e4m3, 16>, !csa.fp4_row<128, ue8m0, 32>>,
             !csa.topk<512>)
         sink "layers.24.attn.attn_sink" scale 0.044194173824159216
-        : tensor<?x64x512xbf16>, !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>
+        : tensor<?x64x512xbf16>, !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>,
+          tensor<?x!csa.fp8_row<512, ue8m0, 32>>
         -> tensor<?x64x512xbf16>
     ```
   }];
   let arguments = (ins Csa_Heads:$query, Csa_SwaRingType:$window,
+                       TensorRankOf<[Csa_Fp8RowType], [1]>:$fresh,
+                       Index:$position,
                        Optional<Csa_GlobalCacheType>:$cache,
                        Optional<Csa_TopKType>:$selected, StrAttr:$sink,
                        F64Attr:$scale);
   let results = (outs Csa_Heads:$result);
   let assemblyFormat = [{
-    $query `,` $window
+    $query `,` $window `[` $fresh `]` `at` $position
     (`global` `(` $cache^ `,` $selected `:` qualified(type($cache)) `,` qualified(type($selected)) `)`)?
     `sink` $sink `scale` $scale attr-dict `:` type($query) `,` qualified(type($window))
-    `->` type($result)
+    `,` type($fresh) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -279,9 +279,30 @@ func.func @f(%r: tensor<?x!csa.fp4_row<64, e4m3, 16>>, %c: !cache, %p: index) {
 // -----
 
 !ring = !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
-func.func @f(%q: tensor<?x4x64xbf16>, %w: !ring) {
+!rows = tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+func.func @f(%q: tensor<?x4x64xbf16>, %w: !ring, %r: !rows, %p: index) {
   // expected-error @+1 {{'csa.sparse_attention' op query has 64 channels per head but window rows have 32}}
-  %o = csa.sparse_attention %q, %w sink "s" scale 0.125 : tensor<?x4x64xbf16>, !ring -> tensor<?x4x64xbf16>
+  %o = csa.sparse_attention %q, %w[%r] at %p sink "s" scale 0.125 : tensor<?x4x64xbf16>, !ring, !rows -> tensor<?x4x64xbf16>
+  return
+}
+
+// -----
+
+!ring = !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
+!rows = tensor<?x!csa.fp8_row<64, ue8m0, 32>>
+func.func @f(%q: tensor<?x4x32xbf16>, %w: !ring, %r: !rows, %p: index) {
+  // expected-error @+1 {{'csa.sparse_attention' op fresh rows of type '!csa.fp8_row<64, ue8m0, 32>' do not match the ring's '!csa.fp8_row<32, ue8m0, 32>'}}
+  %o = csa.sparse_attention %q, %w[%r] at %p sink "s" scale 0.125 : tensor<?x4x32xbf16>, !ring, !rows -> tensor<?x4x32xbf16>
+  return
+}
+
+// -----
+
+!ring = !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
+!rows = tensor<3x!csa.fp8_row<32, ue8m0, 32>>
+func.func @f(%q: tensor<2x4x32xbf16>, %w: !ring, %r: !rows, %p: index) {
+  // expected-error @+1 {{'csa.sparse_attention' op needs one fresh window row per query row}}
+  %o = csa.sparse_attention %q, %w[%r] at %p sink "s" scale 0.125 : tensor<2x4x32xbf16>, !ring, !rows -> tensor<2x4x32xbf16>
   return
 }
 
@@ -289,19 +310,20 @@ func.func @f(%q: tensor<?x4x64xbf16>, %w: !ring) {
 
 !ring = !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
 !cache = !csa.global_cache<1, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<32, ue8m0, 32>>
-func.func @f(%q: tensor<?x4x32xbf16>, %w: !ring, %c: !cache) {
+func.func @f(%q: tensor<?x4x32xbf16>, %w: !ring, %c: !cache, %r: tensor<?x!csa.fp8_row<32, ue8m0, 32>>, %p: index) {
   // A cache without its selected positions (only expressible in generic form).
   // expected-error @+1 {{'csa.sparse_attention' op a global cache and its selected positions come together}}
-  %o = "csa.sparse_attention"(%q, %w, %c) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>, sink = "s", scale = 0.125 : f64}> : (tensor<?x4x32xbf16>, !ring, !cache) -> tensor<?x4x32xbf16>
+  %o = "csa.sparse_attention"(%q, %w, %r, %p, %c) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>, sink = "s", scale = 0.125 : f64}> : (tensor<?x4x32xbf16>, !ring, tensor<?x!csa.fp8_row<32, ue8m0, 32>>, index, !cache) -> tensor<?x4x32xbf16>
   return
 }
 
 // -----
 
 !ring = !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
-func.func @f(%q: tensor<?x4x32xbf16>, %w: !ring) {
+!rows = tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+func.func @f(%q: tensor<?x4x32xbf16>, %w: !ring, %r: !rows, %p: index) {
   // expected-error @+1 {{'csa.sparse_attention' op scale must be positive}}
-  %o = csa.sparse_attention %q, %w sink "s" scale 0.0 : tensor<?x4x32xbf16>, !ring -> tensor<?x4x32xbf16>
+  %o = csa.sparse_attention %q, %w[%r] at %p sink "s" scale 0.0 : tensor<?x4x32xbf16>, !ring, !rows -> tensor<?x4x32xbf16>
   return
 }
 

@@ -92,10 +92,10 @@ func.func @primitives(%x: tensor<?x5120xbf16>, %pos: index, %q: tensor<?x64x512x
   %sel = csa.topk %scores : tensor<?x?xf32> -> !csa.topk<512>
   // CHECK: csa.topk %{{.*}} within %[[POOL]] : !csa.candidate_pool<2048, 8> : tensor<?x?xf32> -> !csa.topk<512>
   %sel2 = csa.topk %scores within %pool : !csa.candidate_pool<2048, 8> ties lowest_position : tensor<?x?xf32> -> !csa.topk<512>
-  // CHECK: csa.sparse_attention %{{.*}}, %[[RING]] global(%[[CACHE]], %{{.*}} : !csa.global_cache<{{.*}}>, !csa.topk<512>) sink "layers.2.attn.attn_sink" scale 0.04419{{[0-9]*}} : tensor<?x64x512xbf16>, !csa.swa_ring<{{.*}}> -> tensor<?x64x512xbf16>
-  %o = csa.sparse_attention %qi, %ring global(%cache, %sel : !cache2, !csa.topk<512>) sink "layers.2.attn.attn_sink" scale 0.044194173824159216 : tensor<?x64x512xbf16>, !ring -> tensor<?x64x512xbf16>
-  // CHECK: csa.sparse_attention %{{.*}}, %[[RING]] sink "layers.0.attn.attn_sink" scale
-  %o0 = csa.sparse_attention %o, %ring sink "layers.0.attn.attn_sink" scale 0.044194173824159216 : tensor<?x64x512xbf16>, !ring -> tensor<?x64x512xbf16>
+  // CHECK: csa.sparse_attention %{{.*}}, %[[RING]][%{{.*}}] at %{{.*}} global(%[[CACHE]], %{{.*}} : !csa.global_cache<{{.*}}>, !csa.topk<512>) sink "layers.2.attn.attn_sink" scale 0.04419{{[0-9]*}} : tensor<?x64x512xbf16>, !csa.swa_ring<{{.*}}>, tensor<?x!csa.fp8_row<512, ue8m0, 32>> -> tensor<?x64x512xbf16>
+  %o = csa.sparse_attention %qi, %ring[%swa_rows] at %pos global(%cache, %sel : !cache2, !csa.topk<512>) sink "layers.2.attn.attn_sink" scale 0.044194173824159216 : tensor<?x64x512xbf16>, !ring, tensor<?x!swa> -> tensor<?x64x512xbf16>
+  // CHECK: csa.sparse_attention %{{.*}}, %[[RING]][%{{.*}}] at %{{.*}} sink "layers.0.attn.attn_sink" scale
+  %o0 = csa.sparse_attention %o, %ring[%swa_rows] at %pos sink "layers.0.attn.attn_sink" scale 0.044194173824159216 : tensor<?x64x512xbf16>, !ring, tensor<?x!swa> -> tensor<?x64x512xbf16>
   // CHECK: csa.moe_route %{{.*}} experts 384 top_k 6 route_scale 1.500000e+00 weights "layers.2.ffn.gate" : tensor<?x5120xbf16> -> tensor<?x6xf32>, tensor<?x6xi32>
   %w, %ids = csa.moe_route %x experts 384 top_k 6 route_scale 1.5 weights "layers.2.ffn.gate" : tensor<?x5120xbf16> -> tensor<?x6xf32>, tensor<?x6xi32>
   return %o0 : tensor<?x64x512xbf16>

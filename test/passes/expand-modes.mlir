@@ -20,7 +20,7 @@
 // CHECK:         %[[KVR:.+]] = csa.rope %[[KVN]], %[[P]] stride 1
 // CHECK:         %[[ROWS:.+]] = csa.quantize %[[KVR]] : tensor<?x32xbf16> -> tensor<?x!csa.fp8_row<32, ue8m0, 32>>
 // CHECK:         csa.cache_append %[[ROWS]], %[[RING]][%[[P]]]
-// CHECK:         %[[O:.+]] = csa.sparse_attention %[[Q]], %[[RING]] sink "l0.attn_sink" scale 0.1767{{[0-9]*}} :
+// CHECK:         %[[O:.+]] = csa.sparse_attention %[[Q]], %[[RING]][%[[ROWS]]] at %[[P]] sink "l0.attn_sink" scale 0.1767{{[0-9]*}} :
 // CHECK:         %[[OI:.+]] = csa.rope %[[O]], %[[P]] stride 1 table {{.*}} inverse
 // CHECK:         %[[OF:.+]] = tensor.collapse_shape %[[OI]] {{\[\[}}0], [1, 2]] : tensor<?x4x32xbf16> into tensor<?x128xbf16>
 // CHECK:         %[[U:.+]] = csa.linear %[[OF]] weight "l0.wo_a" bf16 groups 2 : tensor<?x128xbf16> -> tensor<?x32xbf16>
@@ -66,12 +66,12 @@ func.func @swa_only(%x: tensor<?x64xbf16>, %p: index) -> tensor<?x64xbf16> {
 // CHECK:         %[[LR:.+]] = csa.rope %[[LAT]], %[[EPOS]] stride 2
 // CHECK:         %[[MROWS:.+]] = csa.quantize %[[LR]] : tensor<?x32xbf16> -> tensor<?x!csa.fp4_row<32, e4m3, 16>>
 // CHECK:         csa.cache_append %[[MROWS]], %[[CACHE]][%[[ENTRY]]]
-// CHECK:         csa.sparse_attention %{{.*}}, %[[RING2]] global(%[[CACHE]], %[[SEL]] :
+// CHECK:         csa.sparse_attention %{{.*}}, %[[RING2]][%{{.*}}] at %[[P]] global(%[[CACHE]], %[[SEL]] :
 // Layer 3 (Reuse): no compressor, no indexer of its own.
 // CHECK:         csa.linear %{{.*}} weight "l3.wq_a"
 // CHECK-NOT:     csa.compress
 // CHECK-NOT:     csa.index_score
-// CHECK:         csa.sparse_attention %{{.*}}, %[[RING3]] global(%[[CACHE]], %[[SEL]] :
+// CHECK:         csa.sparse_attention %{{.*}}, %[[RING3]][%{{.*}}] at %[[P]] global(%[[CACHE]], %[[SEL]] :
 // CHECK:         csa.linear %{{.*}} weight "l3.wo_b"
 func.func @full_and_reuse(%x: tensor<?x64xbf16>, %p: index) -> tensor<?x64xbf16> {
   %0 = csa.attention %x, %p layer 2 full ratio 2 rope #r config #c weights "l2" : tensor<?x64xbf16>

@@ -2,6 +2,7 @@
 #include "codegen/host/EngramKernels.h"
 
 #include "codegen/host/KernelBuilder.h"
+#include "runtime/numerics/Numerics.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -52,7 +53,7 @@ func::FuncOp buildEngramHashKernel(ModuleOp module, const std::string &name,
   Value primes = constantTable(b, module, loc, name + "_primes", layout.primes);
   Value offsets = constantTable(b, module, loc, name + "_offsets", layout.offsets);
   Value zero64 = arith::ConstantIntOp::create(b, loc, i64, 0);
-  Value pad = arith::ConstantIntOp::create(b, loc, i64, layout.padCompressedId);
+  Value pad = k.load(map, k.idx(layout.padId));
   Value shifted =
       memref::AllocaOp::create(b, loc, MemRefType::get({layout.maxNgram}, i64));
 
@@ -99,6 +100,64 @@ func::FuncOp buildEngramHashKernel(ModuleOp module, const std::string &name,
         k.store(id, ids, {row, col});
       });
     }
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildEngramGatherKernel(ModuleOp module, const std::string &name,
+                                     int64_t columns, int64_t headDim) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i8 = b.getI8Type(), i32 = b.getI32Type(), f32 = b.getF32Type();
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, columns}, b.getI64Type()),
+       MemRefType::get({ShapedType::kDynamic, headDim}, i8),
+       MemRefType::get({ShapedType::kDynamic, headDim / 32}, i8),
+       MemRefType::get({ShapedType::kDynamic, columns * headDim}, b.getBF16Type())});
+  KernelBuilder k(b, loc);
+  Value ids = fn.getArgument(0), table = fn.getArgument(1),
+        scale = fn.getArgument(2), rows = fn.getArgument(3);
+  // E4M3 values by code, as a constant table.
+  std::vector<float> e4m3(numerics::kE4M3Values.begin(), numerics::kE4M3Values.end());
+  auto tableType = MemRefType::get({256}, f32);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(module.getBody(), module.getBody()->begin());
+    memref::GlobalOp::create(
+        b, loc, name + "_e4m3", b.getStringAttr("private"), tableType,
+        DenseElementsAttr::get(RankedTensorType::get({256}, f32),
+                               ArrayRef<float>(e4m3)),
+        /*constant=*/true, /*alignment=*/nullptr);
+  }
+  Value values = memref::GetGlobalOp::create(b, loc, tableType, name + "_e4m3");
+  auto code = [&](Value byte) -> Value {
+    return arith::IndexCastUIOp::create(
+        b, loc, b.getIndexType(), arith::ExtUIOp::create(b, loc, i32, byte));
+  };
+  k.loop(k.idx(0), k.dim(ids, 0), [&](Value n) {
+    k.loop(columns, [&](Value col) {
+      Value id = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                            k.load(ids, {n, col}));
+      k.loop(headDim / 32, [&](Value g) {
+        // UE8M0: byte e is 2^(e - 127): e << 23 as f32; e = 0 is 2^-127.
+        Value e = arith::ExtUIOp::create(b, loc, i32, k.load(scale, {id, g}));
+        Value isZero = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::eq, e,
+            arith::ConstantIntOp::create(b, loc, i32, 0));
+        Value bits = arith::SelectOp::create(
+            b, loc, isZero, arith::ConstantIntOp::create(b, loc, i32, 0x00400000),
+            arith::ShLIOp::create(b, loc, e,
+                                  arith::ConstantIntOp::create(b, loc, i32, 23)));
+        Value s = arith::BitcastOp::create(b, loc, f32, bits);
+        k.loop(32, [&](Value j) {
+          Value c = k.addi(k.muli(g, k.idx(32)), j);
+          Value v = k.mul(k.load(values, code(k.load(table, {id, c}))), s);
+          k.storeBf16(v, rows, {n, k.addi(k.muli(col, k.idx(headDim)), c)});
+        });
+      });
+    });
   });
   k.finish();
   return fn;

@@ -22,17 +22,24 @@ struct EngramHashLayout {
   std::vector<int64_t> multipliers; ///< maxNgram odd multipliers
   std::vector<int64_t> primes;      ///< (maxNgram - 1) * heads table sizes
   std::vector<int64_t> offsets;     ///< per column, into the layer's table
-  int64_t padCompressedId = 0;      ///< fills positions before 0
+  int64_t padId = 0; ///< raw token whose compressed id fills positions before 0
 };
 
 /// `name(tokens: memref<?xi32>, map: memref<?xi64>, base: i64, start: i64,
 /// ids: memref<?xCOLSxi64>)`: for positions p = start .. start + rows(ids) - 1
 /// the row ids of the layer's table. tokens[i] is the raw id of position
 /// base + i (it must reach back to max(0, start - (maxNgram - 1))); `map`
-/// takes raw ids to compressed ids; positions before 0 are pads.
+/// takes raw ids to compressed ids; positions before 0 take map[padId].
 mlir::func::FuncOp buildEngramHashKernel(mlir::ModuleOp module,
                                          const std::string &name,
                                          const EngramHashLayout &layout);
+
+/// `name(ids: memref<?xCOLSxi64>, table: memref<?xHDxi8>,
+/// scale: memref<?x(HD/32)xi8>, rows: memref<?x(COLS*HD)xbf16>)`: the table
+/// rows of the hash ids, E4M3 codes times their UE8M0 scale per 32, in bf16.
+mlir::func::FuncOp buildEngramGatherKernel(mlir::ModuleOp module,
+                                           const std::string &name,
+                                           int64_t columns, int64_t headDim);
 
 /// `name(streams: memref<?xHCxDxbf16>, kv: memref<?x((HC+1)*D)xbf16>,
 /// qWeight: memref<HCxDxbf16>, kWeight: memref<HCxDxbf16>)`, in place: each

@@ -10,6 +10,7 @@
 #include "codegen/host/MoeKernels.h"
 #include "codegen/host/QuantizeKernels.h"
 #include "dialects/csa/CsaDialect.h"
+#include "models/reference/EngramHash.h"
 #include "models/reference/Kernels.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -135,6 +136,50 @@ private:
 
 } // namespace
 
+std::map<int64_t, EngramHashLayout> engramHashLayoutsOf(ModuleOp graph) {
+  std::map<int64_t, EngramHashLayout> engramLayouts;
+  {
+    std::map<int64_t, EngramOp> layers;
+    graph.walk([&](EngramOp op) { layers.emplace(op.getLayer(), op); });
+    if (!layers.empty()) {
+      EngramOp first = layers.begin()->second;
+      ModelConfig config;
+      config.source = "the graph's csa.engram ops";
+      config.engramMaxNgramSize = first.getMaxNgram();
+      config.engramNHeads = first.getHeads();
+      config.engramHeadDim = first.getHeadDim();
+      config.engramVocabSize = first.getHashVocab();
+      config.engramCompressedVocabSize = first.getCompressedVocab();
+      config.engramPadId = first.getPadId();
+      bool consistent = true;
+      for (auto &[layer, op] : layers) {
+        consistent &= op.getMaxNgram() == first.getMaxNgram() &&
+                      op.getHeads() == first.getHeads() &&
+                      op.getHashVocab() == first.getHashVocab() &&
+                      op.getCompressedVocab() == first.getCompressedVocab() &&
+                      op.getPadId() == first.getPadId();
+        config.engramLayerIds.push_back(layer);
+        config.engramNumEmbeddings.push_back(op.getRows());
+      }
+      auto layout = consistent ? engramLayout(config)
+                               : absl::StatusOr<EngramLayout>(
+                                     absl::InvalidArgumentError("inconsistent"));
+      if (layout.ok()) {
+        for (size_t i = 0; i < layout->layerIds.size(); ++i) {
+          int64_t layer = layout->layerIds[i];
+          engramLayouts[layer] = {
+              layout->maxNgramSize, layout->nHeads,
+              engramMultipliers(layer, layout->maxNgramSize,
+                                config.engramCompressedVocabSize),
+              layout->primes[i], layout->offsets[i], config.engramPadId};
+        }
+      }
+    }
+  }
+
+  return engramLayouts;
+}
+
 llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
                                                   ModuleOp kernels) {
   bool graphLevel = false;
@@ -147,6 +192,8 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
   Selector s(kernels);
   double eps = 1e-20;
   graph.walk([&](RmsNormOp op) { eps = op.getEps().convertToDouble(); });
+
+  std::map<int64_t, EngramHashLayout> engramLayouts = engramHashLayoutsOf(graph);
 
   graph.walk([&](Operation *raw) {
     if (auto op = dyn_cast<EmbedOp>(raw)) {
@@ -300,9 +347,23 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
                (hc + 1) * dim);
       std::string gate = llvm::formatv("engram_gate_{0}x{1}", hc, dim).str();
       s.use(gate, "csa.engram", "", [&] { buildEngramGateKernel(s.kernels, gate, hc, dim, float(eps)); });
-      // The hash needs the Engram layout (vocabulary, primes) the op does not
-      // carry yet, and the table gather has no kernel yet.
-      s.missing("csa.engram (hash, table gather)");
+      // The hash: primes are handed out across all Engram layers in order,
+      // so the layout is computed for the whole graph (engramLayouts).
+      auto layout = engramLayouts.find(op.getLayer());
+      if (layout == engramLayouts.end()) {
+        s.missing("csa.engram (inconsistent hash layout)");
+        return;
+      }
+      std::string hash = llvm::formatv("engram_hash_l{0}", op.getLayer()).str();
+      s.use(hash, "csa.engram", "", [&] {
+        buildEngramHashKernel(s.kernels, hash, layout->second);
+      });
+      const int64_t cols = (op.getMaxNgram() - 1) * op.getHeads();
+      std::string gather =
+          llvm::formatv("engram_gather_{0}x{1}", cols, op.getHeadDim()).str();
+      s.use(gather, "csa.engram", "table rows", [&] {
+        buildEngramGatherKernel(s.kernels, gather, cols, op.getHeadDim());
+      });
     } else if (auto op = dyn_cast<LmHeadOp>(raw)) {
       s.linear("csa.lm_head", WeightFormat::F32, lastDim(op.getInput()), op.getVocab());
     }

@@ -14,6 +14,9 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "codegen/host/EngramKernels.h"
+
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,11 @@ struct KernelSelection {
 /// stage) needs. Fails if `graph` still holds graph-level attention.
 llvm::Expected<KernelSelection> selectHostKernels(mlir::ModuleOp graph,
                                                   mlir::ModuleOp kernels);
+
+/// The Engram hash layout of every Engram layer of `graph`, by layer: primes
+/// are handed out across all layers in order, so they come from the whole
+/// graph (empty if the layers disagree on the hash parameters).
+std::map<int64_t, EngramHashLayout> engramHashLayoutsOf(mlir::ModuleOp graph);
 
 /// The selection as JSON (for the artifact and for people).
 void printKernelSelectionJson(const KernelSelection &selection,

@@ -181,6 +181,10 @@ LogicalResult EngramOp::verify() {
            << (getMaxNgram() - 1) * getHeads() << ")";
   if (!compatible(dim(getStreams(), 0), dim(getTokens(), 0)))
     return emitOpError("needs one token id per stream row");
+  if (getHashVocab() < 1 || getCompressedVocab() < 1)
+    return emitOpError("needs hash_vocab >= 1 and compressed_vocab >= 1");
+  if (getPadId() < 0)
+    return emitOpError("pad_id must be >= 0, got ") << getPadId();
   return success();
 }
 int64_t EngramOp::getParameterCount() {

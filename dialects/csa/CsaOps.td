@@ -163,8 +163,10 @@ def Csa_EngramOp : Csa_GraphOp<"engram",
   let summary = "Engram n-gram memory lookup and gated update of the streams";
   let description = [{
     Hashes the last `max_ngram` token ids (orders 2..max_ngram, `heads` hash
-    heads each) into a table of `rows` FP8 rows of `head_dim` (UE8M0 scale per
-    32), projects the gathered rows to one key per stream plus one value
+    heads each; token ids mapped to `compressed_vocab` classes, positions
+    before the sequence taking `pad_id`'s class; bucket sizes are the primes
+    searched from `hash_vocab`, as engram.py does) into a table of `rows` FP8
+    rows of `head_dim` (UE8M0 scale per 32), projects the gathered rows to one key per stream plus one value
     (`wkv`, FP8), and adds `sigmoid(signed sqrt(<q, k>)) * value` to every
     stream. `position` is the position of the first token (the hash reaches
     back before it through the per-sequence id history).
@@ -172,18 +174,21 @@ def Csa_EngramOp : Csa_GraphOp<"engram",
     Example:
     ```mlir
     %X2 = csa.engram %X, %tokens, %pos layer 1 max_ngram 4 heads 8 head_dim 256
-        rows 384006168 weights "layers.1.engram"
+        rows 384006168 hash_vocab 16000000 compressed_vocab 99092 pad_id 2
+        weights "layers.1.engram"
         : tensor<?x4x5120xbf16>, tensor<?xi32>
     ```
   }];
   let arguments = (ins Csa_Streams:$streams, Csa_Tokens:$tokens,
                        Index:$position, Csa_I64Attr:$layer, Csa_I64Attr:$max_ngram,
                        Csa_I64Attr:$heads, Csa_I64Attr:$head_dim, Csa_I64Attr:$rows,
-                       StrAttr:$weights);
+                       Csa_I64Attr:$hash_vocab, Csa_I64Attr:$compressed_vocab,
+                       Csa_I64Attr:$pad_id, StrAttr:$weights);
   let results = (outs Csa_Streams:$result);
   let assemblyFormat = [{
     $streams `,` $tokens `,` $position `layer` $layer `max_ngram` $max_ngram
-    `heads` $heads `head_dim` $head_dim `rows` $rows `weights` $weights
+    `heads` $heads `head_dim` $head_dim `rows` $rows `hash_vocab` $hash_vocab
+    `compressed_vocab` $compressed_vocab `pad_id` $pad_id `weights` $weights
     attr-dict `:` type($streams) `,` type($tokens)
   }];
   let extraClassDeclaration = [{

@@ -84,7 +84,9 @@ public:
             c.engramNumEmbeddings[engram - c.engramLayerIds.begin()];
         x = EngramOp::create(b, loc, streams, x, tokens, pos, l,
                              c.engramMaxNgramSize, c.engramNHeads,
-                             c.engramHeadDim, rowsOfTable, prefix + "engram");
+                             c.engramHeadDim, rowsOfTable, c.engramVocabSize,
+                             c.engramCompressedVocabSize, c.engramPadId,
+                             prefix + "engram");
       }
       auto attnMix = HcMixOp::create(b, loc, coeffs, coeffs, comb, x,
                                      c.hcSinkhornIters, APFloat(c.hcEps),

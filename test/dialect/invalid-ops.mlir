@@ -67,7 +67,7 @@ func.func @f(%x: tensor<?x64xbf16>) {
 
 func.func @f(%X: tensor<?x4x64xbf16>, %t: tensor<?xi32>, %p: index) {
   // expected-error @+1 {{'csa.engram' op max_ngram must be >= 2 (orders 2..max_ngram), got 1}}
-  %Y = csa.engram %X, %t, %p layer 1 max_ngram 1 heads 8 head_dim 16 rows 1000 weights "w" : tensor<?x4x64xbf16>, tensor<?xi32>
+  %Y = csa.engram %X, %t, %p layer 1 max_ngram 1 heads 8 head_dim 16 rows 1000 hash_vocab 100 compressed_vocab 50 pad_id 2 weights "w" : tensor<?x4x64xbf16>, tensor<?xi32>
   return
 }
 
@@ -75,7 +75,15 @@ func.func @f(%X: tensor<?x4x64xbf16>, %t: tensor<?xi32>, %p: index) {
 
 func.func @f(%X: tensor<?x4x64xbf16>, %t: tensor<?xi32>, %p: index) {
   // expected-error @+1 {{'csa.engram' op table of 10 rows cannot hold one bucket per order and head (24)}}
-  %Y = csa.engram %X, %t, %p layer 1 max_ngram 4 heads 8 head_dim 16 rows 10 weights "w" : tensor<?x4x64xbf16>, tensor<?xi32>
+  %Y = csa.engram %X, %t, %p layer 1 max_ngram 4 heads 8 head_dim 16 rows 10 hash_vocab 100 compressed_vocab 50 pad_id 2 weights "w" : tensor<?x4x64xbf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @f(%X: tensor<?x4x64xbf16>, %t: tensor<?xi32>, %p: index) {
+  // expected-error @+1 {{'csa.engram' op pad_id must be >= 0, got -1}}
+  %Y = csa.engram %X, %t, %p layer 1 max_ngram 3 heads 2 head_dim 32 rows 1000 hash_vocab 100 compressed_vocab 50 pad_id -1 weights "w" : tensor<?x4x64xbf16>, tensor<?xi32>
   return
 }
 

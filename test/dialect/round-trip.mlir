@@ -17,8 +17,8 @@ func.func @graph(%tokens: tensor<?xi32>, %pos: index) -> tensor<1x129280xf32> {
   %h = csa.embed %tokens vocab 129280 weight "embed.weight" : tensor<?xi32> -> tensor<?x5120xbf16>
   // CHECK: csa.hc_expand %{{.*}} : tensor<?x5120xbf16> -> tensor<?x4x5120xbf16>
   %X = csa.hc_expand %h : tensor<?x5120xbf16> -> tensor<?x4x5120xbf16>
-  // CHECK: csa.engram %{{.*}}, %{{.*}}, %{{.*}} layer 1 max_ngram 4 heads 8 head_dim 256 rows 384006168 weights "layers.1.engram" : tensor<?x4x5120xbf16>, tensor<?xi32>
-  %X1 = csa.engram %X, %tokens, %pos layer 1 max_ngram 4 heads 8 head_dim 256 rows 384006168 weights "layers.1.engram" : tensor<?x4x5120xbf16>, tensor<?xi32>
+  // CHECK: csa.engram %{{.*}}, %{{.*}}, %{{.*}} layer 1 max_ngram 4 heads 8 head_dim 256 rows 384006168 hash_vocab 16000000 compressed_vocab 99092 pad_id 2 weights "layers.1.engram" : tensor<?x4x5120xbf16>, tensor<?xi32>
+  %X1 = csa.engram %X, %tokens, %pos layer 1 max_ngram 4 heads 8 head_dim 256 rows 384006168 hash_vocab 16000000 compressed_vocab 99092 pad_id 2 weights "layers.1.engram" : tensor<?x4x5120xbf16>, tensor<?xi32>
   // CHECK: csa.hc_mix %{{.*}} iters 20 eps {{.*}} weights "layers.2.hc_attn" : tensor<?x4x5120xbf16> -> tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>
   %pre, %post, %comb = csa.hc_mix %X1 iters 20 eps 1.0e-06 weights "layers.2.hc_attn" : tensor<?x4x5120xbf16> -> tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>
   // CHECK: csa.hc_collapse %{{.*}}, %{{.*}} : tensor<?x4x5120xbf16>, tensor<?x4xf32> -> tensor<?x5120xbf16>

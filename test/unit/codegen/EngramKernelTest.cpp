@@ -1,5 +1,7 @@
 //===- EngramKernelTest.cpp - Generated Engram hash vs engram.py's ---------===//
 #include "codegen/host/EngramKernels.h"
+#include "codegen/host/KernelSelection.h"
+#include "models/graph/GraphBuilder.h"
 #include "models/reference/EngramHash.h"
 #include "models/variants/Variants.h"
 #include "test/unit/codegen/KernelTestSupport.h"
@@ -10,9 +12,9 @@ namespace {
 using namespace csa::codegen::testing;
 
 /// The layout the compiler embeds, from the reference hasher of a layer.
-EngramHashLayout layoutOf(const EngramHasher &h, int64_t maxNgram, int64_t heads) {
-  return {maxNgram, heads, h.multipliers(), h.primes(), h.offsets(),
-          h.padCompressedId()};
+EngramHashLayout layoutOf(const EngramHasher &h, int64_t maxNgram, int64_t heads,
+                          int64_t padId) {
+  return {maxNgram, heads, h.multipliers(), h.primes(), h.offsets(), padId};
 }
 
 void checkLayer(const std::string &variant, int64_t layer, uint32_t seed) {
@@ -21,7 +23,8 @@ void checkLayer(const std::string &variant, int64_t layer, uint32_t seed) {
   const ModelConfig &c = v->config;
   auto hasher = EngramHasher::create(c, layer);
   ASSERT_TRUE(hasher.ok()) << hasher.status();
-  EngramHashLayout layout = layoutOf(*hasher, c.engramMaxNgramSize, c.engramNHeads);
+  EngramHashLayout layout =
+      layoutOf(*hasher, c.engramMaxNgramSize, c.engramNHeads, c.engramPadId);
   KernelLibrary lib([&](mlir::ModuleOp m) {
     buildEngramHashKernel(m, "engram_hash", layout);
   });
@@ -57,6 +60,63 @@ void checkLayer(const std::string &variant, int64_t layer, uint32_t seed) {
 TEST(EngramKernels, TinyHashMatchesEngramPy) { checkLayer("tiny", 1, 5); }
 TEST(EngramKernels, ReleasedLayer1HashMatchesEngramPy) { checkLayer("released", 1, 6); }
 TEST(EngramKernels, ReleasedLayer14HashMatchesEngramPy) { checkLayer("released", 14, 7); }
+
+// The layout the compiler derives from the graph's csa.engram ops is the one
+// engram.py derives from the config.
+TEST(EngramKernels, LayoutFromTheGraphMatchesEngramPy) {
+  auto v = loadVariant("released");
+  ASSERT_TRUE(v.ok()) << v.status();
+  mlir::MLIRContext context;
+  auto graph = buildModelGraph(context, *v);
+  auto layouts = engramHashLayoutsOf(*graph);
+  ASSERT_EQ(layouts.size(), 2u);
+  for (int64_t layer : {1, 14}) {
+    auto hasher = EngramHasher::create(v->config, layer);
+    ASSERT_TRUE(hasher.ok()) << hasher.status();
+    const EngramHashLayout &l = layouts.at(layer);
+    EXPECT_EQ(l.primes, hasher->primes()) << layer;
+    EXPECT_EQ(l.offsets, hasher->offsets()) << layer;
+    EXPECT_EQ(l.multipliers, hasher->multipliers()) << layer;
+    EXPECT_EQ(l.padId, v->config.engramPadId);
+  }
+}
+
+TEST(EngramKernels, TableGatherDequantizesRows) {
+  constexpr int64_t cols = 3, hd = 64, tableRows = 50;
+  KernelLibrary lib([](mlir::ModuleOp m) {
+    buildEngramGatherKernel(m, "engram_gather", cols, hd);
+  });
+  using Kernel = void (*)(Descriptor<2, int64_t> *, Descriptor<2, uint8_t> *,
+                          Descriptor<2, uint8_t> *, Descriptor<2> *);
+  auto *kernel = reinterpret_cast<Kernel>(lib.symbol("engram_gather"));
+  ASSERT_NE(kernel, nullptr);
+  std::mt19937 gen(9);
+  std::vector<uint8_t> table(size_t(tableRows * hd)), scale(size_t(tableRows * hd / 32));
+  for (uint8_t &v : table)
+    v = uint8_t(gen() & 0xFF);
+  for (size_t i = 0; i < scale.size(); ++i)
+    scale[i] = uint8_t(i == 0 ? 0 : 120 + gen() % 12); // includes code 0
+  std::vector<int64_t> ids = {0, 49, 7, 3, 3, 12};
+  const int64_t rows = 2;
+  std::vector<uint16_t> out(size_t(rows * cols * hd));
+  auto di = describe<2>(ids, {rows, cols});
+  auto dt = describe<2>(table, {tableRows, hd});
+  auto ds = describe<2>(scale, {tableRows, hd / 32});
+  auto dout = describe<2>(out, {rows, cols * hd});
+  kernel(&di, &dt, &ds, &dout);
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t e = 0; e < hd; ++e) {
+        int64_t id = ids[size_t(n * cols + c)];
+        float want = reference::bf16(nx::decodeE4M3(table[size_t(id * hd + e)]) *
+                                     nx::decodeUe8m0(scale[size_t(id * (hd / 32) + e / 32)]));
+        float got = nx::bf16ToFloat(out[size_t((n * cols + c) * hd + e)]);
+        if (std::isnan(want))
+          ASSERT_TRUE(std::isnan(got));
+        else
+          ASSERT_EQ(got, want) << n << " " << c << " " << e;
+      }
+}
 
 TEST(EngramKernels, GateMatchesTheReference) {
   constexpr int64_t hc = 4, dim = 64;

@@ -345,6 +345,10 @@ int main(int argc, char **argv) {
   if (emitStage == Stage::Object && kernels) {
     if (outputPath == "-")
       return fail("--emit=object writes a shared object: give -o lib.so");
+    llvm::StringRef parent = llvm::sys::path::parent_path(outputPath);
+    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+      return fail("cannot write " + outputPath + ": directory '" + parent.str() +
+                  "' does not exist");
     std::string object = outputPath + ".o";
     if (llvm::Error e = csa::codegen::emitHostObject(*kernels, object))
       return fail(llvm::toString(std::move(e)));

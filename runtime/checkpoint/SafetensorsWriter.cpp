@@ -64,17 +64,6 @@ absl::StatusOr<PendingTensor> fromBytes(std::string name, DType dtype,
   return tensor;
 }
 
-absl::Status addTo(std::vector<PendingTensor> &tensors,
-                   std::set<std::string> &names, uint64_t &dataBytes,
-                   PendingTensor tensor) {
-  if (!names.insert(tensor.name).second)
-    return absl::AlreadyExistsError(
-        absl::StrCat("tensor '", tensor.name, "' added twice"));
-  dataBytes += tensor.bytes;
-  tensors.push_back(std::move(tensor));
-  return absl::OkStatus();
-}
-
 std::string headerFor(const std::vector<PendingTensor> &tensors,
                       const std::map<std::string, std::string> &metadata) {
   json header = json::object();
@@ -175,12 +164,12 @@ std::vector<fs::path> existingCheckpointFiles(const std::string &directory) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
-// SafetensorsWriter
+// TensorSet
 //===----------------------------------------------------------------------===//
 
-absl::Status SafetensorsWriter::add(std::string name, DType dtype,
-                                    std::vector<int64_t> shape,
-                                    std::vector<uint8_t> data) {
+absl::Status TensorSet::add(std::string name, DType dtype,
+                            std::vector<int64_t> shape,
+                            std::vector<uint8_t> data) {
   auto tensor =
       fromBytes(std::move(name), dtype, std::move(shape), std::move(data));
   if (!tensor.ok())
@@ -188,9 +177,8 @@ absl::Status SafetensorsWriter::add(std::string name, DType dtype,
   return add(std::move(*tensor));
 }
 
-absl::Status SafetensorsWriter::add(std::string name, DType dtype,
-                                    std::vector<int64_t> shape,
-                                    TensorFiller fill) {
+absl::Status TensorSet::add(std::string name, DType dtype,
+                            std::vector<int64_t> shape, TensorFiller fill) {
   auto tensor = makePendingTensor(std::move(name), dtype, std::move(shape),
                                   std::move(fill));
   if (!tensor.ok())
@@ -198,14 +186,22 @@ absl::Status SafetensorsWriter::add(std::string name, DType dtype,
   return add(std::move(*tensor));
 }
 
-absl::Status SafetensorsWriter::add(PendingTensor tensor) {
-  return addTo(tensors_, names_, dataBytes_, std::move(tensor));
+absl::Status TensorSet::add(PendingTensor tensor) {
+  if (!names_.insert(tensor.name).second)
+    return absl::AlreadyExistsError(
+        absl::StrCat("tensor '", tensor.name, "' added twice"));
+  dataBytes_ += tensor.bytes;
+  tensors_.push_back(std::move(tensor));
+  return absl::OkStatus();
 }
 
-void SafetensorsWriter::setMetadata(const std::string &key,
-                                    const std::string &value) {
+void TensorSet::setMetadata(const std::string &key, const std::string &value) {
   metadata_[key] = value;
 }
+
+//===----------------------------------------------------------------------===//
+// SafetensorsWriter
+//===----------------------------------------------------------------------===//
 
 std::string SafetensorsWriter::header() const {
   return headerFor(tensors_, metadata_);
@@ -221,35 +217,6 @@ absl::Status SafetensorsWriter::write(const std::string &path) const {
 
 std::string shardFileName(size_t index, size_t count) {
   return absl::StrFormat("model-%05d-of-%05d.safetensors", index + 1, count);
-}
-
-absl::Status CheckpointWriter::add(std::string name, DType dtype,
-                                   std::vector<int64_t> shape,
-                                   std::vector<uint8_t> data) {
-  auto tensor =
-      fromBytes(std::move(name), dtype, std::move(shape), std::move(data));
-  if (!tensor.ok())
-    return tensor.status();
-  return add(std::move(*tensor));
-}
-
-absl::Status CheckpointWriter::add(std::string name, DType dtype,
-                                   std::vector<int64_t> shape,
-                                   TensorFiller fill) {
-  auto tensor = makePendingTensor(std::move(name), dtype, std::move(shape),
-                                  std::move(fill));
-  if (!tensor.ok())
-    return tensor.status();
-  return add(std::move(*tensor));
-}
-
-absl::Status CheckpointWriter::add(PendingTensor tensor) {
-  return addTo(tensors_, names_, dataBytes_, std::move(tensor));
-}
-
-void CheckpointWriter::setMetadata(const std::string &key,
-                                   const std::string &value) {
-  metadata_[key] = value;
 }
 
 absl::StatusOr<std::vector<std::string>>

@@ -52,7 +52,9 @@ absl::StatusOr<PendingTensor> makePendingTensor(std::string name, DType dtype,
                                                 std::vector<int64_t> shape,
                                                 TensorFiller fill);
 
-class SafetensorsWriter {
+/// The tensors and metadata a writer collects before it writes them: names
+/// unique, sizes checked, in the order added.
+class TensorSet {
 public:
   /// Adds a tensor with its bytes (size must match dtype x shape).
   absl::Status add(std::string name, DType dtype, std::vector<int64_t> shape,
@@ -62,22 +64,27 @@ public:
                    TensorFiller fill);
   absl::Status add(PendingTensor tensor);
 
-  /// A "__metadata__" entry.
+  /// A "__metadata__" entry (of every file written).
   void setMetadata(const std::string &key, const std::string &value);
 
   size_t numTensors() const { return tensors_.size(); }
   uint64_t dataBytes() const { return dataBytes_; }
+
+protected:
+  std::vector<PendingTensor> tensors_;
+  std::set<std::string> names_;
+  std::map<std::string, std::string> metadata_;
+  uint64_t dataBytes_ = 0;
+};
+
+/// One safetensors file.
+class SafetensorsWriter : public TensorSet {
+public:
   /// The JSON header with its padding, as write() emits it after the length.
   std::string header() const;
 
   /// Writes the file: temporary name first, renamed on success.
   absl::Status write(const std::string &path) const;
-
-private:
-  std::vector<PendingTensor> tensors_;
-  std::set<std::string> names_;
-  std::map<std::string, std::string> metadata_;
-  uint64_t dataBytes_ = 0;
 };
 
 struct CheckpointWriterOptions {
@@ -92,21 +99,12 @@ struct CheckpointWriterOptions {
   bool overwrite = false;
 };
 
-class CheckpointWriter {
+/// A checkpoint directory: shards of at most `shardBytes` and, when there is
+/// more than one (or `alwaysIndex`), model.safetensors.index.json.
+class CheckpointWriter : public TensorSet {
 public:
   explicit CheckpointWriter(CheckpointWriterOptions options = {})
       : options_(options) {}
-
-  absl::Status add(std::string name, DType dtype, std::vector<int64_t> shape,
-                   std::vector<uint8_t> data);
-  absl::Status add(std::string name, DType dtype, std::vector<int64_t> shape,
-                   TensorFiller fill);
-  absl::Status add(PendingTensor tensor);
-  /// A "__metadata__" entry of every shard.
-  void setMetadata(const std::string &key, const std::string &value);
-
-  size_t numTensors() const { return tensors_.size(); }
-  uint64_t dataBytes() const { return dataBytes_; }
 
   /// Writes the shards (in the order tensors were added) and the index into
   /// `directory`, creating it. Returns the paths of the files written.
@@ -115,10 +113,6 @@ public:
 
 private:
   CheckpointWriterOptions options_;
-  std::vector<PendingTensor> tensors_;
-  std::set<std::string> names_;
-  std::map<std::string, std::string> metadata_;
-  uint64_t dataBytes_ = 0;
 };
 
 /// The name of shard `index` (0-based) of `count`:

@@ -1,8 +1,8 @@
 //===- ArtifactTestSupport.h - Artifact test helpers ------------*- C++ -*-===//
 //
-// Temporary directories, file helpers, a small valid artifact (three layers
-// of a tiny-like model: two SWA-only, one Full at ratio 2) and edits that
-// keep the manifest's checksums right, so a test reaches the check it means.
+// File helpers, a small valid artifact (three layers of a tiny-like model: two
+// SWA-only, one Full at ratio 2) and edits that keep the manifest's checksums
+// right, so a test reaches the check it means; TempDir is shared.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CSA_TEST_UNIT_ARTIFACT_ARTIFACTTESTSUPPORT_H
@@ -12,6 +12,8 @@
 #include "runtime/artifact/Manifest.h"
 #include "runtime/artifact/Plan.h"
 #include "runtime/artifact/Sha256.h"
+
+#include "test/unit/support/TempDir.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -36,32 +38,6 @@
 namespace csa::test {
 
 namespace fs = std::filesystem;
-
-/// A fresh directory under the test temp dir, removed at scope exit.
-class TempDir {
-public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(::testing::TempDir()) /
-            ("csa-artifact-" + std::to_string(::getpid()) + "-" +
-             (info ? std::string(info->name()) : "x") + "-" +
-             std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-  std::string operator/(const std::string &name) const {
-    return (path_ / name).string();
-  }
-
-private:
-  fs::path path_;
-};
 
 inline std::string readText(const std::string &path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,7 +1,7 @@
 //===- CheckpointTestSupport.h - Checkpoint test helpers --------*- C++ -*-===//
 //
-// Temporary directories, raw safetensors images built from a header text (so
-// a test can write any corruption), and status matchers.
+// Raw safetensors images built from a header text (so a test can write any
+// corruption), file helpers and status matchers; TempDir is shared.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CSA_TEST_UNIT_CHECKPOINT_CHECKPOINTTESTSUPPORT_H
@@ -9,6 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
+#include "test/unit/support/TempDir.h"
 
 #include <gtest/gtest.h>
 
@@ -25,32 +27,6 @@
 namespace csa::test {
 
 namespace fs = std::filesystem;
-
-/// A fresh directory under the test temp dir, removed at scope exit.
-class TempDir {
-public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(::testing::TempDir()) /
-            ("csa-checkpoint-" + std::to_string(::getpid()) + "-" +
-             (info ? std::string(info->name()) : "x") + "-" +
-             std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-  std::string operator/(const std::string &name) const {
-    return (path_ / name).string();
-  }
-
-private:
-  fs::path path_;
-};
 
 inline std::vector<uint8_t> readBytes(const std::string &path) {
   std::ifstream in(path, std::ios::binary);

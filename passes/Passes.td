@@ -8,6 +8,39 @@
 
 include "mlir/Pass/PassBase.td"
 
+def BoundedReplay : Pass<"csa-bounded-replay", "::mlir::ModuleOp"> {
+  let summary = "CED bounded replay: late layers of prefill see only the last "
+                "tokens";
+  let description = [{
+    Splits the prefill function at the first op of layer `start-layer`
+    (default: the layer after the last Full layer, i.e. after the last KV
+    source): from there on every per-token value (the mHC streams, the
+    pending pre-mix, the token ids) is cut to its last `tail` rows with
+    `tensor.extract_slice`, and the position operand of every later
+    `csa.attention` moves forward by the rows dropped. With fewer prompt
+    tokens than `tail` nothing is dropped, so the result equals the full
+    prefill. Layers from the start on must not write a global cache (no Full
+    layer) and must have no Engram (its n-gram hash needs the earlier
+    tokens); either is an error naming the layer. Decode is not changed.
+    This is the reference forward's `boundedReplay` option (docs/semantics.md).
+    Example:
+    ```
+    csa-opt graph.mlir --csa-bounded-replay='start-layer=21 tail=128'
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"startLayer", "start-layer", "int64_t", /*default=*/"-1",
+           "First layer that runs on the tail only; -1: the layer after the "
+           "last Full layer">,
+    Option<"tail", "tail", "int64_t", /*default=*/"-1",
+           "Prompt tokens the late layers keep; -1: the attention window">,
+    Option<"function", "function", "std::string", /*default=*/"\"prefill\"",
+           "The prefill function">,
+  ];
+}
+
 def CostReport : Pass<"csa-cost-report", "::mlir::ModuleOp"> {
   let summary = "Print what a model graph costs: cache bytes, rows read, "
                 "FLOPs, parameters";

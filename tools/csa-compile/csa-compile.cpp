@@ -95,6 +95,21 @@ cl::opt<Stage> compileFrom(
     cl::values(clEnumValN(Stage::Graph, "graph", "graph-stage IR"),
                clEnumValN(Stage::Expanded, "expanded", "expanded-stage IR")),
     cl::cat(category));
+cl::opt<bool> noBoundedReplay(
+    "no-bounded-replay",
+    cl::desc("Ablation: every prefill layer runs on every prompt token (no "
+             "csa-bounded-replay)"),
+    cl::cat(category));
+cl::opt<int64_t> replayStartLayer(
+    "replay-start-layer",
+    cl::desc("First prefill layer that runs on the tail only (default: after "
+             "the last Full layer)"),
+    cl::init(-1), cl::cat(category));
+cl::opt<int64_t> replayTail(
+    "replay-tail",
+    cl::desc("Prompt tokens the late prefill layers keep (default: the "
+             "attention window)"),
+    cl::init(-1), cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
@@ -307,6 +322,12 @@ int main(int argc, char **argv) {
   if (stage < Stage::Expanded && emitStage >= Stage::Expanded &&
       report == ReportFormat::None) {
     if (failed(runPipeline([](PassManager &pm) {
+          if (!noBoundedReplay) {
+            csa::BoundedReplayOptions replay;
+            replay.startLayer = replayStartLayer;
+            replay.tail = replayTail;
+            pm.addPass(csa::createBoundedReplay(replay));
+          }
           OpPassManager &fn = pm.nest<func::FuncOp>();
           fn.addPass(csa::createExpandModes());
           fn.addPass(createCanonicalizerPass());

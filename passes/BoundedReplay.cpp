@@ -95,6 +95,16 @@ struct BoundedReplayPass
       return signalPassFailure();
     }
 
+    // Decode reads the late layers' rings as full windows, so the tail must
+    // fill them (the released tail is the window, 128).
+    if (keep < window) {
+      fn.emitError() << "csa-bounded-replay: tail " << keep
+                     << " is shorter than the attention window " << window
+                     << "; the late layers' SWA rings would start decode "
+                        "partly empty";
+      return signalPassFailure();
+    }
+
     // Layers that must see every prompt token.
     bool bad = false;
     fn.walk([&](Operation *op) {

@@ -21,7 +21,11 @@ def BoundedReplay : Pass<"csa-bounded-replay", "::mlir::ModuleOp"> {
     tokens than `tail` nothing is dropped, so the result equals the full
     prefill. Layers from the start on must not write a global cache (no Full
     layer) and must have no Engram (its n-gram hash needs the earlier
-    tokens); either is an error naming the layer. Decode is not changed.
+    tokens); either is an error naming the layer, and so is a tail shorter
+    than the window (decode would find the late layers' rings partly
+    empty). Decode is not changed. The late layers read their sources'
+    top-k sets and candidate pools at their own positions (`!csa.topk`),
+    and their rings hold only the tail (`csa.sparse_attention`).
     This is the reference forward's `boundedReplay` option (docs/semantics.md).
     Example:
     ```

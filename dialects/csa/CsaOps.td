@@ -574,7 +574,10 @@ def Csa_SparseAttentionOp : Csa_Op<"sparse_attention",
     indices contribute nothing and a row with no valid index gives 0.
 
     Window rows at positions of this call come from `fresh` (the call's own
-    SWA rows, one per query row), older ones from the `window` ring. So a
+    SWA rows, one per query row), older ones from the `window` ring when it
+    holds them: a ring holds the positions appended to it, so a fresh
+    sequence's ring, or that of a layer bounded replay starts late, holds
+    none before the call and those window positions are absent. So a
     prefill longer than the window (whose ring keeps only the last `window`
     rows), a decode step and a chunk of a chunked prefill mean the same thing.
 

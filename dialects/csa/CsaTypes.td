@@ -120,8 +120,11 @@ def Csa_CompressorStateType : Csa_Type<"CompressorState", "compressor_state"> {
 def Csa_TopKType : Csa_Type<"TopK", "topk"> {
   let summary = "a per-step set of selected compressed positions per query";
   let description = [{
-    For each query row, up to `k` positions of a global cache, ascending,
-    padded with -1. Transient: never cached across steps.
+    For each query position of the call that made it, up to `k` positions
+    of a global cache, ascending, padded with -1. A reader answers each of
+    its queries with the row of that query's position, so a layer that runs
+    on the last rows only (bounded replay) reads its source's rows for those
+    positions. Transient: never cached across steps.
 
     Example: `!csa.topk<512>`.
   }];
@@ -133,8 +136,9 @@ def Csa_TopKType : Csa_Type<"TopK", "topk"> {
 def Csa_CandidatePoolType : Csa_Type<"CandidatePool", "candidate_pool"> {
   let summary = "an HSI candidate pool: selected blocks of compressed positions";
   let description = [{
-    Per query row, up to `blocks` blocks of `block_size` consecutive
-    compressed positions. Reindex layers score only inside it.
+    Per query position, up to `blocks` blocks of `block_size` consecutive
+    compressed positions. Reindex layers score only inside it, each query in
+    the pool of its own position (as `!csa.topk` is read).
 
     Example: `!csa.candidate_pool<2048, 8>`.
   }];

@@ -882,6 +882,12 @@ ReferenceModel::create(const ModelConfig &config, const Schedule &schedule,
             "bounded replay from layer ", start, ": layer ", r.layer,
             " is a KV source after the replay start"));
     }
+    // Decode reads the late layers' rings as full windows: the tail must
+    // fill them (as csa-bounded-replay requires).
+    if (options.replayTail >= 0 && options.replayTail < config.windowSize)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bounded replay tail ", options.replayTail,
+          " is shorter than the attention window ", config.windowSize));
     int64_t lastFull = -1;
     for (const LayerRole &r : schedule.layers)
       if (r.mode == LayerMode::Full)

@@ -281,6 +281,20 @@ TEST(Reference, BoundedReplayRejectsAKvSourceAfterItsStart) {
       << model.status();
 }
 
+TEST(Reference, BoundedReplayRejectsATailShorterThanTheWindow) {
+  ReferenceOptions replay;
+  replay.boundedReplay = true;
+  replay.replayTail = 7; // tiny's window is 8
+  const Fixture &f = fixture("tiny");
+  auto model = ReferenceModel::create(f.variant.config, f.variant.schedule,
+                                      f.source, replay);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find(
+                "bounded replay tail 7 is shorter than the attention window 8"),
+            std::string::npos)
+      << model.status();
+}
+
 TEST(Reference, Errors) {
   auto model = makeModel("tiny");
   ASSERT_TRUE(model);

@@ -70,6 +70,24 @@ struct BoundedReplayPass
       return signalPassFailure();
     }
 
+    // Already replayed (an edited stage fed back to csa-compile): once is
+    // enough, but a different request is a conflict.
+    if (auto done = fn->getAttrOfType<DictionaryAttr>("csa.bounded_replay")) {
+      auto get = [&](StringRef key) {
+        auto value = done.getAs<IntegerAttr>(key);
+        return value ? value.getInt() : int64_t(-1);
+      };
+      if ((startLayer >= 0 && startLayer != get("start_layer")) ||
+          (tail > 0 && tail != get("tail"))) {
+        fn.emitError() << "csa-bounded-replay: @" << function
+                       << " is already replayed with " << done
+                       << "; asked for start-layer=" << int64_t(startLayer)
+                       << " tail=" << int64_t(tail);
+        return signalPassFailure();
+      }
+      return;
+    }
+
     int64_t lastFull = -1, window = -1;
     bool expanded = false;
     fn.walk([&](Operation *op) {

@@ -117,7 +117,11 @@ public:
         b.getStringAttr(prefix + "attn_sink"), b.getF64FloatAttr(scale));
     o = rope(o, pos, 1, /*inverse=*/true);
     // Grouped low-rank output: wo_a block-diagonal over o_groups, then wo_b.
-    Value u = linear(merge(o), "wo_a", WeightFormat::BF16,
+    // Stored as FP8 blocks in the released checkpoint, computed as the bf16
+    // weight convert.py dequantizes it to.
+    Value u = linear(merge(o), "wo_a",
+                     dense == WeightFormat::FP8Block32 ? WeightFormat::FP8AsBF16
+                                                       : WeightFormat::BF16,
                      c.getOGroups() * c.getORank(), c.getOGroups());
     auto outType = cast<RankedTensorType>(x.getType());
     return linear(u, "wo_b", dense, outType.getDimSize(1));

@@ -257,6 +257,23 @@ func::FuncOp buildSparseAttentionKernel(ModuleOp module,
   return fn;
 }
 
+func::FuncOp buildScaleRowsKernel(ModuleOp module, const std::string &name,
+                                  int64_t columns, float scale) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  auto type = MemRefType::get({ShapedType::kDynamic, columns}, b.getBF16Type());
+  func::FuncOp fn = startKernel(b, module, name, {type, type});
+  KernelBuilder k(b, loc);
+  Value x = fn.getArgument(0), y = fn.getArgument(1), s = k.f32(scale);
+  k.loop(k.idx(0), k.dim(x, 0), [&](Value r) {
+    k.loop(columns, [&](Value c) {
+      k.storeBf16(k.mul(k.loadF32(x, {r, c}), s), y, {r, c});
+    });
+  });
+  k.finish();
+  return fn;
+}
+
 func::FuncOp buildIndexScoreKernel(ModuleOp module, const std::string &name,
                                    int64_t heads, int64_t dim) {
   OpBuilder b(module.getContext());

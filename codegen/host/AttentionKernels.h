@@ -47,6 +47,12 @@ mlir::func::FuncOp buildIndexScoreKernel(mlir::ModuleOp module,
                                          const std::string &name,
                                          int64_t heads, int64_t dim);
 
+/// `name(x: memref<?xCxbf16>, y: memref<?xCxbf16>)`: y = bf16(x * scale) in
+/// fp32, the indexer's head weights times (heads * dim)^-1/2 (csa.index_score).
+mlir::func::FuncOp buildScaleRowsKernel(mlir::ModuleOp module,
+                                        const std::string &name,
+                                        int64_t columns, float scale);
+
 /// `name(scores: memref<?x?xf32>, [mask: memref<?x?xi8>,]
 ///       visible: memref<?xi64>, out: memref<?xkxi32>)`: per row, the
 /// positions of the min(k, T) largest scores (ties to the lowest position;

@@ -17,6 +17,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 
@@ -36,6 +37,8 @@ LinearFormat linearFormat(WeightFormat format) {
     return LinearFormat::FP8Block32;
   case WeightFormat::FP4E2M1:
     return LinearFormat::FP4E2M1;
+  case WeightFormat::FP8AsBF16:
+    return LinearFormat::FP8AsBF16;
   }
   return LinearFormat::BF16;
 }
@@ -84,20 +87,25 @@ class Selector {
 public:
   Selector(ModuleOp kernels) : kernels(kernels) {}
 
-  /// Builds `name` once with `build`; counts every use.
+  /// Builds `name` once with `build`; counts every use and records it as
+  /// the current op's kernel for `role`.
   void use(const std::string &name, const std::string &op,
            const std::string &detail,
-           const std::function<void()> &build) {
+           const std::function<void()> &build,
+           const std::string &role = "main") {
     auto [it, inserted] = index.try_emplace(name, selection.kernels.size());
     if (inserted) {
       build();
       selection.kernels.push_back({name, op, detail, 0});
     }
     selection.kernels[it->second].uses++;
+    if (current)
+      selection.opKernels[current][role] = name;
   }
 
   void linear(const std::string &op, WeightFormat format, int64_t in,
-              int64_t out, int64_t groups = 1) {
+              int64_t out, int64_t groups = 1,
+              const std::string &role = "main") {
     std::string name = llvm::formatv("linear_{0}_{1}x{2}{3}",
                                      stringifyWeightFormat(format), in, out,
                                      groups > 1 ? "_g" + std::to_string(groups)
@@ -110,12 +118,13 @@ public:
       spec.outFeatures = out;
       spec.groups = groups;
       buildLinearKernel(kernels, name, spec);
-    });
+    }, role);
   }
 
-  void rmsNorm(int64_t dim, double eps) {
+  void rmsNorm(int64_t dim, double eps, const std::string &role = "main") {
     std::string name = llvm::formatv("rms_norm_{0}", dim).str();
-    use(name, "csa.rms_norm", "", [&] { buildRmsNormKernel(kernels, name, dim, eps); });
+    use(name, "csa.rms_norm", "", [&] { buildRmsNormKernel(kernels, name, dim, eps); },
+        role);
   }
 
   void missing(StringRef op) { missingCount[op.str()]++; }
@@ -127,6 +136,8 @@ public:
   }
 
   ModuleOp kernels;
+  /// The op whose kernels are being selected.
+  Operation *current = nullptr;
 
 private:
   KernelSelection selection;
@@ -196,6 +207,7 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
   std::map<int64_t, EngramHashLayout> engramLayouts = engramHashLayoutsOf(graph);
 
   graph.walk([&](Operation *raw) {
+    s.current = raw;
     if (auto op = dyn_cast<EmbedOp>(raw)) {
       int64_t dim = lastDim(op.getResult());
       std::string name = llvm::formatv("embed_{0}x{1}", op.getVocab(), dim).str();
@@ -269,13 +281,13 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       int64_t ratio = op.getRatio();
       if (ratio > 1) {
         // fp32 projections of KV and gate, the pooling, then the norm.
-        s.linear("csa.compress", WeightFormat::F32, in, out);
+        s.linear("csa.compress", WeightFormat::F32, in, out, 1, "linear");
         std::string name = llvm::formatv("compress_pool_r{0}_{1}", ratio, out).str();
-        s.use(name, "csa.compress", "", [&] { buildCompressPoolKernel(s.kernels, name, ratio, out); });
+        s.use(name, "csa.compress", "", [&] { buildCompressPoolKernel(s.kernels, name, ratio, out); }, "pool");
       } else {
-        s.linear("csa.compress", WeightFormat::BF16, in, out);
+        s.linear("csa.compress", WeightFormat::BF16, in, out, 1, "linear");
       }
-      s.rmsNorm(out, eps);
+      s.rmsNorm(out, eps, "norm");
     } else if (auto op = dyn_cast<IndexScoreOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getQuery().getType());
       int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
@@ -283,11 +295,19 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       std::string qdq = "quantize_index_key_fp4_" + std::to_string(dim);
       s.use(qdq, "csa.index_score", "query FP4", [&] {
         buildQuantizeRowsKernel(s.kernels, qdq, numerics::RowFormat::IndexKeyFp4, dim);
-      });
+      }, "quantize");
       std::string dq = "dequantize_index_key_fp4_" + std::to_string(dim);
       s.use(dq, "csa.index_score", "keys and query FP4", [&] {
         buildDequantizeRowsKernel(s.kernels, dq, numerics::RowFormat::IndexKeyFp4, dim);
-      });
+      }, "dequantize");
+      // The head weights times (heads * dim)^-1/2, rounded to bf16.
+      const float weightScale =
+          float(std::pow(double(dim), -0.5) * std::pow(double(heads), -0.5));
+      std::string scaleName =
+          llvm::formatv("index_weights_scale_{0}x{1}", heads, dim).str();
+      s.use(scaleName, "csa.index_score", "head weights", [&] {
+        buildScaleRowsKernel(s.kernels, scaleName, heads, weightScale);
+      }, "scale");
       std::string name = llvm::formatv("index_score_{0}x{1}", heads, dim).str();
       s.use(name, "csa.index_score", "", [&] { buildIndexScoreKernel(s.kernels, name, heads, dim); });
     } else if (auto op = dyn_cast<HsiSelectOp>(raw)) {
@@ -309,44 +329,44 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       s.use(ring, "csa.sparse_attention", "window rows", [&] {
         Type row = op.getWindow().getType().getRow();
         buildDequantizeRowsKernel(s.kernels, ring, rowFormat(row), rowDim(row));
-      });
+      }, "dequantize_window");
       if (auto cache = op.getCache()) {
         Type row = cast<GlobalCacheType>(cache.getType()).getMainRow();
         std::string main = "dequantize_" + rowName(row);
         s.use(main, "csa.sparse_attention", "selected rows", [&] {
           buildDequantizeRowsKernel(s.kernels, main, rowFormat(row), rowDim(row));
-        });
+        }, "dequantize_selected");
       }
       std::string name = llvm::formatv("sparse_attention_{0}x{1}", heads, dim).str();
       s.use(name, "csa.sparse_attention", "", [&] { buildSparseAttentionKernel(s.kernels, name, heads, dim); });
     } else if (auto op = dyn_cast<MoeOp>(raw)) {
       int64_t dim = lastDim(op.getInput()), inter = op.getInter();
       std::string route = llvm::formatv("moe_route_{0}_top{1}", op.getExperts(), op.getTopK()).str();
-      s.linear("csa.moe", WeightFormat::F32, dim, op.getExperts());
+      s.linear("csa.moe", WeightFormat::F32, dim, op.getExperts(), 1, "gate");
       s.use(route, "csa.moe", "", [&] {
         buildMoeRouteKernel(s.kernels, route, op.getExperts(), op.getTopK(),
                             float(op.getRouteScale().convertToDouble()));
-      });
+      }, "route");
       std::string gather = llvm::formatv("moe_gather_{0}_top{1}", dim, op.getTopK()).str();
-      s.use(gather, "csa.moe", "", [&] { buildMoeGatherKernel(s.kernels, gather, dim, op.getTopK()); });
-      for (WeightFormat f : {op.getExpertFormat(), op.getSharedFormat()}) {
-        s.linear("csa.moe", f, dim, inter);
-        s.linear("csa.moe", f, inter, dim);
-      }
+      s.use(gather, "csa.moe", "", [&] { buildMoeGatherKernel(s.kernels, gather, dim, op.getTopK()); }, "gather");
+      s.linear("csa.moe", op.getExpertFormat(), dim, inter, 1, "expert_in");
+      s.linear("csa.moe", op.getExpertFormat(), inter, dim, 1, "expert_out");
+      s.linear("csa.moe", op.getSharedFormat(), dim, inter, 1, "shared_in");
+      s.linear("csa.moe", op.getSharedFormat(), inter, dim, 1, "shared_out");
       float limit = float(op.getSwigluLimit().convertToDouble());
       std::string swiglu = llvm::formatv("swiglu_{0}_l{1}", inter, limit).str();
-      s.use(swiglu, "csa.moe", "", [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); });
+      s.use(swiglu, "csa.moe", "", [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); }, "swiglu");
       std::string acc = llvm::formatv("moe_accumulate_{0}", dim).str();
-      s.use(acc, "csa.moe", "", [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); });
+      s.use(acc, "csa.moe", "", [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); }, "accumulate");
       std::string fin = llvm::formatv("moe_finish_{0}", dim).str();
-      s.use(fin, "csa.moe", "", [&] { buildMoeFinishKernel(s.kernels, fin, dim); });
+      s.use(fin, "csa.moe", "", [&] { buildMoeFinishKernel(s.kernels, fin, dim); }, "finish");
     } else if (auto op = dyn_cast<EngramOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getStreams().getType());
       int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
       s.linear("csa.engram", WeightFormat::FP8Block32, op.getGatherWidth(),
-               (hc + 1) * dim);
+               (hc + 1) * dim, 1, "linear");
       std::string gate = llvm::formatv("engram_gate_{0}x{1}", hc, dim).str();
-      s.use(gate, "csa.engram", "", [&] { buildEngramGateKernel(s.kernels, gate, hc, dim, float(eps)); });
+      s.use(gate, "csa.engram", "", [&] { buildEngramGateKernel(s.kernels, gate, hc, dim, float(eps)); }, "gate");
       // The hash: primes are handed out across all Engram layers in order,
       // so the layout is computed for the whole graph (engramLayouts).
       auto layout = engramLayouts.find(op.getLayer());
@@ -357,17 +377,18 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       std::string hash = llvm::formatv("engram_hash_l{0}", op.getLayer()).str();
       s.use(hash, "csa.engram", "", [&] {
         buildEngramHashKernel(s.kernels, hash, layout->second);
-      });
+      }, "hash");
       const int64_t cols = (op.getMaxNgram() - 1) * op.getHeads();
       std::string gather =
           llvm::formatv("engram_gather_{0}x{1}", cols, op.getHeadDim()).str();
       s.use(gather, "csa.engram", "table rows", [&] {
         buildEngramGatherKernel(s.kernels, gather, cols, op.getHeadDim());
-      });
+      }, "gather");
     } else if (auto op = dyn_cast<LmHeadOp>(raw)) {
       s.linear("csa.lm_head", WeightFormat::F32, lastDim(op.getInput()), op.getVocab());
     }
   });
+  s.current = nullptr;
   return s.finish();
 }
 

@@ -33,6 +33,9 @@ struct KernelSelection {
   std::vector<SelectedKernel> kernels;
   /// Ops the host target has no kernel for yet (op name -> count).
   std::vector<std::pair<std::string, int64_t>> missing;
+  /// The kernels each op of the graph calls, by role ("main", "linear",
+  /// "dequantize_window", ...): what the plan builder binds.
+  std::map<mlir::Operation *, std::map<std::string, std::string>> opKernels;
 };
 
 /// Builds into `kernels` (a fresh module) the host kernels `graph` (expanded

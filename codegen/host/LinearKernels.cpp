@@ -214,11 +214,35 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
   Type inType = spec.inputF32 ? f32 : bf16;
   Type wType = spec.weightF32 ? f32 : bf16;
   Type outType = spec.format == LinearFormat::F32 ? f32 : bf16;
+  const bool fp8 = spec.format == LinearFormat::FP8AsBF16;
   auto xType = MemRefType::get({ShapedType::kDynamic, k}, inType);
-  auto weightType = MemRefType::get({n, kg}, wType);
+  auto weightType = MemRefType::get({n, kg}, fp8 ? b.getI8Type() : wType);
+  auto scaleType = MemRefType::get(
+      {(n + kBlock - 1) / kBlock, (kg + kBlock - 1) / kBlock}, b.getI8Type());
   auto yType = MemRefType::get({ShapedType::kDynamic, n}, outType);
-  func::FuncOp fn = startKernel(b, module, name, {xType, weightType, yType});
-  Value x = fn.getArgument(0), w = fn.getArgument(1), y = fn.getArgument(2);
+  SmallVector<Type> argTypes{xType, weightType};
+  if (fp8)
+    argTypes.push_back(scaleType);
+  argTypes.push_back(yType);
+  func::FuncOp fn = startKernel(b, module, name, argTypes);
+  Value x = fn.getArgument(0), w = fn.getArgument(1),
+        s = fp8 ? fn.getArgument(2) : Value(),
+        y = fn.getArgument(fp8 ? 3 : 2);
+  Value table = fp8 ? e4m3Table(b, loc, module) : Value();
+  // The weight element (j, e): bf16 bits widened, or an E4M3 code times its
+  // block's UE8M0 scale (exact, so equal to the bf16 weight convert.py makes).
+  auto weightAt = [&](OpBuilder &b, Location loc, Value j, Value e) -> Value {
+    if (!fp8)
+      return loadF32(b, loc, w, ValueRange{j, e});
+    Value block = idx(b, loc, kBlock);
+    Value code = loadCode(b, loc, w, ValueRange{j, e});
+    Value scale = decodeUe8m0(
+        b, loc,
+        loadCode(b, loc, s,
+                 ValueRange{arith::DivUIOp::create(b, loc, j, block),
+                            arith::DivUIOp::create(b, loc, e, block)}));
+    return arith::MulFOp::create(b, loc, lookup(b, loc, table, code), scale);
+  };
   Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
   forLoop(b, loc, idx(b, loc, 0), rows, ValueRange{},
           [&](OpBuilder &b, Location loc, Value r, ValueRange) {
@@ -234,7 +258,7 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
                     [&](OpBuilder &b, Location loc, Value e, ValueRange sum) {
                       Value c = arith::AddIOp::create(b, loc, inBase, e);
                       Value a = loadF32(b, loc, x, ValueRange{r, c});
-                      Value wv = loadF32(b, loc, w, ValueRange{j, e});
+                      Value wv = weightAt(b, loc, j, e);
                       Value p = arith::MulFOp::create(b, loc, a, wv);
                       return SmallVector<Value>{
                           arith::AddFOp::create(b, loc, sum[0], p)};
@@ -439,6 +463,7 @@ func::FuncOp buildLinearKernel(ModuleOp module, const std::string &name,
   switch (spec.format) {
   case LinearFormat::BF16:
   case LinearFormat::F32:
+  case LinearFormat::FP8AsBF16:
     if (g <= 0 || k % g != 0 || n % g != 0)
       return fail(module, name, "groups must divide in and out features");
     return buildDenseLinear(module, name, spec);

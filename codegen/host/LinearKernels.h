@@ -28,6 +28,10 @@
 //                   y: memref<?xNxbf16>)
 //   FP4      : name(x: memref<?xKxT>, w: memref<N x K/2 x i8>,
 //                   scale: memref<N x K/32 x i8>, y: memref<?xNxbf16>)
+//   FP8AsBF16: name(x: memref<?xKxT>, w: memref<N x K/G x i8>,
+//                   scale: memref<ceil(N/32) x ceil(K/G/32) x i8>,
+//                   y: memref<?xNxbf16>), grouped like BF16; the weight is
+//                   decoded exactly (E4M3 x UE8M0) and x is not quantized
 // where T is bf16, or f32 with `inputF32`.
 //
 //===----------------------------------------------------------------------===//
@@ -45,7 +49,7 @@ namespace csa::codegen {
 
 /// The weight formats of `csa.linear` (one to one with csa::WeightFormat:
 /// bf16, f32, fp8_block32, fp4_e2m1).
-enum class LinearFormat { BF16, F32, FP8Block32, FP4E2M1 };
+enum class LinearFormat { BF16, F32, FP8Block32, FP4E2M1, FP8AsBF16 };
 
 struct LinearKernelSpec {
   LinearFormat format = LinearFormat::BF16;

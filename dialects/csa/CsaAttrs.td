@@ -34,13 +34,17 @@ def Csa_WeightFormatEnum : I32EnumAttr<"WeightFormat", "storage format of a weig
     I32EnumAttrCase<"BF16", 0, "bf16">,
     I32EnumAttrCase<"F32", 1, "f32">,
     I32EnumAttrCase<"FP8Block32", 2, "fp8_block32">,
-    I32EnumAttrCase<"FP4E2M1", 3, "fp4_e2m1">]> {
+    I32EnumAttrCase<"FP4E2M1", 3, "fp4_e2m1">,
+    I32EnumAttrCase<"FP8AsBF16", 4, "fp8_as_bf16">]> {
   let cppNamespace = "::csa";
   let genSpecializedAttr = 0;
 }
 def Csa_WeightFormatAttr : EnumAttr<Csa_Dialect, Csa_WeightFormatEnum, "weight_format"> {
   let summary = "storage format of a weight: bf16, f32, FP8 E4M3 with 32x32 "
-                "UE8M0 block scales, or FP4 E2M1 with a UE8M0 scale per 32";
+                "UE8M0 block scales, FP4 E2M1 with a UE8M0 scale per 32, or "
+                "FP8 blocks computed as bf16 (fp8_as_bf16: the weight is "
+                "dequantized exactly, as convert.py does for wo_a, and the "
+                "activations are not quantized)";
   let assemblyFormat = "$value";
 }
 

@@ -36,6 +36,7 @@ static double precisionWeight(WeightFormat format) {
     return 0.25;
   case WeightFormat::BF16:
   case WeightFormat::F32:
+  case WeightFormat::FP8AsBF16:
     return 1.0;
   }
   return 1.0;
@@ -421,6 +422,11 @@ LogicalResult LinearOp::verify() {
   int64_t groups = getGroups();
   if (groups < 1)
     return emitOpError("groups must be >= 1, got ") << groups;
+  if (groups > 1 && (getFormat() == WeightFormat::FP8Block32 ||
+                     getFormat() == WeightFormat::FP4E2M1))
+    return emitOpError("groups need a bf16, f32 or fp8_as_bf16 weight (the "
+                       "quantized formats scale whole 32-blocks), got ")
+           << stringifyWeightFormat(getFormat());
   for (auto [value, what] : {std::pair{dim(getInput(), 1), "input channels"},
                              std::pair{dim(getResult(), 1), "outputs"}})
     if (!ShapedType::isDynamic(value) && value % groups != 0)

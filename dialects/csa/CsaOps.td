@@ -332,17 +332,20 @@ def Csa_LinearOp : Csa_Op<"linear", [Pure]> {
     FP8 weights use 32x32 UE8M0 block scales and take activations quantized
     to FP8 per 32 channels (UE8M0); FP4 weights (E2M1, UE8M0 per 32 along K)
     take the same FP8 activations; bf16/f32 weights are applied in the
-    activation's precision. Accumulation is fp32.
+    activation's precision. `fp8_as_bf16` weights are stored as FP8 blocks
+    but computed as the bf16 weight they dequantize to exactly (E4M3 times a
+    power of two), with unquantized activations: what the released model
+    does with `wo_a` after convert.py. Accumulation is fp32.
 
-    With `groups` = g > 1 the weight is block-diagonal: group i maps input
-    channels [i*K/g, (i+1)*K/g) to output rows [i*N/g, (i+1)*N/g) (the
-    grouped low-rank output projection `wo_a`).
+    With `groups` = g > 1 (bf16, f32 and fp8_as_bf16 only) the weight is
+    block-diagonal: group i maps input channels [i*K/g, (i+1)*K/g) to output
+    rows [i*N/g, (i+1)*N/g) (the grouped low-rank output projection `wo_a`).
 
     Examples:
     ```mlir
     %q = csa.linear %x weight "layers.2.attn.wq_a" fp8_block32
         : tensor<?x5120xbf16> -> tensor<?x1280xbf16>
-    %u = csa.linear %o weight "layers.2.attn.wo_a" bf16 groups 8
+    %u = csa.linear %o weight "layers.2.attn.wo_a" fp8_as_bf16 groups 8
         : tensor<?x32768xbf16> -> tensor<?x8192xbf16>
     ```
   }];
@@ -419,10 +422,14 @@ def Csa_CompressOp : Csa_Op<"compress"> {
 def Csa_IndexScoreOp : Csa_Op<"index_score", [MemoryEffects<[MemRead]>]> {
   let summary = "indexer scores: multi-head ReLU, weighted sum over heads";
   let description = [{
-    `score[n, t] = sum_h relu(q[n, h] . key[t]) * w[n, h]` against the index
-    keys of `cache` (dequantized FP4 rows). The queries are quantized to FP4
-    (E2M1, UE8M0 per 32) first, as the released indexer does. Positions a
-    query cannot see yet are -inf.
+    `score[n, t] = sum_h relu(q[n, h] . key[t]) * w'[n, h]` against the
+    index keys of `cache` (dequantized FP4 rows), where
+    `w' = bf16(w * (H * D)^-1/2)` (H heads of D channels). The queries are
+    quantized to FP4 (E2M1, UE8M0 per 32) first, as the released indexer
+    does. Query row n is at position `p` (rows answer by position, as the
+    top-k sets do): it sees the `(p + 1) / ratio` entries whose groups are
+    complete; later positions, and entries not yet written, score -inf. The
+    result has `(p_last + 1) / ratio` columns.
 
     Example:
     ```mlir

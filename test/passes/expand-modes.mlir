@@ -23,7 +23,7 @@
 // CHECK:         %[[O:.+]] = csa.sparse_attention %[[Q]], %[[RING]][%[[ROWS]]] at %[[P]] sink "l0.attn_sink" scale 0.1767{{[0-9]*}} :
 // CHECK:         %[[OI:.+]] = csa.rope %[[O]], %[[P]] stride 1 table {{.*}} inverse
 // CHECK:         %[[OF:.+]] = tensor.collapse_shape %[[OI]] {{\[\[}}0], [1, 2]] : tensor<?x4x32xbf16> into tensor<?x128xbf16>
-// CHECK:         %[[U:.+]] = csa.linear %[[OF]] weight "l0.wo_a" bf16 groups 2 : tensor<?x128xbf16> -> tensor<?x32xbf16>
+// CHECK:         %[[U:.+]] = csa.linear %[[OF]] weight "l0.wo_a" fp8_as_bf16 groups 2 : tensor<?x128xbf16> -> tensor<?x32xbf16>
 // CHECK:         %[[Y:.+]] = csa.linear %[[U]] weight "l0.wo_b" fp8_block32 : tensor<?x32xbf16> -> tensor<?x64xbf16>
 // CHECK:         return %[[Y]]
 // BF16-LABEL: func.func @swa_only

@@ -414,6 +414,29 @@ std::vector<int32_t> referenceTopK(std::vector<float> score,
   return result;
 }
 
+TEST(AttentionKernels, IndexWeightScaleMatchesTheReferenceIndexer) {
+  // The released sizes, whose scale (64 * 128)^-1/2 is not a power of two,
+  // so the product really rounds.
+  constexpr int64_t heads = 64, dim = 128;
+  const float scale =
+      float(std::pow(double(dim), -0.5) * std::pow(double(heads), -0.5));
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    buildScaleRowsKernel(m, "scale", heads, scale);
+  });
+  auto *kernel = reinterpret_cast<void (*)(Descriptor<2> *, Descriptor<2> *)>(
+      lib.symbol("scale"));
+  ASSERT_NE(kernel, nullptr);
+  for (int64_t rows : {1, 7}) {
+    auto w = randomBf16(size_t(rows * heads), uint32_t(70 + rows), 3.f);
+    std::vector<uint16_t> y(w.size(), 0xFFFF);
+    auto dw = describe<2>(w, {rows, heads}), dy = describe<2>(y, {rows, heads});
+    kernel(&dw, &dy);
+    // ReferenceModel indexer: `v = bf16(v * scale)` on the bf16 weights.
+    for (size_t i = 0; i < w.size(); ++i)
+      ASSERT_EQ(y[i], nx::floatToBf16(nx::bf16ToFloat(w[i]) * scale)) << i;
+  }
+}
+
 TEST(AttentionKernels, TopKMatchesTheReferenceIndexer) {
   const int64_t ks[] = {1, 7, 16, 64};
   KernelLibrary lib([&](mlir::ModuleOp m) {

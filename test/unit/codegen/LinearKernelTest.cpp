@@ -471,6 +471,53 @@ TEST(LinearKernels, GroupedBf16MatchesTheWoAEinsumBitForBit) {
   }
 }
 
+TEST(LinearKernels, GroupedFp8AsBf16MatchesTheConvertedWoABitForBit) {
+  // The released wo_a: FP8 blocks in the checkpoint, which convert.py
+  // dequantizes to bf16 (the reference does so at load); the kernel decodes
+  // them in place. N = 40 leaves a partial scale row.
+  constexpr int64_t groups = 2, rank = 20, groupWidth = 96;
+  constexpr int64_t n = groups * rank, k = groups * groupWidth;
+  constexpr int64_t scaleRows = (n + 31) / 32, scaleCols = (groupWidth + 31) / 32;
+  KernelLibrary lib([](mlir::ModuleOp m) {
+    LinearKernelSpec spec{LinearFormat::FP8AsBF16, k, n};
+    spec.groups = groups;
+    buildLinearKernel(m, "wo_a_fp8", spec);
+  });
+  auto *kernel = kernelOf<QuantKernel>(lib, "wo_a_fp8");
+  ASSERT_NE(kernel, nullptr);
+  uint32_t seed = 900;
+  for (int64_t rows : kRowCounts) {
+    auto x = randomBf16(size_t(rows * k), ++seed);
+    auto w = randomE4M3Codes(size_t(n * groupWidth), ++seed);
+    auto s = randomUe8m0(size_t(scaleRows * scaleCols), ++seed);
+    std::vector<uint16_t> y(size_t(rows * n), 0xFFFF);
+    auto dx = describe<2>(x, {rows, k}), dy = describe<2>(y, {rows, n});
+    auto dw = describe<2>(w, {n, groupWidth});
+    auto ds = describe<2>(s, {scaleRows, scaleCols});
+    kernel(&dx, &dw, &ds, &dy);
+    // ReferenceModel::load: each row dequantized and rounded to bf16, then
+    // the grouped einsum in fp32.
+    reference::Weight woA{reference::WeightKind::FP8, n, groupWidth, w.data(),
+                          s.data()};
+    reference::Mat o = toMat(x, rows, k), u(rows, n);
+    std::vector<float> wrow(static_cast<size_t>(groupWidth));
+    for (int64_t gr = 0; gr < n; ++gr) {
+      woA.dequantizeRow(gr, wrow.data());
+      for (float &v : wrow)
+        v = nx::bf16ToFloat(nx::floatToBf16(v));
+      const float *base = nullptr;
+      for (int64_t i = 0; i < rows; ++i) {
+        base = o.row(i) + (gr / rank) * groupWidth;
+        float acc = 0.f;
+        for (int64_t e = 0; e < groupWidth; ++e)
+          acc += base[e] * wrow[size_t(e)];
+        u.at(i, gr) = reference::bf16(acc);
+      }
+    }
+    expectBitExact(y, u, "wo_a fp8 rows " + std::to_string(rows));
+  }
+}
+
 TEST(LinearKernels, InvalidSpecsAreRejected) {
   mlir::MLIRContext context;
   loadHostKernelDialects(context);

@@ -116,10 +116,11 @@ absl::Status crossCheck(const Manifest &manifest, const Plan &plan,
     for (size_t i = 0; i < calls.size(); ++i) {
       const KernelCall &call = calls[i];
       std::string path = absl::StrCat("entry_points.", name, "[", i, "]");
-      if (call.object.rfind(std::string(kKernelsDir) + "/", 0) != 0)
+      const bool builtin = isBuiltinKernel(call.kernel); // no object
+      if (!builtin && call.object.rfind(std::string(kKernelsDir) + "/", 0) != 0)
         return error(path + ".object",
                      absl::StrCat("'", call.object, "' is not under kernels/"));
-      if (!manifest.findFile(call.object))
+      if (!builtin && !manifest.findFile(call.object))
         return error(path + ".object",
                      absl::StrCat("'", call.object,
                                   "' is not a file of the artifact (not in "

@@ -47,11 +47,13 @@ void ArtifactWriter::setSchedule(std::string schedule,
 
 absl::Status ArtifactWriter::addFile(const std::string &path,
                                      std::string bytes) {
+  // Kernels, and the config the artifact was compiled for.
   if (!isArtifactRelativePath(path) ||
-      path.rfind(std::string(kKernelsDir) + "/", 0) != 0)
+      (path != "config.json" &&
+       path.rfind(std::string(kKernelsDir) + "/", 0) != 0))
     return absl::InvalidArgumentError(absl::StrCat(
         "artifact file '", path,
-        "': must be a relative path under kernels/ (manifest.json, "
+        "': must be config.json or a relative path under kernels/ (manifest.json, "
         "plan.json and weights.json are written by the writer)"));
   files_[path] = std::move(bytes);
   return absl::OkStatus();

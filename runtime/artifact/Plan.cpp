@@ -35,6 +35,9 @@ constexpr NameOf kCacheKinds[] = {
 constexpr const char *kScalars[] = {"position", "num_tokens", "batch_size"};
 constexpr const char *kInputs[] = {"tokens", "positions"};
 constexpr const char *kOutputs[] = {"logits"};
+constexpr const char *kBuiltins[] = {"builtin.slice_rows"};
+constexpr const char *kIndexOps[] = {"add", "sub", "mul", "div", "min", "max"};
+constexpr const char *kDtypes[] = {"bf16", "f32", "i8", "i32", "i64"};
 
 template <size_t N>
 bool inList(const char *const (&list)[N], std::string_view name) {
@@ -130,12 +133,20 @@ absl::StatusOr<KernelArg> parseArg(const json &value, const std::string &source,
     return f.errorAt(
         "", absl::StrCat("an argument is an object with exactly one of "
                          "weight, cache, transient, scalar, constant, "
-                         "input, output; got ",
+                         "input, output, index; got ",
                          value.size(), " members"));
   CSA_ARTIFACT_TRY_STATUS(f.onlyKnown({"weight", "cache", "transient", "scalar",
-                                       "constant", "input", "output"}));
+                                       "constant", "input", "output", "index"}));
   KernelArg arg;
   const std::string key = value.begin().key();
+  if (key == "index") {
+    arg.kind = ArgKind::Index;
+    arg.expr = value.begin().value();
+    std::string problem = checkIndexExpr(arg.expr);
+    if (!problem.empty())
+      return f.error("index", problem);
+    return arg;
+  }
   if (key == "constant") {
     arg.kind = ArgKind::Constant;
     CSA_ARTIFACT_TRY(
@@ -183,7 +194,17 @@ absl::StatusOr<KernelCall> parseCall(const json &value,
                      absl::StrCat("'", call.kernel,
                                   "' is not a symbol name (letters, digits, "
                                   "_ . $)"));
-  CSA_ARTIFACT_TRY(call.object, f.string("object"));
+  CSA_ARTIFACT_TRY(call.object, f.string("object", /*allowEmpty=*/true));
+  if (call.kernel.rfind("builtin.", 0) != 0 && call.object.empty())
+    return f.error("object", "must not be empty (the file of the kernel)");
+  if (call.kernel.rfind("builtin.", 0) == 0) {
+    if (!isBuiltinKernel(call.kernel))
+      return f.error("kernel",
+                     absl::StrCat("unknown builtin '", call.kernel,
+                                  "' (known: ", joinList(kBuiltins), ")"));
+    if (!call.object.empty())
+      return f.error("object", "a builtin step has no object (\"\")");
+  }
   CSA_ARTIFACT_TRY(const json *args, f.array("args"));
   for (size_t i = 0; i < args->size(); ++i) {
     CSA_ARTIFACT_TRY(
@@ -230,9 +251,60 @@ const char *argKindName(ArgKind kind) {
     return "input";
   case ArgKind::Output:
     return "output";
+  case ArgKind::Index:
+    return "index";
   }
   return "?";
 }
+
+bool isBuiltinKernel(std::string_view kernel) {
+  return inList(kBuiltins, kernel);
+}
+
+std::string checkIndexExpr(const json &expr) {
+  if (expr.is_number_integer())
+    return "";
+  if (expr.is_string()) {
+    std::string name = expr.get<std::string>();
+    if (name == "position" || name == "num_tokens")
+      return "";
+    return absl::StrCat("unknown index variable '", name,
+                        "' (known: position, num_tokens)");
+  }
+  if (!expr.is_array() || expr.empty() || !expr[0].is_string())
+    return "an index expression is an integer, \"position\", "
+           "\"num_tokens\", [\"rows\", ID] or [OP, EXPR, EXPR]";
+  std::string op = expr[0].get<std::string>();
+  if (op == "rows") {
+    if (expr.size() != 2 || !expr[1].is_string())
+      return "[\"rows\", ID] names one transient";
+    return "";
+  }
+  if (!inList(kIndexOps, op))
+    return absl::StrCat("unknown index operation '", op,
+                        "' (known: rows, ", joinList(kIndexOps), ")");
+  if (expr.size() != 3)
+    return absl::StrCat("'", op, "' takes two operands, got ", expr.size() - 1);
+  for (size_t i = 1; i < 3; ++i) {
+    std::string inner = checkIndexExpr(expr[i]);
+    if (!inner.empty())
+      return inner;
+  }
+  return "";
+}
+
+int64_t TransientBuffer::elementBytes() const {
+  if (dtype == "bf16")
+    return 2;
+  if (dtype == "f32" || dtype == "i32")
+    return 4;
+  if (dtype == "i64")
+    return 8;
+  if (dtype == "i8")
+    return 1;
+  return 0;
+}
+
 
 bool isKnownScalar(std::string_view name) { return inList(kScalars, name); }
 bool isKnownInput(std::string_view name) { return inList(kInputs, name); }
@@ -345,10 +417,32 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
       const json &value = (*transients)[i];
       CSA_ARTIFACT_TRY_STATUS(detail::expectObject(value, source, path));
       Fields t(value, source, path);
-      CSA_ARTIFACT_TRY_STATUS(t.onlyKnown({"id", "bytes"}));
+      CSA_ARTIFACT_TRY_STATUS(t.onlyKnown({"id", "bytes", "dtype", "shape"}));
       TransientBuffer buffer;
       CSA_ARTIFACT_TRY(buffer.id, t.string("id"));
       CSA_ARTIFACT_TRY(buffer.bytes, t.integer("bytes", 1));
+      if (t.has("dtype") != t.has("shape"))
+        return t.errorAt("", "give both dtype and shape, or neither");
+      if (t.has("dtype")) {
+        CSA_ARTIFACT_TRY(buffer.dtype, t.string("dtype"));
+        if (!inList(kDtypes, buffer.dtype))
+          return t.error("dtype", absl::StrCat("unknown dtype '", buffer.dtype,
+                                               "' (known: ", joinList(kDtypes),
+                                               ")"));
+        CSA_ARTIFACT_TRY(const json *shape, t.array("shape"));
+        if (shape->empty())
+          return t.error("shape", "must have at least one dimension");
+        for (size_t d = 0; d < shape->size(); ++d) {
+          const json &dim = (*shape)[d];
+          if (!dim.is_number_integer() || dim.get<int64_t>() < -1 ||
+              dim.get<int64_t>() == 0)
+            return t.error("shape",
+                           absl::StrCat("dimension ", d,
+                                        " must be an integer >= 1, or -1 "
+                                        "(sized by each step)"));
+          buffer.shape.push_back(dim.get<int64_t>());
+        }
+      }
       CSA_ARTIFACT_TRY_STATUS(claimId(buffer.id, path));
       plan.transients.push_back(std::move(buffer));
     }
@@ -379,6 +473,26 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
           return f.errorAt(argPath,
                            absl::StrCat("unknown transient buffer '", arg.name,
                                         "' (not in transients)"));
+        if (arg.kind == ArgKind::Index) {
+          // ["rows", ID] anywhere in the expression names a transient.
+          std::vector<const json *> stack{&arg.expr};
+          while (!stack.empty()) {
+            const json *e = stack.back();
+            stack.pop_back();
+            if (!e->is_array())
+              continue;
+            if ((*e)[0] == "rows") {
+              std::string id = (*e)[1].get<std::string>();
+              if (!plan.findTransient(id))
+                return f.errorAt(argPath,
+                                 absl::StrCat("[\"rows\", \"", id,
+                                              "\"]: unknown transient buffer"));
+              continue;
+            }
+            stack.push_back(&(*e)[1]);
+            stack.push_back(&(*e)[2]);
+          }
+        }
       }
       calls.push_back(std::move(call));
     }
@@ -424,8 +538,14 @@ json planToJson(const Plan &plan) {
   }
   root["caches"] = std::move(caches);
   json transients = json::array();
-  for (const TransientBuffer &buffer : plan.transients)
-    transients.push_back({{"id", buffer.id}, {"bytes", buffer.bytes}});
+  for (const TransientBuffer &buffer : plan.transients) {
+    json t = {{"id", buffer.id}, {"bytes", buffer.bytes}};
+    if (!buffer.dtype.empty()) {
+      t["dtype"] = buffer.dtype;
+      t["shape"] = buffer.shape;
+    }
+    transients.push_back(std::move(t));
+  }
   root["transients"] = std::move(transients);
   json entries = json::object();
   for (const char *name : {"prefill", "decode"}) {
@@ -437,6 +557,8 @@ json planToJson(const Plan &plan) {
       for (const KernelArg &arg : call.args) {
         if (arg.kind == ArgKind::Constant)
           args.push_back({{"constant", arg.value}});
+        else if (arg.kind == ArgKind::Index)
+          args.push_back({{"index", arg.expr}});
         else
           args.push_back({{argKindName(arg.kind), arg.name}});
       }

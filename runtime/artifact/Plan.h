@@ -66,10 +66,19 @@ struct CacheBuffer {
 };
 
 /// A per-step scratch buffer (activations, top-k indices, ...), owned by the
-/// executor, not by a sequence.
+/// executor, not by a sequence. `dtype` and `shape` (optional, both or
+/// neither) say what it holds: "bf16", "f32", "i8", "i32" or "i64", and the
+/// dimensions, where -1 is sized by each step (the rows of a step, the
+/// compressed positions a score row covers); `bytes` is its size with every
+/// -1 at max_context.
 struct TransientBuffer {
   std::string id;
   int64_t bytes = 0;
+  std::string dtype;
+  std::vector<int64_t> shape;
+
+  /// Bytes of one element of `dtype` (0 if unknown or absent).
+  int64_t elementBytes() const;
 };
 
 /// How one kernel argument is bound. The JSON spelling is an object with
@@ -82,7 +91,17 @@ enum class ArgKind : uint8_t {
   Constant,  ///< {"constant": 8}: an integer compiled into the plan
   Input,     ///< {"input": "tokens"}: an entry point input
   Output,    ///< {"output": "logits"}: an entry point output
+  Index,     ///< {"index": EXPR}: an integer the runtime computes per step
 };
+
+/// Validates an index expression (see docs/artifact-format.md):
+///   EXPR := integer | "position" | "num_tokens"
+///         | ["rows", TRANSIENT_ID]
+///         | [OP, EXPR, EXPR]   with OP in add, sub, mul, div, min, max
+/// `div` is floor division of non-negative values. Returns a message, or ""
+/// when the expression is well formed; `transients` are ids ["rows", .] may
+/// name.
+std::string checkIndexExpr(const nlohmann::json &expr);
 const char *argKindName(ArgKind kind);
 
 /// Names the runtime knows for {"scalar": ...}: "position" (the position of
@@ -95,8 +114,9 @@ bool isKnownOutput(std::string_view name);
 
 struct KernelArg {
   ArgKind kind = ArgKind::Constant;
-  std::string name;  ///< every kind but Constant
+  std::string name;  ///< every kind but Constant and Index
   int64_t value = 0; ///< Constant
+  nlohmann::json expr; ///< Index
 
   static KernelArg weight(std::string n) {
     return {ArgKind::Weight, std::move(n), 0};
@@ -117,13 +137,23 @@ struct KernelArg {
   static KernelArg output(std::string n) {
     return {ArgKind::Output, std::move(n), 0};
   }
+  static KernelArg index(nlohmann::json e) {
+    return {ArgKind::Index, "", 0, std::move(e)};
+  }
 };
+
+/// Steps the runtime carries out itself (data movement only, never
+/// arithmetic on values): `kernel` names them, `object` is empty.
+///   builtin.slice_rows(src, offset: index, count: index, dst): rows
+///   [offset, offset + count) of a transient (csa-bounded-replay's cut).
+bool isBuiltinKernel(std::string_view kernel);
 
 /// One call of a generated kernel.
 struct KernelCall {
-  std::string kernel; ///< the symbol in `object`
+  std::string kernel; ///< the symbol in `object`, or a builtin
   std::string object; ///< artifact-relative path of the file that holds it
-                      ///< ("kernels/host.so"); listed in the manifest
+                      ///< ("kernels/host.so"); listed in the manifest;
+                      ///< empty for a builtin
   std::vector<KernelArg> args;
   /// Backend data the runtime passes through (launch grid, shared memory
   /// bytes, ...): any JSON object, not checked here. Empty: none.

@@ -253,12 +253,12 @@ INSTANTIATE_TEST_SUITE_P(
                    [](json &p) { decodeArg(p, 1, 0)["cache"] = "L0.swa"; },
                    "entry_points.decode[1].args[0]: an argument is an object "
                    "with exactly one of weight, cache, transient, scalar, "
-                   "constant, input, output; got 2 members"},
+                   "constant, input, output, index; got 2 members"},
         SchemaCase{"ArgUnknownKind",
                    [](json &p) { decodeArg(p, 1, 0) = {{"buffer", "x"}}; },
                    "entry_points.decode[1].args[0].buffer: unknown field "
                    "(expected one of: weight, cache, transient, scalar, "
-                   "constant, input, output)"},
+                   "constant, input, output, index)"},
         SchemaCase{
             "ArgUnknownCache",
             [](json &p) { decodeArg(p, 1, 4) = {{"cache", "L7.global"}}; },
@@ -272,6 +272,62 @@ INSTANTIATE_TEST_SUITE_P(
                    [](json &p) { decodeArg(p, 1, 6) = {{"scalar", "pos"}}; },
                    "entry_points.decode[1].args[6].scalar: unknown scalar "
                    "'pos' (known: position, num_tokens, batch_size)"},
+        SchemaCase{"IndexUnknownVariable",
+                   [](json &p) { decodeArg(p, 1, 6) = {{"index", "pos"}}; },
+                   "entry_points.decode[1].args[6].index: unknown index "
+                   "variable 'pos' (known: position, num_tokens)"},
+        SchemaCase{"IndexUnknownOperation",
+                   [](json &p) {
+                     decodeArg(p, 1, 6) = {
+                         {"index", json::array({"mod", "position", 2})}};
+                   },
+                   "entry_points.decode[1].args[6].index: unknown index "
+                   "operation 'mod' (known: rows, add, sub, mul, div, min, "
+                   "max)"},
+        SchemaCase{"IndexArity",
+                   [](json &p) {
+                     decodeArg(p, 1, 6) = {{"index", json::array({"div", 2})}};
+                   },
+                   "entry_points.decode[1].args[6].index: 'div' takes two "
+                   "operands, got 1"},
+        SchemaCase{"IndexRowsOfUnknownTransient",
+                   [](json &p) {
+                     decodeArg(p, 1, 6) = {
+                         {"index", json::array({"sub", "num_tokens",
+                                                json::array({"rows", "y"})})}};
+                   },
+                   "entry_points.decode[1].args[6].index: [\"rows\", \"y\"]: "
+                   "unknown transient buffer"},
+        SchemaCase{"BuiltinWithObject",
+                   [](json &p) {
+                     p["entry_points"]["decode"][0]["kernel"] =
+                         "builtin.slice_rows";
+                   },
+                   "entry_points.decode[0].object: a builtin step has no "
+                   "object (\"\")"},
+        SchemaCase{"UnknownBuiltin",
+                   [](json &p) {
+                     p["entry_points"]["decode"][0]["kernel"] = "builtin.gemm";
+                   },
+                   "entry_points.decode[0].kernel: unknown builtin "
+                   "'builtin.gemm' (known: builtin.slice_rows)"},
+        SchemaCase{"TransientDtypeWithoutShape",
+                   [](json &p) { p["transients"][0]["dtype"] = "bf16"; },
+                   "transients[0]: give both dtype and shape, or neither"},
+        SchemaCase{"TransientUnknownDtype",
+                   [](json &p) {
+                     p["transients"][0]["dtype"] = "fp16";
+                     p["transients"][0]["shape"] = json::array({-1, 64});
+                   },
+                   "transients[0].dtype: unknown dtype 'fp16' (known: bf16, "
+                   "f32, i8, i32, i64)"},
+        SchemaCase{"TransientZeroDimension",
+                   [](json &p) {
+                     p["transients"][0]["dtype"] = "bf16";
+                     p["transients"][0]["shape"] = json::array({-1, 0});
+                   },
+                   "transients[0].shape: dimension 1 must be an integer >= "
+                   "1, or -1 (sized by each step)"},
         SchemaCase{"ArgFloatConstant",
                    [](json &p) { decodeArg(p, 1, 7) = {{"constant", 1.5}}; },
                    "entry_points.decode[1].args[7].constant: must be an "

@@ -5,6 +5,7 @@
 //   csa-compile --variant=released --report
 //   csa-compile config.json --schedule='WWF.....C...R...' --emit=graph -o g.mlir
 //   csa-compile --variant=tiny --dump-dir=build/stages
+//   csa-compile --variant=tiny --emit=artifact -o tiny.csa    (then csa-run)
 //
 // Accepts the standard MLIR flags of a pass-running tool:
 // --mlir-print-ir-after-all, --mlir-timing, --mlir-print-debuginfo, ...
@@ -12,7 +13,9 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/csa/CsaDialect.h"
 #include "codegen/host/HostBackend.h"
+#include "codegen/host/HostPlan.h"
 #include "codegen/host/KernelSelection.h"
+#include "tools/csa-compile/HostArtifact.h"
 #include "models/graph/GraphBuilder.h"
 #include "models/variants/Variants.h"
 #include "passes/CostAnalysis.h"
@@ -27,6 +30,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -70,7 +74,7 @@ cl::opt<std::string> scheduleJson(
     cl::init(""), cl::cat(category));
 
 /// The stages, in pipeline order (docs/pipeline.md).
-enum class Stage { Graph, Expanded, Host, LLVM, Object };
+enum class Stage { Graph, Expanded, Host, LLVM, Object, Artifact };
 cl::opt<Stage> emitStage(
     "emit", cl::desc("Stage whose IR is printed (default: expanded)"),
     cl::init(Stage::Expanded),
@@ -86,7 +90,10 @@ cl::opt<Stage> emitStage(
                clEnumValN(Stage::LLVM, "llvm", "those kernels as LLVM IR"),
                clEnumValN(Stage::Object, "object",
                           "those kernels as a shared object (-o lib.so; "
-                          "lib.so.json lists them)")),
+                          "lib.so.json lists them)"),
+               clEnumValN(Stage::Artifact, "artifact",
+                          "the artifact csa-run executes: kernels, plan, "
+                          "weight manifest (-o DIR)")),
     cl::cat(category));
 cl::opt<Stage> compileFrom(
     "compile-from",
@@ -187,6 +194,56 @@ absl::StatusOr<csa::ModelVariant> resolveVariant() {
   return variant;
 }
 
+/// Writes the host artifact of the expanded `module` into `directory`:
+/// kernels/host.so (from the lowered `kernels`), plan.json, weights.json
+/// (the weight manifest of the config the IR carries in csa.config), and
+/// config.json (so that csa-run --random-weights can make weights for it).
+llvm::Error writeHostArtifact(ModuleOp module,
+                              const csa::codegen::KernelSelection &selection,
+                              ModuleOp kernels, const std::string &directory) {
+  auto fail = [](const llvm::Twine &what) {
+    return llvm::createStringError(what.str());
+  };
+  csa::HostArtifactParts parts;
+  auto configAttr = module->getAttrOfType<StringAttr>("csa.config");
+  if (!configAttr)
+    return fail("the IR has no csa.config attribute (the model config an "
+                "artifact is compiled for); compile from a config or "
+                "--variant, or add it to the module");
+  parts.configText = configAttr.getValue().str();
+  if (auto model = module->getAttrOfType<StringAttr>("csa.model"))
+    parts.model = model.getValue().str();
+  if (auto letters = module->getAttrOfType<StringAttr>("csa.schedule"))
+    parts.schedule = letters.getValue().str();
+  auto plan = csa::codegen::buildHostPlan(module, selection);
+  if (!plan)
+    return plan.takeError();
+  parts.plan = std::move(*plan);
+
+  // The kernels, linked into a shared object.
+  llvm::SmallString<128> object, shared;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("csa-host", "o", object))
+    return fail("cannot create a temporary file: " + ec.message());
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("csa-host", "so", shared))
+    return fail("cannot create a temporary file: " + ec.message());
+  llvm::scope_exit cleanup([&] {
+    llvm::sys::fs::remove(object);
+    llvm::sys::fs::remove(shared);
+  });
+  if (llvm::Error e = csa::codegen::emitHostObject(kernels, object.str().str()))
+    return e;
+  if (llvm::Error e = csa::codegen::linkSharedObject({object.str().str()},
+                                                     shared.str().str()))
+    return e;
+  auto library = llvm::MemoryBuffer::getFile(shared);
+  if (!library)
+    return fail("cannot read the linked kernels: " + library.getError().message());
+  parts.library = (*library)->getBuffer().str();
+  if (absl::Status st = csa::writeHostArtifact(parts, directory); !st.ok())
+    return fail(std::string(st.message()));
+  return llvm::Error::success();
+}
+
 LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
   std::string error;
   auto out = openOutputFile(path, &error);
@@ -255,6 +312,11 @@ int main(int argc, char **argv) {
       return fail(std::string(variant.status().message()));
     module = csa::buildModelGraph(context, *variant);
     name = variant->name + " (" + variant->config.source + ")";
+    // The config travels with the IR, so that an artifact can be written
+    // from any stage read back with --compile-from.
+    module->getOperation()->setAttr(
+        "csa.config",
+        StringAttr::get(&context, csa::artifactConfigText(variant->config)));
   }
   if (failed(verify(*module)))
     return fail("the " +
@@ -362,6 +424,18 @@ int main(int argc, char **argv) {
   if (emitStage >= Stage::LLVM && kernels) {
     if (failed(csa::codegen::lowerHostKernelsToLLVM(*kernels)))
       return fail("lowering the host kernels to LLVM failed");
+  }
+  if (emitStage == Stage::Artifact && kernels) {
+    if (outputPath == "-")
+      return fail("--emit=artifact writes a directory: give -o DIR (e.g. "
+                  "-o tiny.csa)");
+    llvm::StringRef parent = llvm::sys::path::parent_path(outputPath);
+    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+      return fail("cannot write " + outputPath + ": directory '" + parent.str() +
+                  "' does not exist");
+    if (llvm::Error e = writeHostArtifact(*module, *selection, *kernels, outputPath))
+      return fail(llvm::toString(std::move(e)));
+    return 0;
   }
   if (emitStage == Stage::Object && kernels) {
     if (outputPath == "-")

@@ -1,0 +1,577 @@
+//===- HostPlan.cpp - The expanded graph as a plan of host kernel calls ---===//
+#include "codegen/host/HostPlan.h"
+
+#include "dialects/csa/CsaDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using nlohmann::json;
+
+namespace csa::codegen {
+
+namespace {
+
+using artifact::KernelArg;
+using artifact::KernelCall;
+
+int64_t lastDim(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return type.getDimSize(type.getRank() - 1);
+}
+
+std::string withSuffix(StringRef name, StringRef suffix) {
+  return name.ends_with(suffix) ? name.str() : (name + suffix).str();
+}
+
+/// One function (@prefill or @decode) into its list of steps.
+class FunctionPlanner {
+public:
+  FunctionPlanner(artifact::Plan &plan, const KernelSelection &selection,
+                  const HostPlanOptions &options, func::FuncOp fn)
+      : plan(plan), selection(selection), options(options), fn(fn),
+        prefix(fn.getSymName().str()) {}
+
+  llvm::Expected<std::vector<KernelCall>> run() {
+    // Inputs: the token ids (both functions) and, in @decode, the position.
+    if (fn.getNumArguments() < 1)
+      return error(fn, "takes no token ids");
+    bindings[fn.getArgument(0)] = KernelArg::input("tokens");
+    tokens = fn.getArgument(0);
+    if (fn.getNumArguments() > 1)
+      position = fn.getArgument(1);
+    // The returned value is the entry point's output.
+    fn.walk([&](func::ReturnOp ret) {
+      if (ret.getNumOperands() == 1)
+        logits = ret.getOperand(0);
+    });
+    if (!logits)
+      return error(fn, "must return exactly the logits");
+
+    for (Operation &op : fn.getBody().front()) {
+      if (llvm::Error e = planOp(&op))
+        return std::move(e);
+    }
+    return std::move(calls);
+  }
+
+private:
+  llvm::Error error(Operation *op, const Twine &what) {
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    op->getLoc().print(os);
+    return llvm::createStringError(
+        llvm::formatv("@{0}: '{1}' at {2}: {3}", prefix,
+                      op->getName().getStringRef(), loc, what.str())
+            .str());
+  }
+
+  // --- Bindings -----------------------------------------------------------
+
+  /// The dtype and shape of a tensor-like value as a transient holds it.
+  llvm::Error describe(Operation *op, Value v, artifact::TransientBuffer &t) {
+    Type type = v.getType();
+    if (auto topk = dyn_cast<TopKType>(type)) {
+      t.dtype = "i32";
+      t.shape = {-1, topk.getK()};
+      return llvm::Error::success();
+    }
+    if (isa<CandidatePoolType>(type)) {
+      t.dtype = "i8";
+      t.shape = {-1, -1};
+      return llvm::Error::success();
+    }
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return error(op, "produces a value of an unsupported type");
+    for (int64_t d : tensor.getShape())
+      t.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+    Type element = tensor.getElementType();
+    if (auto fp8 = dyn_cast<Fp8RowType>(element)) {
+      t.dtype = "i8";
+      t.shape.push_back(fp8.getBytes());
+    } else if (auto fp4 = dyn_cast<Fp4RowType>(element)) {
+      t.dtype = "i8";
+      t.shape.push_back(fp4.getBytes());
+    } else if (element.isBF16()) {
+      t.dtype = "bf16";
+    } else if (element.isF32()) {
+      t.dtype = "f32";
+    } else if (element.isInteger(32)) {
+      t.dtype = "i32";
+    } else if (element.isInteger(64)) {
+      t.dtype = "i64";
+    } else {
+      return error(op, "produces a tensor of an unsupported element type");
+    }
+    return llvm::Error::success();
+  }
+
+  /// Binds a result to a fresh transient (or to the logits output).
+  llvm::Expected<KernelArg> result(Operation *op, Value v) {
+    if (v == logits) {
+      bindings[v] = KernelArg::output("logits");
+      return KernelArg::output("logits");
+    }
+    artifact::TransientBuffer t;
+    t.id = llvm::formatv("{0}.v{1}", prefix, counter++).str();
+    if (llvm::Error e = describe(op, v, t))
+      return std::move(e);
+    int64_t bytes = t.elementBytes();
+    for (int64_t d : t.shape)
+      bytes *= d < 0 ? plan.maxContext : d;
+    t.bytes = std::max<int64_t>(bytes, 1);
+    plan.transients.push_back(t);
+    bindings[v] = KernelArg::transient(t.id);
+    return KernelArg::transient(t.id);
+  }
+
+  llvm::Expected<KernelArg> operand(Operation *op, Value v) {
+    auto it = bindings.find(v);
+    if (it != bindings.end())
+      return KernelArg(it->second);
+    if (v.getType().isIndex()) {
+      auto expr = indexExpr(op, v);
+      if (!expr)
+        return expr.takeError();
+      return KernelArg::index(*expr);
+    }
+    return error(op, "an operand comes from an op the plan cannot express");
+  }
+
+  /// The integer expression of an index value (positions, row counts).
+  llvm::Expected<json> indexExpr(Operation *user, Value v) {
+    if (v == position)
+      return json("position");
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return error(user, "an index operand is not the position or computed "
+                         "from it");
+    if (auto c = dyn_cast<arith::ConstantIndexOp>(def))
+      return json(c.value());
+    if (auto dim = dyn_cast<tensor::DimOp>(def)) {
+      auto index = dim.getConstantIndex();
+      if (!index || *index != 0)
+        return error(def, "only the row count (dimension 0) is supported");
+      if (dim.getSource() == tokens)
+        return json("num_tokens");
+      auto it = bindings.find(dim.getSource());
+      if (it == bindings.end() || it->second.kind != artifact::ArgKind::Transient)
+        return error(def, "the row count of a value that is not a transient");
+      return json::array({"rows", it->second.name});
+    }
+    const char *name = nullptr;
+    if (isa<arith::AddIOp>(def))
+      name = "add";
+    else if (isa<arith::SubIOp>(def))
+      name = "sub";
+    else if (isa<arith::MulIOp>(def))
+      name = "mul";
+    else if (isa<arith::DivUIOp, arith::DivSIOp, arith::FloorDivSIOp>(def))
+      name = "div";
+    else if (isa<arith::MinSIOp, arith::MinUIOp>(def))
+      name = "min";
+    else if (isa<arith::MaxSIOp, arith::MaxUIOp>(def))
+      name = "max";
+    if (!name || def->getNumOperands() != 2)
+      return error(def, "index arithmetic the plan cannot express");
+    auto lhs = indexExpr(def, def->getOperand(0));
+    if (!lhs)
+      return lhs.takeError();
+    auto rhs = indexExpr(def, def->getOperand(1));
+    if (!rhs)
+      return rhs.takeError();
+    return json::array({name, *lhs, *rhs});
+  }
+
+  // --- Steps --------------------------------------------------------------
+
+  /// A step calling the op's kernels; `main` is the role named as `kernel`.
+  llvm::Expected<KernelCall> step(Operation *op, StringRef main) {
+    KernelCall call;
+    call.object = options.object;
+    call.attrs = json::object();
+    call.attrs["op"] = op->getName().getStringRef().str();
+    auto found = selection.opKernels.find(op);
+    if (found == selection.opKernels.end())
+      return error(op, "has no selected host kernel");
+    json kernels = json::object();
+    for (auto &[role, name] : found->second)
+      kernels[role] = "_mlir_ciface_" + name;
+    auto mainKernel = found->second.find(main.str());
+    if (mainKernel == found->second.end())
+      return error(op, "has no '" + main + "' kernel");
+    call.kernel = "_mlir_ciface_" + mainKernel->second;
+    call.attrs["kernels"] = std::move(kernels);
+    return call;
+  }
+
+  llvm::Error add(KernelCall call) {
+    calls.push_back(std::move(call));
+    return llvm::Error::success();
+  }
+
+  /// Appends operand/result bindings to `call` (operands, then results).
+  llvm::Error bind(Operation *op, KernelCall &call, ValueRange values) {
+    for (Value v : values) {
+      auto arg = operand(op, v);
+      if (!arg)
+        return arg.takeError();
+      call.args.push_back(*arg);
+    }
+    return llvm::Error::success();
+  }
+  llvm::Error bindResults(Operation *op, KernelCall &call) {
+    for (Value v : op->getResults()) {
+      auto arg = result(op, v);
+      if (!arg)
+        return arg.takeError();
+      call.args.push_back(*arg);
+    }
+    return llvm::Error::success();
+  }
+  void weight(KernelCall &call, const std::string &name) {
+    call.args.push_back(KernelArg::weight(name));
+  }
+  /// A linear layer's weight, and its scale when the format has one.
+  void linearWeights(KernelCall &call, const std::string &name,
+                     WeightFormat format) {
+    weight(call, name + ".weight");
+    if (format == WeightFormat::FP8Block32 || format == WeightFormat::FP4E2M1 ||
+        format == WeightFormat::FP8AsBF16)
+      weight(call, name + ".scale");
+  }
+
+  llvm::Error cacheAlloc(CacheAllocOp op) {
+    const int64_t layer = op.getLayer();
+    artifact::CacheBuffer cache;
+    cache.layer = layer;
+    Type type = op.getCache().getType();
+    if (auto ring = dyn_cast<SwaRingType>(type)) {
+      cache.kind = artifact::CacheKind::SwaRing;
+      cache.id = llvm::formatv("L{0}.swa", layer).str();
+      cache.window = ring.getWindow();
+      cache.rowBytes = ring.getRow().getBytes();
+      cache.fixedBytes = cache.window * cache.rowBytes;
+    } else if (auto global = dyn_cast<GlobalCacheType>(type)) {
+      cache.kind = artifact::CacheKind::GlobalCache;
+      cache.id = llvm::formatv("L{0}.global", layer).str();
+      cache.ratio = global.getRatio();
+      cache.mainRowBytes = global.getMainRow().getBytes();
+      cache.indexRowBytes = global.getIndexRow().getBytes();
+      cache.entryBytes = cache.mainRowBytes + cache.indexRowBytes;
+    } else if (auto state = dyn_cast<CompressorStateType>(type)) {
+      cache.kind = artifact::CacheKind::CompressorState;
+      cache.id = llvm::formatv("L{0}.compressor", layer).str();
+      cache.ratio = state.getRatio();
+      cache.fixedBytes = state.getBytes();
+    } else {
+      return error(op, "allocates a cache kind the plan does not know");
+    }
+    // @prefill and @decode allocate the same per-sequence storage.
+    if (const artifact::CacheBuffer *existing = plan.findCache(cache.id)) {
+      if (existing->entryBytes != cache.entryBytes ||
+          existing->fixedBytes != cache.fixedBytes)
+        return error(op, "allocates '" + cache.id +
+                             "' with a different format than the other entry "
+                             "point");
+    } else {
+      plan.caches.push_back(cache);
+    }
+    bindings[op.getCache()] = KernelArg::cache(cache.id);
+    return llvm::Error::success();
+  }
+
+  llvm::Error planOp(Operation *op) {
+    if (auto alloc = dyn_cast<CacheAllocOp>(op))
+      return cacheAlloc(alloc);
+    // Index arithmetic and row counts become expressions where used.
+    if (isa<arith::ConstantOp, arith::AddIOp, arith::SubIOp, arith::MulIOp,
+            arith::DivUIOp, arith::DivSIOp, arith::FloorDivSIOp, arith::MinSIOp,
+            arith::MinUIOp, arith::MaxSIOp, arith::MaxUIOp, tensor::DimOp,
+            func::ReturnOp>(op))
+      return llvm::Error::success();
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)) {
+      auto it = bindings.find(op->getOperand(0));
+      if (it == bindings.end())
+        return error(op, "reshapes a value the plan does not hold");
+      KernelArg same = it->second; // same bytes, new shape
+      bindings[op->getResult(0)] = same;
+      return llvm::Error::success();
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
+      return extractSlice(slice);
+
+    const std::string name = op->getName().getStringRef().str();
+    StringRef main = "main";
+    if (isa<CompressOp, EngramOp>(op))
+      main = isa<CompressOp>(op) ? "linear" : "hash";
+    if (isa<MoeOp>(op))
+      main = "route";
+    auto made = step(op, main);
+    if (!made)
+      return made.takeError();
+    KernelCall call = std::move(*made);
+    json &attrs = call.attrs;
+
+    if (auto embed = dyn_cast<EmbedOp>(op)) {
+      if (llvm::Error e = bind(op, call, embed.getTokens()))
+        return e;
+      weight(call, embed.getWeight().str());
+      attrs["vocab"] = embed.getVocab();
+      attrs["dim"] = lastDim(embed.getResult());
+    } else if (auto x = dyn_cast<HcExpandOp>(op)) {
+      if (llvm::Error e = bind(op, call, x.getInput()))
+        return e;
+      auto type = cast<RankedTensorType>(x.getResult().getType());
+      attrs["hc"] = type.getDimSize(1);
+      attrs["dim"] = type.getDimSize(2);
+    } else if (auto mix = dyn_cast<HcMixOp>(op)) {
+      if (llvm::Error e = bind(op, call, mix.getStreams()))
+        return e;
+      std::string w = mix.getWeights().str();
+      weight(call, w + "_fn");
+      weight(call, w + "_base");
+      weight(call, w + "_scale");
+      auto type = cast<RankedTensorType>(mix.getStreams().getType());
+      attrs["hc"] = type.getDimSize(1);
+      attrs["dim"] = type.getDimSize(2);
+    } else if (auto collapse = dyn_cast<HcCollapseOp>(op)) {
+      if (llvm::Error e = bind(op, call, {collapse.getStreams(), collapse.getPre()}))
+        return e;
+      auto type = cast<RankedTensorType>(collapse.getStreams().getType());
+      attrs["hc"] = type.getDimSize(1);
+      attrs["dim"] = type.getDimSize(2);
+    } else if (auto update = dyn_cast<HcUpdateOp>(op)) {
+      if (llvm::Error e = bind(op, call, op->getOperands()))
+        return e;
+      auto type = cast<RankedTensorType>(update.getStreams().getType());
+      attrs["hc"] = type.getDimSize(1);
+      attrs["dim"] = type.getDimSize(2);
+    } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
+      if (llvm::Error e = bind(op, call, norm.getInput()))
+        return e;
+      weight(call, withSuffix(norm.getWeight(), ".weight"));
+      attrs["dim"] = lastDim(norm.getInput());
+    } else if (auto linear = dyn_cast<LinearOp>(op)) {
+      if (llvm::Error e = bind(op, call, linear.getInput()))
+        return e;
+      linearWeights(call, linear.getWeight().str(), linear.getFormat());
+      attrs["in"] = lastDim(linear.getInput());
+      attrs["out"] = lastDim(linear.getResult());
+      attrs["format"] = stringifyWeightFormat(linear.getFormat()).str();
+    } else if (auto rope = dyn_cast<RopeOp>(op)) {
+      if (llvm::Error e = bind(op, call, {rope.getInput(), rope.getPosition()}))
+        return e;
+      auto type = cast<RankedTensorType>(rope.getInput().getType());
+      attrs["stride"] = rope.getStride();
+      attrs["rows_per_position"] =
+          type.getRank() == 3 ? type.getDimSize(1) : int64_t(1);
+      attrs["dim"] = lastDim(rope.getInput());
+    } else if (auto quantize = dyn_cast<QuantizeOp>(op)) {
+      if (llvm::Error e = bind(op, call, quantize.getInput()))
+        return e;
+      attrs["dim"] = lastDim(quantize.getInput());
+    } else if (auto append = dyn_cast<CacheAppendOp>(op)) {
+      if (llvm::Error e = bind(op, call, op->getOperands()))
+        return e;
+      Type row = append.getRows().getType().getElementType();
+      std::string part = "ring";
+      if (auto global = dyn_cast<GlobalCacheType>(append.getCache().getType()))
+        part = row == global.getMainRow() ? "main" : "index";
+      attrs["part"] = part;
+    } else if (auto compress = dyn_cast<CompressOp>(op)) {
+      if (llvm::Error e = bind(op, call, {compress.getInput(), compress.getPosition()}))
+        return e;
+      if (compress.getState())
+        if (llvm::Error e = bind(op, call, compress.getState()))
+          return e;
+      std::string w = compress.getWeights().str();
+      weight(call, w + ".wkv.weight");
+      if (compress.getRatio() > 1)
+        weight(call, w + ".wgate.weight");
+      weight(call, w + ".norm.weight");
+      attrs["ratio"] = compress.getRatio();
+      attrs["in"] = lastDim(compress.getInput());
+      attrs["dim"] = lastDim(compress.getResult());
+    } else if (auto score = dyn_cast<IndexScoreOp>(op)) {
+      if (llvm::Error e = bind(op, call, op->getOperands()))
+        return e;
+      auto type = cast<RankedTensorType>(score.getQuery().getType());
+      auto cache = cast<GlobalCacheType>(score.getCache().getType());
+      attrs["heads"] = type.getDimSize(1);
+      attrs["dim"] = type.getDimSize(2);
+      attrs["ratio"] = cache.getRatio();
+    } else if (auto hsi = dyn_cast<HsiSelectOp>(op)) {
+      if (llvm::Error e = bind(op, call, hsi.getScores()))
+        return e;
+      auto source = hsi.getScores().getDefiningOp<IndexScoreOp>();
+      if (!source)
+        return error(op, "scores must come from csa.index_score");
+      attrs["ratio"] = cast<GlobalCacheType>(source.getCache().getType()).getRatio();
+    } else if (auto topk = dyn_cast<TopKOp>(op)) {
+      if (llvm::Error e = bind(op, call, op->getOperands()))
+        return e;
+      auto source = topk.getScores().getDefiningOp<IndexScoreOp>();
+      if (!source)
+        return error(op, "scores must come from csa.index_score");
+      attrs["ratio"] = cast<GlobalCacheType>(source.getCache().getType()).getRatio();
+      attrs["k"] = topk.getResult().getType().getK();
+      attrs["masked"] = bool(topk.getPool());
+    } else if (auto attention = dyn_cast<SparseAttentionOp>(op)) {
+      if (llvm::Error e = bind(op, call,
+                               {attention.getQuery(), attention.getWindow(),
+                                attention.getFresh(), attention.getPosition()}))
+        return e;
+      if (attention.getCache()) {
+        if (llvm::Error e = bind(op, call, {attention.getCache(), attention.getSelected()}))
+          return e;
+        attrs["ratio"] =
+            cast<GlobalCacheType>(attention.getCache().getType()).getRatio();
+      }
+      weight(call, attention.getSink().str());
+      auto type = cast<RankedTensorType>(attention.getQuery().getType());
+      attrs["heads"] = type.getDimSize(1);
+      attrs["dim"] = type.getDimSize(2);
+      attrs["window"] = attention.getWindow().getType().getWindow();
+      attrs["scale"] = attention.getScale().convertToDouble();
+      attrs["global"] = bool(attention.getCache());
+    } else if (auto moe = dyn_cast<MoeOp>(op)) {
+      if (llvm::Error e = bind(op, call, moe.getInput()))
+        return e;
+      std::string w = moe.getWeights().str();
+      weight(call, w + ".gate.weight");
+      weight(call, w + ".gate.bias");
+      for (int64_t e = 0; e < moe.getExperts(); ++e)
+        for (const char *m : {"w1", "w2", "w3"})
+          linearWeights(call, llvm::formatv("{0}.experts.{1}.{2}", w, e, m).str(),
+                        moe.getExpertFormat());
+      if (moe.getShared() != 1)
+        return error(op, "the host plan supports exactly one shared expert");
+      for (const char *m : {"w1", "w2", "w3"})
+        linearWeights(call, llvm::formatv("{0}.shared_experts.{1}", w, m).str(),
+                      moe.getSharedFormat());
+      attrs["experts"] = moe.getExperts();
+      attrs["top_k"] = moe.getTopK();
+      attrs["inter"] = moe.getInter();
+      attrs["dim"] = lastDim(moe.getInput());
+      auto hasScale = [](WeightFormat f) {
+        return f == WeightFormat::FP8Block32 || f == WeightFormat::FP4E2M1;
+      };
+      attrs["expert_scales"] = hasScale(moe.getExpertFormat());
+      attrs["shared_scales"] = hasScale(moe.getSharedFormat());
+    } else if (auto engram = dyn_cast<EngramOp>(op)) {
+      if (llvm::Error e = bind(op, call,
+                               {engram.getStreams(), engram.getTokens(),
+                                engram.getPosition()}))
+        return e;
+      std::string w = engram.getWeights().str();
+      weight(call, w + ".embed.weight");
+      weight(call, w + ".embed.scale");
+      linearWeights(call, w + ".wkv", WeightFormat::FP8Block32);
+      weight(call, w + ".q_weight");
+      weight(call, w + ".k_weight");
+      auto type = cast<RankedTensorType>(engram.getStreams().getType());
+      attrs["hc"] = type.getDimSize(1);
+      attrs["dim"] = type.getDimSize(2);
+      attrs["max_ngram"] = engram.getMaxNgram();
+      attrs["columns"] = (engram.getMaxNgram() - 1) * engram.getHeads();
+      attrs["head_dim"] = engram.getHeadDim();
+      attrs["table_rows"] = engram.getRows();
+      attrs["compressed_vocab"] = engram.getCompressedVocab();
+    } else if (auto head = dyn_cast<LmHeadOp>(op)) {
+      if (llvm::Error e = bind(op, call, head.getInput()))
+        return e;
+      weight(call, head.getWeight().str());
+      attrs["vocab"] = head.getVocab();
+      attrs["dim"] = lastDim(head.getInput());
+      attrs["last_only"] = bool(head.getLastOnly());
+    } else {
+      return error(op, "has no host plan step");
+    }
+    if (llvm::Error e = bindResults(op, call))
+      return e;
+    return add(std::move(call));
+  }
+
+  /// csa-bounded-replay's cut: rows [offset, offset + count) of a value.
+  llvm::Error extractSlice(tensor::ExtractSliceOp slice) {
+    auto type = cast<RankedTensorType>(slice.getSourceType());
+    for (int64_t d = 1; d < type.getRank(); ++d) {
+      auto offset = getConstantIntValue(slice.getMixedOffsets()[d]);
+      auto size = getConstantIntValue(slice.getMixedSizes()[d]);
+      if (!offset || *offset != 0 || !size || *size != type.getDimSize(d))
+        return error(slice, "only slices of whole rows are supported");
+    }
+    for (OpFoldResult stride : slice.getMixedStrides())
+      if (getConstantIntValue(stride) != 1)
+        return error(slice, "only unit strides are supported");
+    KernelCall call;
+    call.kernel = "builtin.slice_rows";
+    call.attrs = json{{"op", "tensor.extract_slice"}};
+    auto src = operand(slice, slice.getSource());
+    if (!src)
+      return src.takeError();
+    call.args.push_back(*src);
+    for (OpFoldResult ofr : {slice.getMixedOffsets()[0], slice.getMixedSizes()[0]}) {
+      if (auto c = getConstantIntValue(ofr)) {
+        call.args.push_back(KernelArg::index(json(*c)));
+        continue;
+      }
+      auto expr = indexExpr(slice, cast<Value>(ofr));
+      if (!expr)
+        return expr.takeError();
+      call.args.push_back(KernelArg::index(*expr));
+    }
+    if (llvm::Error e = bindResults(slice, call))
+      return e;
+    return add(std::move(call));
+  }
+
+  artifact::Plan &plan;
+  const KernelSelection &selection;
+  const HostPlanOptions &options;
+  func::FuncOp fn;
+  std::string prefix;
+  Value tokens, position, logits;
+  llvm::DenseMap<Value, KernelArg> bindings;
+  std::vector<KernelCall> calls;
+  int64_t counter = 0;
+};
+
+} // namespace
+
+llvm::Expected<artifact::Plan> buildHostPlan(ModuleOp graph,
+                                             const KernelSelection &selection,
+                                             const HostPlanOptions &options) {
+  artifact::Plan plan;
+  auto maxContext = graph->getAttrOfType<IntegerAttr>("csa.max_context");
+  if (!maxContext || maxContext.getInt() < 1)
+    return llvm::createStringError(
+        "the module has no csa.max_context (the context the caches are "
+        "planned for)");
+  plan.maxContext = maxContext.getInt();
+  for (const char *name : {"prefill", "decode"}) {
+    auto fn = graph.lookupSymbol<func::FuncOp>(name);
+    if (!fn)
+      return llvm::createStringError(
+          llvm::formatv("the module has no @{0} function", name).str());
+    if (!fn.getBody().hasOneBlock())
+      return llvm::createStringError(
+          llvm::formatv("@{0} must be a single block", name).str());
+    FunctionPlanner planner(plan, selection, options, fn);
+    auto calls = planner.run();
+    if (!calls)
+      return calls.takeError();
+    (std::string_view(name) == "prefill" ? plan.prefill : plan.decode) =
+        std::move(*calls);
+  }
+  return plan;
+}
+
+} // namespace csa::codegen

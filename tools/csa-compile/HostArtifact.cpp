@@ -1,0 +1,81 @@
+//===- HostArtifact.cpp - Writing a host artifact (plain C++) -------------===//
+#include "tools/csa-compile/HostArtifact.h"
+
+#include "models/schedule/Schedule.h"
+#include "models/weights/RandomCheckpoint.h"
+#include "models/weights/WeightManifest.h"
+#include "runtime/artifact/ArtifactWriter.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace csa {
+
+namespace {
+
+/// The per-layer description whose hash is the artifact's schedule_hash.
+nlohmann::json scheduleDetail(const Schedule &schedule) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerRole &r : schedule.layers)
+    layers.push_back({{"layer", r.layer},
+                      {"mode", std::string(layerModeName(r.mode))},
+                      {"ratio", r.ratio},
+                      {"kv_source", r.kvSource},
+                      {"index_source", r.indexSource},
+                      {"candidate_source", r.candidateSource},
+                      {"candidate_pool", r.candidatePool}});
+  return {{"layers", std::move(layers)}};
+}
+
+} // namespace
+
+std::string artifactConfigText(const ModelConfig &config) {
+  return flatConfigJson(config).dump();
+}
+
+absl::Status writeHostArtifact(const HostArtifactParts &parts,
+                               const std::string &directory) {
+  auto config = parseModelConfig(parts.configText, "csa.config");
+  if (!config.ok())
+    return config.status();
+  auto schedule = scheduleFromConfig(*config);
+  if (!schedule.ok())
+    return schedule.status();
+  if (!parts.schedule.empty() && parts.schedule != schedule->letters())
+    return absl::InvalidArgumentError(
+        absl::StrCat("csa.schedule '", parts.schedule,
+                     "' is not the schedule of csa.config ('",
+                     schedule->letters(), "')"));
+  auto specs = weightManifest(*config, *schedule);
+  if (!specs.ok())
+    return specs.status();
+  nlohmann::json configJson;
+  try {
+    configJson = nlohmann::json::parse(parts.configText);
+  } catch (const nlohmann::json::exception &e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("csa.config: not valid JSON: ", e.what()));
+  }
+
+  artifact::ArtifactWriter writer;
+  writer.setModel(parts.model.empty() ? "model" : parts.model, configJson);
+  writer.setSchedule(schedule->letters(), scheduleDetail(*schedule));
+  writer.setTarget(artifact::Target::HostX86_64);
+  writer.setCreatedBy("csa-compile 0.1.0");
+  writer.setPlan(parts.plan);
+  artifact::WeightsManifest weights;
+  for (const TensorSpec &spec : *specs)
+    weights.tensors.push_back({spec.name, spec.dtype, spec.shape});
+  weights.ignoredPrefixes = {"mtp.", "vision.", "aligner.", "image_"};
+  writer.setWeights(std::move(weights));
+  if (absl::Status st = writer.addFile("kernels/host.so", parts.library); !st.ok())
+    return st;
+  if (absl::Status st = writer.addFile("config.json", configJson.dump(2) + "\n");
+      !st.ok())
+    return st;
+  auto written = writer.write(directory);
+  if (!written.ok())
+    return written.status();
+  return absl::OkStatus();
+}
+
+} // namespace csa

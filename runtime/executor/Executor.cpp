@@ -1,0 +1,1081 @@
+//===- Executor.cpp - Runs an artifact's plan on the CPU ------------------===//
+//
+// One driver per csa op kind. A driver reads the step's bindings, sizes the
+// results, builds memref descriptors and calls the op's generated kernels
+// (attrs.kernels, by role) in the order the op's semantics need; the
+// per-op argument layouts are the ones codegen/host/HostPlan.cpp writes
+// (docs/artifact-format.md).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/executor/Executor.h"
+
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <dlfcn.h>
+#include <functional>
+#include <limits>
+#include <unordered_map>
+
+namespace csa::runtime {
+
+using artifact::ArgKind;
+using artifact::CacheBuffer;
+using artifact::CacheKind;
+using artifact::KernelArg;
+using artifact::KernelCall;
+using nlohmann::json;
+
+namespace {
+
+/// A ranked memref descriptor as `_mlir_ciface_` functions take it.
+template <int N> struct Desc {
+  const void *allocated;
+  const void *aligned;
+  int64_t offset;
+  int64_t sizes[N];
+  int64_t strides[N];
+};
+
+/// A row-major descriptor of `p` (element offsets and strides).
+template <int N>
+Desc<N> desc(const void *p, std::array<int64_t, N> sizes) {
+  Desc<N> d{p, p, 0, {}, {}};
+  int64_t stride = 1;
+  for (int i = N - 1; i >= 0; --i) {
+    d.sizes[i] = sizes[size_t(i)];
+    d.strides[i] = stride;
+    stride *= sizes[size_t(i)];
+  }
+  return d;
+}
+
+/// A value a step produces: its bytes, its dimensions as last written and the
+/// absolute position of row 0 (how top-k sets and pools answer by position).
+struct Tensor {
+  std::vector<uint8_t> data;
+  std::vector<int64_t> dims;
+  int64_t base = 0;
+  int64_t elementBytes = 1;
+
+  int64_t rows() const { return dims.empty() ? 0 : dims[0]; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : dims)
+      n *= d;
+    return n;
+  }
+  void resize(std::vector<int64_t> d) {
+    dims = std::move(d);
+    // Keep at least one byte so that a 0-row value still has an address.
+    data.resize(size_t(std::max<int64_t>(numel() * elementBytes, 1)));
+  }
+  template <typename T> T *as() { return reinterpret_cast<T *>(data.data()); }
+  void *ptr() { return data.data(); }
+};
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// The shared object of the kernels.
+class KernelLibrary {
+public:
+  static absl::StatusOr<std::unique_ptr<KernelLibrary>>
+  open(const std::string &path) {
+    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot load kernels ", path, ": ", dlerror()));
+    auto lib = std::make_unique<KernelLibrary>();
+    lib->handle = handle;
+    return lib;
+  }
+  ~KernelLibrary() {
+    if (handle)
+      dlclose(handle);
+  }
+  void *symbol(const std::string &name) const { return dlsym(handle, name.c_str()); }
+
+private:
+  void *handle = nullptr;
+};
+
+template <typename... A> void invoke(void *fn, A... args) {
+  reinterpret_cast<void (*)(A...)>(fn)(args...);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Sequence
+//===----------------------------------------------------------------------===//
+
+uint64_t Sequence::cacheBytes() const {
+  uint64_t total = 0;
+  for (const auto &[id, cache] : caches)
+    total += cache.bytes.size();
+  return total;
+}
+
+//===----------------------------------------------------------------------===//
+// Executor
+//===----------------------------------------------------------------------===//
+
+struct Executor::Impl {
+  const artifact::Artifact *artifact = nullptr;
+  const checkpoint::Checkpoint *checkpoint = nullptr;
+  std::map<std::string, std::unique_ptr<KernelLibrary>> libraries;
+  std::unordered_map<std::string, checkpoint::TensorView> weights;
+  std::unordered_map<std::string, Tensor> transients;
+  std::vector<int64_t> engramMap; ///< raw token id -> compressed id
+  int64_t vocab = 0;
+  StepTiming timing;
+
+  struct Step;
+  using Driver = std::function<absl::Status(Impl &, Step &)>;
+  struct Step {
+    const KernelCall *call = nullptr;
+    std::string op;
+    std::map<std::string, void *> kernels; ///< role -> symbol
+    Driver driver;
+    std::string where; ///< "prefill[12]" for messages
+  };
+  std::vector<Step> prefillSteps, decodeSteps;
+
+  // The state of the entry point being run.
+  Sequence *seq = nullptr;
+  int64_t position = 0, numTokens = 0;
+  Tensor tokens, logits;
+
+  absl::Status load();
+  absl::Status prepare(const std::vector<KernelCall> &calls, const char *entry,
+                       std::vector<Step> &steps);
+  absl::StatusOr<std::vector<float>> run(std::vector<Step> &steps);
+
+  // --- argument access ----------------------------------------------------
+  const KernelArg &arg(Step &s, size_t i) { return s.call->args[i]; }
+  Tensor &tensor(Step &s, size_t i) {
+    const KernelArg &a = arg(s, i);
+    if (a.kind == ArgKind::Input)
+      return tokens;
+    if (a.kind == ArgKind::Output)
+      return logits;
+    return transients[a.name];
+  }
+  const checkpoint::TensorView &weight(Step &s, size_t i) {
+    return weights.at(arg(s, i).name);
+  }
+  CacheState &cache(Step &s, size_t i) { return seq->caches[arg(s, i).name]; }
+  const CacheBuffer &cacheBuffer(Step &s, size_t i) {
+    return *artifact->plan().findCache(arg(s, i).name);
+  }
+  absl::StatusOr<int64_t> index(Step &s, size_t i) {
+    const KernelArg &a = arg(s, i);
+    if (a.kind == ArgKind::Constant)
+      return a.value;
+    if (a.kind == ArgKind::Scalar) {
+      if (a.name == "position")
+        return position;
+      if (a.name == "num_tokens")
+        return numTokens;
+      return int64_t(1); // batch_size: one sequence per call
+    }
+    return evaluate(a.expr);
+  }
+  absl::StatusOr<int64_t> evaluate(const json &e) {
+    if (e.is_number_integer())
+      return e.get<int64_t>();
+    if (e.is_string())
+      return e == "position" ? position : numTokens;
+    std::string op = e[0].get<std::string>();
+    if (op == "rows")
+      return transients[e[1].get<std::string>()].rows();
+    auto lhs = evaluate(e[1]);
+    if (!lhs.ok())
+      return lhs;
+    auto rhs = evaluate(e[2]);
+    if (!rhs.ok())
+      return rhs;
+    int64_t a = *lhs, b = *rhs;
+    if (op == "add")
+      return a + b;
+    if (op == "sub")
+      return a - b;
+    if (op == "mul")
+      return a * b;
+    if (op == "min")
+      return std::min(a, b);
+    if (op == "max")
+      return std::max(a, b);
+    if (b == 0)
+      return absl::InvalidArgumentError("index expression divides by zero");
+    return a / b;
+  }
+  /// A result of `elementBytes`-sized elements with base `base`.
+  Tensor &result(Step &s, size_t i, int64_t elementBytes,
+                 std::vector<int64_t> dims, int64_t base) {
+    Tensor &t = tensor(s, i);
+    t.elementBytes = elementBytes;
+    t.resize(std::move(dims));
+    t.base = base;
+    return t;
+  }
+  /// Scratch buffers of a step (kept between calls to reuse their memory).
+  Tensor &scratch(const std::string &name, int64_t elementBytes,
+                  std::vector<int64_t> dims) {
+    Tensor &t = transients["$scratch." + name];
+    t.elementBytes = elementBytes;
+    t.resize(std::move(dims));
+    return t;
+  }
+  /// The `rowBytes`-byte parts at `offset` of entries [0, count) of a global
+  /// cache, made contiguous (the dequantize kernels take dense rows).
+  Tensor &gatherParts(const std::string &name, const CacheState &c,
+                      const CacheBuffer &b, int64_t offset, int64_t rowBytes,
+                      int64_t count) {
+    Tensor &t = scratch(name, 1, {count, rowBytes});
+    for (int64_t e = 0; e < count; ++e)
+      std::memcpy(t.as<uint8_t>() + e * rowBytes,
+                  c.bytes.data() + e * b.entryBytes + offset, size_t(rowBytes));
+    return t;
+  }
+  int64_t attr(Step &s, const char *name) {
+    return s.call->attrs.at(name).get<int64_t>();
+  }
+  void *kernel(Step &s, const char *role) { return s.kernels.at(role); }
+
+  /// Calls a linear kernel `role` on `rows` rows: x [rows, in] -> y.
+  void linear(Step &s, const char *role, const void *x, int64_t rows,
+              int64_t in, size_t weightArg, bool scaled, void *y,
+              int64_t out) {
+    const checkpoint::TensorView &w = weight(s, weightArg);
+    auto dx = desc<2>(x, {rows, in});
+    auto dy = desc<2>(y, {rows, out});
+    std::array<int64_t, 2> wShape{w.shape.size() > 0 ? w.shape[0] : 1,
+                                  w.shape.size() > 1 ? w.shape[1] : 1};
+    auto dw = desc<2>(w.data, wShape);
+    if (!scaled) {
+      invoke(kernel(s, role), (void *)&dx, (void *)&dw, (void *)&dy);
+      return;
+    }
+    const checkpoint::TensorView &sc = weight(s, weightArg + 1);
+    auto ds = desc<2>(sc.data, {sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
+    invoke(kernel(s, role), (void *)&dx, (void *)&dw, (void *)&ds, (void *)&dy);
+  }
+
+  // --- drivers --------------------------------------------------------------
+  absl::Status embed(Step &s);
+  absl::Status hcExpand(Step &s);
+  absl::Status hcMix(Step &s);
+  absl::Status hcCollapse(Step &s);
+  absl::Status hcUpdate(Step &s);
+  absl::Status rmsNorm(Step &s);
+  absl::Status linearOp(Step &s);
+  absl::Status rope(Step &s);
+  absl::Status quantize(Step &s);
+  absl::Status cacheAppend(Step &s);
+  absl::Status compress(Step &s);
+  absl::Status indexScore(Step &s);
+  absl::Status hsiSelect(Step &s);
+  absl::Status topk(Step &s);
+  absl::Status sparseAttention(Step &s);
+  absl::Status moe(Step &s);
+  absl::Status engram(Step &s);
+  absl::Status lmHead(Step &s);
+  absl::Status sliceRows(Step &s);
+};
+
+absl::Status Executor::Impl::load() {
+  const artifact::Plan &plan = artifact->plan();
+  if (absl::Status st = artifact::checkWeights(*artifact, *checkpoint); !st.ok())
+    return st;
+  for (const artifact::WeightEntry &entry : artifact->weights().tensors) {
+    auto view = checkpoint->tensor(entry.name);
+    if (!view.ok())
+      return view.status();
+    weights.emplace(entry.name, *view);
+  }
+  if (auto embed = weights.find("embed.weight"); embed != weights.end())
+    vocab = embed->second.shape[0];
+  for (const artifact::TransientBuffer &t : plan.transients) {
+    if (t.dtype.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "artifact ", artifact->directory(), ": plan.json: transient '", t.id,
+          "' has no dtype/shape; the CPU executor needs them (recompile)"));
+    transients[t.id].elementBytes = t.elementBytes();
+  }
+  if (absl::Status st = prepare(plan.prefill, "prefill", prefillSteps); !st.ok())
+    return st;
+  return prepare(plan.decode, "decode", decodeSteps);
+}
+
+absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
+                                     const char *entry,
+                                     std::vector<Step> &steps) {
+  static const std::map<std::string, absl::Status (Impl::*)(Step &)> drivers = {
+      {"csa.embed", &Impl::embed},
+      {"csa.hc_expand", &Impl::hcExpand},
+      {"csa.hc_mix", &Impl::hcMix},
+      {"csa.hc_collapse", &Impl::hcCollapse},
+      {"csa.hc_update", &Impl::hcUpdate},
+      {"csa.rms_norm", &Impl::rmsNorm},
+      {"csa.linear", &Impl::linearOp},
+      {"csa.rope", &Impl::rope},
+      {"csa.quantize", &Impl::quantize},
+      {"csa.cache_append", &Impl::cacheAppend},
+      {"csa.compress", &Impl::compress},
+      {"csa.index_score", &Impl::indexScore},
+      {"csa.hsi_select", &Impl::hsiSelect},
+      {"csa.topk", &Impl::topk},
+      {"csa.sparse_attention", &Impl::sparseAttention},
+      {"csa.moe", &Impl::moe},
+      {"csa.engram", &Impl::engram},
+      {"csa.lm_head", &Impl::lmHead},
+      {"tensor.extract_slice", &Impl::sliceRows},
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const KernelCall &call = calls[i];
+    Step step;
+    step.call = &call;
+    step.where = absl::StrCat(entry, "[", i, "]");
+    auto fail = [&](const std::string &what) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("artifact ", artifact->directory(),
+                       ": plan.json: entry_points.", step.where, ": ", what));
+    };
+    if (!call.attrs.contains("op") || !call.attrs["op"].is_string())
+      return fail("attrs.op is missing (which op the step carries out)");
+    step.op = call.attrs["op"].get<std::string>();
+    auto driver = drivers.find(step.op);
+    if (driver == drivers.end())
+      return fail(absl::StrCat("the CPU executor has no driver for '", step.op, "'"));
+    step.driver = [fn = driver->second](Impl &impl, Step &s) { return (impl.*fn)(s); };
+    if (!artifact::isBuiltinKernel(call.kernel)) {
+      auto &lib = libraries[call.object];
+      if (!lib) {
+        auto opened = KernelLibrary::open(artifact->pathOf(call.object));
+        if (!opened.ok())
+          return opened.status();
+        lib = std::move(*opened);
+      }
+      if (!call.attrs.contains("kernels") || !call.attrs["kernels"].is_object())
+        return fail("attrs.kernels is missing (the kernels of the step by role)");
+      for (auto &[role, symbol] : call.attrs["kernels"].items()) {
+        if (!symbol.is_string())
+          return fail(absl::StrCat("attrs.kernels.", role, " is not a symbol name"));
+        void *fn = lib->symbol(symbol.get<std::string>());
+        if (!fn)
+          return fail(absl::StrCat("kernel '", symbol.get<std::string>(),
+                                   "' is not in ", call.object));
+        step.kernels[role] = fn;
+      }
+    }
+    steps.push_back(std::move(step));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>>
+Executor::Impl::run(std::vector<Step> &steps) {
+  auto start = std::chrono::steady_clock::now();
+  for (Step &step : steps) {
+    absl::Status st;
+    try {
+      st = step.driver(*this, step);
+    } catch (const std::exception &e) {
+      st = absl::InvalidArgumentError(
+          absl::StrCat("malformed step (", e.what(), ")"));
+    }
+    if (!st.ok())
+      return absl::Status(st.code(), absl::StrCat(step.where, " (", step.op,
+                                                  "): ", st.message()));
+  }
+  timing.steps = int64_t(steps.size());
+  timing.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::vector<float> out(size_t(logits.numel()));
+  std::memcpy(out.data(), logits.ptr(), out.size() * sizeof(float));
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Drivers
+//===----------------------------------------------------------------------===//
+
+absl::Status Executor::Impl::embed(Step &s) {
+  Tensor &tok = tensor(s, 0);
+  const checkpoint::TensorView &table = weight(s, 1);
+  const int64_t n = tok.rows(), dim = attr(s, "dim");
+  Tensor &out = result(s, 2, 2, {n, dim}, tok.base);
+  auto dt = desc<1>(tok.ptr(), {n});
+  auto dw = desc<2>(table.data, {table.shape[0], dim});
+  auto dout = desc<2>(out.ptr(), {n, dim});
+  invoke(kernel(s, "main"), (void *)&dt, (void *)&dw, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::hcExpand(Step &s) {
+  Tensor &h = tensor(s, 0);
+  const int64_t n = h.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
+  Tensor &out = result(s, 1, 2, {n, hc, dim}, h.base);
+  auto dh = desc<2>(h.ptr(), {n, dim});
+  auto dout = desc<3>(out.ptr(), {n, hc, dim});
+  invoke(kernel(s, "main"), (void *)&dh, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::hcMix(Step &s) {
+  Tensor &x = tensor(s, 0);
+  const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
+  const int64_t mix = (2 + hc) * hc;
+  Tensor &pre = result(s, 4, 4, {n, hc}, x.base);
+  Tensor &post = result(s, 5, 4, {n, hc}, x.base);
+  Tensor &comb = result(s, 6, 4, {n, hc, hc}, x.base);
+  auto dx = desc<3>(x.ptr(), {n, hc, dim});
+  auto dfn = desc<2>(weight(s, 1).data, {mix, hc * dim});
+  auto dbase = desc<1>(weight(s, 2).data, {mix});
+  auto dscale = desc<1>(weight(s, 3).data, {3});
+  auto dpre = desc<2>(pre.ptr(), {n, hc});
+  auto dpost = desc<2>(post.ptr(), {n, hc});
+  auto dcomb = desc<3>(comb.ptr(), {n, hc, hc});
+  invoke(kernel(s, "main"), (void *)&dx, (void *)&dfn, (void *)&dbase,
+         (void *)&dscale, (void *)&dpre, (void *)&dpost, (void *)&dcomb);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::hcCollapse(Step &s) {
+  Tensor &x = tensor(s, 0), &pre = tensor(s, 1);
+  const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
+  Tensor &out = result(s, 2, 2, {n, dim}, x.base);
+  auto dx = desc<3>(x.ptr(), {n, hc, dim});
+  auto dpre = desc<2>(pre.ptr(), {n, hc});
+  auto dout = desc<2>(out.ptr(), {n, dim});
+  invoke(kernel(s, "main"), (void *)&dx, (void *)&dpre, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::hcUpdate(Step &s) {
+  Tensor &x = tensor(s, 0), &y = tensor(s, 1), &post = tensor(s, 2),
+         &comb = tensor(s, 3);
+  const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
+  Tensor &out = result(s, 4, 2, {n, hc, dim}, x.base);
+  auto dx = desc<3>(x.ptr(), {n, hc, dim});
+  auto dy = desc<2>(y.ptr(), {n, dim});
+  auto dpost = desc<2>(post.ptr(), {n, hc});
+  auto dcomb = desc<3>(comb.ptr(), {n, hc, hc});
+  auto dout = desc<3>(out.ptr(), {n, hc, dim});
+  invoke(kernel(s, "main"), (void *)&dx, (void *)&dy, (void *)&dpost,
+         (void *)&dcomb, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::rmsNorm(Step &s) {
+  Tensor &x = tensor(s, 0);
+  const int64_t dim = attr(s, "dim"), rows = x.numel() / dim;
+  std::vector<int64_t> dims = x.dims;
+  Tensor &out = result(s, 2, 2, dims, x.base);
+  auto dx = desc<2>(x.ptr(), {rows, dim});
+  auto dw = desc<1>(weight(s, 1).data, {dim});
+  auto dout = desc<2>(out.ptr(), {rows, dim});
+  invoke(kernel(s, "main"), (void *)&dx, (void *)&dw, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::linearOp(Step &s) {
+  Tensor &x = tensor(s, 0);
+  const int64_t in = attr(s, "in"), out = attr(s, "out");
+  const int64_t rows = x.numel() / in;
+  const std::string format = s.call->attrs.at("format").get<std::string>();
+  const bool scaled = format != "bf16" && format != "f32";
+  const size_t resultArg = scaled ? 3 : 2;
+  Tensor &y = result(s, resultArg, format == "f32" ? 4 : 2, {rows, out}, x.base);
+  linear(s, "main", x.ptr(), rows, in, 1, scaled, y.ptr(), out);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::rope(Step &s) {
+  Tensor &x = tensor(s, 0);
+  auto pos = index(s, 1);
+  if (!pos.ok())
+    return pos.status();
+  const int64_t dim = attr(s, "dim"), perPosition = attr(s, "rows_per_position");
+  std::vector<int64_t> dims = x.dims;
+  const int64_t base = x.base;
+  std::vector<uint8_t> copy = x.data; // x may be read again later
+  Tensor &out = result(s, 2, 2, dims, base);
+  std::memcpy(out.ptr(), copy.data(), size_t(out.numel() * 2));
+  auto d = desc<2>(out.ptr(), {out.numel() / dim, dim});
+  invoke(kernel(s, "main"), (void *)&d, int64_t(*pos), attr(s, "stride"),
+         perPosition);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::quantize(Step &s) {
+  Tensor &x = tensor(s, 0);
+  const int64_t dim = attr(s, "dim"), rows = x.numel() / dim;
+  const artifact::TransientBuffer *t =
+      artifact->plan().findTransient(arg(s, 1).name);
+  const int64_t rowBytes = t->shape.back();
+  Tensor &out = result(s, 1, 1, {rows, rowBytes}, x.base);
+  auto dx = desc<2>(x.ptr(), {rows, dim});
+  auto dout = desc<2>(out.ptr(), {rows, rowBytes});
+  invoke(kernel(s, "main"), (void *)&dx, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::cacheAppend(Step &s) {
+  Tensor &rows = tensor(s, 0);
+  CacheState &c = cache(s, 1);
+  const CacheBuffer &b = cacheBuffer(s, 1);
+  auto start = index(s, 2);
+  if (!start.ok())
+    return start.status();
+  const std::string part = s.call->attrs.at("part").get<std::string>();
+  const int64_t n = rows.rows(), rowBytes = rows.dims.at(1);
+  Desc<2> dc{};
+  if (part == "ring") {
+    dc = desc<2>(c.bytes.data(), {b.window, b.rowBytes});
+    if (c.ringStart < 0)
+      c.ringStart = *start;
+    c.ringEnd = *start + n;
+  } else {
+    const int64_t capacity = artifact->plan().maxContext / b.ratio;
+    const int64_t end = *start + n;
+    if (end > capacity)
+      return absl::OutOfRangeError(absl::StrCat(
+          "cache '", b.id, "' would need ", end, " entries; the plan allows ",
+          capacity, " (max_context ", artifact->plan().maxContext, ")"));
+    if (int64_t(c.bytes.size()) < end * b.entryBytes)
+      c.bytes.resize(size_t(std::max<int64_t>(end, 2 * c.bytes.size() / b.entryBytes) *
+                            b.entryBytes), 0);
+    const int64_t entries = int64_t(c.bytes.size()) / b.entryBytes;
+    const int64_t offset = part == "main" ? 0 : b.mainRowBytes;
+    dc = Desc<2>{c.bytes.data(), c.bytes.data(), offset,
+                 {entries, rowBytes}, {b.entryBytes, 1}};
+    (part == "main" ? c.mainEntries : c.indexEntries) =
+        std::max(part == "main" ? c.mainEntries : c.indexEntries, end);
+  }
+  auto dr = desc<2>(rows.ptr(), {n, rowBytes});
+  auto fn = reinterpret_cast<int32_t (*)(void *, void *, int64_t)>(kernel(s, "main"));
+  int32_t missed = fn(&dr, &dc, *start);
+  if (missed != 0)
+    return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",
+                                            b.id, "' (a runtime bug)"));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::compress(Step &s) {
+  Tensor &x = tensor(s, 0);
+  auto pos = index(s, 1);
+  if (!pos.ok())
+    return pos.status();
+  const int64_t ratio = attr(s, "ratio"), in = attr(s, "in"), dim = attr(s, "dim");
+  const int64_t n = x.rows();
+  if (ratio == 1) {
+    // [x, position, wkv, norm, out]
+    Tensor &latent = scratch("compress.latent", 2, {n, dim});
+    linear(s, "linear", x.ptr(), n, in, 2, false, latent.ptr(), dim);
+    Tensor &out = result(s, 4, 2, {n, dim}, *pos);
+    auto dl = desc<2>(latent.ptr(), {n, dim});
+    auto dw = desc<1>(weight(s, 3).data, {dim});
+    auto dout = desc<2>(out.ptr(), {n, dim});
+    invoke(kernel(s, "norm"), (void *)&dl, (void *)&dw, (void *)&dout);
+    return absl::OkStatus();
+  }
+  // [x, position, state, wkv, wgate, norm, out]
+  CacheState &state = cache(s, 2);
+  Tensor &kv = scratch("compress.kv", 4, {n, dim});
+  Tensor &score = scratch("compress.score", 4, {n, dim});
+  linear(s, "linear", x.ptr(), n, in, 3, false, kv.ptr(), dim);
+  linear(s, "linear", x.ptr(), n, in, 4, false, score.ptr(), dim);
+  const int64_t groups = (*pos + n) / ratio - *pos / ratio;
+  Tensor &pooled = scratch("compress.pooled", 2, {groups, dim});
+  float *stateKv = reinterpret_cast<float *>(state.bytes.data());
+  float *stateScore = stateKv + ratio * dim;
+  auto dkv = desc<2>(kv.ptr(), {n, dim});
+  auto dscore = desc<2>(score.ptr(), {n, dim});
+  auto dsk = desc<2>(stateKv, {ratio, dim});
+  auto dss = desc<2>(stateScore, {ratio, dim});
+  auto dp = desc<2>(pooled.ptr(), {groups, dim});
+  invoke(kernel(s, "pool"), (void *)&dkv, (void *)&dscore, (void *)&dsk,
+         (void *)&dss, int64_t(*pos), (void *)&dp);
+  Tensor &out = result(s, 6, 2, {groups, dim}, *pos / ratio);
+  auto dw = desc<1>(weight(s, 5).data, {dim});
+  auto dout = desc<2>(out.ptr(), {groups, dim});
+  invoke(kernel(s, "norm"), (void *)&dp, (void *)&dw, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::indexScore(Step &s) {
+  // [q, w, cache, out]
+  Tensor &q = tensor(s, 0), &w = tensor(s, 1);
+  CacheState &c = cache(s, 2);
+  const CacheBuffer &b = cacheBuffer(s, 2);
+  const int64_t n = q.rows(), heads = attr(s, "heads"), dim = attr(s, "dim"),
+                ratio = attr(s, "ratio");
+  const int64_t keyBytes = b.indexRowBytes;
+  // Queries through FP4 (E2M1, UE8M0 per 32), as the released indexer.
+  Tensor &qRows = scratch("index.qrows", 1, {n * heads, keyBytes});
+  Tensor &qDeq = scratch("index.q", 2, {n, heads, dim});
+  auto dq = desc<2>(q.ptr(), {n * heads, dim});
+  auto dqr = desc<2>(qRows.ptr(), {n * heads, keyBytes});
+  auto dqd = desc<2>(qDeq.ptr(), {n * heads, dim});
+  invoke(kernel(s, "quantize"), (void *)&dq, (void *)&dqr);
+  invoke(kernel(s, "dequantize"), (void *)&dqr, (void *)&dqd);
+  // Head weights times (heads * dim)^-1/2.
+  Tensor &ws = scratch("index.w", 2, {n, heads});
+  auto dw = desc<2>(w.ptr(), {n, heads});
+  auto dws = desc<2>(ws.ptr(), {n, heads});
+  invoke(kernel(s, "scale"), (void *)&dw, (void *)&dws);
+  // The keys written so far.
+  const int64_t width = (q.base + n) / ratio;
+  const int64_t numKeys = std::min(width, c.indexEntries);
+  Tensor &keys = scratch("index.keys", 2, {numKeys, dim});
+  Tensor &keyRows =
+      gatherParts("index.key_rows", c, b, b.mainRowBytes, keyBytes, numKeys);
+  auto dkr = desc<2>(keyRows.ptr(), {numKeys, keyBytes});
+  auto dk = desc<2>(keys.ptr(), {numKeys, dim});
+  if (numKeys > 0)
+    invoke(kernel(s, "dequantize"), (void *)&dkr, (void *)&dk);
+  Tensor &visible = scratch("index.visible", 8, {n});
+  for (int64_t i = 0; i < n; ++i)
+    visible.as<int64_t>()[i] = (q.base + i + 1) / ratio;
+  Tensor &out = result(s, 3, 4, {n, width}, q.base);
+  auto dqq = desc<3>(qDeq.ptr(), {n, heads, dim});
+  auto dv = desc<1>(visible.ptr(), {n});
+  auto dout = desc<2>(out.ptr(), {n, width});
+  invoke(kernel(s, "main"), (void *)&dqq, (void *)&dk, (void *)&dws,
+         (void *)&dv, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::hsiSelect(Step &s) {
+  Tensor &scores = tensor(s, 0);
+  const int64_t n = scores.rows(), width = scores.dims.at(1),
+                ratio = attr(s, "ratio");
+  Tensor &visible = scratch("hsi.visible", 8, {n});
+  for (int64_t i = 0; i < n; ++i)
+    visible.as<int64_t>()[i] = (scores.base + i + 1) / ratio;
+  Tensor &mask = result(s, 1, 1, {n, width}, scores.base);
+  auto ds = desc<2>(scores.ptr(), {n, width});
+  auto dv = desc<1>(visible.ptr(), {n});
+  auto dm = desc<2>(mask.ptr(), {n, width});
+  invoke(kernel(s, "main"), (void *)&ds, (void *)&dv, (void *)&dm);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::topk(Step &s) {
+  Tensor &scores = tensor(s, 0);
+  const bool masked = s.call->attrs.at("masked").get<bool>();
+  const int64_t n = scores.rows(), width = scores.dims.at(1),
+                ratio = attr(s, "ratio"), k = attr(s, "k");
+  Tensor &visible = scratch("topk.visible", 8, {n});
+  for (int64_t i = 0; i < n; ++i)
+    visible.as<int64_t>()[i] = (scores.base + i + 1) / ratio;
+  Tensor &out = result(s, masked ? 2 : 1, 4, {n, k}, scores.base);
+  auto ds = desc<2>(scores.ptr(), {n, width});
+  auto dv = desc<1>(visible.ptr(), {n});
+  auto dout = desc<2>(out.ptr(), {n, k});
+  if (!masked) {
+    invoke(kernel(s, "main"), (void *)&ds, (void *)&dv, (void *)&dout);
+    return absl::OkStatus();
+  }
+  // The pool answers by position: row i of the scores is the pool's row
+  // (scores.base + i - pool.base); positions past its width are not in it.
+  Tensor &pool = tensor(s, 1);
+  Tensor &mask = scratch("topk.mask", 1, {n, width});
+  std::fill(mask.data.begin(), mask.data.end(), 0);
+  const int64_t poolWidth = pool.dims.at(1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = scores.base + i - pool.base;
+    if (row < 0 || row >= pool.rows())
+      return absl::InternalError(absl::StrCat(
+          "the candidate pool has no row for position ", scores.base + i,
+          " (it covers ", pool.base, "..", pool.base + pool.rows() - 1, ")"));
+    std::memcpy(mask.as<uint8_t>() + i * width, pool.as<uint8_t>() + row * poolWidth,
+                size_t(std::min(width, poolWidth)));
+  }
+  auto dm = desc<2>(mask.ptr(), {n, width});
+  invoke(kernel(s, "main"), (void *)&ds, (void *)&dm, (void *)&dv, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::sparseAttention(Step &s) {
+  // [q, ring, fresh, position, (cache, topk), sink, out]
+  Tensor &q = tensor(s, 0);
+  CacheState &ring = cache(s, 1);
+  const CacheBuffer &ringBuffer = cacheBuffer(s, 1);
+  Tensor &fresh = tensor(s, 2);
+  auto pos = index(s, 3);
+  if (!pos.ok())
+    return pos.status();
+  const bool global = s.call->attrs.at("global").get<bool>();
+  const size_t sinkArg = global ? 6 : 4, outArg = global ? 7 : 5;
+  const int64_t n = q.rows(), heads = attr(s, "heads"), dim = attr(s, "dim"),
+                window = attr(s, "window");
+  const float scale = float(s.call->attrs.at("scale").get<double>());
+  const int64_t rowBytes = ringBuffer.rowBytes;
+
+  // Window rows. Before this call the ring held positions [ringStart, pos)
+  // (the call's rows were appended already): either none (a fresh ring, the
+  // layers bounded replay starts late) or, for one decode token, the ring.
+  const bool ringEmptyBefore = ring.ringStart >= *pos;
+  if (!ringEmptyBefore && n != 1)
+    return absl::UnimplementedError(
+        "a multi-token step on a sequence whose ring already holds rows "
+        "(chunked prefill) is not supported by the CPU executor");
+  const int64_t windowRows = ringEmptyBefore ? n : window;
+  const int64_t windowWidth = ringEmptyBefore ? std::min(n, window) : window;
+
+  // Selected rows: the global cache's main-KV entries the top-k sets name.
+  Tensor *selected = global ? &tensor(s, 5) : nullptr;
+  const int64_t k = global ? selected->dims.at(1) : 0;
+  int64_t entries = 0;
+  if (global) {
+    const int32_t *sel = selected->as<int32_t>();
+    for (int64_t i = 0; i < selected->numel(); ++i)
+      entries = std::max<int64_t>(entries, int64_t(sel[i]) + 1);
+    if (entries > cache(s, 4).mainEntries)
+      return absl::InternalError(absl::StrCat(
+          "a top-k set names entry ", entries - 1, " of '", arg(s, 4).name,
+          "', which holds ", cache(s, 4).mainEntries));
+  }
+  Tensor &rows = scratch("attention.rows", 2, {windowRows + entries, dim});
+  {
+    const uint8_t *src = ringEmptyBefore ? fresh.as<uint8_t>() : ring.bytes.data();
+    auto dr = desc<2>(src, {windowRows, rowBytes});
+    auto dv = desc<2>(rows.ptr(), {windowRows, dim});
+    if (windowRows > 0)
+      invoke(kernel(s, "dequantize_window"), (void *)&dr, (void *)&dv);
+  }
+  if (global && entries > 0) {
+    CacheState &c = cache(s, 4);
+    const CacheBuffer &b = cacheBuffer(s, 4);
+    Tensor &mainRows =
+        gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries);
+    auto dm = desc<2>(mainRows.ptr(), {entries, b.mainRowBytes});
+    auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
+    invoke(kernel(s, "dequantize_selected"), (void *)&dm, (void *)&dv);
+  }
+
+  // Indices per query: the window (in position order, -1 where nothing
+  // is held), then the selected entries after the window rows.
+  const int64_t width = windowWidth + k;
+  Tensor &idx = scratch("attention.idx", 4, {n, width});
+  int32_t *ix = idx.as<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t *row = ix + i * width;
+    if (ringEmptyBefore) {
+      const int64_t first = std::max<int64_t>(0, i - window + 1);
+      for (int64_t j = 0; j < windowWidth; ++j)
+        row[j] = first + j > i ? -1 : int32_t(first + j);
+    } else {
+      // The ring's slots oldest to newest; slots of positions before the
+      // ring's first row hold nothing.
+      const int64_t oldest = *pos % window + 1;
+      for (int64_t j = 0; j < window; ++j) {
+        const int64_t slot = (oldest + j) % window;
+        const int64_t p = *pos - window + 1 + j; // the position in that slot
+        row[j] = (slot > *pos || p < ring.ringStart) ? -1 : int32_t(slot);
+      }
+    }
+    if (global) {
+      const int64_t selRow = q.base + i - selected->base;
+      if (selRow < 0 || selRow >= selected->rows())
+        return absl::InternalError(absl::StrCat(
+            "the top-k set has no row for position ", q.base + i));
+      const int32_t *sel = selected->as<int32_t>() + selRow * k;
+      for (int64_t j = 0; j < k; ++j)
+        row[windowWidth + j] = sel[j] < 0 ? -1 : int32_t(windowRows + sel[j]);
+    }
+  }
+  Tensor &out = result(s, outArg, 2, {n, heads, dim}, q.base);
+  auto dq = desc<3>(q.ptr(), {n, heads, dim});
+  auto drows = desc<2>(rows.ptr(), {windowRows + entries, dim});
+  auto didx = desc<2>(idx.ptr(), {n, width});
+  auto dsink = desc<1>(weight(s, sinkArg).data, {heads});
+  auto dout = desc<3>(out.ptr(), {n, heads, dim});
+  invoke(kernel(s, "main"), (void *)&dq, (void *)&drows, (void *)&didx,
+         (void *)&dsink, scale, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::moe(Step &s) {
+  // [x, gate.weight, gate.bias, experts (w1, w2, w3 each weight[, scale]),
+  //  shared (same), out]
+  Tensor &x = tensor(s, 0);
+  const int64_t n = x.rows(), dim = attr(s, "dim"), experts = attr(s, "experts"),
+                topK = attr(s, "top_k"), inter = attr(s, "inter");
+  const bool expertScales = s.call->attrs.at("expert_scales").get<bool>();
+  const bool sharedScales = s.call->attrs.at("shared_scales").get<bool>();
+  const size_t perExpert = expertScales ? 6 : 3, perShared = sharedScales ? 6 : 3;
+  const size_t firstExpert = 3, sharedArg = firstExpert + perExpert * experts;
+  const size_t outArg = sharedArg + perShared;
+  const size_t wStep = expertScales ? 2 : 1, sStep = sharedScales ? 2 : 1;
+
+  Tensor &logitsBuf = scratch("moe.logits", 4, {n, experts});
+  linear(s, "gate", x.ptr(), n, dim, 1, false, logitsBuf.ptr(), experts);
+  Tensor &ids = scratch("moe.ids", 4, {n, topK});
+  Tensor &wts = scratch("moe.weights", 4, {n, topK});
+  {
+    auto dl = desc<2>(logitsBuf.ptr(), {n, experts});
+    auto db = desc<1>(weight(s, 2).data, {experts});
+    auto di = desc<2>(ids.ptr(), {n, topK});
+    auto dw = desc<2>(wts.ptr(), {n, topK});
+    invoke(kernel(s, "route"), (void *)&dl, (void *)&db, (void *)&di, (void *)&dw);
+  }
+  Tensor &y = scratch("moe.y", 4, {n, dim});
+  std::fill(y.data.begin(), y.data.end(), 0);
+  Tensor &rows = scratch("moe.rows", 2, {n, dim});
+  Tensor &rowIndex = scratch("moe.row_index", 4, {n});
+  Tensor &rowWeight = scratch("moe.row_weight", 4, {n});
+  Tensor &count = scratch("moe.count", 8, {1});
+  Tensor &g = scratch("moe.g", 2, {n, inter});
+  Tensor &up = scratch("moe.up", 2, {n, inter});
+  Tensor &h = scratch("moe.h", 2, {n, inter});
+  Tensor &o = scratch("moe.o", 2, {n, dim});
+  auto dx = desc<2>(x.ptr(), {n, dim});
+  auto di = desc<2>(ids.ptr(), {n, topK});
+  auto dw = desc<2>(wts.ptr(), {n, topK});
+  auto dy = desc<2>(y.ptr(), {n, dim});
+  // Routed experts in ascending id, as model.py accumulates them.
+  for (int64_t e = 0; e < experts; ++e) {
+    auto drows = desc<2>(rows.ptr(), {n, dim});
+    auto dri = desc<1>(rowIndex.ptr(), {n});
+    auto drw = desc<1>(rowWeight.ptr(), {n});
+    auto dc = desc<1>(count.ptr(), {1});
+    invoke(kernel(s, "gather"), (void *)&dx, (void *)&di, (void *)&dw,
+           int32_t(e), (void *)&drows, (void *)&dri, (void *)&drw, (void *)&dc);
+    const int64_t c = count.as<int64_t>()[0];
+    if (c == 0)
+      continue;
+    const size_t w0 = firstExpert + perExpert * size_t(e);
+    linear(s, "expert_in", rows.ptr(), c, dim, w0, expertScales, g.ptr(), inter);
+    linear(s, "expert_in", rows.ptr(), c, dim, w0 + 2 * wStep, expertScales,
+           up.ptr(), inter);
+    auto dg = desc<2>(g.ptr(), {c, inter});
+    auto du = desc<2>(up.ptr(), {c, inter});
+    auto dcw = desc<1>(rowWeight.ptr(), {c});
+    auto dh = desc<2>(h.ptr(), {c, inter});
+    invoke(kernel(s, "swiglu"), (void *)&dg, (void *)&du, (void *)&dcw, (void *)&dh);
+    linear(s, "expert_out", h.ptr(), c, inter, w0 + wStep, expertScales, o.ptr(), dim);
+    auto dout = desc<2>(o.ptr(), {c, dim});
+    auto dci = desc<1>(rowIndex.ptr(), {c});
+    invoke(kernel(s, "accumulate"), (void *)&dy, (void *)&dout, (void *)&dci);
+  }
+  // The shared expert on every row, weight 1.
+  linear(s, "shared_in", x.ptr(), n, dim, sharedArg, sharedScales, g.ptr(), inter);
+  linear(s, "shared_in", x.ptr(), n, dim, sharedArg + 2 * sStep, sharedScales,
+         up.ptr(), inter);
+  Tensor &ones = scratch("moe.ones", 4, {n});
+  std::fill(ones.as<float>(), ones.as<float>() + n, 1.f);
+  {
+    auto dg = desc<2>(g.ptr(), {n, inter});
+    auto du = desc<2>(up.ptr(), {n, inter});
+    auto d1 = desc<1>(ones.ptr(), {n});
+    auto dh = desc<2>(h.ptr(), {n, inter});
+    invoke(kernel(s, "swiglu"), (void *)&dg, (void *)&du, (void *)&d1, (void *)&dh);
+  }
+  linear(s, "shared_out", h.ptr(), n, inter, sharedArg + sStep, sharedScales,
+         o.ptr(), dim);
+  Tensor &out = result(s, outArg, 2, {n, dim}, x.base);
+  auto dsh = desc<2>(o.ptr(), {n, dim});
+  auto dout = desc<2>(out.ptr(), {n, dim});
+  invoke(kernel(s, "finish"), (void *)&dy, (void *)&dsh, (void *)&dout);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::engram(Step &s) {
+  // [streams, tokens, position, embed.weight, embed.scale, wkv.weight,
+  //  wkv.scale, q_weight, k_weight, out]
+  Tensor &streams = tensor(s, 0);
+  auto pos = index(s, 2);
+  if (!pos.ok())
+    return pos.status();
+  const int64_t n = streams.rows(), hc = attr(s, "hc"), dim = attr(s, "dim"),
+                maxNgram = attr(s, "max_ngram"), cols = attr(s, "columns"),
+                headDim = attr(s, "head_dim"),
+                compressedVocab = attr(s, "compressed_vocab");
+  if (int64_t(engramMap.size()) != vocab) {
+    // The tokenizer's compressed-token map; without a tokenizer, t mod the
+    // compressed vocabulary (models/reference/EngramHash.h).
+    engramMap.resize(size_t(vocab));
+    for (int64_t t = 0; t < vocab; ++t)
+      engramMap[size_t(t)] = t % compressedVocab;
+  }
+  // The history from max(0, start - (maxNgram - 1)) to the step's last token.
+  const int64_t first = std::max<int64_t>(0, *pos - (maxNgram - 1));
+  const int64_t last = *pos + n;
+  if (last > int64_t(seq->history.size()))
+    return absl::InternalError("the token history is shorter than the step");
+  Tensor &hist = scratch("engram.history", 4, {last - first});
+  std::memcpy(hist.ptr(), seq->history.data() + first,
+              size_t(last - first) * sizeof(int32_t));
+  Tensor &ids = scratch("engram.ids", 8, {n, cols});
+  auto dt = desc<1>(hist.ptr(), {last - first});
+  auto dmap = desc<1>(engramMap.data(), {vocab});
+  auto dids = desc<2>(ids.ptr(), {n, cols});
+  invoke(kernel(s, "hash"), (void *)&dt, (void *)&dmap, int64_t(first),
+         int64_t(*pos), (void *)&dids);
+  const checkpoint::TensorView &table = weight(s, 3), &tableScale = weight(s, 4);
+  Tensor &rows = scratch("engram.rows", 2, {n, cols * headDim});
+  auto dtab = desc<2>(table.data, {table.shape[0], headDim});
+  auto dts = desc<2>(tableScale.data, {tableScale.shape[0], headDim / 32});
+  auto drows = desc<2>(rows.ptr(), {n, cols * headDim});
+  invoke(kernel(s, "gather"), (void *)&dids, (void *)&dtab, (void *)&dts,
+         (void *)&drows);
+  Tensor &kv = scratch("engram.kv", 2, {n, (hc + 1) * dim});
+  linear(s, "linear", rows.ptr(), n, cols * headDim, 5, true, kv.ptr(),
+         (hc + 1) * dim);
+  std::vector<uint8_t> copy = streams.data;
+  const int64_t base = streams.base;
+  Tensor &out = result(s, 9, 2, {n, hc, dim}, base);
+  std::memcpy(out.ptr(), copy.data(), size_t(out.numel() * 2));
+  auto dout = desc<3>(out.ptr(), {n, hc, dim});
+  auto dkv = desc<2>(kv.ptr(), {n, (hc + 1) * dim});
+  auto dq = desc<2>(weight(s, 7).data, {hc, dim});
+  auto dk = desc<2>(weight(s, 8).data, {hc, dim});
+  invoke(kernel(s, "gate"), (void *)&dout, (void *)&dkv, (void *)&dq, (void *)&dk);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::lmHead(Step &s) {
+  Tensor &x = tensor(s, 0);
+  const int64_t dim = attr(s, "dim"), vocabOut = attr(s, "vocab");
+  const bool lastOnly = s.call->attrs.at("last_only").get<bool>();
+  const int64_t rows = lastOnly ? 1 : x.rows();
+  const uint16_t *in = x.as<uint16_t>() + (lastOnly ? (x.rows() - 1) * dim : 0);
+  Tensor &out = result(s, 2, 4, {rows, vocabOut}, x.base);
+  linear(s, "main", in, rows, dim, 1, false, out.ptr(), vocabOut);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::sliceRows(Step &s) {
+  Tensor &src = tensor(s, 0);
+  auto offset = index(s, 1);
+  if (!offset.ok())
+    return offset.status();
+  auto count = index(s, 2);
+  if (!count.ok())
+    return count.status();
+  if (*offset < 0 || *count < 0 || *offset + *count > src.rows())
+    return absl::InternalError(absl::StrCat("rows [", *offset, ", ",
+                                            *offset + *count, ") of a value with ",
+                                            src.rows(), " rows"));
+  std::vector<int64_t> dims = src.dims;
+  dims[0] = *count;
+  const int64_t rowBytes = src.numel() / std::max<int64_t>(src.rows(), 1) * src.elementBytes;
+  std::vector<uint8_t> copy(src.data.begin() + *offset * rowBytes,
+                            src.data.begin() + (*offset + *count) * rowBytes);
+  const int64_t base = src.base + *offset;
+  Tensor &dst = result(s, 3, src.elementBytes, dims, base);
+  std::memcpy(dst.ptr(), copy.data(), copy.size());
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Public interface
+//===----------------------------------------------------------------------===//
+
+Executor::Executor(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+Executor::~Executor() = default;
+
+absl::StatusOr<std::unique_ptr<Executor>>
+Executor::create(const artifact::Artifact &artifact,
+                 const checkpoint::Checkpoint &checkpoint) {
+  if (artifact.manifest().target != artifact::Target::HostX86_64)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "artifact ", artifact.directory(), " was compiled for ",
+        artifact::targetName(artifact.manifest().target),
+        "; the CPU executor runs host-x86_64 artifacts"));
+  auto impl = std::make_unique<Impl>();
+  impl->artifact = &artifact;
+  impl->checkpoint = &checkpoint;
+  if (absl::Status st = impl->load(); !st.ok())
+    return st;
+  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
+Sequence Executor::newSequence() const {
+  Sequence seq;
+  for (const CacheBuffer &b : impl->artifact->plan().caches) {
+    CacheState &c = seq.caches[b.id];
+    if (b.kind == CacheKind::SwaRing) {
+      c.bytes.assign(size_t(b.fixedBytes), 0);
+    } else if (b.kind == CacheKind::CompressorState) {
+      // kv then score, [ratio x dim] fp32 each; an empty slot scores -inf.
+      c.bytes.assign(size_t(b.fixedBytes), 0);
+      float *f = reinterpret_cast<float *>(c.bytes.data());
+      const size_t half = size_t(b.fixedBytes) / 8;
+      std::fill(f + half, f + 2 * half, kNegInf);
+    }
+  }
+  return seq;
+}
+
+absl::StatusOr<std::vector<float>>
+Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
+  if (sequence.position != 0)
+    return absl::FailedPreconditionError(
+        "prefill runs once, at position 0; use decode afterwards");
+  if (tokens.empty())
+    return absl::InvalidArgumentError("prefill needs at least one token");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= impl->vocab)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", t, " is outside the vocabulary of ", impl->vocab));
+  if (absl::Status st = artifact::checkContext(impl->artifact->plan(),
+                                               int64_t(tokens.size()));
+      !st.ok())
+    return st;
+  impl->seq = &sequence;
+  impl->position = 0;
+  impl->numTokens = int64_t(tokens.size());
+  sequence.history = tokens;
+  impl->tokens.elementBytes = 4;
+  impl->tokens.resize({impl->numTokens});
+  impl->tokens.base = 0;
+  std::memcpy(impl->tokens.ptr(), tokens.data(), tokens.size() * 4);
+  auto logits = impl->run(impl->prefillSteps);
+  if (logits.ok())
+    sequence.position = impl->numTokens;
+  return logits;
+}
+
+absl::StatusOr<std::vector<float>> Executor::decode(Sequence &sequence,
+                                                    int32_t token) {
+  if (sequence.position == 0)
+    return absl::FailedPreconditionError("decode needs a prefill first");
+  if (token < 0 || token >= impl->vocab)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token id ", token, " is outside the vocabulary of ", impl->vocab));
+  if (absl::Status st =
+          artifact::checkContext(impl->artifact->plan(), sequence.position + 1);
+      !st.ok())
+    return st;
+  impl->seq = &sequence;
+  impl->position = sequence.position;
+  impl->numTokens = 1;
+  sequence.history.push_back(token);
+  impl->tokens.elementBytes = 4;
+  impl->tokens.resize({1});
+  impl->tokens.base = sequence.position;
+  impl->tokens.as<int32_t>()[0] = token;
+  auto logits = impl->run(impl->decodeSteps);
+  if (logits.ok())
+    sequence.position += 1;
+  else
+    sequence.history.pop_back();
+  return logits;
+}
+
+const artifact::Plan &Executor::plan() const { return impl->artifact->plan(); }
+int64_t Executor::vocabSize() const { return impl->vocab; }
+const StepTiming &Executor::lastTiming() const { return impl->timing; }
+
+} // namespace csa::runtime

@@ -1,0 +1,97 @@
+//===- Executor.h - Runs an artifact's plan on the CPU -----------*- C++ -*-===//
+//
+// The CPU backend of the runtime: loads the artifact's generated host kernels
+// (dlopen of kernels/host.so), binds the checkpoint's tensors, and carries out
+// the plan's steps for `prefill` and `decode`, calling `_mlir_ciface_<kernel>`
+// with memref descriptors. All arithmetic on values happens in the generated
+// kernels; the executor allocates transients, evaluates index expressions,
+// keeps the per-sequence caches and moves bytes (gathering the rows a step
+// reads, as the op's semantics in docs/semantics.md say).
+//
+// Caches (`Sequence`) hold the released byte formats: SWA rings of FP8 rows,
+// global caches of FP4 main-KV + index-key entries (grown as entries arrive,
+// up to the plan's max_context), compressor states (fp32 partial groups).
+//
+// Plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_RUNTIME_EXECUTOR_EXECUTOR_H
+#define CSA_RUNTIME_EXECUTOR_EXECUTOR_H
+
+#include "runtime/artifact/Artifact.h"
+
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace csa::checkpoint {
+class Checkpoint;
+} // namespace csa::checkpoint
+
+namespace csa::runtime {
+
+/// One cache buffer of one sequence.
+struct CacheState {
+  std::vector<uint8_t> bytes;
+  /// Global caches: entries whose main-KV / index-key rows were written.
+  int64_t mainEntries = 0, indexEntries = 0;
+  /// SWA rings: the first and one past the last position appended (-1, 0:
+  /// none yet).
+  int64_t ringStart = -1, ringEnd = 0;
+};
+
+/// The per-sequence state: caches, position, token history (Engram hashes
+/// the n-grams ending at each position).
+struct Sequence {
+  int64_t position = 0;
+  std::vector<int32_t> history;
+  std::map<std::string, CacheState> caches;
+
+  /// Bytes the caches hold now (rings and states whole, global caches up to
+  /// their entries).
+  uint64_t cacheBytes() const;
+};
+
+struct StepTiming {
+  int64_t steps = 0;   ///< plan steps run
+  double seconds = 0;  ///< wall time of the entry point
+};
+
+class Executor {
+public:
+  /// Opens the kernels of `artifact` (which must stay alive) and binds the
+  /// tensors of `checkpoint` (which must outlive the executor) after
+  /// checkWeights. Errors name the missing kernel, tensor or file.
+  static absl::StatusOr<std::unique_ptr<Executor>>
+  create(const artifact::Artifact &artifact,
+         const checkpoint::Checkpoint &checkpoint);
+  ~Executor();
+
+  /// A fresh sequence with its caches allocated (rings zeroed, compressor
+  /// scores at -inf, global caches empty).
+  Sequence newSequence() const;
+
+  /// Runs the prompt at position 0; returns the last position's logits.
+  absl::StatusOr<std::vector<float>> prefill(Sequence &sequence,
+                                             const std::vector<int32_t> &tokens);
+  /// Runs one token at the sequence's position; returns its logits.
+  absl::StatusOr<std::vector<float>> decode(Sequence &sequence, int32_t token);
+
+  const artifact::Plan &plan() const;
+  int64_t vocabSize() const;
+  /// Timing of the last entry point run.
+  const StepTiming &lastTiming() const;
+
+private:
+  struct Impl;
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace csa::runtime
+
+#endif // CSA_RUNTIME_EXECUTOR_EXECUTOR_H

@@ -1,0 +1,307 @@
+//===- csa-run.cpp - Run a compiled artifact -------------------------------===//
+//
+// Token ids in, token ids out: loads an artifact written by
+// `csa-compile --emit=artifact`, binds a checkpoint (or random weights made
+// for the artifact's config), prefills the prompt and generates.
+//
+//   csa-run tiny.csa --random-weights --prompt=1,2,3 --max-new-tokens=32
+//   csa-run model.csa --weights=CKPT_DIR --prompt-file=ids.txt --temperature=0.7
+//
+// Plain C++ (no LLVM): the CPU backend of runtime/executor.
+//
+//===----------------------------------------------------------------------===//
+#include "models/config/ModelConfig.h"
+#include "models/schedule/Schedule.h"
+#include "models/weights/RandomCheckpoint.h"
+#include "runtime/artifact/Artifact.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/executor/Executor.h"
+#include "runtime/sampling/Sampling.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unistd.h>
+
+namespace {
+
+using namespace csa;
+namespace fs = std::filesystem;
+
+int usage() {
+  std::cerr
+      << "usage: csa-run ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
+         "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
+         "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
+         "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
+         "Prefills the prompt and generates N tokens (default 16) with the\n"
+         "artifact's generated kernels on the CPU. --random-weights makes a\n"
+         "checkpoint for the artifact's config (seeded, default 0) in a\n"
+         "temporary directory. --batch runs B copies of the prompt as B\n"
+         "sequences (each with its own caches and sampler seed + i).\n"
+         "Prints the generated ids, prefill and decode times, tokens/s and the\n"
+         "cache bytes the sequences hold.\n";
+  return 2;
+}
+
+int fail(const std::string &message) {
+  std::cerr << "csa-run: error: " << message << "\n";
+  return 1;
+}
+
+bool parseIds(const std::string &text, std::vector<int32_t> &ids,
+              std::string &error) {
+  for (absl::string_view part :
+       absl::StrSplit(text, absl::ByAnyChar(", \n\t"), absl::SkipEmpty())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      error = "'" + std::string(part) + "' is not a token id";
+      return false;
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) {
+    error = "the prompt is empty";
+    return false;
+  }
+  return true;
+}
+
+/// A random checkpoint for the artifact's config (config.json of the
+/// artifact), written to a fresh temporary directory.
+absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art,
+                                              uint64_t seed) {
+  std::ifstream in(art.pathOf("config.json"));
+  if (!in)
+    return absl::NotFoundError(absl::StrCat(
+        "artifact ", art.directory(),
+        " has no config.json, so --random-weights cannot make weights for it; "
+        "give --weights=CKPT_DIR"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto config = parseModelConfig(text.str(), art.pathOf("config.json"));
+  if (!config.ok())
+    return config.status();
+  auto schedule = scheduleFromConfig(*config);
+  if (!schedule.ok())
+    return schedule.status();
+  fs::path dir = fs::temp_directory_path() /
+                 absl::StrCat("csa-run-weights-", ::getpid(), "-", seed);
+  RandomCheckpointOptions options;
+  options.seed = seed;
+  options.origin = art.pathOf("config.json");
+  auto written = writeRandomCheckpoint(*config, *schedule, dir.string(), options);
+  if (!written.ok())
+    return written.status();
+  return dir.string();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return usage();
+  std::string artifactDir, weightsDir, promptText, promptFile, outputFile;
+  bool randomWeights = false;
+  uint64_t weightSeed = 0, samplerSeed = 0;
+  int64_t maxNew = 16, batch = 1, printLogits = 0;
+  sampling::SamplingParams params;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const std::string &flag) -> const char * {
+      return arg.rfind(flag + "=", 0) == 0 ? argv[i] + flag.size() + 1 : nullptr;
+    };
+    if (const char *v = value("--weights")) {
+      weightsDir = v;
+    } else if (arg == "--random-weights") {
+      randomWeights = true;
+    } else if (const char *v = value("--random-weights")) {
+      randomWeights = true;
+      if (!absl::SimpleAtoi(v, &weightSeed))
+        return fail("--random-weights=SEED needs an integer seed");
+    } else if (const char *v = value("--prompt")) {
+      promptText = v;
+    } else if (const char *v = value("--prompt-file")) {
+      promptFile = v;
+    } else if (const char *v = value("--max-new-tokens")) {
+      if (!absl::SimpleAtoi(v, &maxNew) || maxNew < 0)
+        return fail("--max-new-tokens needs a count >= 0");
+    } else if (const char *v = value("--temperature")) {
+      if (!absl::SimpleAtof(v, &params.temperature))
+        return fail("--temperature needs a number");
+    } else if (const char *v = value("--top-p")) {
+      if (!absl::SimpleAtof(v, &params.topP))
+        return fail("--top-p needs a number");
+    } else if (const char *v = value("--seed")) {
+      if (!absl::SimpleAtoi(v, &samplerSeed))
+        return fail("--seed needs an integer");
+    } else if (const char *v = value("--batch")) {
+      if (!absl::SimpleAtoi(v, &batch) || batch < 1)
+        return fail("--batch needs a count >= 1");
+    } else if (const char *v = value("--output")) {
+      outputFile = v;
+    } else if (const char *v = value("--print-logits")) {
+      if (!absl::SimpleAtoi(v, &printLogits) || printLogits < 0)
+        return fail("--print-logits needs a count >= 0");
+    } else if (arg == "--help" || arg == "-h") {
+      return usage();
+    } else if (arg.rfind("--", 0) == 0) {
+      return fail("unknown flag '" + arg + "' (see --help)");
+    } else if (artifactDir.empty()) {
+      artifactDir = arg;
+    } else {
+      return fail("one artifact directory, got '" + artifactDir + "' and '" +
+                  arg + "'");
+    }
+  }
+  if (artifactDir.empty())
+    return fail("give the artifact directory (csa-compile --emit=artifact -o DIR)");
+  if (randomWeights == !weightsDir.empty())
+    return fail("give exactly one of --weights=CKPT_DIR and --random-weights");
+  if (promptText.empty() == promptFile.empty())
+    return fail("give exactly one of --prompt and --prompt-file");
+  if (!promptFile.empty()) {
+    std::ifstream in(promptFile);
+    if (!in)
+      return fail(promptFile + ": cannot open file");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    promptText = buffer.str();
+  }
+  std::vector<int32_t> prompt;
+  std::string error;
+  if (!parseIds(promptText, prompt, error))
+    return fail((promptFile.empty() ? "--prompt: " : promptFile + ": ") + error);
+
+  auto art = artifact::Artifact::open(artifactDir);
+  if (!art.ok())
+    return fail(std::string(art.status().message()));
+  if (absl::Status st = artifact::checkContext(art->plan(),
+                                               int64_t(prompt.size()) + maxNew);
+      !st.ok())
+    return fail(absl::StrCat("prompt of ", prompt.size(), " tokens + ", maxNew,
+                             " new: ", st.message()));
+  std::string removeAfter;
+  if (randomWeights) {
+    auto dir = makeRandomWeights(*art, weightSeed);
+    if (!dir.ok())
+      return fail(std::string(dir.status().message()));
+    weightsDir = *dir;
+    removeAfter = *dir;
+  }
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      if (!dir.empty()) {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+      }
+    }
+  } cleanup{removeAfter};
+  auto ckpt = checkpoint::Checkpoint::open(weightsDir);
+  if (!ckpt.ok())
+    return fail(std::string(ckpt.status().message()));
+  auto executor = runtime::Executor::create(*art, *ckpt);
+  if (!executor.ok())
+    return fail(std::string(executor.status().message()));
+  runtime::Executor &ex = **executor;
+
+  std::vector<runtime::Sequence> sequences;
+  std::vector<sampling::Sampler> samplers;
+  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    sequences.push_back(ex.newSequence());
+    samplers.emplace_back(params, samplerSeed + uint64_t(b));
+  }
+  auto showLogits = [&](const char *what, const std::vector<float> &logits) {
+    if (printLogits == 0)
+      return;
+    std::vector<int64_t> order(logits.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = int64_t(i);
+    int64_t k = std::min<int64_t>(printLogits, int64_t(logits.size()));
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int64_t a, int64_t c) {
+                        return logits[size_t(a)] > logits[size_t(c)] ||
+                               (logits[size_t(a)] == logits[size_t(c)] && a < c);
+                      });
+    std::printf("%s:", what);
+    for (int64_t i = 0; i < k; ++i)
+      std::printf(" %lld:%.6g", (long long)order[size_t(i)],
+                  double(logits[size_t(order[size_t(i)])]));
+    std::printf("\n");
+  };
+
+  using Clock = std::chrono::steady_clock;
+  double prefillSeconds = 0, decodeSeconds = 0;
+  int64_t decodeSteps = 0;
+  std::vector<int32_t> next(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    auto start = Clock::now();
+    auto logits = ex.prefill(sequences[size_t(b)], prompt);
+    prefillSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+    if (!logits.ok())
+      return fail(absl::StrCat("prefill: ", logits.status().message()));
+    if (b == 0)
+      showLogits("prefill logits", *logits);
+    auto token = samplers[size_t(b)].next(*logits);
+    if (!token.ok())
+      return fail(std::string(token.status().message()));
+    next[size_t(b)] = *token;
+  }
+  for (int64_t step = 0; step < maxNew; ++step) {
+    for (int64_t b = 0; b < batch; ++b) {
+      generated[size_t(b)].push_back(next[size_t(b)]);
+      if (step + 1 == maxNew)
+        continue; // the last token needs no forward
+      auto start = Clock::now();
+      auto logits = ex.decode(sequences[size_t(b)], next[size_t(b)]);
+      decodeSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+      ++decodeSteps;
+      if (!logits.ok())
+        return fail(absl::StrCat("decode step ", step, ": ",
+                                 logits.status().message()));
+      if (b == 0)
+        showLogits(absl::StrCat("decode ", step, " logits").c_str(), *logits);
+      auto token = samplers[size_t(b)].next(*logits);
+      if (!token.ok())
+        return fail(std::string(token.status().message()));
+      next[size_t(b)] = *token;
+    }
+  }
+
+  std::ostringstream ids;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (size_t i = 0; i < generated[size_t(b)].size(); ++i)
+      ids << (i ? " " : "") << generated[size_t(b)][i];
+    ids << "\n";
+  }
+  if (!outputFile.empty()) {
+    std::ofstream out(outputFile);
+    if (!(out << ids.str()))
+      return fail(outputFile + ": cannot write");
+  }
+  std::printf("generated: %s", ids.str().c_str());
+  uint64_t held = 0;
+  for (const runtime::Sequence &s : sequences)
+    held += s.cacheBytes();
+  const int64_t promptTokens = int64_t(prompt.size()) * batch;
+  std::printf("prefill: %lld tokens in %.3f ms (%.1f tokens/s)\n",
+              (long long)promptTokens, prefillSeconds * 1e3,
+              prefillSeconds > 0 ? double(promptTokens) / prefillSeconds : 0.0);
+  std::printf("decode: %lld steps in %.3f ms (%.1f tokens/s)\n",
+              (long long)decodeSteps, decodeSeconds * 1e3,
+              decodeSeconds > 0 ? double(decodeSteps) / decodeSeconds : 0.0);
+  std::printf("cache bytes held: %llu (%lld sequences at %lld tokens; plan: "
+              "%.2f B/token global KV)\n",
+              (unsigned long long)held, (long long)batch,
+              (long long)sequences[0].position, ex.plan().globalBytesPerToken());
+  return 0;
+}

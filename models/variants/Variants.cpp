@@ -97,6 +97,33 @@ Schedule makeNoReindex(const Schedule &schedule) {
   return out;
 }
 
+Schedule makeNoCed(const Schedule &schedule) {
+  Schedule out = schedule;
+  auto isCedSource = [&](int64_t layer) {
+    if (layer < 0 || layer >= int64_t(schedule.layers.size()))
+      return false;
+    const LayerRole &source = schedule.layers[size_t(layer)];
+    return source.mode == LayerMode::Full && source.ratio == 1;
+  };
+  for (LayerRole &role : out.layers) {
+    if ((role.mode == LayerMode::Reuse || role.mode == LayerMode::Reindex) &&
+        isCedSource(role.kvSource)) {
+      role.mode = LayerMode::Full;
+      role.ratio = schedule.layers[size_t(role.kvSource)].ratio;
+    }
+  }
+  bool reindexLeft = false;
+  for (const LayerRole &role : out.layers)
+    reindexLeft |= role.mode == LayerMode::Reindex;
+  for (LayerRole &role : out.layers) {
+    if (!reindexLeft)
+      role.candidatePool = false;
+    role.kvSource = role.indexSource = role.candidateSource = -1;
+  }
+  deriveSources(out);
+  return out;
+}
+
 absl::StatusOr<ModelVariant> loadVariant(const std::string &name) {
   for (const VariantRecipe &recipe : recipes()) {
     if (recipe.info.name != name)

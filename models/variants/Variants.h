@@ -44,6 +44,12 @@ absl::StatusOr<ModelVariant> loadVariant(const std::string &name);
 Schedule makeAllFull(const Schedule &schedule);
 /// Ablation: Reindex layers become Reuse layers and no HSI pool is built.
 Schedule makeNoReindex(const Schedule &schedule);
+/// Ablation of CED (spec §3.6): the decoder layers, which read the ratio-1
+/// source's compressed KV (Reuse or Reindex), become Full layers of their own
+/// at that ratio; HSI pools nothing reads any more are dropped. Sources are
+/// re-derived. Every layer then is a KV source, so bounded replay has no
+/// layer to start at: every layer runs on every token.
+Schedule makeNoCed(const Schedule &schedule);
 
 } // namespace csa
 

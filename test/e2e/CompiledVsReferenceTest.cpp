@@ -34,10 +34,12 @@ struct Case {
   const char *schedule;  ///< "" = the variant's own
   bool boundedReplay;    ///< the compiler's default is on
   int64_t promptLength;
+  bool noCed = false;    ///< csa-compile --no-ced (implies no bounded replay)
 };
 
 std::string describe(const Case &c) {
-  return std::string(c.name) + (c.boundedReplay ? "" : "_no_bounded_replay") +
+  return std::string(c.name) + (c.noCed ? "_no_ced" : "") +
+         (c.boundedReplay ? "" : "_no_bounded_replay") +
          "_prompt" + std::to_string(c.promptLength);
 }
 
@@ -83,6 +85,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
     ASSERT_TRUE(schedule.ok()) << schedule.status();
     variant->schedule = *schedule;
   }
+  if (c.noCed)
+    variant->schedule = makeNoCed(variant->schedule);
   applyScheduleToConfig(variant->schedule, variant->config);
 
   // Compile.
@@ -91,8 +95,10 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
                      artifactDir;
   if (*c.schedule)
     args += std::string(" --schedule=") + c.schedule;
-  if (!c.boundedReplay)
+  if (!c.boundedReplay && !c.noCed)
     args += " --no-bounded-replay";
+  if (c.noCed)
+    args += " --no-ced";
   ASSERT_EQ(compile(args, dir / "compile.log"), 0) << readAll(dir / "compile.log");
 
   // Weights, the executor and the reference.
@@ -167,10 +173,11 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
   checkCaches("after decode");
 }
 
-// The tiny variant's released-like schedule (WWF.C.R.), two ablations of it
-// (every attention layer Full; no Reindex), and SWA-only / single-Full
-// schedules that isolate the parts; prompts shorter and longer than the
-// window (8) and the bounded-replay tail.
+// The tiny variant's released-like schedule (WWF.C.R.) with bounded replay on
+// and off, ablations of it (every compressed layer Full; no Reindex, layer 6
+// reusing layer 4's top-k; --no-ced), and SWA-only / single-Full schedules
+// that isolate the parts; prompts shorter and longer than the window (8) and
+// the bounded-replay tail (8).
 INSTANTIATE_TEST_SUITE_P(
     Tiny, CompiledVsReference,
     ::testing::Values(Case{"tiny", "", true, 5}, Case{"tiny", "", true, 21},
@@ -179,7 +186,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", "WWF.C...", true, 13},
                       Case{"tiny", "WWWWWWWW", false, 11},
                       Case{"tiny", "WWFWWWWW", false, 3},
-                      Case{"tiny", "WWWWF1WWW", false, 11}),
+                      Case{"tiny", "WWWWF1WWW", false, 11},
+                      Case{"tiny", "", false, 13, /*noCed=*/true}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = describe(info.param) + "_" +
                          (*info.param.schedule ? info.param.schedule : "own");

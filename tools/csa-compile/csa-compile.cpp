@@ -107,6 +107,12 @@ cl::opt<bool> noBoundedReplay(
     cl::desc("Ablation: every prefill layer runs on every prompt token (no "
              "csa-bounded-replay)"),
     cl::cat(category));
+cl::opt<bool> noCed(
+    "no-ced",
+    cl::desc("Ablation of CED: the decoder layers that reuse the ratio-1 KV "
+             "source become Full layers of their own (every layer a KV "
+             "source, so no bounded replay: every layer on every token)"),
+    cl::cat(category));
 cl::opt<int64_t> replayStartLayer(
     "replay-start-layer",
     cl::desc("First prefill layer that runs on the tail only (default: after "
@@ -181,6 +187,8 @@ absl::StatusOr<csa::ModelVariant> resolveVariant() {
       return schedule.status();
     variant.schedule = *schedule;
   }
+  if (noCed)
+    variant.schedule = csa::makeNoCed(variant.schedule);
   if (!scheduleJson.empty()) {
     auto text = readFile(scheduleJson);
     if (!text.ok())
@@ -294,9 +302,11 @@ int main(int argc, char **argv) {
   if (compileFrom.getNumOccurrences()) {
     if (configPath.empty())
       return fail("--compile-from needs the stage's .mlir file");
-    if (!variantName.empty() || !scheduleString.empty() || !scheduleJson.empty())
-      return fail("--compile-from reads IR; --variant, --schedule and "
-                  "--schedule-json describe a model to build instead");
+    if (!variantName.empty() || !scheduleString.empty() ||
+        !scheduleJson.empty() || noCed)
+      return fail("--compile-from reads IR; --variant, --schedule, "
+                  "--schedule-json and --no-ced describe a model to build "
+                  "instead");
     if (emitStage < compileFrom)
       return fail("--emit names a stage before --compile-from's");
     stage = compileFrom;
@@ -384,7 +394,7 @@ int main(int argc, char **argv) {
   if (stage < Stage::Expanded && emitStage >= Stage::Expanded &&
       report == ReportFormat::None) {
     if (failed(runPipeline([](PassManager &pm) {
-          if (!noBoundedReplay) {
+          if (!noBoundedReplay && !noCed) {
             csa::BoundedReplayOptions replay;
             replay.startLayer = replayStartLayer;
             replay.tail = replayTail;

@@ -121,6 +121,21 @@ uint64_t Sequence::cacheBytes() const {
   return total;
 }
 
+uint64_t Sequence::cacheBytesInUse(const artifact::Plan &plan) const {
+  uint64_t total = 0;
+  for (const CacheBuffer &b : plan.caches) {
+    auto it = caches.find(b.id);
+    if (it == caches.end())
+      continue;
+    if (b.kind == CacheKind::GlobalCache)
+      total += uint64_t(std::max(it->second.mainEntries, it->second.indexEntries) *
+                        b.entryBytes);
+    else
+      total += it->second.bytes.size();
+  }
+  return total;
+}
+
 //===----------------------------------------------------------------------===//
 // Executor
 //===----------------------------------------------------------------------===//
@@ -143,7 +158,12 @@ struct Executor::Impl {
     std::map<std::string, void *> kernels; ///< role -> symbol
     Driver driver;
     std::string where; ///< "prefill[12]" for messages
+    /// Transients whose last use is this step: their memory goes back to
+    /// the pool afterwards (the memory plan: liveness within the entry).
+    std::vector<Tensor *> release;
   };
+  std::vector<std::vector<uint8_t>> pool; ///< free transient buffers
+  uint64_t liveBytes = 0, peakBytes = 0;
   std::vector<Step> prefillSteps, decodeSteps;
 
   // The state of the entry point being run.
@@ -219,9 +239,16 @@ struct Executor::Impl {
   Tensor &result(Step &s, size_t i, int64_t elementBytes,
                  std::vector<int64_t> dims, int64_t base) {
     Tensor &t = tensor(s, i);
+    const uint64_t before = t.data.capacity();
+    if (before == 0 && !pool.empty()) {
+      t.data = std::move(pool.back());
+      pool.pop_back();
+    }
     t.elementBytes = elementBytes;
     t.resize(std::move(dims));
     t.base = base;
+    liveBytes += t.data.capacity() - std::min<uint64_t>(before, t.data.capacity());
+    peakBytes = std::max(peakBytes, liveBytes);
     return t;
   }
   /// Scratch buffers of a step (kept between calls to reuse their memory).
@@ -376,6 +403,32 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
     }
     steps.push_back(std::move(step));
   }
+  // Liveness: the last step that names each transient (as an argument or in
+  // an index expression's ["rows", id]).
+  std::map<std::string, size_t> lastUse;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (const KernelArg &a : steps[i].call->args) {
+      if (a.kind == ArgKind::Transient)
+        lastUse[a.name] = i;
+      if (a.kind != ArgKind::Index)
+        continue;
+      std::vector<const json *> stack{&a.expr};
+      while (!stack.empty()) {
+        const json *e = stack.back();
+        stack.pop_back();
+        if (!e->is_array())
+          continue;
+        if ((*e)[0] == "rows") {
+          lastUse[(*e)[1].get<std::string>()] = i;
+          continue;
+        }
+        stack.push_back(&(*e)[1]);
+        stack.push_back(&(*e)[2]);
+      }
+    }
+  }
+  for (auto &[id, step] : lastUse)
+    steps[step].release.push_back(&transients[id]);
   return absl::OkStatus();
 }
 
@@ -393,7 +446,14 @@ Executor::Impl::run(std::vector<Step> &steps) {
     if (!st.ok())
       return absl::Status(st.code(), absl::StrCat(step.where, " (", step.op,
                                                   "): ", st.message()));
+    for (Tensor *t : step.release) {
+      liveBytes -= std::min<uint64_t>(liveBytes, t->data.capacity());
+      pool.push_back(std::move(t->data));
+      t->data = {};
+      t->dims.clear();
+    }
   }
+  timing.peakTransientBytes = peakBytes;
   timing.steps = int64_t(steps.size());
   timing.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

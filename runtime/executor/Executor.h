@@ -51,14 +51,19 @@ struct Sequence {
   std::vector<int32_t> history;
   std::map<std::string, CacheState> caches;
 
-  /// Bytes the caches hold now (rings and states whole, global caches up to
-  /// their entries).
+  /// Bytes the caches have allocated (global caches grow by doubling).
   uint64_t cacheBytes() const;
+  /// Bytes in use: rings and states whole, global caches up to their
+  /// entries (the released formats' bytes for this many tokens).
+  uint64_t cacheBytesInUse(const artifact::Plan &plan) const;
 };
 
 struct StepTiming {
   int64_t steps = 0;   ///< plan steps run
   double seconds = 0;  ///< wall time of the entry point
+  /// The most bytes live transients held at once so far (buffers are
+  /// returned to a pool after each transient's last use).
+  uint64_t peakTransientBytes = 0;
 };
 
 class Executor {

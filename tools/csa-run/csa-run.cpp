@@ -289,9 +289,11 @@ int main(int argc, char **argv) {
       return fail(outputFile + ": cannot write");
   }
   std::printf("generated: %s", ids.str().c_str());
-  uint64_t held = 0;
-  for (const runtime::Sequence &s : sequences)
+  uint64_t held = 0, used = 0;
+  for (const runtime::Sequence &s : sequences) {
     held += s.cacheBytes();
+    used += s.cacheBytesInUse(ex.plan());
+  }
   const int64_t promptTokens = int64_t(prompt.size()) * batch;
   std::printf("prefill: %lld tokens in %.3f ms (%.1f tokens/s)\n",
               (long long)promptTokens, prefillSeconds * 1e3,
@@ -299,9 +301,16 @@ int main(int argc, char **argv) {
   std::printf("decode: %lld steps in %.3f ms (%.1f tokens/s)\n",
               (long long)decodeSteps, decodeSeconds * 1e3,
               decodeSeconds > 0 ? double(decodeSteps) / decodeSeconds : 0.0);
-  std::printf("cache bytes held: %llu (%lld sequences at %lld tokens; plan: "
-              "%.2f B/token global KV)\n",
-              (unsigned long long)held, (long long)batch,
-              (long long)sequences[0].position, ex.plan().globalBytesPerToken());
+  std::printf("cache bytes: %llu in use, %llu held (%lld sequences at %lld "
+              "tokens; plan: %.2f B/token global KV + %llu B fixed per "
+              "sequence)\n",
+              (unsigned long long)used, (unsigned long long)held,
+              (long long)batch, (long long)sequences[0].position,
+              ex.plan().globalBytesPerToken(),
+              (unsigned long long)ex.plan().fixedBytesPerSequence());
+  std::printf("transient bytes: %llu peak (the plan's %zu transients, "
+              "buffers reused after each one's last use)\n",
+              (unsigned long long)ex.lastTiming().peakTransientBytes,
+              ex.plan().transients.size());
   return 0;
 }

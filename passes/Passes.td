@@ -136,4 +136,39 @@ def PlanCaches : Pass<"csa-plan-caches", "::mlir::ModuleOp"> {
   ];
 }
 
+def TileKernels : Pass<"csa-tile-kernels", "::mlir::ModuleOp"> {
+  let summary = "Record the target's tile parameters on every op that runs "
+                "a matrix product";
+  let description = [{
+    Attaches `csa.tile` (a dictionary) to each `csa.linear`, `csa.compress`,
+    `csa.moe`, `csa.engram` and `csa.lm_head`, and `csa.target` to the module.
+    The host back end reads `rows`: its linear kernels process the rows of
+    a call in tiles of that many, decoding each weight element once per tile
+    (the accumulation order of every output is unchanged, so results are
+    bit-identical for any tile). For `sm_90a` the pass records the warpgroup
+    MMA tile the GPU lowering will use (`rows` = M, `cols` = N, `k` = K per
+    stage, `warps`); the host back end ignores it.
+
+    An op that already carries `csa.tile` (set by hand in the IR of an
+    earlier stage, say) keeps it, so a kernel researcher can try a tile on
+    one op and finish the build with `csa-compile --compile-from`.
+
+    Example (host):
+    ```mlir
+    %y = csa.linear %x weight "layers.2.attn.wq_a" fp8_block32 {csa.tile = {rows = 8 : i64}}
+        : tensor<?x5120xbf16> -> tensor<?x1024xbf16>
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"host\"",
+           "Target whose tiles to record: host or sm_90a">,
+    Option<"rows", "rows", "int64_t", /*default=*/"0",
+           "Rows per tile (0: the target's default: 8 for host, 64 for "
+           "sm_90a)">,
+  ];
+  let statistics = [
+    Statistic<"numTiled", "num-tiled", "Ops given a tile">,
+  ];
+}
+
 #endif // CSA_PASSES_PASSES_TD

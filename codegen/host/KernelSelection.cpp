@@ -103,20 +103,31 @@ public:
       selection.opKernels[current][role] = name;
   }
 
+  /// The row tile csa-tile-kernels recorded on the current op (1: none).
+  int64_t tileRows() const {
+    auto tile = current ? current->getAttrOfType<DictionaryAttr>("csa.tile")
+                        : DictionaryAttr();
+    auto rows = tile ? tile.getAs<IntegerAttr>("rows") : IntegerAttr();
+    return rows && rows.getInt() > 1 ? rows.getInt() : 1;
+  }
+
   void linear(const std::string &op, WeightFormat format, int64_t in,
               int64_t out, int64_t groups = 1,
               const std::string &role = "main") {
-    std::string name = llvm::formatv("linear_{0}_{1}x{2}{3}",
-                                     stringifyWeightFormat(format), in, out,
-                                     groups > 1 ? "_g" + std::to_string(groups)
-                                                : "")
-                           .str();
+    const int64_t tile = tileRows();
+    std::string name =
+        llvm::formatv("linear_{0}_{1}x{2}{3}{4}", stringifyWeightFormat(format),
+                      in, out,
+                      groups > 1 ? "_g" + std::to_string(groups) : "",
+                      tile > 1 ? "_t" + std::to_string(tile) : "")
+            .str();
     use(name, op, llvm::formatv("{0} -> {1}", in, out).str(), [&] {
       LinearKernelSpec spec;
       spec.format = linearFormat(format);
       spec.inFeatures = in;
       spec.outFeatures = out;
       spec.groups = groups;
+      spec.rowTile = tile;
       buildLinearKernel(kernels, name, spec);
     }, role);
   }

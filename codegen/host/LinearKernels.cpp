@@ -243,9 +243,17 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
                             arith::DivUIOp::create(b, loc, e, block)}));
     return arith::MulFOp::create(b, loc, lookup(b, loc, table, code), scale);
   };
+  // Rows in tiles of T (csa.tile rows): each weight element is read once
+  // per tile; every output's sum still runs over K in order, so the bits do
+  // not depend on T.
+  const int64_t tile = std::max<int64_t>(1, spec.rowTile);
+  Value acc = memref::AllocOp::create(b, loc, MemRefType::get({tile}, f32));
   Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
-  forLoop(b, loc, idx(b, loc, 0), rows, ValueRange{},
-          [&](OpBuilder &b, Location loc, Value r, ValueRange) {
+  scf::ForOp::create(
+      b, loc, idx(b, loc, 0), rows, idx(b, loc, tile), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value rb, ValueRange) {
+    Value count = arith::MinSIOp::create(
+        b, loc, idx(b, loc, tile), arith::SubIOp::create(b, loc, rows, rb));
     forLoop(b, loc, 0, g, ValueRange{},
             [&](OpBuilder &b, Location loc, Value gi, ValueRange) {
       Value inBase = arith::MulIOp::create(b, loc, gi, idx(b, loc, kg));
@@ -253,25 +261,42 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
       forLoop(b, loc, 0, ng, ValueRange{},
               [&](OpBuilder &b, Location loc, Value jj, ValueRange) {
         Value j = arith::AddIOp::create(b, loc, outBase, jj);
-        Value acc =
-            forLoop(b, loc, 0, kg, ValueRange{f32c(b, loc, 0.f)},
-                    [&](OpBuilder &b, Location loc, Value e, ValueRange sum) {
-                      Value c = arith::AddIOp::create(b, loc, inBase, e);
-                      Value a = loadF32(b, loc, x, ValueRange{r, c});
-                      Value wv = weightAt(b, loc, j, e);
-                      Value p = arith::MulFOp::create(b, loc, a, wv);
-                      return SmallVector<Value>{
-                          arith::AddFOp::create(b, loc, sum[0], p)};
-                    })
-                .getResult(0);
-        memref::StoreOp::create(b, loc, fromF32(b, loc, acc, outType), y,
-                                ValueRange{r, j});
+        forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
+                [&](OpBuilder &b, Location loc, Value t, ValueRange) {
+          memref::StoreOp::create(b, loc, f32c(b, loc, 0.f), acc, ValueRange{t});
+          return SmallVector<Value>{};
+        });
+        forLoop(b, loc, 0, kg, ValueRange{},
+                [&](OpBuilder &b, Location loc, Value e, ValueRange) {
+          Value c = arith::AddIOp::create(b, loc, inBase, e);
+          Value wv = weightAt(b, loc, j, e);
+          forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
+                  [&](OpBuilder &b, Location loc, Value t, ValueRange) {
+            Value r = arith::AddIOp::create(b, loc, rb, t);
+            Value a = loadF32(b, loc, x, ValueRange{r, c});
+            Value p = arith::MulFOp::create(b, loc, a, wv);
+            Value sum = memref::LoadOp::create(b, loc, acc, ValueRange{t});
+            memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, sum, p),
+                                    acc, ValueRange{t});
+            return SmallVector<Value>{};
+          });
+          return SmallVector<Value>{};
+        });
+        forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
+                [&](OpBuilder &b, Location loc, Value t, ValueRange) {
+          Value r = arith::AddIOp::create(b, loc, rb, t);
+          Value sum = memref::LoadOp::create(b, loc, acc, ValueRange{t});
+          memref::StoreOp::create(b, loc, fromF32(b, loc, sum, outType), y,
+                                  ValueRange{r, j});
+          return SmallVector<Value>{};
+        });
         return SmallVector<Value>{};
       });
       return SmallVector<Value>{};
     });
-    return SmallVector<Value>{};
+    scf::YieldOp::create(b, loc);
   });
+  memref::DeallocOp::create(b, loc, acc);
   func::ReturnOp::create(b, loc);
   return fn;
 }
@@ -297,92 +322,125 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
   Value x = fn.getArgument(0), w = fn.getArgument(1), s = fn.getArgument(2),
         y = fn.getArgument(3);
   Value table = fp8 ? e4m3Table(b, loc, module) : e2m1Table(b, loc, module);
-  // The quantized activation row, reused for every row.
-  Value xq = memref::AllocOp::create(b, loc, MemRefType::get({k}, f32));
+  // Rows in tiles of T (csa.tile rows): a tile's activations are quantized
+  // once, and each 32-block of a weight row is decoded once per tile and
+  // applied to the tile's rows. Every output's fp32 sum keeps the order of
+  // the untiled loop (blocks in K order, elements in block order), so the
+  // bits do not depend on T.
+  const int64_t tile = std::max<int64_t>(1, spec.rowTile);
+  Value xq = memref::AllocOp::create(b, loc, MemRefType::get({tile, k}, f32));
+  Value wb = memref::AllocOp::create(b, loc, MemRefType::get({kBlock}, f32));
+  Value acc = memref::AllocOp::create(b, loc, MemRefType::get({tile}, f32));
   Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
   Value block = idx(b, loc, kBlock);
-  forLoop(b, loc, idx(b, loc, 0), rows, ValueRange{},
-          [&](OpBuilder &b, Location loc, Value r, ValueRange) {
-    // act_quant(x[r], 32, ue8m0), dequantized: exact in fp32.
-    forLoop(b, loc, 0, kBlocks, ValueRange{},
-            [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
-      Value base = arith::MulIOp::create(b, loc, kb, block);
-      auto at = [&](OpBuilder &nb, Value c) -> Value {
-        return arith::AddIOp::create(nb, loc, base, c);
-      };
-      emitActQuantBlock(
-          b, loc,
-          [&](OpBuilder &nb, Value c) {
-            return loadF32(nb, loc, x, ValueRange{r, at(nb, c)});
-          },
-          [&](OpBuilder &nb, Value c, Value v) {
-            memref::StoreOp::create(nb, loc,
-                                    arith::ExtFOp::create(nb, loc, f32, v), xq,
-                                    ValueRange{at(nb, c)});
-          });
+  scf::ForOp::create(
+      b, loc, idx(b, loc, 0), rows, idx(b, loc, tile), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value rb, ValueRange) {
+    Value count = arith::MinSIOp::create(
+        b, loc, idx(b, loc, tile), arith::SubIOp::create(b, loc, rows, rb));
+    // act_quant(x[r], 32, ue8m0) for the tile's rows, dequantized: exact in
+    // fp32.
+    forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
+            [&](OpBuilder &b, Location loc, Value t, ValueRange) {
+      Value r = arith::AddIOp::create(b, loc, rb, t);
+      forLoop(b, loc, 0, kBlocks, ValueRange{},
+              [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
+        Value base = arith::MulIOp::create(b, loc, kb, block);
+        auto at = [&](OpBuilder &nb, Value c) -> Value {
+          return arith::AddIOp::create(nb, loc, base, c);
+        };
+        emitActQuantBlock(
+            b, loc,
+            [&](OpBuilder &nb, Value c) {
+              return loadF32(nb, loc, x, ValueRange{r, at(nb, c)});
+            },
+            [&](OpBuilder &nb, Value c, Value v) {
+              memref::StoreOp::create(nb, loc,
+                                      arith::ExtFOp::create(nb, loc, f32, v), xq,
+                                      ValueRange{t, at(nb, c)});
+            });
+        return SmallVector<Value>{};
+      });
       return SmallVector<Value>{};
     });
     forLoop(b, loc, 0, n, ValueRange{},
             [&](OpBuilder &b, Location loc, Value j, ValueRange) {
       Value scaleRow =
           fp8 ? arith::DivUIOp::create(b, loc, j, block).getResult() : j;
-      Value acc =
-          forLoop(b, loc, 0, kBlocks, ValueRange{f32c(b, loc, 0.f)},
-                  [&](OpBuilder &b, Location loc, Value kb, ValueRange total) {
-            Value ws = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{scaleRow, kb}));
-            Value base = arith::MulIOp::create(b, loc, kb, block);
-            Value partial;
-            if (fp8) {
-              // wrow[c] = decodeE4M3(code) * scale; partial += a[c] * wrow[c].
-              partial =
-                  forLoop(b, loc, 0, kBlock, ValueRange{f32c(b, loc, 0.f)},
-                          [&](OpBuilder &b, Location loc, Value c, ValueRange p) {
-                            Value col = arith::AddIOp::create(b, loc, base, c);
-                            Value code = loadCode(b, loc, w, ValueRange{j, col});
-                            Value wv = arith::MulFOp::create(
-                                b, loc, lookup(b, loc, table, code), ws);
-                            Value a = memref::LoadOp::create(b, loc, xq, ValueRange{col});
-                            Value prod = arith::MulFOp::create(b, loc, a, wv);
-                            return SmallVector<Value>{
-                                arith::AddFOp::create(b, loc, p[0], prod)};
-                          })
-                      .getResult(0);
-            } else {
-              // One byte holds elements 2i (low nibble) and 2i + 1 (high).
-              Value byteBase = arith::MulIOp::create(b, loc, kb, idx(b, loc, kBlock / 2));
-              partial =
-                  forLoop(b, loc, 0, kBlock / 2, ValueRange{f32c(b, loc, 0.f)},
-                          [&](OpBuilder &b, Location loc, Value i, ValueRange p) {
-                            Value byte = loadCode(
-                                b, loc, w,
-                                ValueRange{j, arith::AddIOp::create(b, loc, byteBase, i)});
-                            Value lo = arith::AndIOp::create(b, loc, byte, i32c(b, loc, 0xF));
-                            Value hi = arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4));
-                            Value even = arith::AddIOp::create(
-                                b, loc, base,
-                                arith::MulIOp::create(b, loc, i, idx(b, loc, 2)));
-                            Value odd = arith::AddIOp::create(b, loc, even, idx(b, loc, 1));
-                            Value sum = p[0];
-                            for (auto [nibble, col] : {std::pair{lo, even}, std::pair{hi, odd}}) {
-                              Value wv = arith::MulFOp::create(
-                                  b, loc, lookup(b, loc, table, nibble), ws);
-                              Value a = memref::LoadOp::create(b, loc, xq, ValueRange{col});
-                              sum = arith::AddFOp::create(
-                                  b, loc, sum, arith::MulFOp::create(b, loc, a, wv));
-                            }
-                            return SmallVector<Value>{sum};
-                          })
-                      .getResult(0);
-            }
-            return SmallVector<Value>{
-                arith::AddFOp::create(b, loc, total[0], partial)};
-          }).getResult(0);
-      memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, acc),
-                              y, ValueRange{r, j});
+      forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
+              [&](OpBuilder &b, Location loc, Value t, ValueRange) {
+        memref::StoreOp::create(b, loc, f32c(b, loc, 0.f), acc, ValueRange{t});
+        return SmallVector<Value>{};
+      });
+      forLoop(b, loc, 0, kBlocks, ValueRange{},
+              [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
+        Value ws = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{scaleRow, kb}));
+        Value base = arith::MulIOp::create(b, loc, kb, block);
+        // wb[c] = decode(code of element base + c) * scale.
+        if (fp8) {
+          forLoop(b, loc, 0, kBlock, ValueRange{},
+                  [&](OpBuilder &b, Location loc, Value c, ValueRange) {
+            Value col = arith::AddIOp::create(b, loc, base, c);
+            Value code = loadCode(b, loc, w, ValueRange{j, col});
+            memref::StoreOp::create(
+                b, loc, arith::MulFOp::create(b, loc, lookup(b, loc, table, code), ws),
+                wb, ValueRange{c});
+            return SmallVector<Value>{};
+          });
+        } else {
+          // One byte holds elements 2i (low nibble) and 2i + 1 (high).
+          Value byteBase = arith::MulIOp::create(b, loc, kb, idx(b, loc, kBlock / 2));
+          forLoop(b, loc, 0, kBlock / 2, ValueRange{},
+                  [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+            Value byte = loadCode(
+                b, loc, w, ValueRange{j, arith::AddIOp::create(b, loc, byteBase, i)});
+            Value lo = arith::AndIOp::create(b, loc, byte, i32c(b, loc, 0xF));
+            Value hi = arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4));
+            Value even = arith::MulIOp::create(b, loc, i, idx(b, loc, 2));
+            Value odd = arith::AddIOp::create(b, loc, even, idx(b, loc, 1));
+            for (auto [nibble, at] : {std::pair{lo, even}, std::pair{hi, odd}})
+              memref::StoreOp::create(
+                  b, loc,
+                  arith::MulFOp::create(b, loc, lookup(b, loc, table, nibble), ws),
+                  wb, ValueRange{at});
+            return SmallVector<Value>{};
+          });
+        }
+        // partial_t = sum_c a[t][base + c] * wb[c]; acc[t] += partial_t.
+        forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
+                [&](OpBuilder &b, Location loc, Value t, ValueRange) {
+          Value partial =
+              forLoop(b, loc, 0, kBlock, ValueRange{f32c(b, loc, 0.f)},
+                      [&](OpBuilder &b, Location loc, Value c, ValueRange p) {
+                        Value col = arith::AddIOp::create(b, loc, base, c);
+                        Value a = memref::LoadOp::create(b, loc, xq, ValueRange{t, col});
+                        Value wv = memref::LoadOp::create(b, loc, wb, ValueRange{c});
+                        Value prod = arith::MulFOp::create(b, loc, a, wv);
+                        return SmallVector<Value>{
+                            arith::AddFOp::create(b, loc, p[0], prod)};
+                      })
+                  .getResult(0);
+          Value total = memref::LoadOp::create(b, loc, acc, ValueRange{t});
+          memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, total, partial),
+                                  acc, ValueRange{t});
+          return SmallVector<Value>{};
+        });
+        return SmallVector<Value>{};
+      });
+      forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
+              [&](OpBuilder &b, Location loc, Value t, ValueRange) {
+        Value r = arith::AddIOp::create(b, loc, rb, t);
+        Value total = memref::LoadOp::create(b, loc, acc, ValueRange{t});
+        memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, total),
+                                y, ValueRange{r, j});
+        return SmallVector<Value>{};
+      });
       return SmallVector<Value>{};
     });
-    return SmallVector<Value>{};
+    scf::YieldOp::create(b, loc);
   });
+  memref::DeallocOp::create(b, loc, wb);
+  memref::DeallocOp::create(b, loc, acc);
   memref::DeallocOp::create(b, loc, xq);
   func::ReturnOp::create(b, loc);
   return fn;

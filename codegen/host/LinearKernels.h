@@ -62,6 +62,9 @@ struct LinearKernelSpec {
   /// BF16/F32 formats: the weight bytes are fp32 (reference
   /// `Weight::storedF32`) instead of bf16.
   bool weightF32 = false;
+  /// Rows per tile (the csa.tile `rows` of the op): each weight element is
+  /// decoded once per tile of rows. Results do not depend on it.
+  int64_t rowTile = 1;
 };
 
 /// Builds `name` for `spec` (signatures in the file comment). Returns a null

@@ -74,7 +74,7 @@ cl::opt<std::string> scheduleJson(
     cl::init(""), cl::cat(category));
 
 /// The stages, in pipeline order (docs/pipeline.md).
-enum class Stage { Graph, Expanded, Host, LLVM, Object, Artifact };
+enum class Stage { Graph, Expanded, Tiled, Host, LLVM, Object, Artifact };
 cl::opt<Stage> emitStage(
     "emit", cl::desc("Stage whose IR is printed (default: expanded)"),
     cl::init(Stage::Expanded),
@@ -84,6 +84,9 @@ cl::opt<Stage> emitStage(
                clEnumValN(Stage::Expanded, "expanded",
                           "modes expanded into primitives, caches allocated "
                           "and planned"),
+               clEnumValN(Stage::Tiled, "tiled",
+                          "the target's tile parameters recorded on each "
+                          "matrix-product op (csa-tile-kernels)"),
                clEnumValN(Stage::Host, "host",
                           "the CPU kernels the expanded graph needs, as "
                           "scf/arith/memref IR"),
@@ -100,7 +103,8 @@ cl::opt<Stage> compileFrom(
     cl::desc("Read the positional file as the IR of this stage and continue "
              "from there (instead of reading a config)"),
     cl::values(clEnumValN(Stage::Graph, "graph", "graph-stage IR"),
-               clEnumValN(Stage::Expanded, "expanded", "expanded-stage IR")),
+               clEnumValN(Stage::Expanded, "expanded", "expanded-stage IR"),
+               clEnumValN(Stage::Tiled, "tiled", "tiled-stage IR")),
     cl::cat(category));
 cl::opt<bool> noBoundedReplay(
     "no-bounded-replay",
@@ -252,6 +256,19 @@ llvm::Error writeHostArtifact(ModuleOp module,
   return llvm::Error::success();
 }
 
+const char *stageName(Stage stage) {
+  switch (stage) {
+  case Stage::Graph:
+    return "graph";
+  case Stage::Expanded:
+    return "expanded";
+  case Stage::Tiled:
+    return "tiled";
+  default:
+    return "host";
+  }
+}
+
 LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
   std::string error;
   auto out = openOutputFile(path, &error);
@@ -313,7 +330,7 @@ int main(int argc, char **argv) {
     module = parseSourceFile<ModuleOp>(configPath, &context);
     if (!module)
       return fail("cannot read '" + configPath + "' as " +
-                  (stage == Stage::Graph ? "graph" : "expanded") +
+                  stageName(stage) +
                   "-stage IR (see the diagnostics above)");
     name = llvm::sys::path::stem(configPath).str();
   } else {
@@ -330,7 +347,7 @@ int main(int argc, char **argv) {
   }
   if (failed(verify(*module)))
     return fail("the " +
-                std::string(stage == Stage::Graph ? "graph" : "expanded") +
+                std::string(stageName(stage)) +
                 "-stage IR does not verify (see the diagnostics above)");
   if (stage == Stage::Graph) {
     // The graph stage has no attention ops left once expanded: the report
@@ -412,7 +429,22 @@ int main(int argc, char **argv) {
       return 1;
   }
 
-  // Stages host, llvm, object: the kernels of the expanded graph.
+  // Stage tiled: the target's tile parameters on every matrix product (ops
+  // that already carry one keep it).
+  if (stage < Stage::Tiled && emitStage >= Stage::Tiled &&
+      report == ReportFormat::None) {
+    if (failed(runPipeline([](PassManager &pm) {
+          csa::TileKernelsOptions options;
+          options.target = "host";
+          pm.addPass(csa::createTileKernels(options));
+        })))
+      return fail("the tiled pipeline failed");
+    stage = Stage::Tiled;
+    if (failed(dump("tiled")))
+      return 1;
+  }
+
+  // Stages host, llvm, object, artifact: the kernels of the tiled graph.
   OwningOpRef<ModuleOp> kernels;
   std::optional<csa::codegen::KernelSelection> selection;
   if (emitStage >= Stage::Host && report == ReportFormat::None) {

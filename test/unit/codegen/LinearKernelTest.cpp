@@ -518,6 +518,64 @@ TEST(LinearKernels, GroupedFp8AsBf16MatchesTheConvertedWoABitForBit) {
   }
 }
 
+TEST(LinearKernels, RowTilesDoNotChangeABit) {
+  // Every format, untiled (verified against the reference above) and tiled
+  // by 4 and 8 rows: 1, 3 and 17 rows cover partial tiles.
+  constexpr int64_t n = 40, k = 96;
+  struct Form {
+    const char *name;
+    LinearFormat format;
+    int64_t groups;
+  };
+  const Form forms[] = {{"fp8", LinearFormat::FP8Block32, 1},
+                        {"fp4", LinearFormat::FP4E2M1, 1},
+                        {"bf16", LinearFormat::BF16, 1},
+                        {"fp8_as_bf16", LinearFormat::FP8AsBF16, 2}};
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    for (const Form &f : forms)
+      for (int64_t tile : {1, 4, 8}) {
+        LinearKernelSpec spec{f.format, k, n};
+        spec.groups = f.groups;
+        spec.rowTile = tile;
+        buildLinearKernel(m, std::string(f.name) + "_t" + std::to_string(tile), spec);
+      }
+  });
+  uint32_t seed = 1300;
+  for (const Form &f : forms) {
+    const bool fp4 = f.format == LinearFormat::FP4E2M1;
+    const bool bf16 = f.format == LinearFormat::BF16;
+    const int64_t width = k / f.groups;
+    std::vector<int64_t> scaleShape =
+        fp4 ? std::vector<int64_t>{n, k / 32}
+            : std::vector<int64_t>{(n + 31) / 32, (width + 31) / 32};
+    for (int64_t rows : kRowCounts) {
+      auto x = randomActivations(rows, k, ++seed);
+      auto codes = fp4 ? randomBytes(size_t(n * k / 2), ++seed)
+                       : randomE4M3Codes(size_t(n * width), ++seed);
+      auto wbf = randomBf16(size_t(n * k), ++seed, 0.1f);
+      auto scales = randomUe8m0(size_t(scaleShape[0] * scaleShape[1]), ++seed);
+      std::vector<std::vector<uint16_t>> outputs;
+      for (int64_t tile : {1, 4, 8}) {
+        std::string name = std::string(f.name) + "_t" + std::to_string(tile);
+        std::vector<uint16_t> y(size_t(rows * n), 0xFFFF);
+        auto dx = describe<2>(x, {rows, k}), dy = describe<2>(y, {rows, n});
+        if (bf16) {
+          auto dw = describe<2>(wbf, {n, k});
+          kernelOf<void (*)(Descriptor<2> *, Descriptor<2> *, Descriptor<2> *)>(
+              lib, name)(&dx, &dw, &dy);
+        } else {
+          auto dw = describe<2>(codes, {n, fp4 ? k / 2 : width});
+          auto ds = describe<2>(scales, {scaleShape[0], scaleShape[1]});
+          kernelOf<QuantKernel>(lib, name)(&dx, &dw, &ds, &dy);
+        }
+        outputs.push_back(std::move(y));
+      }
+      EXPECT_EQ(outputs[0], outputs[1]) << f.name << " rows " << rows << " tile 4";
+      EXPECT_EQ(outputs[0], outputs[2]) << f.name << " rows " << rows << " tile 8";
+    }
+  }
+}
+
 TEST(LinearKernels, InvalidSpecsAreRejected) {
   mlir::MLIRContext context;
   loadHostKernelDialects(context);

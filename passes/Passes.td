@@ -136,6 +136,33 @@ def PlanCaches : Pass<"csa-plan-caches", "::mlir::ModuleOp"> {
   ];
 }
 
+def FuseKernels : Pass<"csa-fuse-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Choose kernel boundaries: group ops into csa.fusion regions";
+  let description = [{
+    Moves chains of expanded-stage ops that a back end runs as one kernel
+    into `csa.fusion` regions (the fused stage). Patterns:
+
+    - `rope_quantize_store`: `csa.rope` -> `csa.quantize` -> `csa.cache_append`
+      (a layer's SWA row, a compressed main-KV row or an index-key row: RoPE,
+      quantize to the cache's row format, store), when the RoPE result has no
+      other use and every other user of the quantized rows comes after the
+      store; the region yields the quantized rows.
+
+    The ops keep their semantics inside the region; only the kernel boundary
+    changes, so a back end without the fused kernel could still run the body
+    op by op.
+
+    Example: see `csa.fusion`.
+  }];
+  let options = [
+    ListOption<"patterns", "patterns", "std::string",
+               "Patterns to apply (default: all): rope_quantize_store">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "csa.fusion regions formed">,
+  ];
+}
+
 def TileKernels : Pass<"csa-tile-kernels", "::mlir::ModuleOp"> {
   let summary = "Record the target's tile parameters on every op that runs "
                 "a matrix product";

@@ -484,6 +484,24 @@ private:
       attrs["head_dim"] = engram.getHeadDim();
       attrs["table_rows"] = engram.getRows();
       attrs["compressed_vocab"] = engram.getCompressedVocab();
+    } else if (auto fusion = dyn_cast<FusionOp>(op)) {
+      // rope_quantize_store (the only region the host selects a kernel for):
+      // [x, rope position, store position, cache, rows].
+      if (llvm::Error e = bind(op, call, fusion.getInputs()))
+        return e;
+      attrs["name"] = fusion.getName().str();
+      Block &body = fusion.getBody().front();
+      auto rope = dyn_cast<RopeOp>(&body.front());
+      auto append = fusion.getBody().front().getTerminator()->getPrevNode();
+      auto store = dyn_cast_or_null<CacheAppendOp>(append);
+      if (!rope || !store)
+        return error(op, "a kernel region the host plan does not know");
+      attrs["dim"] = lastDim(rope.getInput());
+      Type row = store.getRows().getType().getElementType();
+      std::string part = "ring";
+      if (auto global = dyn_cast<GlobalCacheType>(store.getCache().getType()))
+        part = row == global.getMainRow() ? "main" : "index";
+      attrs["part"] = part;
     } else if (auto head = dyn_cast<LmHeadOp>(op)) {
       if (llvm::Error e = bind(op, call, head.getInput()))
         return e;

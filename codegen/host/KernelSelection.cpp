@@ -4,6 +4,7 @@
 #include "codegen/host/AttentionKernels.h"
 #include "codegen/host/CompressKernels.h"
 #include "codegen/host/EngramKernels.h"
+#include "codegen/host/FusedKernels.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/MhcKernels.h"
@@ -139,6 +140,15 @@ public:
   }
 
   void missing(StringRef op) { missingCount[op.str()]++; }
+
+  /// The kernel an op already visited calls for `role` ("" if none).
+  std::string kernelOf(Operation *op, const std::string &role = "main") const {
+    auto it = selection.opKernels.find(op);
+    if (it == selection.opKernels.end())
+      return "";
+    auto r = it->second.find(role);
+    return r == it->second.end() ? "" : r->second;
+  }
 
   KernelSelection finish() {
     for (auto &[op, n] : missingCount)
@@ -395,6 +405,26 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       s.use(gather, "csa.engram", "table rows", [&] {
         buildEngramGatherKernel(s.kernels, gather, cols, op.getHeadDim());
       }, "gather");
+    } else if (auto op = dyn_cast<FusionOp>(raw)) {
+      // Its body's ops were visited first (post-order): their kernels exist.
+      Block &body = op.getBody().front();
+      auto ops = llvm::to_vector(llvm::map_range(
+          body.without_terminator(), [](Operation &o) { return &o; }));
+      if (op.getName() != "rope_quantize_store" || ops.size() != 3 ||
+          !isa<RopeOp>(ops[0]) || !isa<QuantizeOp>(ops[1]) ||
+          !isa<CacheAppendOp>(ops[2])) {
+        s.missing("csa.fusion \"" + op.getName().str() + "\"");
+        return;
+      }
+      auto rope = cast<RopeOp>(ops[0]);
+      std::string ropeK = s.kernelOf(ops[0]), quantK = s.kernelOf(ops[1]),
+                  appendK = s.kernelOf(ops[2]);
+      std::string name = "fused_" + appendK + "__" + ropeK + "_s" +
+                         std::to_string(rope.getStride());
+      s.use(name, "csa.fusion", "rope_quantize_store", [&] {
+        buildRopeQuantizeStoreKernel(s.kernels, name, ropeK, quantK, appendK,
+                                     rope.getStride());
+      });
     } else if (auto op = dyn_cast<LmHeadOp>(raw)) {
       s.linear("csa.lm_head", WeightFormat::F32, lastDim(op.getInput()), op.getVocab());
     }

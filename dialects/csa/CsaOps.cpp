@@ -603,3 +603,44 @@ LogicalResult MoeRouteOp::verify() {
       return emitOpError("results must be [tokens, top_k]");
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Kernel regions
+//===----------------------------------------------------------------------===//
+
+void FusionOp::build(OpBuilder &builder, OperationState &state, StringRef name,
+                     TypeRange results, ValueRange inputs) {
+  state.addAttribute(getNameAttrName(state.name), builder.getStringAttr(name));
+  state.addOperands(inputs);
+  state.addTypes(results);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), input.getLoc());
+}
+
+LogicalResult FusionOp::verify() {
+  Block &block = getBody().front();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError("body takes ")
+           << block.getNumArguments() << " arguments for "
+           << getInputs().size() << " inputs";
+  for (auto [i, pair] : llvm::enumerate(
+           llvm::zip(block.getArgumentTypes(), getInputs().getTypes())))
+    if (std::get<0>(pair) != std::get<1>(pair))
+      return emitOpError("body argument #")
+             << i << " has type " << std::get<0>(pair) << ", input #" << i
+             << " has type " << std::get<1>(pair);
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with csa.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ")
+           << yield.getValues().size() << " values of types "
+           << yield.getValues().getTypes() << " for results of types "
+           << getResultTypes();
+  if (block.getOperations().size() < 2)
+    return emitOpError("body is empty (a kernel region holds at least one op)");
+  return success();
+}

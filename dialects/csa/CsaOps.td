@@ -11,6 +11,7 @@
 include "dialects/csa/CsaTypes.td"
 include "dialects/csa/CsaInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 // Layer numbers, sizes and counts: signless i64 read back as int64_t, so that
 // verifiers see a negative value as negative.
@@ -639,6 +640,69 @@ def Csa_MoeRouteOp : Csa_Op<"moe_route", [Pure]> {
     `,` type($expert_ids)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel regions (the fused stage)
+//===----------------------------------------------------------------------===//
+
+def Csa_FusionOp : Csa_Op<"fusion", [IsolatedFromAbove, RecursiveMemoryEffects,
+    SingleBlockImplicitTerminator<"::csa::YieldOp">]> {
+  let summary = "ops that run as one kernel";
+  let description = [{
+    A kernel boundary chosen by `csa-fuse-kernels`: the ops of the body run
+    as one generated kernel, one call of the runtime. The body is isolated
+    from above: its block arguments are the region's inputs, in order, and
+    `csa.yield` gives the results (the values later ops still read). `name`
+    says what the region computes; a back end supports the bodies it knows
+    (the host: `rope_quantize_store`) and rejects others by name.
+
+    Example (the rope + quantize + store of a layer's SWA row, whose rows
+    attention also reads):
+    ```mlir
+    %rows = csa.fusion "rope_quantize_store" (%kv, %pos, %pos, %ring)
+        : (tensor<?x512xbf16>, index, index, !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>)
+        -> tensor<?x!csa.fp8_row<512, ue8m0, 32>> {
+    ^bb0(%x: tensor<?x512xbf16>, %p: index, %s: index,
+         %c: !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>):
+      %r = csa.rope %x, %p stride 1 table #rope
+          : tensor<?x512xbf16>
+      %q = csa.quantize %r : tensor<?x512xbf16> -> tensor<?x!csa.fp8_row<512, ue8m0, 32>>
+      csa.cache_append %q, %c[%s]
+          : tensor<?x!csa.fp8_row<512, ue8m0, 32>>, !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>
+      csa.yield %q : tensor<?x!csa.fp8_row<512, ue8m0, 32>>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<AnyType>:$inputs);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $name ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$name, "::mlir::TypeRange":$results,
+                   "::mlir::ValueRange":$inputs)>,
+  ];
+  let hasVerifier = 1;
+}
+
+def Csa_YieldOp : Csa_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"::csa::FusionOp">]> {
+  let summary = "the results of a csa.fusion region";
+  let description = [{
+    Ends a `csa.fusion` body; its operands become the region's results.
+
+    Example:
+    ```mlir
+    csa.yield %q : tensor<?x!csa.fp8_row<512, ue8m0, 32>>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ /* no values */ }]>];
 }
 
 #endif // CSA_DIALECTS_CSA_CSAOPS_TD

@@ -305,6 +305,11 @@ struct Executor::Impl {
   absl::Status rope(Step &s);
   absl::Status quantize(Step &s);
   absl::Status cacheAppend(Step &s);
+  absl::Status fusion(Step &s);
+  /// The view of a cache a store of `n` rows from `start` writes (the ring;
+  /// or one part of a global cache, grown to hold the entries).
+  absl::StatusOr<Desc<2>> appendView(Step &s, size_t cacheArg, int64_t start,
+                                     int64_t n, int64_t rowBytes);
   absl::Status compress(Step &s);
   absl::Status indexScore(Step &s);
   absl::Status hsiSelect(Step &s);
@@ -363,6 +368,7 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
       {"csa.engram", &Impl::engram},
       {"csa.lm_head", &Impl::lmHead},
       {"tensor.extract_slice", &Impl::sliceRows},
+      {"csa.fusion", &Impl::fusion},
   };
   for (size_t i = 0; i < calls.size(); ++i) {
     const KernelCall &call = calls[i];
@@ -588,44 +594,88 @@ absl::Status Executor::Impl::quantize(Step &s) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
+                                                   int64_t start, int64_t n,
+                                                   int64_t rowBytes) {
+  CacheState &c = cache(s, cacheArg);
+  const CacheBuffer &b = cacheBuffer(s, cacheArg);
+  const std::string part = s.call->attrs.at("part").get<std::string>();
+  if (part == "ring") {
+    if (c.ringStart < 0)
+      c.ringStart = start;
+    c.ringEnd = start + n;
+    return desc<2>(c.bytes.data(), {b.window, b.rowBytes});
+  }
+  const int64_t capacity = artifact->plan().maxContext / b.ratio;
+  const int64_t end = start + n;
+  if (end > capacity)
+    return absl::OutOfRangeError(absl::StrCat(
+        "cache '", b.id, "' would need ", end, " entries; the plan allows ",
+        capacity, " (max_context ", artifact->plan().maxContext, ")"));
+  if (int64_t(c.bytes.size()) < end * b.entryBytes)
+    c.bytes.resize(size_t(std::min(capacity, std::max<int64_t>(
+                                                 end, 2 * int64_t(c.bytes.size()) /
+                                                          b.entryBytes)) *
+                          b.entryBytes),
+                   0);
+  const int64_t entries = int64_t(c.bytes.size()) / b.entryBytes;
+  const int64_t offset = part == "main" ? 0 : b.mainRowBytes;
+  int64_t &written = part == "main" ? c.mainEntries : c.indexEntries;
+  written = std::max(written, end);
+  // Entry e's main-KV row, then its index-key row: a strided view of one part.
+  return Desc<2>{c.bytes.data(), c.bytes.data(), offset, {entries, rowBytes},
+                 {b.entryBytes, 1}};
+}
+
 absl::Status Executor::Impl::cacheAppend(Step &s) {
   Tensor &rows = tensor(s, 0);
-  CacheState &c = cache(s, 1);
-  const CacheBuffer &b = cacheBuffer(s, 1);
   auto start = index(s, 2);
   if (!start.ok())
     return start.status();
-  const std::string part = s.call->attrs.at("part").get<std::string>();
   const int64_t n = rows.rows(), rowBytes = rows.dims.at(1);
-  Desc<2> dc{};
-  if (part == "ring") {
-    dc = desc<2>(c.bytes.data(), {b.window, b.rowBytes});
-    if (c.ringStart < 0)
-      c.ringStart = *start;
-    c.ringEnd = *start + n;
-  } else {
-    const int64_t capacity = artifact->plan().maxContext / b.ratio;
-    const int64_t end = *start + n;
-    if (end > capacity)
-      return absl::OutOfRangeError(absl::StrCat(
-          "cache '", b.id, "' would need ", end, " entries; the plan allows ",
-          capacity, " (max_context ", artifact->plan().maxContext, ")"));
-    if (int64_t(c.bytes.size()) < end * b.entryBytes)
-      c.bytes.resize(size_t(std::max<int64_t>(end, 2 * c.bytes.size() / b.entryBytes) *
-                            b.entryBytes), 0);
-    const int64_t entries = int64_t(c.bytes.size()) / b.entryBytes;
-    const int64_t offset = part == "main" ? 0 : b.mainRowBytes;
-    dc = Desc<2>{c.bytes.data(), c.bytes.data(), offset,
-                 {entries, rowBytes}, {b.entryBytes, 1}};
-    (part == "main" ? c.mainEntries : c.indexEntries) =
-        std::max(part == "main" ? c.mainEntries : c.indexEntries, end);
-  }
+  auto dc = appendView(s, 1, *start, n, rowBytes);
+  if (!dc.ok())
+    return dc.status();
   auto dr = desc<2>(rows.ptr(), {n, rowBytes});
   auto fn = reinterpret_cast<int32_t (*)(void *, void *, int64_t)>(kernel(s, "main"));
-  int32_t missed = fn(&dr, &dc, *start);
+  int32_t missed = fn(&dr, &*dc, *start);
   if (missed != 0)
     return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",
-                                            b.id, "' (a runtime bug)"));
+                                            arg(s, 1).name, "' (a runtime bug)"));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::fusion(Step &s) {
+  // rope_quantize_store: [x, rope position, store position, cache, rows].
+  const std::string name = s.call->attrs.at("name").get<std::string>();
+  if (name != "rope_quantize_store")
+    return absl::UnimplementedError(absl::StrCat(
+        "the CPU executor runs no kernel region '", name, "'"));
+  Tensor &x = tensor(s, 0);
+  auto ropePosition = index(s, 1);
+  if (!ropePosition.ok())
+    return ropePosition.status();
+  auto storePosition = index(s, 2);
+  if (!storePosition.ok())
+    return storePosition.status();
+  const int64_t n = x.rows(), dim = attr(s, "dim");
+  const artifact::TransientBuffer *t =
+      artifact->plan().findTransient(arg(s, 4).name);
+  if (!t)
+    return absl::InvalidArgumentError("the rows of a region must be a transient");
+  const int64_t rowBytes = t->shape.back();
+  Tensor &rows = result(s, 4, 1, {n, rowBytes}, x.base);
+  auto dc = appendView(s, 3, *storePosition, n, rowBytes);
+  if (!dc.ok())
+    return dc.status();
+  auto dx = desc<2>(x.ptr(), {n, dim});
+  auto dr = desc<2>(rows.ptr(), {n, rowBytes});
+  auto fn = reinterpret_cast<int32_t (*)(void *, int64_t, int64_t, void *, void *)>(
+      kernel(s, "main"));
+  int32_t missed = fn(&dx, *ropePosition, *storePosition, &*dc, &dr);
+  if (missed != 0)
+    return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",
+                                            arg(s, 3).name, "' (a runtime bug)"));
   return absl::OkStatus();
 }
 

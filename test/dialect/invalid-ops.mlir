@@ -350,3 +350,44 @@ func.func @f(%x: tensor<?x64xbf16>) {
   %w, %i = csa.moe_route %x experts 8 top_k 0 route_scale 1.5 weights "g" : tensor<?x64xbf16> -> tensor<?x0xf32>, tensor<?x0xi32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<?x32xbf16>) {
+  // expected-error @+1 {{'csa.fusion' op body argument #0 has type 'tensor<?x16xbf16>', input #0 has type 'tensor<?x32xbf16>'}}
+  %r = csa.fusion "r" (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  ^bb0(%a: tensor<?x16xbf16>):
+    csa.yield %x : tensor<?x32xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x32xbf16>) {
+  // expected-error @+1 {{'csa.fusion' op yields 0 values of types  for results of types 'tensor<?x32xbf16>'}}
+  %r = csa.fusion "r" (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  ^bb0(%a: tensor<?x32xbf16>):
+    %n = csa.rms_norm %a eps 1.0e-6 weight "n" : tensor<?x32xbf16>
+    csa.yield
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x32xbf16>) {
+  // expected-error @+1 {{'csa.fusion' op body is empty (a kernel region holds at least one op)}}
+  %r = csa.fusion "r" (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  ^bb0(%a: tensor<?x32xbf16>):
+    csa.yield %a : tensor<?x32xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x32xbf16>) {
+  // expected-error @+1 {{'csa.yield' op expects parent op 'csa.fusion'}}
+  csa.yield %x : tensor<?x32xbf16>
+}

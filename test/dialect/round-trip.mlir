@@ -100,3 +100,20 @@ func.func @primitives(%x: tensor<?x5120xbf16>, %pos: index, %q: tensor<?x64x512x
   %w, %ids = csa.moe_route %x experts 384 top_k 6 route_scale 1.5 weights "layers.2.ffn.gate" : tensor<?x5120xbf16> -> tensor<?x6xf32>, tensor<?x6xi32>
   return %o0 : tensor<?x64x512xbf16>
 }
+
+// CHECK-LABEL: func.func @fusion
+// CHECK: %[[R:.+]] = csa.fusion "rope_quantize_store" (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x32xbf16>, index, index, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
+// CHECK: ^bb0(%{{.*}}: tensor<?x32xbf16>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>):
+// CHECK:   csa.quantize
+// CHECK:   csa.cache_append
+// CHECK:   csa.yield %{{.*}} : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+func.func @fusion(%x: tensor<?x32xbf16>, %p: index) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
+  %ring = csa.cache_alloc layer 0 : !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
+  %r = csa.fusion "rope_quantize_store" (%x, %p, %p, %ring) : (tensor<?x32xbf16>, index, index, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
+  ^bb0(%a: tensor<?x32xbf16>, %rp: index, %sp: index, %c: !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>):
+    %q = csa.quantize %a : tensor<?x32xbf16> -> tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+    csa.cache_append %q, %c[%sp] : tensor<?x!csa.fp8_row<32, ue8m0, 32>>, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
+    csa.yield %q : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+  }
+  return %r : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+}

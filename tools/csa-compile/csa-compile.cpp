@@ -74,7 +74,7 @@ cl::opt<std::string> scheduleJson(
     cl::init(""), cl::cat(category));
 
 /// The stages, in pipeline order (docs/pipeline.md).
-enum class Stage { Graph, Expanded, Tiled, Host, LLVM, Object, Artifact };
+enum class Stage { Graph, Expanded, Fused, Tiled, Host, LLVM, Object, Artifact };
 cl::opt<Stage> emitStage(
     "emit", cl::desc("Stage whose IR is printed (default: expanded)"),
     cl::init(Stage::Expanded),
@@ -84,6 +84,9 @@ cl::opt<Stage> emitStage(
                clEnumValN(Stage::Expanded, "expanded",
                           "modes expanded into primitives, caches allocated "
                           "and planned"),
+               clEnumValN(Stage::Fused, "fused",
+                          "kernel boundaries chosen: csa.fusion regions "
+                          "(csa-fuse-kernels)"),
                clEnumValN(Stage::Tiled, "tiled",
                           "the target's tile parameters recorded on each "
                           "matrix-product op (csa-tile-kernels)"),
@@ -104,6 +107,7 @@ cl::opt<Stage> compileFrom(
              "from there (instead of reading a config)"),
     cl::values(clEnumValN(Stage::Graph, "graph", "graph-stage IR"),
                clEnumValN(Stage::Expanded, "expanded", "expanded-stage IR"),
+               clEnumValN(Stage::Fused, "fused", "fused-stage IR"),
                clEnumValN(Stage::Tiled, "tiled", "tiled-stage IR")),
     cl::cat(category));
 cl::opt<bool> noBoundedReplay(
@@ -262,6 +266,8 @@ const char *stageName(Stage stage) {
     return "graph";
   case Stage::Expanded:
     return "expanded";
+  case Stage::Fused:
+    return "fused";
   case Stage::Tiled:
     return "tiled";
   default:
@@ -426,6 +432,18 @@ int main(int argc, char **argv) {
       return fail("the expanded pipeline failed");
     stage = Stage::Expanded;
     if (failed(dump("expanded")))
+      return 1;
+  }
+
+  // Stage fused: kernel boundaries.
+  if (stage < Stage::Fused && emitStage >= Stage::Fused &&
+      report == ReportFormat::None) {
+    if (failed(runPipeline([](PassManager &pm) {
+          pm.nest<func::FuncOp>().addPass(csa::createFuseKernels());
+        })))
+      return fail("the fused pipeline failed");
+    stage = Stage::Fused;
+    if (failed(dump("fused")))
       return 1;
   }
 

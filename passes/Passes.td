@@ -170,9 +170,10 @@ def TileKernels : Pass<"csa-tile-kernels", "::mlir::ModuleOp"> {
     Attaches `csa.tile` (a dictionary) to each `csa.linear`, `csa.compress`,
     `csa.moe`, `csa.engram` and `csa.lm_head`, and `csa.target` to the module.
     The host back end reads `rows`: its linear kernels process the rows of
-    a call in tiles of that many, decoding each weight element once per tile
-    (the accumulation order of every output is unchanged, so results are
-    bit-identical for any tile). For `sm_90a` the pass records the warpgroup
+    a call in tiles of that many (the quantized ones decode each weight
+    block once per tile; the accumulation order of every output is
+    unchanged, so results are bit-identical for any tile). On the host an op
+    whose input has one static row (a decode step) gets `rows = 1`. For `sm_90a` the pass records the warpgroup
     MMA tile the GPU lowering will use (`rows` = M, `cols` = N, `k` = K per
     stage, `warps`); the host back end ignores it.
 

@@ -45,13 +45,18 @@ struct TileKernelsPass : public csa::impl::TileKernelsBase<TileKernelsPass> {
       fields.push_back(b.getNamedAttr("warps", i64(4)));
     }
     DictionaryAttr tile = b.getDictionaryAttr(fields);
+    // A call with one static row (a decode step) gains nothing from row
+    // tiles on the host: it keeps the untiled kernel.
+    DictionaryAttr single = b.getDictionaryAttr({b.getNamedAttr("rows", i64(1))});
     module->setAttr("csa.target", b.getStringAttr(target));
     module.walk([&](Operation *op) {
       if (!isa<LinearOp, CompressOp, MoeOp, EngramOp, LmHeadOp>(op))
         return;
       if (op->hasAttr("csa.tile"))
         return;
-      op->setAttr("csa.tile", tile);
+      auto input = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+      const bool oneRow = input && input.getDimSize(0) == 1;
+      op->setAttr("csa.tile", host && oneRow ? single : tile);
       ++numTiled;
     });
   }

@@ -243,11 +243,10 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
                             arith::DivUIOp::create(b, loc, e, block)}));
     return arith::MulFOp::create(b, loc, lookup(b, loc, table, code), scale);
   };
-  // Rows in tiles of T (csa.tile rows): each weight element is read once
-  // per tile; every output's sum still runs over K in order, so the bits do
-  // not depend on T.
+  // Rows in tiles of T (csa.tile rows): the tile's rows run against one
+  // weight row while it is in cache; every output's sum still runs over K in
+  // order, so the bits do not depend on T.
   const int64_t tile = std::max<int64_t>(1, spec.rowTile);
-  Value acc = memref::AllocOp::create(b, loc, MemRefType::get({tile}, f32));
   Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
   scf::ForOp::create(
       b, loc, idx(b, loc, 0), rows, idx(b, loc, tile), ValueRange{},
@@ -263,30 +262,19 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
         Value j = arith::AddIOp::create(b, loc, outBase, jj);
         forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
                 [&](OpBuilder &b, Location loc, Value t, ValueRange) {
-          memref::StoreOp::create(b, loc, f32c(b, loc, 0.f), acc, ValueRange{t});
-          return SmallVector<Value>{};
-        });
-        forLoop(b, loc, 0, kg, ValueRange{},
-                [&](OpBuilder &b, Location loc, Value e, ValueRange) {
-          Value c = arith::AddIOp::create(b, loc, inBase, e);
-          Value wv = weightAt(b, loc, j, e);
-          forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
-                  [&](OpBuilder &b, Location loc, Value t, ValueRange) {
-            Value r = arith::AddIOp::create(b, loc, rb, t);
-            Value a = loadF32(b, loc, x, ValueRange{r, c});
-            Value p = arith::MulFOp::create(b, loc, a, wv);
-            Value sum = memref::LoadOp::create(b, loc, acc, ValueRange{t});
-            memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, sum, p),
-                                    acc, ValueRange{t});
-            return SmallVector<Value>{};
-          });
-          return SmallVector<Value>{};
-        });
-        forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
-                [&](OpBuilder &b, Location loc, Value t, ValueRange) {
           Value r = arith::AddIOp::create(b, loc, rb, t);
-          Value sum = memref::LoadOp::create(b, loc, acc, ValueRange{t});
-          memref::StoreOp::create(b, loc, fromF32(b, loc, sum, outType), y,
+          Value acc =
+              forLoop(b, loc, 0, kg, ValueRange{f32c(b, loc, 0.f)},
+                      [&](OpBuilder &b, Location loc, Value e, ValueRange sum) {
+                        Value c = arith::AddIOp::create(b, loc, inBase, e);
+                        Value a = loadF32(b, loc, x, ValueRange{r, c});
+                        Value wv = weightAt(b, loc, j, e);
+                        Value p = arith::MulFOp::create(b, loc, a, wv);
+                        return SmallVector<Value>{
+                            arith::AddFOp::create(b, loc, sum[0], p)};
+                      })
+                  .getResult(0);
+          memref::StoreOp::create(b, loc, fromF32(b, loc, acc, outType), y,
                                   ValueRange{r, j});
           return SmallVector<Value>{};
         });
@@ -296,7 +284,6 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
     });
     scf::YieldOp::create(b, loc);
   });
-  memref::DeallocOp::create(b, loc, acc);
   func::ReturnOp::create(b, loc);
   return fn;
 }

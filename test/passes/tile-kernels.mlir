@@ -27,3 +27,13 @@ func.func @f(%x: tensor<?x64xbf16>) -> tensor<1x16xf32> {
   return %l : tensor<1x16xf32>
 }
 
+
+// On the host, a call with one static row (decode) keeps the untiled kernel.
+// HOST-LABEL: func.func @decode_row
+// HOST: csa.linear %{{.*}} weight "d" fp8_block32 {csa.tile = {rows = 1 : i64}}
+// GPU-LABEL: func.func @decode_row
+// GPU: csa.linear %{{.*}} weight "d" fp8_block32 {csa.tile = {cols = 128 : i64, k = 64 : i64, rows = 64 : i64, warps = 4 : i64}}
+func.func @decode_row(%x: tensor<1x64xbf16>) -> tensor<1x64xbf16> {
+  %a = csa.linear %x weight "d" fp8_block32 : tensor<1x64xbf16> -> tensor<1x64xbf16>
+  return %a : tensor<1x64xbf16>
+}

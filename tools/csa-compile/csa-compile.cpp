@@ -121,6 +121,11 @@ cl::opt<bool> noCed(
              "source become Full layers of their own (every layer a KV "
              "source, so no bounded replay: every layer on every token)"),
     cl::cat(category));
+cl::opt<int64_t> tileRows(
+    "tile-rows",
+    cl::desc("Rows per tile of the host matrix products (csa-tile-kernels "
+             "rows; default 0: the target's, 8; 1: untiled)"),
+    cl::init(0), cl::cat(category));
 cl::opt<int64_t> replayStartLayer(
     "replay-start-layer",
     cl::desc("First prefill layer that runs on the tail only (default: after "
@@ -454,6 +459,7 @@ int main(int argc, char **argv) {
     if (failed(runPipeline([](PassManager &pm) {
           csa::TileKernelsOptions options;
           options.target = "host";
+          options.rows = tileRows;
           pm.addPass(csa::createTileKernels(options));
         })))
       return fail("the tiled pipeline failed");

@@ -2,6 +2,7 @@
 #ifndef CSA_PASSES_PASSES_H
 #define CSA_PASSES_PASSES_H
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

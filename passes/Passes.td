@@ -163,6 +163,25 @@ def FuseKernels : Pass<"csa-fuse-kernels", "::mlir::func::FuncOp"> {
   ];
 }
 
+def CheckNvvmTarget : Pass<"csa-check-nvvm-target"> {
+  let summary = "Reject NVVM ops the target chip does not have";
+  let description = [{
+    The native FP4 (E2M1) conversions (`nvvm.convert.f32x2.to.f4x2`) exist
+    from sm_100 on. For sm_90 LLVM's NVPTX back end aborts on them ("Cannot
+    select: intrinsic llvm.nvvm.ff.to.e2m1x2.rn.satfinite") instead of
+    reporting an error, so the NVPTX pipeline runs this check first and a
+    kernel researcher who adds one to sm_90a IR gets a diagnostic naming the
+    op. The csa kernels dequantize E2M1 through a table on Hopper.
+
+    Example: `csa-opt k.mlir --csa-check-nvvm-target=chip=sm_90a`.
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "The NVPTX chip (sm_<number>[a])">,
+  ];
+}
+
 def TileKernels : Pass<"csa-tile-kernels", "::mlir::ModuleOp"> {
   let summary = "Record the target's tile parameters on every op that runs "
                 "a matrix product";

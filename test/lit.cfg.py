@@ -35,3 +35,13 @@ for python in ["/usr/bin/python3", "python3"]:
     config.available_features.add("numpy")
     config.substitutions.append(("%numpy_python", python))
     break
+
+# The CUDA toolkit (no GPU needed): ptxas assembles the generated PTX, and
+# libdevice supplies the transcendentals --emit=ptx links in.
+cuda_root = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+ptxas = os.path.join(cuda_root, "bin", "ptxas")
+if os.path.exists(os.path.join(cuda_root, "nvvm", "libdevice", "libdevice.10.bc")):
+    config.available_features.add("libdevice")
+if os.path.exists(ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))

@@ -18,6 +18,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -375,7 +376,9 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       s.linear("csa.moe", op.getSharedFormat(), dim, inter, 1, "shared_in");
       s.linear("csa.moe", op.getSharedFormat(), inter, dim, 1, "shared_out");
       float limit = float(op.getSwigluLimit().convertToDouble());
+      // The limit in the name without a '.': PTX identifiers have none.
       std::string swiglu = llvm::formatv("swiglu_{0}_l{1}", inter, limit).str();
+      std::replace(swiglu.begin(), swiglu.end(), '.', 'p');
       s.use(swiglu, "csa.moe", "", [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); }, "swiglu");
       std::string acc = llvm::formatv("moe_accumulate_{0}", dim).str();
       s.use(acc, "csa.moe", "", [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); }, "accumulate");

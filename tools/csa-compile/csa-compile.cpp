@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/csa/CsaDialect.h"
+#include "codegen/gpu/NvptxBackend.h"
 #include "codegen/host/HostBackend.h"
 #include "codegen/host/HostPlan.h"
 #include "codegen/host/KernelSelection.h"
@@ -74,7 +75,11 @@ cl::opt<std::string> scheduleJson(
     cl::init(""), cl::cat(category));
 
 /// The stages, in pipeline order (docs/pipeline.md).
-enum class Stage { Graph, Expanded, Fused, Tiled, Host, LLVM, Object, Artifact };
+enum class Stage {
+  Graph, Expanded, Fused, Tiled,
+  Host, LLVM, Object, Artifact, // the CPU target
+  Gpu, Ptx                      // the NVPTX target
+};
 cl::opt<Stage> emitStage(
     "emit", cl::desc("Stage whose IR is printed (default: expanded)"),
     cl::init(Stage::Expanded),
@@ -99,7 +104,13 @@ cl::opt<Stage> emitStage(
                           "lib.so.json lists them)"),
                clEnumValN(Stage::Artifact, "artifact",
                           "the artifact csa-run executes: kernels, plan, "
-                          "weight manifest (-o DIR)")),
+                          "weight manifest (-o DIR)"),
+               clEnumValN(Stage::Gpu, "gpu",
+                          "the kernels in a gpu.module, lowered to the NVVM "
+                          "and LLVM dialects"),
+               clEnumValN(Stage::Ptx, "ptx",
+                          "the kernels as PTX for --chip (-o DIR: "
+                          "kernels.ptx, kernels.json)")),
     cl::cat(category));
 cl::opt<Stage> compileFrom(
     "compile-from",
@@ -136,6 +147,13 @@ cl::opt<int64_t> replayTail(
     cl::desc("Prompt tokens the late prefill layers keep (default: the "
              "attention window)"),
     cl::init(-1), cl::cat(category));
+cl::opt<std::string> chip("chip",
+                         cl::desc("NVPTX target of --emit=gpu|ptx"),
+                         cl::init("sm_90a"), cl::cat(category));
+cl::opt<int> ptxVersion("ptx-version",
+                        cl::desc("PTX ISA version of --emit=ptx, times 10 "
+                                 "(80: PTX 8.0)"),
+                        cl::init(80), cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
@@ -486,6 +504,45 @@ int main(int argc, char **argv) {
       if (failed(writeStage(*kernels, path)))
         return 1;
     }
+  }
+  // The NVPTX target: the same kernels, mapped to threads, to PTX.
+  if ((emitStage == Stage::Gpu || emitStage == Stage::Ptx) && kernels) {
+    csa::codegen::NvptxOptions options;
+    options.chip = chip;
+    options.ptxVersion = ptxVersion;
+    std::vector<csa::codegen::PtxKernel> gpuKernels;
+    if (failed(csa::codegen::lowerKernelsToNvvm(*kernels, options, gpuKernels)))
+      return fail("lowering the kernels to NVVM failed (see the diagnostics "
+                  "above)");
+    if (emitStage == Stage::Gpu) {
+      std::string error;
+      auto out = openOutputFile(outputPath, &error);
+      if (!out)
+        return fail(error);
+      kernels->print(out->os());
+      out->keep();
+      return 0;
+    }
+    if (outputPath == "-")
+      return fail("--emit=ptx writes a directory: give -o DIR");
+    auto ptx = csa::codegen::emitPtx(*kernels, options);
+    if (!ptx)
+      return fail(llvm::toString(ptx.takeError()));
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputPath))
+      return fail("cannot create '" + outputPath + "': " + ec.message());
+    for (auto [file, text] :
+         {std::pair<const char *, std::string>{"kernels.ptx", *ptx},
+          {"kernels.json", csa::codegen::kernelsJson(gpuKernels, options)}}) {
+      llvm::SmallString<256> path(outputPath);
+      llvm::sys::path::append(path, file);
+      std::string error;
+      auto out = openOutputFile(path, &error);
+      if (!out)
+        return fail(error);
+      out->os() << text;
+      out->keep();
+    }
+    return 0;
   }
   if (emitStage >= Stage::LLVM && kernels) {
     if (failed(csa::codegen::lowerHostKernelsToLLVM(*kernels)))

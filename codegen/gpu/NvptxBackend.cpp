@@ -1,0 +1,457 @@
+//===- NvptxBackend.cpp - Kernels to PTX through LLVM's NVPTX back end ----===//
+#include "codegen/gpu/NvptxBackend.h"
+
+#include "passes/Passes.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/Transforms/IPO/Internalize.h"
+
+using namespace mlir;
+
+extern "C" void LLVMInitializeNVPTXTargetInfo();
+extern "C" void LLVMInitializeNVPTXTarget();
+extern "C" void LLVMInitializeNVPTXTargetMC();
+extern "C" void LLVMInitializeNVPTXAsmPrinter();
+
+namespace csa::codegen {
+
+namespace {
+
+/// Kernels whose top-level loop iterations are independent (each writes its
+/// own rows): one GPU thread per iteration. Every other kernel runs on one
+/// thread (ordered ring stores, the compressor state, counting gathers,
+/// fused regions that contain such a store).
+bool rowParallel(StringRef name) {
+  static const char *prefixes[] = {
+      "embed_",       "hc_expand_",    "hc_mix_",        "hc_collapse_",
+      "hc_update_",   "rms_norm_",     "rope_",          "linear_",
+      "quantize_",    "dequantize_",   "index_score_",   "index_weights_scale_",
+      "topk_",        "hsi_select_",   "sparse_attention_", "moe_route_",
+      "swiglu_",      "moe_accumulate_", "moe_finish_",  "engram_hash_",
+      "engram_gather_", "engram_gate_"};
+  for (const char *p : prefixes)
+    if (name.starts_with(p))
+      return true;
+  return false;
+}
+
+std::string typeString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  type.print(os);
+  return s;
+}
+
+/// The global thread index (x) as an index value.
+Value globalThreadId(OpBuilder &b, Location loc) {
+  Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value dim = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+  Value thread = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  return arith::AddIOp::create(b, loc,
+                               arith::MulIOp::create(b, loc, block, dim),
+                               thread);
+}
+
+/// Distributes the single top-level scf.for of `fn` over threads; returns the
+/// argument whose dimension 0 bounds it (-1 if the loop does not have the
+/// shape that allows it: the function is then left alone).
+int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
+  Block &entry = fn.getBody().front();
+  scf::ForOp loop;
+  for (Operation &op : entry) {
+    if (auto f = dyn_cast<scf::ForOp>(op)) {
+      if (loop)
+        return -1; // two top-level loops
+      loop = f;
+    }
+  }
+  if (!loop || loop.getNumResults() != 0)
+    return -1;
+  auto lb = getConstantIntValue(loop.getLowerBound());
+  auto step = getConstantIntValue(loop.getStep());
+  auto dim = loop.getUpperBound().getDefiningOp<memref::DimOp>();
+  if (!lb || *lb != 0 || !step || !dim)
+    return -1;
+  auto source = dyn_cast<BlockArgument>(dim.getSource());
+  auto index = dim.getConstantIndex();
+  if (!source || source.getOwner() != &entry || !index || *index != 0)
+    return -1;
+  rowsPerThread = *step;
+
+  // Scratch buffers become per thread: allocations and deallocations at the
+  // top level move into the iteration.
+  SmallVector<Operation *> allocs, deallocs;
+  for (Operation &op : entry) {
+    if (isa<memref::AllocOp, memref::AllocaOp>(op)) {
+      // Only the loop and its deallocation may use a scratch buffer.
+      for (Operation *user : op.getUsers())
+        if (!isa<memref::DeallocOp>(user) && !loop->isAncestor(user))
+          return -1;
+      allocs.push_back(&op);
+    }
+    if (isa<memref::DeallocOp>(op))
+      deallocs.push_back(&op);
+  }
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Value gid = globalThreadId(b, loc);
+  Value iv = arith::MulIOp::create(b, loc, gid, loop.getStep());
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, iv,
+                                        loop.getUpperBound());
+  auto guard = scf::IfOp::create(b, loc, inRange, /*withElse=*/false);
+  Block *body = guard.thenBlock();
+  OpBuilder inner = OpBuilder::atBlockBegin(body);
+  for (Operation *alloc : allocs)
+    alloc->moveBefore(body, body->begin());
+  inner.setInsertionPoint(body->getTerminator());
+  IRMapping map;
+  map.map(loop.getInductionVar(), iv);
+  for (Operation &op : loop.getBody()->without_terminator())
+    inner.clone(op, map);
+  for (Operation *dealloc : deallocs)
+    dealloc->moveBefore(body->getTerminator());
+  loop->erase();
+  return source.getArgNumber();
+}
+
+/// Runs all of `fn` on thread 0 only; results (if any) are 0 elsewhere.
+void singleThread(func::FuncOp fn) {
+  Block &entry = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(entry.getTerminator());
+  OpBuilder b(&entry, entry.begin());
+  Location loc = fn.getLoc();
+  Value gid = globalThreadId(b, loc);
+  Value first = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq, gid,
+      arith::ConstantIndexOp::create(b, loc, 0));
+  auto guard = scf::IfOp::create(b, loc, fn.getResultTypes(), first,
+                                 /*withElse=*/true);
+  // Move every op after the guard (but the return) into its then-branch.
+  Block *then = guard.thenBlock();
+  SmallVector<Operation *> toMove;
+  for (Operation *op = guard->getNextNode(); op != ret; op = op->getNextNode())
+    toMove.push_back(op);
+  OpBuilder thenBuilder = OpBuilder::atBlockEnd(then);
+  if (!fn.getResultTypes().empty()) {
+    for (Operation *op : toMove)
+      op->moveBefore(then, then->end());
+    scf::YieldOp::create(thenBuilder, loc, ret.getOperands());
+    OpBuilder elseBuilder = OpBuilder::atBlockEnd(guard.elseBlock());
+    SmallVector<Value> zeros;
+    for (Type t : fn.getResultTypes())
+      zeros.push_back(arith::ConstantOp::create(elseBuilder, loc, t,
+                                                elseBuilder.getZeroAttr(t)));
+    scf::YieldOp::create(elseBuilder, loc, zeros);
+    ret->setOperands(guard.getResults());
+  } else {
+    for (Operation *op : toMove)
+      op->moveBefore(then->getTerminator());
+  }
+}
+
+} // namespace
+
+LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
+                                 std::vector<PtxKernel> &kernels) {
+  MLIRContext *context = module.getContext();
+  // The LLVM conversions of the dialects in the kernels, which
+  // convert-gpu-to-nvvm applies; math goes to libdevice through its own
+  // patterns (not math-to-llvm's approximate intrinsics).
+  DialectRegistry registry;
+  registerConvertFuncToLLVMInterface(registry);
+  arith::registerConvertArithToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  context->appendDialectRegistry(registry);
+  context->loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, scf::SCFDialect,
+                       arith::ArithDialect, memref::MemRefDialect,
+                       func::FuncDialect>();
+  OpBuilder b(context);
+  Location loc = module.getLoc();
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  b.getUnitAttr());
+  b.setInsertionPointToEnd(module.getBody());
+  auto target = NVVM::NVVMTargetAttr::get(
+      context, /*optLevel=*/3, "nvptx64-nvidia-cuda", options.chip,
+      "+ptx" + std::to_string(options.ptxVersion));
+  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "csa_kernels",
+                                            b.getArrayAttr({target}));
+  // Everything (kernels, their tables) moves into the GPU module.
+  SmallVector<Operation *> toMove;
+  for (Operation &op : module.getBody()->getOperations())
+    if (&op != gpuModule.getOperation())
+      toMove.push_back(&op);
+  Block *gpuBody = gpuModule.getBody();
+  for (Operation *op : toMove)
+    op->moveBefore(gpuBody, gpuBody->end());
+
+  SmallVector<func::FuncOp> entries;
+  gpuModule.walk([&](func::FuncOp fn) {
+    if (fn->hasAttr("llvm.emit_c_interface"))
+      entries.push_back(fn);
+  });
+  // A kernel that calls another (a fused region's parts) runs the callee's
+  // whole loop itself: calls go to an untouched copy, `<name>_all`.
+  for (func::FuncOp fn : entries) {
+    bool called = !SymbolTable::symbolKnownUseEmpty(fn, gpuModule);
+    if (!called)
+      continue;
+    OpBuilder cb(fn);
+    auto copy = cast<func::FuncOp>(cb.clone(*fn));
+    copy.setSymName((fn.getSymName() + "_all").str());
+    copy->removeAttr("llvm.emit_c_interface");
+    copy.setPrivate();
+    if (failed(SymbolTable::replaceAllSymbolUses(fn, copy.getSymNameAttr(),
+                                                 gpuModule)))
+      return fn.emitError("cannot redirect the calls of this kernel");
+  }
+  for (func::FuncOp fn : entries) {
+    const std::string name = fn.getSymName().str();
+    PtxKernel info;
+    info.name = name;
+    FunctionType type = fn.getFunctionType();
+    for (Type t : type.getInputs())
+      info.arguments.push_back(typeString(t));
+    // The body becomes a device function; the entry point calls it.
+    fn->removeAttr("llvm.emit_c_interface");
+    fn.setSymName(name + "_body");
+    fn.setPrivate();
+    int64_t rowsPerThread = 1;
+    int64_t rowsArg = rowParallel(name) ? distributeRows(fn, rowsPerThread) : -1;
+    if (rowsArg >= 0) {
+      info.launch = "rows";
+      info.blockSize = options.blockSize;
+      info.rowsArgument = rowsArg;
+      info.rowsPerThread = rowsPerThread;
+    } else {
+      singleThread(fn);
+      info.launch = "single";
+      info.blockSize = 1;
+    }
+    SmallVector<Type> params(type.getInputs());
+    info.statusParameter = !type.getResults().empty();
+    auto status = MemRefType::get({1}, b.getI32Type());
+    if (info.statusParameter) {
+      params.push_back(status);
+      info.arguments.push_back(typeString(status));
+    }
+    OpBuilder kb(context);
+    kb.setInsertionPointAfter(fn);
+    auto kernel = gpu::GPUFuncOp::create(kb, fn.getLoc(), name,
+                                         kb.getFunctionType(params, {}));
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), kb.getUnitAttr());
+    if (rowsArg >= 0)
+      kernel->setAttr("csa.rows_argument", kb.getI64IntegerAttr(rowsArg));
+    Block &kbody = kernel.getBody().front();
+    kb.setInsertionPointToStart(&kbody);
+    auto args = kbody.getArguments().take_front(type.getNumInputs());
+    auto call = func::CallOp::create(kb, fn.getLoc(), fn, args);
+    if (info.statusParameter) {
+      Value gid = globalThreadId(kb, fn.getLoc());
+      Value zero = arith::ConstantIndexOp::create(kb, fn.getLoc(), 0);
+      Value first = arith::CmpIOp::create(kb, fn.getLoc(),
+                                          arith::CmpIPredicate::eq, gid, zero);
+      auto guard = scf::IfOp::create(kb, fn.getLoc(), first, false);
+      OpBuilder g = OpBuilder::atBlockBegin(guard.thenBlock());
+      memref::StoreOp::create(g, fn.getLoc(), call.getResult(0),
+                              kbody.getArguments().back(), ValueRange{zero});
+    }
+    gpu::ReturnOp::create(kb, fn.getLoc());
+    // Parameters after descriptor expansion (MLIR's calling convention).
+    for (Type t : params) {
+      if (auto m = dyn_cast<MemRefType>(t)) {
+        info.params.push_back("ptr"); // allocated
+        info.params.push_back("ptr"); // aligned
+        info.params.push_back("i64"); // offset
+        for (int64_t i = 0; i < 2 * m.getRank(); ++i)
+          info.params.push_back("i64"); // sizes, strides
+      } else if (t.isInteger(64) || t.isIndex()) {
+        info.params.push_back("i64");
+      } else if (t.isInteger(32)) {
+        info.params.push_back("i32");
+      } else if (t.isF32()) {
+        info.params.push_back("f32");
+      } else {
+        info.params.push_back(typeString(t));
+      }
+    }
+    kernels.push_back(std::move(info));
+  }
+
+  PassManager pm(context);
+  OpPassManager &inGpu = pm.nest<gpu::GPUModuleOp>();
+  inGpu.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.indexBitwidth = 64;
+  inGpu.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  inGpu.addPass(createReconcileUnrealizedCastsPass());
+  if (failed(pm.run(module)))
+    return failure();
+  return checkNvvmForChip(module, options.chip);
+}
+
+LogicalResult checkNvvmForChip(Operation *root, const std::string &chip) {
+  PassManager pm(root->getContext(), root->getName().getStringRef());
+  csa::CheckNvvmTargetOptions options;
+  options.chip = chip;
+  pm.addPass(csa::createCheckNvvmTarget(options));
+  return pm.run(root);
+}
+
+llvm::Expected<std::string> emitPtx(ModuleOp module,
+                                    const NvptxOptions &options) {
+  gpu::GPUModuleOp gpuModule;
+  module.walk([&](gpu::GPUModuleOp m) { gpuModule = m; });
+  if (!gpuModule)
+    return llvm::createStringError("no gpu.module to emit");
+  MLIRContext *context = module.getContext();
+  registerBuiltinDialectTranslation(*context);
+  registerLLVMDialectTranslation(*context);
+  registerGPUDialectTranslation(*context);
+  registerNVVMDialectTranslation(*context);
+
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTarget();
+  LLVMInitializeNVPTXTargetMC();
+  LLVMInitializeNVPTXAsmPrinter();
+
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(gpuModule, llvmContext, "csa_kernels");
+  if (!llvmModule)
+    return llvm::createStringError(
+        "the GPU kernels do not translate to LLVM IR");
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return llvm::createStringError("no NVPTX target in this LLVM: " + error);
+  llvm::TargetOptions targetOptions;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, options.chip, "+ptx" + std::to_string(options.ptxVersion),
+      targetOptions, std::nullopt));
+  if (!machine)
+    return llvm::createStringError("cannot create an NVPTX target machine for " +
+                                   options.chip);
+  llvmModule->setTargetTriple(triple);
+  llvmModule->setDataLayout(machine->createDataLayout());
+
+  // libdevice for __nv_expf and friends; only what the kernels call.
+  auto buffer = llvm::MemoryBuffer::getFile(options.libdevice);
+  if (!buffer)
+    return llvm::createStringError("cannot read libdevice " + options.libdevice +
+                                   ": " + buffer.getError().message() +
+                                   " (the CUDA toolkit's nvvm/libdevice)");
+  auto libdevice = llvm::parseBitcodeFile((*buffer)->getMemBufferRef(), llvmContext);
+  if (!libdevice)
+    return libdevice.takeError();
+  (*libdevice)->setTargetTriple(triple);
+  (*libdevice)->setDataLayout(machine->createDataLayout());
+  if (llvm::Linker::linkModules(*llvmModule, std::move(*libdevice),
+                                llvm::Linker::Flags::LinkOnlyNeeded))
+    return llvm::createStringError("linking libdevice failed");
+  // Only the kernels are visible; everything else may be inlined and dropped.
+  llvm::internalizeModule(*llvmModule, [](const llvm::GlobalValue &gv) {
+    if (auto *f = llvm::dyn_cast<llvm::Function>(&gv))
+      return f->getCallingConv() == llvm::CallingConv::PTX_Kernel;
+    return false;
+  });
+
+  // O3 with the target's passes (NVVMReflect resolves libdevice's queries).
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(machine.get());
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager passes =
+      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  passes.run(*llvmModule, mam);
+
+  std::string ptx;
+  {
+    llvm::raw_string_ostream os(ptx);
+    llvm::buffer_ostream out(os);
+    llvm::legacy::PassManager codegen;
+    if (machine->addPassesToEmitFile(codegen, out, nullptr,
+                                     llvm::CodeGenFileType::AssemblyFile))
+      return llvm::createStringError("the NVPTX target cannot emit assembly");
+    codegen.run(*llvmModule);
+  }
+  return ptx;
+}
+
+std::string kernelsJson(const std::vector<PtxKernel> &kernels,
+                        const NvptxOptions &options) {
+  llvm::json::Array list;
+  for (const PtxKernel &k : kernels) {
+    llvm::json::Array params, arguments;
+    for (const std::string &p : k.params)
+      params.push_back(p);
+    for (const std::string &a : k.arguments)
+      arguments.push_back(a);
+    // rows: grid.x = ceil(dim(argument rows_argument, 0) / rows_per_thread
+    // / block); single: one block of one thread.
+    llvm::json::Object launch{{"rule", k.launch}, {"block", k.blockSize}};
+    if (k.launch == "rows") {
+      launch["rows_argument"] = k.rowsArgument;
+      launch["rows_per_thread"] = k.rowsPerThread;
+    }
+    list.push_back(llvm::json::Object{
+        {"name", k.name},
+        {"launch", std::move(launch)},
+        {"shared_bytes", k.sharedBytes},
+        {"arguments", std::move(arguments)},
+        {"params", std::move(params)},
+        {"status_parameter", k.statusParameter}});
+  }
+  llvm::json::Object root{{"chip", options.chip},
+                          {"ptx_version", options.ptxVersion},
+                          {"calling_convention",
+                           "memref descriptors expanded: allocated ptr, "
+                           "aligned ptr, offset, sizes, strides"},
+                          {"kernels", std::move(list)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  return text;
+}
+
+} // namespace csa::codegen

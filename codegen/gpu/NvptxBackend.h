@@ -1,0 +1,80 @@
+//===- NvptxBackend.h - Kernels to PTX through LLVM's NVPTX back end -*- C++ -*-===//
+//
+// The GPU route of the loop-level kernels: the same kernel IR the host target
+// compiles (codegen/host/) moves into a gpu.module, each kernel behind a
+// gpu.func entry point, and goes gpu/scf/memref/math -> NVVM -> LLVM IR
+// (libdevice linked for the transcendentals) -> PTX with the NVPTX
+// TargetMachine, as Triton does.
+//
+// Launch rules (the portable baseline; Hopper-specific lowerings replace
+// kernels one by one):
+//   - "rows": the kernel's top-level row loop is distributed, one thread per
+//     iteration (a row, or a tile of rows), grid = ceil(iterations / block);
+//   - "single": kernels whose iterations depend on each other (a ring's
+//     ordered stores, the compressor state, gathers that count) run on one
+//     thread.
+// A kernel that returns a value (the cache stores' count of rows not
+// written) writes it to an extra memref<1xi32> parameter.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_GPU_NVPTXBACKEND_H
+#define CSA_CODEGEN_GPU_NVPTXBACKEND_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace csa::codegen {
+
+struct NvptxOptions {
+  std::string chip = "sm_90a";
+  int ptxVersion = 80; ///< PTX ISA version (80: PTX 8.0, what sm_90a needs)
+  /// libdevice bitcode for the transcendentals (expf, log1pf, ...).
+  std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+  int64_t blockSize = 128; ///< threads per block of "rows" kernels
+};
+
+/// One PTX entry point, as kernels.json lists it.
+struct PtxKernel {
+  std::string name;
+  std::string launch;  ///< "rows" or "single"
+  int64_t blockSize = 1;
+  /// rows: the argument whose dimension 0 is the number of rows, and the
+  /// rows each thread takes (the host row tile).
+  int64_t rowsArgument = -1, rowsPerThread = 1;
+  int64_t sharedBytes = 0;
+  /// The parameters after the memref descriptors are expanded (MLIR's
+  /// default calling convention): "ptr", "i64", "f32", "i32" each.
+  std::vector<std::string> params;
+  /// The kernel's memref arguments as declared (for launchers): one entry
+  /// per source argument, e.g. "memref<?x64xbf16>" or "i64".
+  std::vector<std::string> arguments;
+  bool statusParameter = false; ///< a trailing memref<1xi32> for the result
+};
+
+/// Moves the host kernels of `module` (scf/arith/math/memref/func, not yet
+/// lowered) into a gpu.module with one gpu.func per kernel and lowers it to
+/// the LLVM dialect with NVVM. `kernels` receives the launch rules.
+mlir::LogicalResult lowerKernelsToNvvm(mlir::ModuleOp module,
+                                       const NvptxOptions &options,
+                                       std::vector<PtxKernel> &kernels);
+
+/// Rejects NVVM ops the chip cannot run (the native FP4 conversions exist
+/// from sm_100 on; for sm_90 LLVM aborts instead of reporting an error).
+mlir::LogicalResult checkNvvmForChip(mlir::Operation *root,
+                                     const std::string &chip);
+
+/// PTX text of a module that lowerKernelsToNvvm produced.
+llvm::Expected<std::string> emitPtx(mlir::ModuleOp module,
+                                    const NvptxOptions &options);
+
+/// kernels.json: one object per kernel (name, launch, block, shared memory,
+/// parameters), plus the chip and PTX version.
+std::string kernelsJson(const std::vector<PtxKernel> &kernels,
+                        const NvptxOptions &options);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_GPU_NVPTXBACKEND_H

@@ -1,0 +1,181 @@
+//===- CudaDriver.cpp - The CUDA driver API through dlopen ----------------===//
+#include "runtime/cuda/CudaDriver.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <dlfcn.h>
+
+namespace csa::cuda {
+
+namespace {
+using CUresult = int;
+using CUdevice = int;
+constexpr CUresult kSuccess = 0;
+// cuModuleLoadDataEx options (cuda.h CUjit_option).
+constexpr int kJitErrorLogBuffer = 5;
+constexpr int kJitErrorLogBufferSizeBytes = 6;
+} // namespace
+
+/// The driver entry points csa uses, resolved by name (the _v2 ABI where
+/// cuda.h maps to it).
+struct Driver::Api {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(void **, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxSetCurrent)(void *);
+  CUresult (*cuModuleLoadDataEx)(Module *, const void *, unsigned, int *, void **);
+  CUresult (*cuModuleGetFunction)(Function *, Module, const char *);
+  CUresult (*cuMemAlloc)(DevicePtr *, size_t);
+  CUresult (*cuMemFree)(DevicePtr);
+  CUresult (*cuMemcpyHtoD)(DevicePtr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH)(void *, DevicePtr, size_t);
+  CUresult (*cuLaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, void *, void **,
+                             void **);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+};
+
+namespace {
+
+absl::Status check(const Driver::Api &api, CUresult rc, const char *what) {
+  if (rc == kSuccess)
+    return absl::OkStatus();
+  const char *text = nullptr;
+  if (api.cuGetErrorString)
+    api.cuGetErrorString(rc, &text);
+  return absl::InternalError(absl::StrCat(what, " failed: CUDA error ", rc,
+                                          text ? std::string(" (") + text + ")"
+                                               : std::string()));
+}
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
+                                                     const std::string &library) {
+  void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no NVIDIA driver: cannot load ", library, " (", dlerror(),
+        "); the CPU backend runs instead"));
+  std::unique_ptr<Driver> driver(new Driver());
+  driver->handle_ = handle;
+  driver->api_ = std::make_unique<Api>();
+  Api &api = *driver->api_;
+  struct Entry {
+    const char *name;
+    void **slot;
+  };
+  const Entry entries[] = {
+      {"cuInit", reinterpret_cast<void **>(&api.cuInit)},
+      {"cuDeviceGet", reinterpret_cast<void **>(&api.cuDeviceGet)},
+      {"cuDeviceGetName", reinterpret_cast<void **>(&api.cuDeviceGetName)},
+      {"cuDevicePrimaryCtxRetain", reinterpret_cast<void **>(&api.cuDevicePrimaryCtxRetain)},
+      {"cuDevicePrimaryCtxRelease_v2", reinterpret_cast<void **>(&api.cuDevicePrimaryCtxRelease)},
+      {"cuCtxSetCurrent", reinterpret_cast<void **>(&api.cuCtxSetCurrent)},
+      {"cuModuleLoadDataEx", reinterpret_cast<void **>(&api.cuModuleLoadDataEx)},
+      {"cuModuleGetFunction", reinterpret_cast<void **>(&api.cuModuleGetFunction)},
+      {"cuMemAlloc_v2", reinterpret_cast<void **>(&api.cuMemAlloc)},
+      {"cuMemFree_v2", reinterpret_cast<void **>(&api.cuMemFree)},
+      {"cuMemcpyHtoD_v2", reinterpret_cast<void **>(&api.cuMemcpyHtoD)},
+      {"cuMemcpyDtoH_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoH)},
+      {"cuLaunchKernel", reinterpret_cast<void **>(&api.cuLaunchKernel)},
+      {"cuCtxSynchronize", reinterpret_cast<void **>(&api.cuCtxSynchronize)},
+      {"cuGetErrorString", reinterpret_cast<void **>(&api.cuGetErrorString)},
+  };
+  for (const Entry &e : entries) {
+    *e.slot = dlsym(handle, e.name);
+    if (!*e.slot)
+      return absl::FailedPreconditionError(absl::StrCat(
+          library, " has no ", e.name, " (a driver older than CUDA 12?)"));
+  }
+  if (absl::Status st = check(api, api.cuInit(0), "cuInit"); !st.ok())
+    return st;
+  CUdevice device = 0;
+  if (absl::Status st = check(api, api.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+      !st.ok())
+    return st;
+  driver->device_ = device;
+  if (absl::Status st = check(api, api.cuDevicePrimaryCtxRetain(&driver->context_, device),
+                              "cuDevicePrimaryCtxRetain");
+      !st.ok())
+    return st;
+  if (absl::Status st = check(api, api.cuCtxSetCurrent(driver->context_),
+                              "cuCtxSetCurrent");
+      !st.ok())
+    return st;
+  return driver;
+}
+
+Driver::~Driver() {
+  if (api_ && context_)
+    api_->cuDevicePrimaryCtxRelease(device_);
+  if (handle_)
+    dlclose(handle_);
+}
+
+std::string Driver::deviceName() const {
+  char name[256] = {0};
+  api_->cuDeviceGetName(name, sizeof name, device_);
+  return name;
+}
+
+absl::StatusOr<Module> Driver::loadPtx(const std::string &ptx) {
+  std::vector<char> log(16384, 0);
+  int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSizeBytes};
+  void *values[] = {log.data(),
+                    reinterpret_cast<void *>(static_cast<uintptr_t>(log.size()))};
+  Module module = nullptr;
+  CUresult rc = api_->cuModuleLoadDataEx(&module, ptx.c_str(), 2, options, values);
+  if (rc != kSuccess) {
+    absl::Status st = check(*api_, rc, "cuModuleLoadDataEx");
+    return absl::Status(st.code(),
+                        absl::StrCat(st.message(), "; JIT log: ", log.data()));
+  }
+  return module;
+}
+
+absl::StatusOr<Function> Driver::function(Module module, const std::string &name) {
+  Function fn = nullptr;
+  if (absl::Status st = check(*api_, api_->cuModuleGetFunction(&fn, module, name.c_str()),
+                              ("cuModuleGetFunction(" + name + ")").c_str());
+      !st.ok())
+    return st;
+  return fn;
+}
+
+absl::StatusOr<DevicePtr> Driver::allocate(size_t bytes) {
+  DevicePtr ptr = 0;
+  if (absl::Status st = check(*api_, api_->cuMemAlloc(&ptr, bytes ? bytes : 1), "cuMemAlloc");
+      !st.ok())
+    return st;
+  return ptr;
+}
+
+absl::Status Driver::release(DevicePtr ptr) {
+  return check(*api_, api_->cuMemFree(ptr), "cuMemFree");
+}
+
+absl::Status Driver::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
+  return check(*api_, api_->cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+}
+
+absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {
+  return check(*api_, api_->cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
+}
+
+absl::Status Driver::launch(Function fn, unsigned gridX, unsigned blockX,
+                            unsigned sharedBytes, void **params) {
+  return check(*api_,
+               api_->cuLaunchKernel(fn, gridX, 1, 1, blockX, 1, 1, sharedBytes,
+                                    nullptr, params, nullptr),
+               "cuLaunchKernel");
+}
+
+absl::Status Driver::synchronize() {
+  return check(*api_, api_->cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+} // namespace csa::cuda

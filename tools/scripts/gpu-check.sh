@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Prepares gpu-run/ (ignored by git) for one call on a GPU machine that has a
+# driver but no MLIR: the csa-gpu-check binary with the shared libraries it
+# needs, and for each variant its host kernels (--emit=object) and PTX
+# (--emit=ptx). Then, on the GPU machine, from the repository root:
+#
+#   cd gpu-run && export LD_LIBRARY_PATH=$PWD/lib && ./run.sh
+#
+# run.sh checks every variant's kernels on the GPU against their host build at
+# several row counts, and runs compute-sanitizer memcheck and racecheck.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+variants=(${CSA_GPU_VARIANTS:-tiny reduced})
+rm -rf gpu-run && mkdir -p gpu-run/lib
+cp build/bin/csa-gpu-check gpu-run/
+ldd build/bin/csa-gpu-check | awk '/libabsl/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
+for v in "${variants[@]}"; do
+  build/bin/csa-compile --variant="$v" --emit=object -o "gpu-run/$v.so"
+  build/bin/csa-compile --variant="$v" --emit=ptx -o "gpu-run/$v.ptx"
+done
+cat > gpu-run/run.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. Logs go to ${OUT:-.}.
+set -uo pipefail
+out=${OUT:-.}
+status=0
+nvidia-smi --query-gpu=name,driver_version --format=csv
+for so in *.so; do
+  v=${so%.so}
+  # tiny at 1, 37 and 300 rows; wider variants at 3 rows (their host
+  # kernels are plain loops and the output layer is large).
+  rows="1 37 300"; [ "$v" = tiny ] || rows="3"
+  for r in $rows; do
+    ./csa-gpu-check --host="$so" --ptx="$v.ptx" --rows="$r" --seed="$r" > "$out/$v-rows$r.txt" 2>&1 || status=1
+    echo "$v rows=$r: $(tail -1 "$out/$v-rows$r.txt")"
+  done
+done
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck; do
+  "$cs" --tool "$tool" ./csa-gpu-check --host=tiny.so --ptx=tiny.ptx --rows=9 > "$out/$tool.txt" 2>&1 || status=1
+  echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool.txt")"
+done
+exit $status
+RUN
+chmod +x gpu-run/run.sh
+du -sh gpu-run

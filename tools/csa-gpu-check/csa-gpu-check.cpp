@@ -147,6 +147,9 @@ int main(int argc, char **argv) {
   std::stringstream ptx;
   ptx << ptxFile.rdbuf();
   nlohmann::json meta = nlohmann::json::parse(jsonFile);
+  // A bare file name would be searched on the library path, not here.
+  if (hostLib.find('/') == std::string::npos)
+    hostLib = "./" + hostLib;
   void *host = dlopen(hostLib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!host) {
     std::cerr << "csa-gpu-check: error: " << dlerror() << "\n";

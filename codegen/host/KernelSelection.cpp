@@ -433,18 +433,42 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
     }
   });
   s.current = nullptr;
-  return s.finish();
+  KernelSelection selection = s.finish();
+  for (SelectedKernel &k : selection.kernels) {
+    auto fn = kernels.lookupSymbol<func::FuncOp>(k.name);
+    if (!fn)
+      continue;
+    auto print = [](Type t) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      t.print(os);
+      return text;
+    };
+    for (Type t : fn.getArgumentTypes())
+      k.arguments.push_back(print(t));
+    for (Type t : fn.getResultTypes())
+      k.results.push_back(print(t));
+  }
+  return selection;
 }
 
 void printKernelSelectionJson(const KernelSelection &selection,
                               llvm::raw_ostream &os) {
   llvm::json::Array kernels;
-  for (const SelectedKernel &k : selection.kernels)
+  for (const SelectedKernel &k : selection.kernels) {
+    llvm::json::Array arguments, results;
+    for (const std::string &a : k.arguments)
+      arguments.push_back(a);
+    for (const std::string &r : k.results)
+      results.push_back(r);
     kernels.push_back(llvm::json::Object{{"name", k.name},
                                          {"symbol", "_mlir_ciface_" + k.name},
                                          {"op", k.op},
                                          {"detail", k.detail},
-                                         {"uses", k.uses}});
+                                         {"uses", k.uses},
+                                         {"arguments", std::move(arguments)},
+                                         {"results", std::move(results)}});
+  }
   llvm::json::Object missing;
   for (auto &[op, n] : selection.missing)
     missing[op] = n;

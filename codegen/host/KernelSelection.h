@@ -27,6 +27,9 @@ struct SelectedKernel {
   std::string op;   ///< the csa op it implements
   std::string detail;
   int64_t uses = 0; ///< how many ops of the graph call it
+  /// The kernel's argument types ("memref<?x64xbf16>", "i64", ...) and
+  /// result types, as the runtime checks its calls against them.
+  std::vector<std::string> arguments, results;
 };
 
 struct KernelSelection {

@@ -18,8 +18,10 @@
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
+#include <fstream>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace csa::runtime {
@@ -55,6 +57,30 @@ Desc<N> desc(const void *p, std::array<int64_t, N> sizes) {
   return d;
 }
 
+/// The memory the executor hands to kernels (transients, weights, caches):
+/// every descriptor a kernel receives must lie inside one of these ranges,
+/// so a damaged or edited plan is an error, not an out-of-bounds access.
+class Bounds {
+public:
+  void add(const void *p, size_t bytes) {
+    if (p && bytes)
+      ranges[uintptr_t(p)] = uintptr_t(p) + bytes;
+  }
+  void remove(const void *p) { ranges.erase(uintptr_t(p)); }
+  /// Whether [p, p + bytes) lies inside one registered range.
+  bool contains(const void *p, size_t bytes) const {
+    auto it = ranges.upper_bound(uintptr_t(p));
+    if (it == ranges.begin())
+      return false;
+    --it;
+    return uintptr_t(p) + bytes <= it->second;
+  }
+
+private:
+  std::map<uintptr_t, uintptr_t> ranges;
+};
+thread_local Bounds *currentBounds = nullptr;
+
 /// A value a step produces: its bytes, its dimensions as last written and the
 /// absolute position of row 0 (how top-k sets and pools answer by position).
 struct Tensor {
@@ -72,8 +98,12 @@ struct Tensor {
   }
   void resize(std::vector<int64_t> d) {
     dims = std::move(d);
+    if (currentBounds)
+      currentBounds->remove(data.data());
     // Keep at least one byte so that a 0-row value still has an address.
     data.resize(size_t(std::max<int64_t>(numel() * elementBytes, 1)));
+    if (currentBounds)
+      currentBounds->add(data.data(), data.size());
   }
   template <typename T> T *as() { return reinterpret_cast<T *>(data.data()); }
   void *ptr() { return data.data(); }
@@ -104,8 +134,124 @@ private:
   void *handle = nullptr;
 };
 
-template <typename... A> void invoke(void *fn, A... args) {
-  reinterpret_cast<void (*)(A...)>(fn)(args...);
+/// A kernel's argument as kernels/host.json declares it: a memref (rank,
+/// static sizes with -1 for dynamic, element bytes) or a scalar.
+struct ArgSignature {
+  bool memref = false;
+  std::vector<int64_t> sizes;
+  int64_t elementBytes = 0;
+};
+
+/// Parses "memref<?x64xbf16>", "memref<?x33xi8, strided<[?, 1], offset: ?>>",
+/// "i64", "f32"; false for anything else.
+bool parseSignature(const std::string &type, ArgSignature &sig) {
+  if (type.rfind("memref<", 0) != 0) {
+    sig.memref = false;
+    return type == "i64" || type == "i32" || type == "f32" || type == "index";
+  }
+  sig.memref = true;
+  std::string body = type.substr(7);
+  size_t end = body.find_first_of(",>");
+  if (end == std::string::npos)
+    return false;
+  body = body.substr(0, end);
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    size_t x = body.find('x', start);
+    if (x == std::string::npos) {
+      items.push_back(body.substr(start));
+      break;
+    }
+    items.push_back(body.substr(start, x - start));
+    start = x + 1;
+  }
+  const std::string element = items.back();
+  items.pop_back();
+  static const std::map<std::string, int64_t> bytes = {
+      {"bf16", 2}, {"f32", 4}, {"i8", 1}, {"i32", 4}, {"i64", 8}};
+  auto it = bytes.find(element);
+  if (it == bytes.end())
+    return false;
+  sig.elementBytes = it->second;
+  for (const std::string &d : items) {
+    if (d == "?") {
+      sig.sizes.push_back(-1);
+      continue;
+    }
+    char *endp = nullptr;
+    long long v = std::strtoll(d.c_str(), &endp, 10);
+    if (!endp || *endp != '\0' || v < 0)
+      return false;
+    sig.sizes.push_back(v);
+  }
+  return true;
+}
+
+struct KernelRef {
+  void *fn = nullptr;
+  const std::vector<ArgSignature> *signature = nullptr;
+  std::string name;
+};
+
+/// Checks one call argument against the kernel's signature.
+template <int N>
+void checkArg(const KernelRef &k, size_t i, Desc<N> *d) {
+  if (i >= k.signature->size() || !(*k.signature)[i].memref)
+    throw std::invalid_argument("argument " + std::to_string(i) + " of " +
+                                k.name + " is not a memref in its signature");
+  const ArgSignature &sig = (*k.signature)[i];
+  if (sig.sizes.size() != size_t(N))
+    throw std::invalid_argument("argument " + std::to_string(i) + " of " +
+                                k.name + " has rank " +
+                                std::to_string(sig.sizes.size()) +
+                                "; the step passes rank " + std::to_string(N));
+  int64_t span = 1; // elements from the first to one past the last
+  for (int r = 0; r < N; ++r) {
+    if (sig.sizes[size_t(r)] >= 0 && sig.sizes[size_t(r)] != d->sizes[r])
+      throw std::invalid_argument(
+          "argument " + std::to_string(i) + " of " + k.name + ": dimension " +
+          std::to_string(r) + " is " + std::to_string(sig.sizes[size_t(r)]) +
+          " in the kernel, " + std::to_string(d->sizes[r]) +
+          " in the step (a kernel of another shape?)");
+    if (d->sizes[r] == 0)
+      span = 0;
+  }
+  if (span != 0) {
+    span = 1;
+    for (int r = 0; r < N; ++r)
+      span += (d->sizes[r] - 1) * d->strides[r];
+  }
+  const char *base = static_cast<const char *>(d->aligned) +
+                     d->offset * sig.elementBytes;
+  if (span > 0 && currentBounds &&
+      !currentBounds->contains(base, size_t(span * sig.elementBytes)))
+    throw std::out_of_range("argument " + std::to_string(i) + " of " + k.name +
+                            " reaches past its buffer");
+}
+inline void checkArg(const KernelRef &k, size_t i, int64_t) {
+  if (i >= k.signature->size() || (*k.signature)[i].memref)
+    throw std::invalid_argument("argument " + std::to_string(i) + " of " +
+                                k.name + " is not an integer in its signature");
+}
+inline void checkArg(const KernelRef &k, size_t i, int32_t v) {
+  checkArg(k, i, int64_t(v));
+}
+inline void checkArg(const KernelRef &k, size_t i, float) {
+  if (i >= k.signature->size() || (*k.signature)[i].memref)
+    throw std::invalid_argument("argument " + std::to_string(i) + " of " +
+                                k.name + " is not a float in its signature");
+}
+
+template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
+  if (sizeof...(A) != k.signature->size())
+    throw std::invalid_argument(k.name + " takes " +
+                                std::to_string(k.signature->size()) +
+                                " arguments; the step passes " +
+                                std::to_string(sizeof...(A)));
+  size_t i = 0;
+  (checkArg(k, i++, args), ...);
+  return reinterpret_cast<R (*)(A...)>(k.fn)(args...);
 }
 
 } // namespace
@@ -147,6 +293,9 @@ struct Executor::Impl {
   std::unordered_map<std::string, checkpoint::TensorView> weights;
   std::unordered_map<std::string, Tensor> transients;
   std::vector<int64_t> engramMap; ///< raw token id -> compressed id
+  /// kernels/host.json: each kernel's argument types, by symbol.
+  std::map<std::string, std::vector<ArgSignature>> signatures;
+  Bounds bounds; ///< what kernels may be given (see Bounds)
   int64_t vocab = 0;
   StepTiming timing;
 
@@ -155,7 +304,7 @@ struct Executor::Impl {
   struct Step {
     const KernelCall *call = nullptr;
     std::string op;
-    std::map<std::string, void *> kernels; ///< role -> symbol
+    std::map<std::string, KernelRef> kernels; ///< role -> kernel
     Driver driver;
     std::string where; ///< "prefill[12]" for messages
     /// Transients whose last use is this step: their memory goes back to
@@ -177,7 +326,7 @@ struct Executor::Impl {
   absl::StatusOr<std::vector<float>> run(std::vector<Step> &steps);
 
   // --- argument access ----------------------------------------------------
-  const KernelArg &arg(Step &s, size_t i) { return s.call->args[i]; }
+  const KernelArg &arg(Step &s, size_t i) { return s.call->args.at(i); }
   Tensor &tensor(Step &s, size_t i) {
     const KernelArg &a = arg(s, i);
     if (a.kind == ArgKind::Input)
@@ -193,7 +342,16 @@ struct Executor::Impl {
   const CacheBuffer &cacheBuffer(Step &s, size_t i) {
     return *artifact->plan().findCache(arg(s, i).name);
   }
+  /// An integer argument: positions, row counts and offsets, all >= 0.
   absl::StatusOr<int64_t> index(Step &s, size_t i) {
+    auto v = indexValue(s, i);
+    if (v.ok() && *v < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("args[", i, "] evaluates to ", *v,
+                       " (positions and row counts are >= 0)"));
+    return v;
+  }
+  absl::StatusOr<int64_t> indexValue(Step &s, size_t i) {
     const KernelArg &a = arg(s, i);
     if (a.kind == ArgKind::Constant)
       return a.value;
@@ -270,10 +428,25 @@ struct Executor::Impl {
                   c.bytes.data() + e * b.entryBytes + offset, size_t(rowBytes));
     return t;
   }
+  /// A size or count from the step's attrs: every one the drivers read is
+  /// >= 1 (widths, heads, ratio, window, k, ...).
   int64_t attr(Step &s, const char *name) {
-    return s.call->attrs.at(name).get<int64_t>();
+    const int64_t v = s.call->attrs.at(name).get<int64_t>();
+    if (v < 1)
+      throw std::invalid_argument(std::string("attrs.") + name +
+                                  " must be >= 1, got " + std::to_string(v));
+    return v;
   }
-  void *kernel(Step &s, const char *role) { return s.kernels.at(role); }
+  const KernelRef &kernel(Step &s, const char *role) {
+    auto it = s.kernels.find(role);
+    if (it == s.kernels.end())
+      throw std::invalid_argument(std::string("attrs.kernels has no '") + role +
+                                  "' kernel");
+    return it->second;
+  }
+  template <typename... A> void invoke(Step &s, const char *role, A... args) {
+    invokeAs<void>(kernel(s, role), args...);
+  }
 
   /// Calls a linear kernel `role` on `rows` rows: x [rows, in] -> y.
   void linear(Step &s, const char *role, const void *x, int64_t rows,
@@ -286,12 +459,12 @@ struct Executor::Impl {
                                   w.shape.size() > 1 ? w.shape[1] : 1};
     auto dw = desc<2>(w.data, wShape);
     if (!scaled) {
-      invoke(kernel(s, role), (void *)&dx, (void *)&dw, (void *)&dy);
+      invoke(s, role, &dx, &dw, &dy);
       return;
     }
     const checkpoint::TensorView &sc = weight(s, weightArg + 1);
     auto ds = desc<2>(sc.data, {sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
-    invoke(kernel(s, role), (void *)&dx, (void *)&dw, (void *)&ds, (void *)&dy);
+    invoke(s, role, &dx, &dw, &ds, &dy);
   }
 
   // --- drivers --------------------------------------------------------------
@@ -321,6 +494,105 @@ struct Executor::Impl {
   absl::Status sliceRows(Step &s);
 };
 
+/// The argument kinds a step of `op` must have, one letter each: v a value
+/// (transient, input or output), w a weight, c a cache, i an integer (index
+/// expression, scalar or constant). Empty: the attrs are malformed.
+static std::string expectedArgs(const std::string &op, const json &attrs) {
+  auto flag = [&](const char *name) {
+    auto it = attrs.find(name);
+    return it != attrs.end() && it->is_boolean() && it->get<bool>();
+  };
+  auto integer = [&](const char *name) -> int64_t {
+    auto it = attrs.find(name);
+    return it != attrs.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
+  };
+  if (op == "csa.embed" || op == "csa.rms_norm" || op == "csa.lm_head")
+    return "vwv";
+  if (op == "csa.hc_expand" || op == "csa.quantize" || op == "csa.hsi_select")
+    return "vv";
+  if (op == "csa.hc_mix")
+    return "vwwwvvv";
+  if (op == "csa.hc_collapse")
+    return "vvv";
+  if (op == "csa.hc_update")
+    return "vvvvv";
+  if (op == "csa.linear") {
+    auto it = attrs.find("format");
+    if (it == attrs.end() || !it->is_string())
+      return "";
+    const std::string f = it->get<std::string>();
+    return f == "bf16" || f == "f32" ? "vwv" : "vwwv";
+  }
+  if (op == "csa.rope")
+    return "viv";
+  if (op == "csa.cache_append")
+    return "vci";
+  if (op == "csa.compress")
+    return integer("ratio") > 1 ? "vicwwwv" : integer("ratio") == 1 ? "viwwv" : "";
+  if (op == "csa.index_score")
+    return "vvcv";
+  if (op == "csa.topk")
+    return flag("masked") ? "vvv" : "vv";
+  if (op == "csa.sparse_attention")
+    return flag("global") ? "vcvicvwv" : "vcviwv";
+  if (op == "csa.moe") {
+    const int64_t experts = integer("experts");
+    if (experts < 1)
+      return "";
+    std::string spec = "vww";
+    spec += std::string(size_t(experts) * (flag("expert_scales") ? 6 : 3), 'w');
+    spec += std::string(flag("shared_scales") ? 6 : 3, 'w');
+    return spec + "v";
+  }
+  if (op == "csa.engram")
+    return "vviwwwwwwv";
+  if (op == "tensor.extract_slice")
+    return "viiv";
+  if (op == "csa.fusion")
+    return "viicv";
+  return "";
+}
+
+static absl::Status checkArgs(const KernelCall &call, const std::string &op) {
+  const std::string spec = expectedArgs(op, call.attrs);
+  if (spec.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("attrs do not describe a ", op, " step"));
+  if (spec.size() != call.args.size())
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, " takes ", spec.size(), " arguments, the step has ",
+                     call.args.size()));
+  for (size_t i = 0; i < spec.size(); ++i) {
+    ArgKind k = call.args[i].kind;
+    bool ok = false;
+    switch (spec[i]) {
+    case 'v':
+      ok = k == ArgKind::Transient || k == ArgKind::Input || k == ArgKind::Output;
+      break;
+    case 'w':
+      ok = k == ArgKind::Weight;
+      break;
+    case 'c':
+      ok = k == ArgKind::Cache;
+      break;
+    case 'i':
+      ok = k == ArgKind::Index || k == ArgKind::Scalar || k == ArgKind::Constant;
+      break;
+    }
+    if (!ok)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "args[", i, "] is ", k == ArgKind::Index || k == ArgKind::Input ? "an " : "a ",
+          artifact::argKindName(k), "; ", op,
+          " takes a ",
+          spec[i] == 'v'   ? "value (transient, input or output)"
+          : spec[i] == 'w' ? "weight"
+          : spec[i] == 'c' ? "cache"
+                           : "integer (index, scalar or constant)",
+          " there"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Executor::Impl::load() {
   const artifact::Plan &plan = artifact->plan();
   if (absl::Status st = artifact::checkWeights(*artifact, *checkpoint); !st.ok())
@@ -333,6 +605,36 @@ absl::Status Executor::Impl::load() {
   }
   if (auto embed = weights.find("embed.weight"); embed != weights.end())
     vocab = embed->second.shape[0];
+  for (auto &[name, view] : weights)
+    bounds.add(view.data, view.bytes);
+  {
+    // Each kernel's signature, to check every call against.
+    const std::string path = artifact->pathOf("kernels/host.json");
+    std::ifstream in(path);
+    if (!in)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "artifact ", artifact->directory(),
+          ": no kernels/host.json (the kernels' signatures); recompile"));
+    json listing;
+    try {
+      listing = json::parse(in);
+      for (const json &k : listing.at("kernels")) {
+        std::vector<ArgSignature> sig;
+        for (const json &a : k.at("arguments")) {
+          ArgSignature arg;
+          if (!parseSignature(a.get<std::string>(), arg))
+            return absl::InvalidArgumentError(absl::StrCat(
+                "artifact ", artifact->directory(), ": kernels/host.json: ",
+                "unsupported argument type '", a.get<std::string>(), "'"));
+          sig.push_back(arg);
+        }
+        signatures[k.at("symbol").get<std::string>()] = std::move(sig);
+      }
+    } catch (const json::exception &e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "artifact ", artifact->directory(), ": kernels/host.json: ", e.what()));
+    }
+  }
   for (const artifact::TransientBuffer &t : plan.transients) {
     if (t.dtype.empty())
       return absl::InvalidArgumentError(absl::StrCat(
@@ -387,6 +689,8 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
     if (driver == drivers.end())
       return fail(absl::StrCat("the CPU executor has no driver for '", step.op, "'"));
     step.driver = [fn = driver->second](Impl &impl, Step &s) { return (impl.*fn)(s); };
+    if (absl::Status st = checkArgs(call, step.op); !st.ok())
+      return fail(std::string(st.message()));
     if (!artifact::isBuiltinKernel(call.kernel)) {
       auto &lib = libraries[call.object];
       if (!lib) {
@@ -400,11 +704,15 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
       for (auto &[role, symbol] : call.attrs["kernels"].items()) {
         if (!symbol.is_string())
           return fail(absl::StrCat("attrs.kernels.", role, " is not a symbol name"));
-        void *fn = lib->symbol(symbol.get<std::string>());
+        const std::string name = symbol.get<std::string>();
+        void *fn = lib->symbol(name);
         if (!fn)
-          return fail(absl::StrCat("kernel '", symbol.get<std::string>(),
-                                   "' is not in ", call.object));
-        step.kernels[role] = fn;
+          return fail(absl::StrCat("kernel '", name, "' is not in ", call.object));
+        auto sig = signatures.find(name);
+        if (sig == signatures.end())
+          return fail(absl::StrCat("kernel '", name,
+                                   "' has no signature in kernels/host.json"));
+        step.kernels[role] = KernelRef{fn, &sig->second, name};
       }
     }
     steps.push_back(std::move(step));
@@ -441,17 +749,24 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
 absl::StatusOr<std::vector<float>>
 Executor::Impl::run(std::vector<Step> &steps) {
   auto start = std::chrono::steady_clock::now();
+  for (auto &[id, cache] : seq->caches)
+    bounds.add(cache.bytes.data(), cache.bytes.size());
+  if (!engramMap.empty())
+    bounds.add(engramMap.data(), engramMap.size() * sizeof(int64_t));
   for (Step &step : steps) {
     absl::Status st;
     try {
       st = step.driver(*this, step);
     } catch (const std::exception &e) {
       st = absl::InvalidArgumentError(
-          absl::StrCat("malformed step (", e.what(), ")"));
+          absl::StrCat("malformed step: ", e.what()));
     }
-    if (!st.ok())
+    if (!st.ok()) {
+      for (auto &[id, cache] : seq->caches)
+        bounds.remove(cache.bytes.data());
       return absl::Status(st.code(), absl::StrCat(step.where, " (", step.op,
                                                   "): ", st.message()));
+    }
     for (Tensor *t : step.release) {
       liveBytes -= std::min<uint64_t>(liveBytes, t->data.capacity());
       pool.push_back(std::move(t->data));
@@ -460,10 +775,17 @@ Executor::Impl::run(std::vector<Step> &steps) {
     }
   }
   timing.peakTransientBytes = peakBytes;
+  // The sequence's caches may be freed before the next run: only live memory
+  // stays in the bounds.
+  for (auto &[id, cache] : seq->caches)
+    bounds.remove(cache.bytes.data());
   timing.steps = int64_t(steps.size());
   timing.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
+  if (logits.elementBytes != 4 || logits.data.size() < size_t(logits.numel()) * 4)
+    return absl::InvalidArgumentError(
+        "the plan's logits output is not an f32 value");
   std::vector<float> out(size_t(logits.numel()));
   std::memcpy(out.data(), logits.ptr(), out.size() * sizeof(float));
   return out;
@@ -481,7 +803,7 @@ absl::Status Executor::Impl::embed(Step &s) {
   auto dt = desc<1>(tok.ptr(), {n});
   auto dw = desc<2>(table.data, {table.shape[0], dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
-  invoke(kernel(s, "main"), (void *)&dt, (void *)&dw, (void *)&dout);
+  invoke(s, "main", &dt, &dw, &dout);
   return absl::OkStatus();
 }
 
@@ -491,7 +813,7 @@ absl::Status Executor::Impl::hcExpand(Step &s) {
   Tensor &out = result(s, 1, 2, {n, hc, dim}, h.base);
   auto dh = desc<2>(h.ptr(), {n, dim});
   auto dout = desc<3>(out.ptr(), {n, hc, dim});
-  invoke(kernel(s, "main"), (void *)&dh, (void *)&dout);
+  invoke(s, "main", &dh, &dout);
   return absl::OkStatus();
 }
 
@@ -509,8 +831,8 @@ absl::Status Executor::Impl::hcMix(Step &s) {
   auto dpre = desc<2>(pre.ptr(), {n, hc});
   auto dpost = desc<2>(post.ptr(), {n, hc});
   auto dcomb = desc<3>(comb.ptr(), {n, hc, hc});
-  invoke(kernel(s, "main"), (void *)&dx, (void *)&dfn, (void *)&dbase,
-         (void *)&dscale, (void *)&dpre, (void *)&dpost, (void *)&dcomb);
+  invoke(s, "main", &dx, &dfn, &dbase,
+         &dscale, &dpre, &dpost, &dcomb);
   return absl::OkStatus();
 }
 
@@ -521,7 +843,7 @@ absl::Status Executor::Impl::hcCollapse(Step &s) {
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
   auto dpre = desc<2>(pre.ptr(), {n, hc});
   auto dout = desc<2>(out.ptr(), {n, dim});
-  invoke(kernel(s, "main"), (void *)&dx, (void *)&dpre, (void *)&dout);
+  invoke(s, "main", &dx, &dpre, &dout);
   return absl::OkStatus();
 }
 
@@ -535,8 +857,8 @@ absl::Status Executor::Impl::hcUpdate(Step &s) {
   auto dpost = desc<2>(post.ptr(), {n, hc});
   auto dcomb = desc<3>(comb.ptr(), {n, hc, hc});
   auto dout = desc<3>(out.ptr(), {n, hc, dim});
-  invoke(kernel(s, "main"), (void *)&dx, (void *)&dy, (void *)&dpost,
-         (void *)&dcomb, (void *)&dout);
+  invoke(s, "main", &dx, &dy, &dpost,
+         &dcomb, &dout);
   return absl::OkStatus();
 }
 
@@ -548,7 +870,7 @@ absl::Status Executor::Impl::rmsNorm(Step &s) {
   auto dx = desc<2>(x.ptr(), {rows, dim});
   auto dw = desc<1>(weight(s, 1).data, {dim});
   auto dout = desc<2>(out.ptr(), {rows, dim});
-  invoke(kernel(s, "main"), (void *)&dx, (void *)&dw, (void *)&dout);
+  invoke(s, "main", &dx, &dw, &dout);
   return absl::OkStatus();
 }
 
@@ -574,9 +896,12 @@ absl::Status Executor::Impl::rope(Step &s) {
   const int64_t base = x.base;
   std::vector<uint8_t> copy = x.data; // x may be read again later
   Tensor &out = result(s, 2, 2, dims, base);
+  if (copy.size() < size_t(out.numel() * 2))
+    return absl::InvalidArgumentError(
+        "the rotated value holds fewer bytes than its shape (not bf16?)");
   std::memcpy(out.ptr(), copy.data(), size_t(out.numel() * 2));
   auto d = desc<2>(out.ptr(), {out.numel() / dim, dim});
-  invoke(kernel(s, "main"), (void *)&d, int64_t(*pos), attr(s, "stride"),
+  invoke(s, "main", &d, int64_t(*pos), attr(s, "stride"),
          perPosition);
   return absl::OkStatus();
 }
@@ -590,7 +915,7 @@ absl::Status Executor::Impl::quantize(Step &s) {
   Tensor &out = result(s, 1, 1, {rows, rowBytes}, x.base);
   auto dx = desc<2>(x.ptr(), {rows, dim});
   auto dout = desc<2>(out.ptr(), {rows, rowBytes});
-  invoke(kernel(s, "main"), (void *)&dx, (void *)&dout);
+  invoke(s, "main", &dx, &dout);
   return absl::OkStatus();
 }
 
@@ -600,6 +925,12 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
   CacheState &c = cache(s, cacheArg);
   const CacheBuffer &b = cacheBuffer(s, cacheArg);
   const std::string part = s.call->attrs.at("part").get<std::string>();
+  if (part != "ring" && part != "main" && part != "index")
+    return absl::InvalidArgumentError("attrs.part must be ring, main or index");
+  if ((part == "ring") != (b.kind == CacheKind::SwaRing) ||
+      (part != "ring" && b.kind != CacheKind::GlobalCache))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a ", part, " store into '", b.id, "', a ", artifact::cacheKindName(b.kind)));
   if (part == "ring") {
     if (c.ringStart < 0)
       c.ringStart = start;
@@ -612,12 +943,15 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
     return absl::OutOfRangeError(absl::StrCat(
         "cache '", b.id, "' would need ", end, " entries; the plan allows ",
         capacity, " (max_context ", artifact->plan().maxContext, ")"));
-  if (int64_t(c.bytes.size()) < end * b.entryBytes)
+  if (int64_t(c.bytes.size()) < end * b.entryBytes) {
+    bounds.remove(c.bytes.data());
     c.bytes.resize(size_t(std::min(capacity, std::max<int64_t>(
                                                  end, 2 * int64_t(c.bytes.size()) /
                                                           b.entryBytes)) *
                           b.entryBytes),
                    0);
+    bounds.add(c.bytes.data(), c.bytes.size());
+  }
   const int64_t entries = int64_t(c.bytes.size()) / b.entryBytes;
   const int64_t offset = part == "main" ? 0 : b.mainRowBytes;
   int64_t &written = part == "main" ? c.mainEntries : c.indexEntries;
@@ -637,8 +971,7 @@ absl::Status Executor::Impl::cacheAppend(Step &s) {
   if (!dc.ok())
     return dc.status();
   auto dr = desc<2>(rows.ptr(), {n, rowBytes});
-  auto fn = reinterpret_cast<int32_t (*)(void *, void *, int64_t)>(kernel(s, "main"));
-  int32_t missed = fn(&dr, &*dc, *start);
+  int32_t missed = invokeAs<int32_t>(kernel(s, "main"), &dr, &*dc, int64_t(*start));
   if (missed != 0)
     return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",
                                             arg(s, 1).name, "' (a runtime bug)"));
@@ -670,9 +1003,9 @@ absl::Status Executor::Impl::fusion(Step &s) {
     return dc.status();
   auto dx = desc<2>(x.ptr(), {n, dim});
   auto dr = desc<2>(rows.ptr(), {n, rowBytes});
-  auto fn = reinterpret_cast<int32_t (*)(void *, int64_t, int64_t, void *, void *)>(
-      kernel(s, "main"));
-  int32_t missed = fn(&dx, *ropePosition, *storePosition, &*dc, &dr);
+  int32_t missed = invokeAs<int32_t>(kernel(s, "main"), &dx,
+                                     int64_t(*ropePosition),
+                                     int64_t(*storePosition), &*dc, &dr);
   if (missed != 0)
     return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",
                                             arg(s, 3).name, "' (a runtime bug)"));
@@ -694,7 +1027,7 @@ absl::Status Executor::Impl::compress(Step &s) {
     auto dl = desc<2>(latent.ptr(), {n, dim});
     auto dw = desc<1>(weight(s, 3).data, {dim});
     auto dout = desc<2>(out.ptr(), {n, dim});
-    invoke(kernel(s, "norm"), (void *)&dl, (void *)&dw, (void *)&dout);
+    invoke(s, "norm", &dl, &dw, &dout);
     return absl::OkStatus();
   }
   // [x, position, state, wkv, wgate, norm, out]
@@ -712,12 +1045,12 @@ absl::Status Executor::Impl::compress(Step &s) {
   auto dsk = desc<2>(stateKv, {ratio, dim});
   auto dss = desc<2>(stateScore, {ratio, dim});
   auto dp = desc<2>(pooled.ptr(), {groups, dim});
-  invoke(kernel(s, "pool"), (void *)&dkv, (void *)&dscore, (void *)&dsk,
-         (void *)&dss, int64_t(*pos), (void *)&dp);
+  invoke(s, "pool", &dkv, &dscore, &dsk,
+         &dss, int64_t(*pos), &dp);
   Tensor &out = result(s, 6, 2, {groups, dim}, *pos / ratio);
   auto dw = desc<1>(weight(s, 5).data, {dim});
   auto dout = desc<2>(out.ptr(), {groups, dim});
-  invoke(kernel(s, "norm"), (void *)&dp, (void *)&dw, (void *)&dout);
+  invoke(s, "norm", &dp, &dw, &dout);
   return absl::OkStatus();
 }
 
@@ -735,13 +1068,13 @@ absl::Status Executor::Impl::indexScore(Step &s) {
   auto dq = desc<2>(q.ptr(), {n * heads, dim});
   auto dqr = desc<2>(qRows.ptr(), {n * heads, keyBytes});
   auto dqd = desc<2>(qDeq.ptr(), {n * heads, dim});
-  invoke(kernel(s, "quantize"), (void *)&dq, (void *)&dqr);
-  invoke(kernel(s, "dequantize"), (void *)&dqr, (void *)&dqd);
+  invoke(s, "quantize", &dq, &dqr);
+  invoke(s, "dequantize", &dqr, &dqd);
   // Head weights times (heads * dim)^-1/2.
   Tensor &ws = scratch("index.w", 2, {n, heads});
   auto dw = desc<2>(w.ptr(), {n, heads});
   auto dws = desc<2>(ws.ptr(), {n, heads});
-  invoke(kernel(s, "scale"), (void *)&dw, (void *)&dws);
+  invoke(s, "scale", &dw, &dws);
   // The keys written so far.
   const int64_t width = (q.base + n) / ratio;
   const int64_t numKeys = std::min(width, c.indexEntries);
@@ -751,7 +1084,7 @@ absl::Status Executor::Impl::indexScore(Step &s) {
   auto dkr = desc<2>(keyRows.ptr(), {numKeys, keyBytes});
   auto dk = desc<2>(keys.ptr(), {numKeys, dim});
   if (numKeys > 0)
-    invoke(kernel(s, "dequantize"), (void *)&dkr, (void *)&dk);
+    invoke(s, "dequantize", &dkr, &dk);
   Tensor &visible = scratch("index.visible", 8, {n});
   for (int64_t i = 0; i < n; ++i)
     visible.as<int64_t>()[i] = (q.base + i + 1) / ratio;
@@ -759,8 +1092,8 @@ absl::Status Executor::Impl::indexScore(Step &s) {
   auto dqq = desc<3>(qDeq.ptr(), {n, heads, dim});
   auto dv = desc<1>(visible.ptr(), {n});
   auto dout = desc<2>(out.ptr(), {n, width});
-  invoke(kernel(s, "main"), (void *)&dqq, (void *)&dk, (void *)&dws,
-         (void *)&dv, (void *)&dout);
+  invoke(s, "main", &dqq, &dk, &dws,
+         &dv, &dout);
   return absl::OkStatus();
 }
 
@@ -775,7 +1108,7 @@ absl::Status Executor::Impl::hsiSelect(Step &s) {
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
   auto dm = desc<2>(mask.ptr(), {n, width});
-  invoke(kernel(s, "main"), (void *)&ds, (void *)&dv, (void *)&dm);
+  invoke(s, "main", &ds, &dv, &dm);
   return absl::OkStatus();
 }
 
@@ -792,7 +1125,7 @@ absl::Status Executor::Impl::topk(Step &s) {
   auto dv = desc<1>(visible.ptr(), {n});
   auto dout = desc<2>(out.ptr(), {n, k});
   if (!masked) {
-    invoke(kernel(s, "main"), (void *)&ds, (void *)&dv, (void *)&dout);
+    invoke(s, "main", &ds, &dv, &dout);
     return absl::OkStatus();
   }
   // The pool answers by position: row i of the scores is the pool's row
@@ -811,7 +1144,7 @@ absl::Status Executor::Impl::topk(Step &s) {
                 size_t(std::min(width, poolWidth)));
   }
   auto dm = desc<2>(mask.ptr(), {n, width});
-  invoke(kernel(s, "main"), (void *)&ds, (void *)&dm, (void *)&dv, (void *)&dout);
+  invoke(s, "main", &ds, &dm, &dv, &dout);
   return absl::OkStatus();
 }
 
@@ -861,7 +1194,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     auto dr = desc<2>(src, {windowRows, rowBytes});
     auto dv = desc<2>(rows.ptr(), {windowRows, dim});
     if (windowRows > 0)
-      invoke(kernel(s, "dequantize_window"), (void *)&dr, (void *)&dv);
+      invoke(s, "dequantize_window", &dr, &dv);
   }
   if (global && entries > 0) {
     CacheState &c = cache(s, 4);
@@ -870,7 +1203,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
         gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries);
     auto dm = desc<2>(mainRows.ptr(), {entries, b.mainRowBytes});
     auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
-    invoke(kernel(s, "dequantize_selected"), (void *)&dm, (void *)&dv);
+    invoke(s, "dequantize_selected", &dm, &dv);
   }
 
   // Indices per query: the window (in position order, -1 where nothing
@@ -910,8 +1243,8 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   auto didx = desc<2>(idx.ptr(), {n, width});
   auto dsink = desc<1>(weight(s, sinkArg).data, {heads});
   auto dout = desc<3>(out.ptr(), {n, heads, dim});
-  invoke(kernel(s, "main"), (void *)&dq, (void *)&drows, (void *)&didx,
-         (void *)&dsink, scale, (void *)&dout);
+  invoke(s, "main", &dq, &drows, &didx,
+         &dsink, scale, &dout);
   return absl::OkStatus();
 }
 
@@ -937,7 +1270,7 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto db = desc<1>(weight(s, 2).data, {experts});
     auto di = desc<2>(ids.ptr(), {n, topK});
     auto dw = desc<2>(wts.ptr(), {n, topK});
-    invoke(kernel(s, "route"), (void *)&dl, (void *)&db, (void *)&di, (void *)&dw);
+    invoke(s, "route", &dl, &db, &di, &dw);
   }
   Tensor &y = scratch("moe.y", 4, {n, dim});
   std::fill(y.data.begin(), y.data.end(), 0);
@@ -959,8 +1292,8 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto dri = desc<1>(rowIndex.ptr(), {n});
     auto drw = desc<1>(rowWeight.ptr(), {n});
     auto dc = desc<1>(count.ptr(), {1});
-    invoke(kernel(s, "gather"), (void *)&dx, (void *)&di, (void *)&dw,
-           int32_t(e), (void *)&drows, (void *)&dri, (void *)&drw, (void *)&dc);
+    invoke(s, "gather", &dx, &di, &dw,
+           int32_t(e), &drows, &dri, &drw, &dc);
     const int64_t c = count.as<int64_t>()[0];
     if (c == 0)
       continue;
@@ -972,11 +1305,11 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto du = desc<2>(up.ptr(), {c, inter});
     auto dcw = desc<1>(rowWeight.ptr(), {c});
     auto dh = desc<2>(h.ptr(), {c, inter});
-    invoke(kernel(s, "swiglu"), (void *)&dg, (void *)&du, (void *)&dcw, (void *)&dh);
+    invoke(s, "swiglu", &dg, &du, &dcw, &dh);
     linear(s, "expert_out", h.ptr(), c, inter, w0 + wStep, expertScales, o.ptr(), dim);
     auto dout = desc<2>(o.ptr(), {c, dim});
     auto dci = desc<1>(rowIndex.ptr(), {c});
-    invoke(kernel(s, "accumulate"), (void *)&dy, (void *)&dout, (void *)&dci);
+    invoke(s, "accumulate", &dy, &dout, &dci);
   }
   // The shared expert on every row, weight 1.
   linear(s, "shared_in", x.ptr(), n, dim, sharedArg, sharedScales, g.ptr(), inter);
@@ -989,14 +1322,14 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto du = desc<2>(up.ptr(), {n, inter});
     auto d1 = desc<1>(ones.ptr(), {n});
     auto dh = desc<2>(h.ptr(), {n, inter});
-    invoke(kernel(s, "swiglu"), (void *)&dg, (void *)&du, (void *)&d1, (void *)&dh);
+    invoke(s, "swiglu", &dg, &du, &d1, &dh);
   }
   linear(s, "shared_out", h.ptr(), n, inter, sharedArg + sStep, sharedScales,
          o.ptr(), dim);
   Tensor &out = result(s, outArg, 2, {n, dim}, x.base);
   auto dsh = desc<2>(o.ptr(), {n, dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
-  invoke(kernel(s, "finish"), (void *)&dy, (void *)&dsh, (void *)&dout);
+  invoke(s, "finish", &dy, &dsh, &dout);
   return absl::OkStatus();
 }
 
@@ -1017,6 +1350,7 @@ absl::Status Executor::Impl::engram(Step &s) {
     engramMap.resize(size_t(vocab));
     for (int64_t t = 0; t < vocab; ++t)
       engramMap[size_t(t)] = t % compressedVocab;
+    bounds.add(engramMap.data(), engramMap.size() * sizeof(int64_t));
   }
   // The history from max(0, start - (maxNgram - 1)) to the step's last token.
   const int64_t first = std::max<int64_t>(0, *pos - (maxNgram - 1));
@@ -1030,27 +1364,30 @@ absl::Status Executor::Impl::engram(Step &s) {
   auto dt = desc<1>(hist.ptr(), {last - first});
   auto dmap = desc<1>(engramMap.data(), {vocab});
   auto dids = desc<2>(ids.ptr(), {n, cols});
-  invoke(kernel(s, "hash"), (void *)&dt, (void *)&dmap, int64_t(first),
-         int64_t(*pos), (void *)&dids);
+  invoke(s, "hash", &dt, &dmap, int64_t(first),
+         int64_t(*pos), &dids);
   const checkpoint::TensorView &table = weight(s, 3), &tableScale = weight(s, 4);
   Tensor &rows = scratch("engram.rows", 2, {n, cols * headDim});
   auto dtab = desc<2>(table.data, {table.shape[0], headDim});
   auto dts = desc<2>(tableScale.data, {tableScale.shape[0], headDim / 32});
   auto drows = desc<2>(rows.ptr(), {n, cols * headDim});
-  invoke(kernel(s, "gather"), (void *)&dids, (void *)&dtab, (void *)&dts,
-         (void *)&drows);
+  invoke(s, "gather", &dids, &dtab, &dts,
+         &drows);
   Tensor &kv = scratch("engram.kv", 2, {n, (hc + 1) * dim});
   linear(s, "linear", rows.ptr(), n, cols * headDim, 5, true, kv.ptr(),
          (hc + 1) * dim);
   std::vector<uint8_t> copy = streams.data;
   const int64_t base = streams.base;
   Tensor &out = result(s, 9, 2, {n, hc, dim}, base);
+  if (copy.size() < size_t(out.numel() * 2))
+    return absl::InvalidArgumentError(
+        "the streams hold fewer bytes than [rows, hc, dim] bf16");
   std::memcpy(out.ptr(), copy.data(), size_t(out.numel() * 2));
   auto dout = desc<3>(out.ptr(), {n, hc, dim});
   auto dkv = desc<2>(kv.ptr(), {n, (hc + 1) * dim});
   auto dq = desc<2>(weight(s, 7).data, {hc, dim});
   auto dk = desc<2>(weight(s, 8).data, {hc, dim});
-  invoke(kernel(s, "gate"), (void *)&dout, (void *)&dkv, (void *)&dq, (void *)&dk);
+  invoke(s, "gate", &dout, &dkv, &dq, &dk);
   return absl::OkStatus();
 }
 
@@ -1059,6 +1396,9 @@ absl::Status Executor::Impl::lmHead(Step &s) {
   const int64_t dim = attr(s, "dim"), vocabOut = attr(s, "vocab");
   const bool lastOnly = s.call->attrs.at("last_only").get<bool>();
   const int64_t rows = lastOnly ? 1 : x.rows();
+  if (x.rows() < 1 || x.numel() != x.rows() * dim)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the head's input is not [rows >= 1, ", dim, "]"));
   const uint16_t *in = x.as<uint16_t>() + (lastOnly ? (x.rows() - 1) * dim : 0);
   Tensor &out = result(s, 2, 4, {rows, vocabOut}, x.base);
   linear(s, "main", in, rows, dim, 1, false, out.ptr(), vocabOut);
@@ -1143,6 +1483,7 @@ Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
                                                int64_t(tokens.size()));
       !st.ok())
     return st;
+  currentBounds = &impl->bounds;
   impl->seq = &sequence;
   impl->position = 0;
   impl->numTokens = int64_t(tokens.size());
@@ -1168,6 +1509,7 @@ absl::StatusOr<std::vector<float>> Executor::decode(Sequence &sequence,
           artifact::checkContext(impl->artifact->plan(), sequence.position + 1);
       !st.ok())
     return st;
+  currentBounds = &impl->bounds;
   impl->seq = &sequence;
   impl->position = sequence.position;
   impl->numTokens = 1;

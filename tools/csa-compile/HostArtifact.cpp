@@ -69,6 +69,9 @@ absl::Status writeHostArtifact(const HostArtifactParts &parts,
   writer.setWeights(std::move(weights));
   if (absl::Status st = writer.addFile("kernels/host.so", parts.library); !st.ok())
     return st;
+  if (absl::Status st = writer.addFile("kernels/host.json", parts.listing);
+      !st.ok())
+    return st;
   if (absl::Status st = writer.addFile("config.json", configJson.dump(2) + "\n");
       !st.ok())
     return st;

@@ -28,6 +28,7 @@ struct HostArtifactParts {
   std::string schedule;     ///< csa.schedule letters (checked)
   artifact::Plan plan;      ///< from buildHostPlan
   std::string library;      ///< the bytes of kernels/host.so
+  std::string listing;      ///< kernels/host.json: each kernel's signature
 };
 
 /// Writes `directory`: manifest, plan.json, weights.json (the weight

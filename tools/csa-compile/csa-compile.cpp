@@ -278,6 +278,10 @@ llvm::Error writeHostArtifact(ModuleOp module,
   if (!library)
     return fail("cannot read the linked kernels: " + library.getError().message());
   parts.library = (*library)->getBuffer().str();
+  {
+    llvm::raw_string_ostream os(parts.listing);
+    csa::codegen::printKernelSelectionJson(selection, os);
+  }
   if (absl::Status st = csa::writeHostArtifact(parts, directory); !st.ok())
     return fail(std::string(st.message()));
   return llvm::Error::success();

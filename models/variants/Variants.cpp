@@ -40,6 +40,12 @@ const std::vector<VariantRecipe> &recipes() {
                    "experts top-2, small Engram table"},
        "reduced",
        {}},
+      {{"h200-full", "released dimensions and schedule (40 layers, hidden "
+                     "5120, 64 heads x 512, indexer 32 x 128) sized for one "
+                     "H200: 64 routed experts of 384 (top-6 kept), Engram "
+                     "tables of 12.0 M rows per layer instead of 384 M"},
+       "h200-full",
+       {}},
       {{"tiny-all-full", "tiny, every compressed layer Full"},
        "tiny",
        makeAllFull},

@@ -276,7 +276,11 @@ private:
     // @prefill and @decode allocate the same per-sequence storage.
     if (const artifact::CacheBuffer *existing = plan.findCache(cache.id)) {
       if (existing->entryBytes != cache.entryBytes ||
-          existing->fixedBytes != cache.fixedBytes)
+          existing->fixedBytes != cache.fixedBytes ||
+          existing->window != cache.window ||
+          existing->rowBytes != cache.rowBytes ||
+          existing->ratio != cache.ratio ||
+          existing->mainRowBytes != cache.mainRowBytes)
         return error(op, "allocates '" + cache.id +
                              "' with a different format than the other entry "
                              "point");
@@ -297,6 +301,15 @@ private:
             func::ReturnOp>(op))
       return llvm::Error::success();
     if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)) {
+      // A reshape shares its operand's transient, whose rows are dimension 0:
+      // only reshapes that keep dimension 0 by itself can.
+      auto reassociation =
+          isa<tensor::ExpandShapeOp>(op)
+              ? cast<tensor::ExpandShapeOp>(op).getReassociationIndices()
+              : cast<tensor::CollapseShapeOp>(op).getReassociationIndices();
+      if (reassociation.empty() || reassociation[0].size() != 1)
+        return error(op, "only reshapes that keep the rows (dimension 0) are "
+                         "supported");
       auto it = bindings.find(op->getOperand(0));
       if (it == bindings.end())
         return error(op, "reshapes a value the plan does not hold");
@@ -460,8 +473,9 @@ private:
       attrs["top_k"] = moe.getTopK();
       attrs["inter"] = moe.getInter();
       attrs["dim"] = lastDim(moe.getInput());
-      auto hasScale = [](WeightFormat f) {
-        return f == WeightFormat::FP8Block32 || f == WeightFormat::FP4E2M1;
+      auto hasScale = [](WeightFormat f) { // as linearWeights lists them
+        return f == WeightFormat::FP8Block32 || f == WeightFormat::FP4E2M1 ||
+               f == WeightFormat::FP8AsBF16;
       };
       attrs["expert_scales"] = hasScale(moe.getExpertFormat());
       attrs["shared_scales"] = hasScale(moe.getSharedFormat());

@@ -261,7 +261,17 @@ bool isBuiltinKernel(std::string_view kernel) {
   return inList(kBuiltins, kernel);
 }
 
-std::string checkIndexExpr(const json &expr) {
+namespace {
+std::string checkIndexExprAt(const json &expr, int depth);
+} // namespace
+
+std::string checkIndexExpr(const json &expr) { return checkIndexExprAt(expr, 0); }
+
+namespace {
+std::string checkIndexExprAt(const json &expr, int depth) {
+  // Plans nest a few levels; a deep expression is damage, not a plan.
+  if (depth > 32)
+    return "index expression nested deeper than 32 levels";
   if (expr.is_number_integer())
     return "";
   if (expr.is_string()) {
@@ -286,12 +296,13 @@ std::string checkIndexExpr(const json &expr) {
   if (expr.size() != 3)
     return absl::StrCat("'", op, "' takes two operands, got ", expr.size() - 1);
   for (size_t i = 1; i < 3; ++i) {
-    std::string inner = checkIndexExpr(expr[i]);
+    std::string inner = checkIndexExprAt(expr[i], depth + 1);
     if (!inner.empty())
       return inner;
   }
   return "";
 }
+} // namespace
 
 int64_t TransientBuffer::elementBytes() const {
   if (dtype == "bf16")

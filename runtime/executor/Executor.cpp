@@ -81,6 +81,18 @@ private:
 };
 thread_local Bounds *currentBounds = nullptr;
 
+/// Makes `bounds` the current registry for the scope of an entry point.
+class BoundsScope {
+public:
+  explicit BoundsScope(Bounds *bounds) : previous(currentBounds) {
+    currentBounds = bounds;
+  }
+  ~BoundsScope() { currentBounds = previous; }
+
+private:
+  Bounds *previous;
+};
+
 /// A value a step produces: its bytes, its dimensions as last written and the
 /// absolute position of row 0 (how top-k sets and pools answer by position).
 struct Tensor {
@@ -378,20 +390,26 @@ struct Executor::Impl {
     auto rhs = evaluate(e[2]);
     if (!rhs.ok())
       return rhs;
-    int64_t a = *lhs, b = *rhs;
+    int64_t a = *lhs, b = *rhs, r = 0;
+    bool overflow = false;
     if (op == "add")
-      return a + b;
-    if (op == "sub")
-      return a - b;
-    if (op == "mul")
-      return a * b;
-    if (op == "min")
-      return std::min(a, b);
-    if (op == "max")
-      return std::max(a, b);
-    if (b == 0)
-      return absl::InvalidArgumentError("index expression divides by zero");
-    return a / b;
+      overflow = __builtin_add_overflow(a, b, &r);
+    else if (op == "sub")
+      overflow = __builtin_sub_overflow(a, b, &r);
+    else if (op == "mul")
+      overflow = __builtin_mul_overflow(a, b, &r);
+    else if (op == "min")
+      r = std::min(a, b);
+    else if (op == "max")
+      r = std::max(a, b);
+    else if (a < 0 || b <= 0)
+      return absl::InvalidArgumentError(
+          "index expression: div needs a >= 0 dividend and a >= 1 divisor");
+    else
+      r = a / b;
+    if (overflow)
+      return absl::InvalidArgumentError("index expression overflows int64");
+    return r;
   }
   /// A result of `elementBytes`-sized elements with base `base`.
   Tensor &result(Step &s, size_t i, int64_t elementBytes,
@@ -635,6 +653,13 @@ absl::Status Executor::Impl::load() {
           "artifact ", artifact->directory(), ": kernels/host.json: ", e.what()));
     }
   }
+  for (const CacheBuffer &b : plan.caches)
+    if (b.kind == CacheKind::GlobalCache &&
+        (b.mainRowBytes < 1 || b.indexRowBytes < 1))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "artifact ", artifact->directory(), ": plan.json: cache '", b.id,
+          "': the CPU executor needs main_row_bytes and index_row_bytes (the "
+          "layout of an entry)"));
   for (const artifact::TransientBuffer &t : plan.transients) {
     if (t.dtype.empty())
       return absl::InvalidArgumentError(absl::StrCat(
@@ -691,6 +716,20 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
     step.driver = [fn = driver->second](Impl &impl, Step &s) { return (impl.*fn)(s); };
     if (absl::Status st = checkArgs(call, step.op); !st.ok())
       return fail(std::string(st.message()));
+    for (const KernelArg &a : call.args)
+      if (a.kind == ArgKind::Input && a.name != "tokens")
+        return fail(absl::StrCat("the CPU executor supplies no input '", a.name, "'"));
+    // The compressor state: kv then score, [ratio x dim] fp32 each.
+    if (step.op == "csa.compress" && call.attrs.value("ratio", 0) > 1) {
+      const CacheBuffer *b = artifact->plan().findCache(call.args[2].name);
+      const int64_t ratio = call.attrs.value("ratio", 0),
+                    dim = call.attrs.value("dim", 0);
+      if (!b || b->kind != CacheKind::CompressorState ||
+          b->fixedBytes != 2 * ratio * dim * 4)
+        return fail(absl::StrCat("the compressor state must be a ",
+                                 "compressor_state of 2 x ", ratio, " x ", dim,
+                                 " x 4 bytes"));
+    }
     if (!artifact::isBuiltinKernel(call.kernel)) {
       auto &lib = libraries[call.object];
       if (!lib) {
@@ -757,6 +796,8 @@ Executor::Impl::run(std::vector<Step> &steps) {
     absl::Status st;
     try {
       st = step.driver(*this, step);
+    } catch (const std::bad_alloc &) {
+      st = absl::ResourceExhaustedError("out of host memory");
     } catch (const std::exception &e) {
       st = absl::InvalidArgumentError(
           absl::StrCat("malformed step: ", e.what()));
@@ -911,6 +952,8 @@ absl::Status Executor::Impl::quantize(Step &s) {
   const int64_t dim = attr(s, "dim"), rows = x.numel() / dim;
   const artifact::TransientBuffer *t =
       artifact->plan().findTransient(arg(s, 1).name);
+  if (!t || t->shape.size() != 2 || t->shape.back() < 1)
+    return absl::InvalidArgumentError("the quantized rows must be an i8 [rows, row_bytes] transient");
   const int64_t rowBytes = t->shape.back();
   Tensor &out = result(s, 1, 1, {rows, rowBytes}, x.base);
   auto dx = desc<2>(x.ptr(), {rows, dim});
@@ -994,8 +1037,8 @@ absl::Status Executor::Impl::fusion(Step &s) {
   const int64_t n = x.rows(), dim = attr(s, "dim");
   const artifact::TransientBuffer *t =
       artifact->plan().findTransient(arg(s, 4).name);
-  if (!t)
-    return absl::InvalidArgumentError("the rows of a region must be a transient");
+  if (!t || t->shape.size() != 2 || t->shape.back() < 1)
+    return absl::InvalidArgumentError("the rows of a region must be an i8 [rows, row_bytes] transient");
   const int64_t rowBytes = t->shape.back();
   Tensor &rows = result(s, 4, 1, {n, rowBytes}, x.base);
   auto dc = appendView(s, 3, *storePosition, n, rowBytes);
@@ -1177,6 +1220,8 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
 
   // Selected rows: the global cache's main-KV entries the top-k sets name.
   Tensor *selected = global ? &tensor(s, 5) : nullptr;
+  if (selected && (selected->elementBytes != 4 || selected->dims.size() != 2))
+    return absl::InvalidArgumentError("the selected positions are not an i32 [rows, k] top-k set");
   const int64_t k = global ? selected->dims.at(1) : 0;
   int64_t entries = 0;
   if (global) {
@@ -1354,9 +1399,10 @@ absl::Status Executor::Impl::engram(Step &s) {
   }
   // The history from max(0, start - (maxNgram - 1)) to the step's last token.
   const int64_t first = std::max<int64_t>(0, *pos - (maxNgram - 1));
-  const int64_t last = *pos + n;
-  if (last > int64_t(seq->history.size()))
+  if (*pos > int64_t(seq->history.size()) ||
+      n > int64_t(seq->history.size()) - *pos)
     return absl::InternalError("the token history is shorter than the step");
+  const int64_t last = *pos + n;
   Tensor &hist = scratch("engram.history", 4, {last - first});
   std::memcpy(hist.ptr(), seq->history.data() + first,
               size_t(last - first) * sizeof(int32_t));
@@ -1413,7 +1459,9 @@ absl::Status Executor::Impl::sliceRows(Step &s) {
   auto count = index(s, 2);
   if (!count.ok())
     return count.status();
-  if (*offset < 0 || *count < 0 || *offset + *count > src.rows())
+  if (src.dims.empty())
+    return absl::InvalidArgumentError("slices a value no step has written");
+  if (*offset > src.rows() || *count > src.rows() - *offset)
     return absl::InternalError(absl::StrCat("rows [", *offset, ", ",
                                             *offset + *count, ") of a value with ",
                                             src.rows(), " rows"));
@@ -1483,7 +1531,9 @@ Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
                                                int64_t(tokens.size()));
       !st.ok())
     return st;
-  currentBounds = &impl->bounds;
+  BoundsScope scope(&impl->bounds);
+  // A prefill starts from fresh caches, also after a failed one.
+  sequence = newSequence();
   impl->seq = &sequence;
   impl->position = 0;
   impl->numTokens = int64_t(tokens.size());
@@ -1509,7 +1559,7 @@ absl::StatusOr<std::vector<float>> Executor::decode(Sequence &sequence,
           artifact::checkContext(impl->artifact->plan(), sequence.position + 1);
       !st.ok())
     return st;
-  currentBounds = &impl->bounds;
+  BoundsScope scope(&impl->bounds);
   impl->seq = &sequence;
   impl->position = sequence.position;
   impl->numTokens = 1;

@@ -44,8 +44,8 @@ TEST(Variants, NamesInListingOrder) {
     EXPECT_FALSE(info.description.empty()) << info.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"released", "all-full", "no-reindex",
-                                             "tiny", "reduced", "tiny-all-full",
-                                             "tiny-no-reindex"}));
+                                             "tiny", "reduced", "h200-full",
+                                             "tiny-all-full", "tiny-no-reindex"}));
 }
 
 TEST(Variants, EveryNamedVariantLoads) {
@@ -63,8 +63,8 @@ TEST(Variants, UnknownNameListsTheKnownOnes) {
   auto v = loadVariant("released-v2");
   EXPECT_TRUE(failsWith(v,
                         {"unknown variant 'released-v2'; known variants: "
-                         "released, all-full, no-reindex, tiny, reduced, tiny-all-full, "
-                         "tiny-no-reindex"},
+                         "released, all-full, no-reindex, tiny, reduced, h200-full, "
+                         "tiny-all-full, tiny-no-reindex"},
                         absl::StatusCode::kNotFound));
 }
 

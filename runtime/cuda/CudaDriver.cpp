@@ -58,8 +58,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
   void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     return absl::FailedPreconditionError(absl::StrCat(
-        "no NVIDIA driver: cannot load ", library, " (", dlerror(),
-        "); the CPU backend runs instead"));
+        "no NVIDIA driver: cannot load ", library, " (", dlerror(), ")"));
   std::unique_ptr<Driver> driver(new Driver());
   driver->handle_ = handle;
   driver->api_ = std::make_unique<Api>();

@@ -28,7 +28,8 @@ class Driver {
 public:
   /// Opens `library` (default libcuda.so.1), initializes device `ordinal`
   /// and makes its primary context current. Without a driver:
-  /// FailedPrecondition "no NVIDIA driver: cannot load libcuda.so.1 (...)".
+  /// FailedPrecondition "no NVIDIA driver: cannot load libcuda.so.1 (...)";
+  /// callers fall back to the CPU backend or say so.
   static absl::StatusOr<std::unique_ptr<Driver>>
   open(int ordinal = 0, const std::string &library = "libcuda.so.1");
   ~Driver();

@@ -10,6 +10,7 @@
 #include "runtime/executor/Executor.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/cuda/CudaDriver.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -21,7 +22,10 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
+#include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_map>
 
 namespace csa::runtime {
@@ -67,6 +71,18 @@ public:
       ranges[uintptr_t(p)] = uintptr_t(p) + bytes;
   }
   void remove(const void *p) { ranges.erase(uintptr_t(p)); }
+  /// The registered range that holds p.
+  bool range(const void *p, uintptr_t &start, uintptr_t &end) const {
+    auto it = ranges.upper_bound(uintptr_t(p));
+    if (it == ranges.begin())
+      return false;
+    --it;
+    if (uintptr_t(p) >= it->second)
+      return false;
+    start = it->first;
+    end = it->second;
+    return true;
+  }
   /// Whether [p, p + bytes) lies inside one registered range.
   bool contains(const void *p, size_t bytes) const {
     auto it = ranges.upper_bound(uintptr_t(p));
@@ -200,11 +216,201 @@ bool parseSignature(const std::string &type, ArgSignature &sig) {
   return true;
 }
 
+/// One argument of a kernel launched on the GPU.
+struct GpuArg {
+  enum Kind { Memref, I64, I32, F32 } kind = I64;
+  const void *aligned = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+  int64_t i = 0;
+  float f = 0;
+};
+template <int N> GpuArg gpuArg(Desc<N> *d) {
+  GpuArg a;
+  a.kind = GpuArg::Memref;
+  a.aligned = d->aligned;
+  a.offset = d->offset;
+  a.sizes.assign(d->sizes, d->sizes + N);
+  a.strides.assign(d->strides, d->strides + N);
+  return a;
+}
+inline GpuArg gpuArg(int64_t v) {
+  GpuArg a;
+  a.kind = GpuArg::I64;
+  a.i = v;
+  return a;
+}
+inline GpuArg gpuArg(int32_t v) {
+  GpuArg a;
+  a.kind = GpuArg::I32;
+  a.i = v;
+  return a;
+}
+inline GpuArg gpuArg(float v) {
+  GpuArg a;
+  a.kind = GpuArg::F32;
+  a.f = v;
+  return a;
+}
+
+/// How kernels.json says to launch a kernel.
+struct GpuKernel {
+  cuda::Function fn = nullptr;
+  std::string rule;
+  int64_t block = 1, rowsArgument = -1, rowsPerThread = 1;
+  bool status = false;
+  std::vector<int64_t> elementBytes; ///< per argument (0 for scalars)
+};
+
+class GpuRunner;
+
 struct KernelRef {
   void *fn = nullptr;
   const std::vector<ArgSignature> *signature = nullptr;
   std::string name;
+  const GpuKernel *gpu = nullptr; ///< set when the kernels run on the GPU
+  GpuRunner *runner = nullptr;
 };
+
+/// The correctness-mode GPU path (ExecutorOptions::Device::Cuda): each
+/// call mirrors the host buffers it touches on the device (weights once),
+/// launches the PTX kernel with its descriptors translated to device
+/// addresses, and copies the buffers back.
+class GpuRunner {
+public:
+  GpuRunner(cuda::Driver &driver, const Bounds &bounds) : driver(driver), bounds(bounds) {}
+  ~GpuRunner() {
+    for (auto &[start, m] : mirrors)
+      (void)driver.release(m.device);
+  }
+  void markConstant(const void *p) { constants.insert(uintptr_t(p)); }
+  int32_t launch(const KernelRef &k, std::vector<GpuArg> &args);
+
+private:
+  struct Mirror {
+    cuda::DevicePtr device = 0;
+    size_t bytes = 0;
+    bool uploaded = false;
+  };
+  Mirror &mirror(uintptr_t start, uintptr_t end) {
+    Mirror &m = mirrors[start];
+    if (m.bytes != end - start) {
+      if (m.device)
+        (void)driver.release(m.device);
+      auto ptr = driver.allocate(end - start);
+      if (!ptr.ok())
+        throw std::runtime_error(std::string(ptr.status().message()));
+      m.device = *ptr;
+      m.bytes = end - start;
+      m.uploaded = false;
+    }
+    return m;
+  }
+  cuda::Driver &driver;
+  const Bounds &bounds;
+  std::map<uintptr_t, Mirror> mirrors;
+  std::set<uintptr_t> constants;
+};
+
+inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
+  const GpuKernel &g = *k.gpu;
+  std::vector<int64_t> values;
+  values.reserve(args.size() * 12 + 8);
+  std::vector<float> floats;
+  floats.reserve(args.size());
+  std::vector<std::pair<uintptr_t, uintptr_t>> touched;
+  auto check = [&](absl::Status st) {
+    if (!st.ok())
+      throw std::runtime_error(std::string(st.message()));
+  };
+  std::vector<size_t> valueIndex; // where each param's value lives
+  std::vector<int> valueKind;     // 0: values, 1: floats
+  for (size_t i = 0; i < args.size(); ++i) {
+    GpuArg &a = args[i];
+    if (a.kind == GpuArg::Memref) {
+      uintptr_t start = 0, end = 0;
+      const bool empty = std::any_of(a.sizes.begin(), a.sizes.end(),
+                                     [](int64_t d) { return d == 0; });
+      int64_t device = 0;
+      if (!empty || bounds.range(a.aligned, start, end)) {
+        if (!bounds.range(a.aligned, start, end))
+          throw std::out_of_range("argument " + std::to_string(i) + " of " +
+                                  k.name + " is in no known buffer");
+        Mirror &m = mirror(start, end);
+        const bool constant = constants.count(start) != 0;
+        if (!constant || !m.uploaded) {
+          check(driver.copyToDevice(m.device, reinterpret_cast<const void *>(start),
+                                    end - start));
+          m.uploaded = true;
+        }
+        if (!constant)
+          touched.push_back({start, end});
+        device = int64_t(m.device + (uintptr_t(a.aligned) - start));
+      }
+      values.push_back(device); // allocated
+      values.push_back(device); // aligned
+      values.push_back(a.offset);
+      for (int64_t v : a.sizes)
+        values.push_back(v);
+      for (int64_t v : a.strides)
+        values.push_back(v);
+    } else if (a.kind == GpuArg::F32) {
+      floats.push_back(a.f);
+    } else {
+      values.push_back(a.i);
+    }
+  }
+  cuda::DevicePtr status = 0;
+  if (g.status) {
+    auto ptr = driver.allocate(4);
+    if (!ptr.ok())
+      throw std::runtime_error(std::string(ptr.status().message()));
+    status = *ptr;
+    int32_t zero = 0;
+    check(driver.copyToDevice(status, &zero, 4));
+    for (int64_t v : {int64_t(status), int64_t(status), int64_t(0), int64_t(1),
+                      int64_t(1)})
+      values.push_back(v);
+  }
+  // Kernel parameters in order: pointers into `values` / `floats`.
+  std::vector<void *> params;
+  size_t vi = 0, fi = 0;
+  for (GpuArg &a : args) {
+    if (a.kind == GpuArg::Memref) {
+      for (size_t n = 0; n < 3 + 2 * a.sizes.size(); ++n)
+        params.push_back(&values[vi++]);
+    } else if (a.kind == GpuArg::F32) {
+      params.push_back(&floats[fi++]);
+    } else if (a.kind == GpuArg::I32) {
+      // An i32 parameter reads 4 bytes of the slot (little-endian).
+      params.push_back(&values[vi++]);
+    } else {
+      params.push_back(&values[vi++]);
+    }
+  }
+  if (g.status)
+    for (int n = 0; n < 5; ++n)
+      params.push_back(&values[vi++]);
+  unsigned grid = 1, block = 1;
+  if (g.rule == "rows") {
+    const GpuArg &r = args.at(size_t(g.rowsArgument));
+    const int64_t rows = r.sizes.empty() ? 0 : r.sizes[0];
+    const int64_t threads = (rows + g.rowsPerThread - 1) / g.rowsPerThread;
+    block = unsigned(g.block);
+    grid = unsigned(std::max<int64_t>(1, (threads + g.block - 1) / g.block));
+  }
+  check(driver.launch(g.fn, grid, block, 0, params.data()));
+  check(driver.synchronize());
+  for (auto [start, end] : touched)
+    check(driver.copyToHost(reinterpret_cast<void *>(start), mirrors[start].device,
+                            end - start));
+  int32_t result = 0;
+  if (g.status) {
+    check(driver.copyToHost(&result, status, 4));
+    (void)driver.release(status);
+  }
+  return result;
+}
 
 /// Checks one call argument against the kernel's signature.
 template <int N>
@@ -263,6 +469,14 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
                                 std::to_string(sizeof...(A)));
   size_t i = 0;
   (checkArg(k, i++, args), ...);
+  if (k.runner) {
+    std::vector<GpuArg> gpuArgs{gpuArg(args)...};
+    int32_t r = k.runner->launch(k, gpuArgs);
+    if constexpr (std::is_void_v<R>)
+      return;
+    else
+      return R(r);
+  }
   return reinterpret_cast<R (*)(A...)>(k.fn)(args...);
 }
 
@@ -308,6 +522,11 @@ struct Executor::Impl {
   /// kernels/host.json: each kernel's argument types, by symbol.
   std::map<std::string, std::vector<ArgSignature>> signatures;
   Bounds bounds; ///< what kernels may be given (see Bounds)
+  ExecutorOptions options;
+  std::unique_ptr<cuda::Driver> driver;  ///< Device::Cuda
+  std::unique_ptr<GpuRunner> runner;
+  std::map<std::string, GpuKernel> gpuKernels; ///< by symbol (_mlir_ciface_)
+  absl::Status loadGpu();
   int64_t vocab = 0;
   StepTiming timing;
 
@@ -667,9 +886,58 @@ absl::Status Executor::Impl::load() {
           "' has no dtype/shape; the CPU executor needs them (recompile)"));
     transients[t.id].elementBytes = t.elementBytes();
   }
+  if (options.device == ExecutorOptions::Device::Cuda)
+    if (absl::Status st = loadGpu(); !st.ok())
+      return st;
   if (absl::Status st = prepare(plan.prefill, "prefill", prefillSteps); !st.ok())
     return st;
   return prepare(plan.decode, "decode", decodeSteps);
+}
+
+absl::Status Executor::Impl::loadGpu() {
+  auto opened = cuda::Driver::open();
+  if (!opened.ok())
+    return opened.status();
+  driver = std::move(*opened);
+  const std::string where = absl::StrCat("artifact ", artifact->directory(), ": ");
+  std::ifstream ptxFile(artifact->pathOf("kernels/kernels.ptx"));
+  std::ifstream jsonFile(artifact->pathOf("kernels/kernels.json"));
+  if (!ptxFile || !jsonFile)
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, "has no kernels/kernels.ptx (compile with csa-compile "
+               "--emit=artifact --with-ptx)"));
+  std::stringstream ptx;
+  ptx << ptxFile.rdbuf();
+  auto module = driver->loadPtx(ptx.str());
+  if (!module.ok())
+    return module.status();
+  try {
+    json meta = json::parse(jsonFile);
+    for (const json &k : meta.at("kernels")) {
+      GpuKernel g;
+      const std::string name = k.at("name").get<std::string>();
+      auto fn = driver->function(*module, name);
+      if (!fn.ok())
+        return fn.status();
+      g.fn = *fn;
+      const json &launch = k.at("launch");
+      g.rule = launch.at("rule").get<std::string>();
+      g.block = launch.at("block").get<int64_t>();
+      if (g.rule == "rows") {
+        g.rowsArgument = launch.at("rows_argument").get<int64_t>();
+        g.rowsPerThread = launch.at("rows_per_thread").get<int64_t>();
+      }
+      g.status = k.at("status_parameter").get<bool>();
+      gpuKernels["_mlir_ciface_" + name] = g;
+    }
+  } catch (const json::exception &e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "kernels/kernels.json: ", e.what()));
+  }
+  runner = std::make_unique<GpuRunner>(*driver, bounds);
+  for (auto &[name, view] : weights)
+    runner->markConstant(view.data);
+  return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
@@ -751,7 +1019,16 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
         if (sig == signatures.end())
           return fail(absl::StrCat("kernel '", name,
                                    "' has no signature in kernels/host.json"));
-        step.kernels[role] = KernelRef{fn, &sig->second, name};
+        KernelRef ref{fn, &sig->second, name};
+        if (runner) {
+          auto gk = gpuKernels.find(name);
+          if (gk == gpuKernels.end())
+            return fail(absl::StrCat("kernel '", name,
+                                     "' is not in kernels/kernels.ptx"));
+          ref.gpu = &gk->second;
+          ref.runner = runner.get();
+        }
+        step.kernels[role] = ref;
       }
     }
     steps.push_back(std::move(step));
@@ -1485,7 +1762,8 @@ Executor::~Executor() = default;
 
 absl::StatusOr<std::unique_ptr<Executor>>
 Executor::create(const artifact::Artifact &artifact,
-                 const checkpoint::Checkpoint &checkpoint) {
+                 const checkpoint::Checkpoint &checkpoint,
+                 const ExecutorOptions &options) {
   if (artifact.manifest().target != artifact::Target::HostX86_64)
     return absl::FailedPreconditionError(absl::StrCat(
         "artifact ", artifact.directory(), " was compiled for ",
@@ -1494,6 +1772,7 @@ Executor::create(const artifact::Artifact &artifact,
   auto impl = std::make_unique<Impl>();
   impl->artifact = &artifact;
   impl->checkpoint = &checkpoint;
+  impl->options = options;
   if (absl::Status st = impl->load(); !st.ok())
     return st;
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));

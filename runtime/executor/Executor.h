@@ -66,6 +66,16 @@ struct StepTiming {
   uint64_t peakTransientBytes = 0;
 };
 
+struct ExecutorOptions {
+  /// Where the kernels run. Cuda runs the artifact's PTX (compiled with
+  /// csa-compile --with-ptx) through the CUDA driver in a correctness mode:
+  /// each call copies the buffers it touches to the device and back (the
+  /// weights once), so it checks the generated GPU kernels on the real plan;
+  /// it is not the fast GPU backend.
+  enum class Device { Cpu, Cuda };
+  Device device = Device::Cpu;
+};
+
 class Executor {
 public:
   /// Opens the kernels of `artifact` (which must stay alive) and binds the
@@ -73,7 +83,8 @@ public:
   /// checkWeights. Errors name the missing kernel, tensor or file.
   static absl::StatusOr<std::unique_ptr<Executor>>
   create(const artifact::Artifact &artifact,
-         const checkpoint::Checkpoint &checkpoint);
+         const checkpoint::Checkpoint &checkpoint,
+         const ExecutorOptions &options = {});
   ~Executor();
 
   /// A fresh sequence with its caches allocated (rings zeroed, compressor

@@ -72,6 +72,13 @@ absl::Status writeHostArtifact(const HostArtifactParts &parts,
   if (absl::Status st = writer.addFile("kernels/host.json", parts.listing);
       !st.ok())
     return st;
+  if (!parts.ptx.empty()) {
+    if (absl::Status st = writer.addFile("kernels/kernels.ptx", parts.ptx); !st.ok())
+      return st;
+    if (absl::Status st = writer.addFile("kernels/kernels.json", parts.ptxListing);
+        !st.ok())
+      return st;
+  }
   if (absl::Status st = writer.addFile("config.json", configJson.dump(2) + "\n");
       !st.ok())
     return st;

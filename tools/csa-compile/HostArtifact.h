@@ -29,6 +29,8 @@ struct HostArtifactParts {
   artifact::Plan plan;      ///< from buildHostPlan
   std::string library;      ///< the bytes of kernels/host.so
   std::string listing;      ///< kernels/host.json: each kernel's signature
+  std::string ptx;          ///< kernels/kernels.ptx (optional: --with-ptx)
+  std::string ptxListing;   ///< kernels/kernels.json, with ptx
 };
 
 /// Writes `directory`: manifest, plan.json, weights.json (the weight

@@ -154,6 +154,12 @@ cl::opt<int> ptxVersion("ptx-version",
                         cl::desc("PTX ISA version of --emit=ptx, times 10 "
                                  "(80: PTX 8.0)"),
                         cl::init(80), cl::cat(category));
+cl::opt<bool> withPtx(
+    "with-ptx",
+    cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
+             "artifact (kernels/kernels.ptx, kernels/kernels.json), for "
+             "csa-run --device=cuda"),
+    cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
@@ -239,7 +245,9 @@ absl::StatusOr<csa::ModelVariant> resolveVariant() {
 /// config.json (so that csa-run --random-weights can make weights for it).
 llvm::Error writeHostArtifact(ModuleOp module,
                               const csa::codegen::KernelSelection &selection,
-                              ModuleOp kernels, const std::string &directory) {
+                              ModuleOp kernels, const std::string &directory,
+                              const std::string &ptx,
+                              const std::string &ptxListing) {
   auto fail = [](const llvm::Twine &what) {
     return llvm::createStringError(what.str());
   };
@@ -278,6 +286,8 @@ llvm::Error writeHostArtifact(ModuleOp module,
   if (!library)
     return fail("cannot read the linked kernels: " + library.getError().message());
   parts.library = (*library)->getBuffer().str();
+  parts.ptx = ptx;
+  parts.ptxListing = ptxListing;
   {
     llvm::raw_string_ostream os(parts.listing);
     csa::codegen::printKernelSelectionJson(selection, os);
@@ -548,6 +558,24 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
+  // --with-ptx: the GPU form of the same kernels, made before the host
+  // lowering consumes them.
+  std::string ptxText, ptxListing;
+  if (emitStage == Stage::Artifact && withPtx && kernels) {
+    OwningOpRef<ModuleOp> gpuKernels = kernels->clone();
+    csa::codegen::NvptxOptions options;
+    options.chip = chip;
+    options.ptxVersion = ptxVersion;
+    std::vector<csa::codegen::PtxKernel> info;
+    if (failed(csa::codegen::lowerKernelsToNvvm(*gpuKernels, options, info)))
+      return fail("lowering the kernels to NVVM failed (see the diagnostics "
+                  "above)");
+    auto ptx = csa::codegen::emitPtx(*gpuKernels, options);
+    if (!ptx)
+      return fail(llvm::toString(ptx.takeError()));
+    ptxText = std::move(*ptx);
+    ptxListing = csa::codegen::kernelsJson(info, options);
+  }
   if (emitStage >= Stage::LLVM && kernels) {
     if (failed(csa::codegen::lowerHostKernelsToLLVM(*kernels)))
       return fail("lowering the host kernels to LLVM failed");
@@ -560,7 +588,8 @@ int main(int argc, char **argv) {
     if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
       return fail("cannot write " + outputPath + ": directory '" + parent.str() +
                   "' does not exist");
-    if (llvm::Error e = writeHostArtifact(*module, *selection, *kernels, outputPath))
+    if (llvm::Error e = writeHostArtifact(*module, *selection, *kernels,
+                                          outputPath, ptxText, ptxListing))
       return fail(llvm::toString(std::move(e)));
     return 0;
   }

@@ -41,13 +41,16 @@ int usage() {
          "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
+         "              [--device=cpu|cuda]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
          "checkpoint for the artifact's config (seeded, default 0) in a\n"
          "temporary directory. --batch runs B copies of the prompt as B\n"
          "sequences (each with its own caches and sampler seed + i).\n"
          "Prints the generated ids, prefill and decode times, tokens/s and the\n"
-         "cache bytes the sequences hold.\n";
+         "cache bytes the sequences hold. --device=cuda runs the artifact's\n"
+         "PTX (csa-compile --with-ptx) in a correctness mode that copies each\n"
+         "call's buffers to the GPU and back: a check, not the fast path.\n";
   return 2;
 }
 
@@ -113,6 +116,7 @@ int main(int argc, char **argv) {
   uint64_t weightSeed = 0, samplerSeed = 0;
   int64_t maxNew = 16, batch = 1, printLogits = 0;
   sampling::SamplingParams params;
+  runtime::ExecutorOptions executorOptions;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const std::string &flag) -> const char * {
@@ -147,6 +151,13 @@ int main(int argc, char **argv) {
         return fail("--batch needs a count >= 1");
     } else if (const char *v = value("--output")) {
       outputFile = v;
+    } else if (const char *v = value("--device")) {
+      if (std::string(v) == "cpu")
+        executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
+      else if (std::string(v) == "cuda")
+        executorOptions.device = runtime::ExecutorOptions::Device::Cuda;
+      else
+        return fail("--device is cpu or cuda, got '" + std::string(v) + "'");
     } else if (const char *v = value("--print-logits")) {
       if (!absl::SimpleAtoi(v, &printLogits) || printLogits < 0)
         return fail("--print-logits needs a count >= 0");
@@ -208,9 +219,12 @@ int main(int argc, char **argv) {
   auto ckpt = checkpoint::Checkpoint::open(weightsDir);
   if (!ckpt.ok())
     return fail(std::string(ckpt.status().message()));
-  auto executor = runtime::Executor::create(*art, *ckpt);
+  auto executor = runtime::Executor::create(*art, *ckpt, executorOptions);
   if (!executor.ok())
-    return fail(std::string(executor.status().message()));
+    return fail(std::string(executor.status().message()) +
+                (executorOptions.device == runtime::ExecutorOptions::Device::Cuda
+                     ? " (--device=cpu runs the CPU backend)"
+                     : ""));
   runtime::Executor &ex = **executor;
 
   std::vector<runtime::Sequence> sequences;

@@ -18,8 +18,6 @@ TEST(CudaDriver, AMissingDriverIsAClearError) {
                 "no NVIDIA driver: cannot load libcuda-not-installed.so.1"),
             std::string::npos)
       << driver.status();
-  EXPECT_NE(driver.status().message().find("the CPU backend runs instead"),
-            std::string::npos);
 }
 
 TEST(CudaDriver, ALibraryWithoutTheDriverApiIsNamed) {

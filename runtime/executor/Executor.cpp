@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
@@ -527,6 +528,21 @@ struct Executor::Impl {
   std::unique_ptr<GpuRunner> runner;
   std::map<std::string, GpuKernel> gpuKernels; ///< by symbol (_mlir_ciface_)
   absl::Status loadGpu();
+  /// Device::Cuda: kernels named in CSA_CUDA_HOST_KERNELS (comma-separated
+  /// name prefixes, without _mlir_ciface_) stay on the CPU: a knob to find
+  /// which GPU kernels a divergence comes from.
+  bool hostOnly(const std::string &symbol) const {
+    const char *list = std::getenv("CSA_CUDA_HOST_KERNELS");
+    if (!list)
+      return false;
+    const std::string name = symbol.substr(std::string("_mlir_ciface_").size());
+    std::stringstream items(list);
+    std::string prefix;
+    while (std::getline(items, prefix, ','))
+      if (!prefix.empty() && name.rfind(prefix, 0) == 0)
+        return true;
+    return false;
+  }
   int64_t vocab = 0;
   StepTiming timing;
 
@@ -1020,7 +1036,7 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
           return fail(absl::StrCat("kernel '", name,
                                    "' has no signature in kernels/host.json"));
         KernelRef ref{fn, &sig->second, name};
-        if (runner) {
+        if (runner && !hostOnly(name)) {
           auto gk = gpuKernels.find(name);
           if (gk == gpuKernels.end())
             return fail(absl::StrCat("kernel '", name,

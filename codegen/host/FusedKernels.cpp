@@ -4,6 +4,7 @@
 #include "codegen/host/KernelBuilder.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 
@@ -36,21 +37,35 @@ func::FuncOp buildRopeQuantizeStoreKernel(ModuleOp module,
   Value x = fn.getArgument(0), ropePosition = fn.getArgument(1),
         storePosition = fn.getArgument(2), cache = fn.getArgument(3),
         rows = fn.getArgument(4);
-  // The rotated copy of x stays inside the kernel.
+  // The rotated copy of x stays inside the kernel. A call with no rows (a
+  // decode step that completes no group) does nothing: no allocation of zero
+  // bytes (a device-side malloc(0) may return null).
   Value n = k.dim(x, 0);
-  Value rotated = memref::AllocOp::create(b, loc, xType, ValueRange{n});
-  memref::CopyOp::create(b, loc, x, rotated);
-  Value view = memref::CastOp::create(b, loc, ropeFn.getArgumentTypes()[0],
-                                      rotated);
-  func::CallOp::create(b, loc, ropeFn,
-                       ValueRange{view, ropePosition,
-                                  intConst(b, loc, i64, stride),
-                                  intConst(b, loc, i64, 1)});
-  func::CallOp::create(b, loc, quantizeFn, ValueRange{rotated, rows});
-  auto missed = func::CallOp::create(b, loc, appendFn,
-                                     ValueRange{rows, cache, storePosition});
-  memref::DeallocOp::create(b, loc, rotated);
-  func::ReturnOp::create(b, loc, missed.getResults());
+  Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, n,
+                                    k.idx(0));
+  Type resultType = appendFn.getResultTypes()[0];
+  auto guard = scf::IfOp::create(b, loc, TypeRange{resultType}, any,
+                                 /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(guard.thenBlock());
+    Value rotated = memref::AllocOp::create(b, loc, xType, ValueRange{n});
+    memref::CopyOp::create(b, loc, x, rotated);
+    Value view = memref::CastOp::create(b, loc, ropeFn.getArgumentTypes()[0],
+                                        rotated);
+    func::CallOp::create(b, loc, ropeFn,
+                         ValueRange{view, ropePosition,
+                                    intConst(b, loc, i64, stride),
+                                    intConst(b, loc, i64, 1)});
+    func::CallOp::create(b, loc, quantizeFn, ValueRange{rotated, rows});
+    auto missed = func::CallOp::create(b, loc, appendFn,
+                                       ValueRange{rows, cache, storePosition});
+    memref::DeallocOp::create(b, loc, rotated);
+    scf::YieldOp::create(b, loc, missed.getResults());
+    b.setInsertionPointToStart(guard.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange{intConst(b, loc, resultType, 0)});
+  }
+  func::ReturnOp::create(b, loc, guard.getResults());
   return fn;
 }
 

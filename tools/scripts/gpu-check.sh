@@ -7,13 +7,19 @@
 #   cd gpu-run && export LD_LIBRARY_PATH=$PWD/lib && ./run.sh
 #
 # run.sh checks every variant's kernels on the GPU against their host build at
-# several row counts, and runs compute-sanitizer memcheck and racecheck.
+# several row counts, and runs compute-sanitizer memcheck and racecheck;
+# run-plan.sh runs the compiled tiny plan with the PTX kernels (csa-run
+# --device=cuda, the correctness mode) against the CPU executor, and under
+# both sanitizers.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
 rm -rf gpu-run && mkdir -p gpu-run/lib
-cp build/bin/csa-gpu-check gpu-run/
-ldd build/bin/csa-gpu-check | awk '/libabsl/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
+cp build/bin/csa-gpu-check build/bin/csa-run gpu-run/
+for tool in csa-gpu-check csa-run; do
+  ldd "build/bin/$tool" | awk '/libabsl/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
+done
+build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o gpu-run/tiny.csa
 for v in "${variants[@]}"; do
   build/bin/csa-compile --variant="$v" --emit=object -o "gpu-run/$v.so"
   build/bin/csa-compile --variant="$v" --emit=ptx -o "gpu-run/$v.ptx"
@@ -43,4 +49,30 @@ done
 exit $status
 RUN
 chmod +x gpu-run/run.sh
+cat > gpu-run/run-plan.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. The whole tiny plan on the GPU.
+set -uo pipefail
+out=${OUT:-.}
+status=0
+strip() { grep -v -e "ms (" -e "bytes" "$1"; }
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
+  n=$(echo "$prompt" | tr ',' '\n' | wc -l)
+  run() { ./csa-run tiny.csa --random-weights=7 --prompt="$prompt" --max-new-tokens=32 --print-logits=5 "$@"; }
+  run --device=cpu > "$out/cpu-$n.txt" 2>&1 || status=1
+  run --device=cuda > "$out/cuda-$n.txt" 2>&1 || status=1
+  CSA_CUDA_HOST_KERNELS=hc_mix_ run --device=cuda > "$out/cuda-hcmix-on-cpu-$n.txt" 2>&1 || status=1
+  for f in cuda cuda-hcmix-on-cpu; do
+    first=$(diff <(strip "$out/cpu-$n.txt") <(strip "$out/$f-$n.txt") | head -1)
+    echo "prompt $n, $f: ${first:-identical to the CPU executor (top-5 logits, 32 tokens)}"
+  done
+  for tool in memcheck racecheck; do
+    "$cs" --tool "$tool" ./csa-run tiny.csa --random-weights=7 --prompt="$prompt" --max-new-tokens=3 --device=cuda > "$out/$tool-plan-$n.txt" 2>&1 || status=1
+    echo "prompt $n, $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-plan-$n.txt")"
+  done
+done
+exit $status
+RUN
+chmod +x gpu-run/run-plan.sh
 du -sh gpu-run

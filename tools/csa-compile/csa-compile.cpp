@@ -450,55 +450,49 @@ int main(int argc, char **argv) {
     cost = std::move(*analysed);
   }
 
+  // The IR stages in order: each runs its passes once, when the requested
+  // stage is at or past it, and dumps its IR (--dump-dir).
+  enum class StageResult { Done, Skipped, Failed };
+  auto advance = [&](Stage target, const char *stageLabel,
+                     llvm::function_ref<void(PassManager &)> build) {
+    if (stage >= target || emitStage < target || report != ReportFormat::None)
+      return StageResult::Skipped;
+    if (failed(runPipeline(build))) {
+      fail(llvm::Twine("the ") + stageLabel + " pipeline failed");
+      return StageResult::Failed;
+    }
+    stage = target;
+    return failed(dump(stageLabel)) ? StageResult::Failed : StageResult::Done;
+  };
   // Stage expanded: modes into primitives, caches planned.
-  if (stage < Stage::Expanded && emitStage >= Stage::Expanded &&
-      report == ReportFormat::None) {
-    if (failed(runPipeline([](PassManager &pm) {
-          if (!noBoundedReplay && !noCed) {
-            csa::BoundedReplayOptions replay;
-            replay.startLayer = replayStartLayer;
-            replay.tail = replayTail;
-            pm.addPass(csa::createBoundedReplay(replay));
-          }
-          OpPassManager &fn = pm.nest<func::FuncOp>();
-          fn.addPass(csa::createExpandModes());
-          fn.addPass(createCanonicalizerPass());
-          fn.addPass(createCSEPass());
-          pm.addPass(csa::createPlanCaches());
-        })))
-      return fail("the expanded pipeline failed");
-    stage = Stage::Expanded;
-    if (failed(dump("expanded")))
-      return 1;
-  }
-
+  if (advance(Stage::Expanded, "expanded", [](PassManager &pm) {
+        if (!noBoundedReplay && !noCed) {
+          csa::BoundedReplayOptions replay;
+          replay.startLayer = replayStartLayer;
+          replay.tail = replayTail;
+          pm.addPass(csa::createBoundedReplay(replay));
+        }
+        OpPassManager &fn = pm.nest<func::FuncOp>();
+        fn.addPass(csa::createExpandModes());
+        fn.addPass(createCanonicalizerPass());
+        fn.addPass(createCSEPass());
+        pm.addPass(csa::createPlanCaches());
+      }) == StageResult::Failed)
+    return 1;
   // Stage fused: kernel boundaries.
-  if (stage < Stage::Fused && emitStage >= Stage::Fused &&
-      report == ReportFormat::None) {
-    if (failed(runPipeline([](PassManager &pm) {
-          pm.nest<func::FuncOp>().addPass(csa::createFuseKernels());
-        })))
-      return fail("the fused pipeline failed");
-    stage = Stage::Fused;
-    if (failed(dump("fused")))
-      return 1;
-  }
-
+  if (advance(Stage::Fused, "fused", [](PassManager &pm) {
+        pm.nest<func::FuncOp>().addPass(csa::createFuseKernels());
+      }) == StageResult::Failed)
+    return 1;
   // Stage tiled: the target's tile parameters on every matrix product (ops
   // that already carry one keep it).
-  if (stage < Stage::Tiled && emitStage >= Stage::Tiled &&
-      report == ReportFormat::None) {
-    if (failed(runPipeline([](PassManager &pm) {
-          csa::TileKernelsOptions options;
-          options.target = "host";
-          options.rows = tileRows;
-          pm.addPass(csa::createTileKernels(options));
-        })))
-      return fail("the tiled pipeline failed");
-    stage = Stage::Tiled;
-    if (failed(dump("tiled")))
-      return 1;
-  }
+  if (advance(Stage::Tiled, "tiled", [](PassManager &pm) {
+        csa::TileKernelsOptions options;
+        options.target = "host";
+        options.rows = tileRows;
+        pm.addPass(csa::createTileKernels(options));
+      }) == StageResult::Failed)
+    return 1;
 
   // Stages host, llvm, object, artifact: the kernels of the tiled graph.
   OwningOpRef<ModuleOp> kernels;

@@ -13,6 +13,7 @@
 #include "models/reference/ReferenceModel.h"
 #include "models/schedule/Schedule.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/sampling/TokenIds.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -45,23 +46,6 @@ int fail(const std::string &message) {
   return 1;
 }
 
-bool parseIds(const std::string &text, std::vector<int32_t> &ids,
-              std::string &error) {
-  for (absl::string_view part :
-       absl::StrSplit(text, absl::ByAnyChar(", \n\t"), absl::SkipEmpty())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(part, &id)) {
-      error = "'" + std::string(part) + "' is not a token id";
-      return false;
-    }
-    ids.push_back(id);
-  }
-  if (ids.empty()) {
-    error = "the prompt is empty";
-    return false;
-  }
-  return true;
-}
 
 void printTop(const std::vector<float> &logits, int top, int64_t step) {
   std::vector<int64_t> order(logits.size());
@@ -150,7 +134,7 @@ int main(int argc, char **argv) {
   }
   std::vector<int32_t> prompt;
   std::string error;
-  if (!parseIds(promptText, prompt, error))
+  if (!sampling::parseTokenIds(promptText, prompt, error))
     return fail("prompt: " + error);
 
   auto config =

@@ -15,6 +15,7 @@
 #include "models/weights/RandomCheckpoint.h"
 #include "runtime/artifact/Artifact.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/sampling/TokenIds.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/sampling/Sampling.h"
 
@@ -59,23 +60,6 @@ int fail(const std::string &message) {
   return 1;
 }
 
-bool parseIds(const std::string &text, std::vector<int32_t> &ids,
-              std::string &error) {
-  for (absl::string_view part :
-       absl::StrSplit(text, absl::ByAnyChar(", \n\t"), absl::SkipEmpty())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(part, &id)) {
-      error = "'" + std::string(part) + "' is not a token id";
-      return false;
-    }
-    ids.push_back(id);
-  }
-  if (ids.empty()) {
-    error = "the prompt is empty";
-    return false;
-  }
-  return true;
-}
 
 /// A random checkpoint for the artifact's config (config.json of the
 /// artifact), written to a fresh temporary directory.
@@ -188,7 +172,7 @@ int main(int argc, char **argv) {
   }
   std::vector<int32_t> prompt;
   std::string error;
-  if (!parseIds(promptText, prompt, error))
+  if (!sampling::parseTokenIds(promptText, prompt, error))
     return fail((promptFile.empty() ? "--prompt: " : promptFile + ": ") + error);
 
   auto art = artifact::Artifact::open(artifactDir);

@@ -1,0 +1,42 @@
+//===- TokenIds.h - Token id lists as users type them ------------*- C++ -*-===//
+//
+// "1,2,3", "1 2 3" or one id per line: the prompts of csa-run and
+// csa-reference. Header-only, plain C++17 with Abseil.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_RUNTIME_SAMPLING_TOKENIDS_H
+#define CSA_RUNTIME_SAMPLING_TOKENIDS_H
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace csa::sampling {
+
+/// Appends the ids of `text` (separated by commas, spaces, tabs or newlines)
+/// to `ids`. False, with `error` set, on a word that is not an int32 or on an
+/// empty list.
+inline bool parseTokenIds(const std::string &text, std::vector<int32_t> &ids,
+                          std::string &error) {
+  for (absl::string_view part :
+       absl::StrSplit(text, absl::ByAnyChar(", \n\t"), absl::SkipEmpty())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      error = "'" + std::string(part) + "' is not a token id";
+      return false;
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) {
+    error = "the prompt is empty";
+    return false;
+  }
+  return true;
+}
+
+} // namespace csa::sampling
+
+#endif // CSA_RUNTIME_SAMPLING_TOKENIDS_H

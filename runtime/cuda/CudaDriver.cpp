@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <cstdlib>
 #include <dlfcn.h>
 
 namespace csa::cuda {
@@ -36,6 +37,7 @@ struct Driver::Api {
                              void **);
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  CUresult (*cuCtxSetLimit)(int, size_t);
 };
 
 namespace {
@@ -83,6 +85,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuLaunchKernel", reinterpret_cast<void **>(&api.cuLaunchKernel)},
       {"cuCtxSynchronize", reinterpret_cast<void **>(&api.cuCtxSynchronize)},
       {"cuGetErrorString", reinterpret_cast<void **>(&api.cuGetErrorString)},
+      {"cuCtxSetLimit", reinterpret_cast<void **>(&api.cuCtxSetLimit)},
   };
   for (const Entry &e : entries) {
     *e.slot = dlsym(handle, e.name);
@@ -103,6 +106,18 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
     return st;
   if (absl::Status st = check(api, api.cuCtxSetCurrent(driver->context_),
                               "cuCtxSetCurrent");
+      !st.ok())
+    return st;
+  // The generated kernels allocate per-thread scratch with device-side
+  // malloc (a linear's quantized activation tile: tile x K fp32); the default
+  // 8 MB heap runs out at a few hundred threads of K = 7168.
+  // CSA_CUDA_MALLOC_HEAP_MB overrides the 1 GiB.
+  constexpr int kLimitMallocHeapSize = 2; // CU_LIMIT_MALLOC_HEAP_SIZE
+  size_t heap = size_t(1) << 30;
+  if (const char *mb = std::getenv("CSA_CUDA_MALLOC_HEAP_MB"))
+    heap = size_t(std::strtoull(mb, nullptr, 10)) << 20;
+  if (absl::Status st = check(api, api.cuCtxSetLimit(kLimitMallocHeapSize, heap),
+                              "cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE)");
       !st.ok())
     return st;
   return driver;

@@ -10,6 +10,15 @@ namespace csa {
 
 using namespace mlir;
 
+std::optional<int> csa::nvptxChipNumber(llvm::StringRef chip) {
+  int number = 0;
+  llvm::StringRef digits = chip.drop_front(3).take_while(
+      [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  if (!chip.starts_with("sm_") || digits.getAsInteger(10, number))
+    return std::nullopt;
+  return number;
+}
+
 namespace {
 
 struct CheckNvvmTargetPass
@@ -19,15 +28,13 @@ struct CheckNvvmTargetPass
   void runOnOperation() override {
     Operation *root = getOperation();
     const std::string name = chip;
-    int number = 0;
-    StringRef digits = StringRef(name).drop_front(3).take_while(
-        [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-    if (!StringRef(name).starts_with("sm_") || digits.getAsInteger(10, number)) {
+    std::optional<int> number = csa::nvptxChipNumber(name);
+    if (!number) {
       root->emitError() << "unknown NVPTX chip '" << name
                         << "' (expected sm_<number>[a], e.g. sm_90a)";
       return signalPassFailure();
     }
-    if (number >= 100) // sm_100 and later convert to FP4 natively
+    if (*number >= 100) // sm_100 and later convert to FP4 natively
       return;
     WalkResult result = root->walk([&](NVVM::ConvertF32x2ToF4x2Op op) {
       op.emitError() << "native FP4 conversion (cvt ... e2m1x2) needs sm_100 "

@@ -6,6 +6,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <optional>
+
 namespace csa {
 
 #define GEN_PASS_DECL
@@ -13,6 +15,10 @@ namespace csa {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// The number of an NVPTX chip name ("sm_90a" -> 90), or nullopt when the
+/// name is not sm_<number>[suffix].
+std::optional<int> nvptxChipNumber(llvm::StringRef chip);
 
 } // namespace csa
 

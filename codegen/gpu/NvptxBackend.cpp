@@ -187,16 +187,9 @@ void singleThread(func::FuncOp fn) {
 LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                  std::vector<PtxKernel> &kernels) {
   MLIRContext *context = module.getContext();
-  {
-    StringRef chip = options.chip;
-    int number = 0;
-    if (!chip.starts_with("sm_") ||
-        chip.drop_front(3)
-            .take_while([](char c) { return std::isdigit((unsigned char)c); })
-            .getAsInteger(10, number))
-      return module.emitError() << "unknown NVPTX chip '" << chip
-                                << "' (expected sm_<number>[a], e.g. sm_90a)";
-  }
+  if (!csa::nvptxChipNumber(options.chip))
+    return module.emitError() << "unknown NVPTX chip '" << options.chip
+                              << "' (expected sm_<number>[a], e.g. sm_90a)";
   // The LLVM conversions of the dialects in the kernels, which
   // convert-gpu-to-nvvm applies; math goes to libdevice through its own
   // patterns (not math-to-llvm's approximate intrinsics).

@@ -304,6 +304,21 @@ std::string checkIndexExprAt(const json &expr, int depth) {
 }
 } // namespace
 
+std::vector<std::string> rowsReferences(const json &expr) {
+  std::vector<std::string> ids;
+  if (!expr.is_array() || expr.empty())
+    return ids;
+  if (expr[0] == "rows") {
+    if (expr.size() == 2 && expr[1].is_string())
+      ids.push_back(expr[1].get<std::string>());
+    return ids;
+  }
+  for (size_t i = 1; i < expr.size(); ++i)
+    for (std::string &id : rowsReferences(expr[i]))
+      ids.push_back(std::move(id));
+  return ids;
+}
+
 int64_t TransientBuffer::elementBytes() const {
   if (dtype == "bf16")
     return 2;
@@ -484,26 +499,12 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
           return f.errorAt(argPath,
                            absl::StrCat("unknown transient buffer '", arg.name,
                                         "' (not in transients)"));
-        if (arg.kind == ArgKind::Index) {
-          // ["rows", ID] anywhere in the expression names a transient.
-          std::vector<const json *> stack{&arg.expr};
-          while (!stack.empty()) {
-            const json *e = stack.back();
-            stack.pop_back();
-            if (!e->is_array())
-              continue;
-            if ((*e)[0] == "rows") {
-              std::string id = (*e)[1].get<std::string>();
-              if (!plan.findTransient(id))
-                return f.errorAt(argPath,
-                                 absl::StrCat("[\"rows\", \"", id,
-                                              "\"]: unknown transient buffer"));
-              continue;
-            }
-            stack.push_back(&(*e)[1]);
-            stack.push_back(&(*e)[2]);
-          }
-        }
+        if (arg.kind == ArgKind::Index)
+          for (const std::string &id : rowsReferences(arg.expr))
+            if (!plan.findTransient(id))
+              return f.errorAt(argPath,
+                               absl::StrCat("[\"rows\", \"", id,
+                                            "\"]: unknown transient buffer"));
       }
       calls.push_back(std::move(call));
     }

@@ -102,6 +102,10 @@ enum class ArgKind : uint8_t {
 /// when the expression is well formed; `transients` are ids ["rows", .] may
 /// name.
 std::string checkIndexExpr(const nlohmann::json &expr);
+
+/// The transients a well-formed index expression reads through
+/// ["rows", ID], in order of appearance.
+std::vector<std::string> rowsReferences(const nlohmann::json &expr);
 const char *argKindName(ArgKind kind);
 
 /// Names the runtime knows for {"scalar": ...}: "position" (the position of

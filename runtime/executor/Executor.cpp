@@ -324,8 +324,6 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     if (!st.ok())
       throw std::runtime_error(std::string(st.message()));
   };
-  std::vector<size_t> valueIndex; // where each param's value lives
-  std::vector<int> valueKind;     // 0: values, 1: floats
   for (size_t i = 0; i < args.size(); ++i) {
     GpuArg &a = args[i];
     if (a.kind == GpuArg::Memref) {
@@ -661,6 +659,39 @@ struct Executor::Impl {
     liveBytes += t.data.capacity() - std::min<uint64_t>(before, t.data.capacity());
     peakBytes = std::max(peakBytes, liveBytes);
     return t;
+  }
+  /// Result `i` of `dims`, starting as a copy of `src`'s bytes from byte
+  /// `from` (RoPE and the Engram gate work in place; a slice is a copy).
+  /// An error when `src` holds fewer bytes than the result needs.
+  absl::StatusOr<Tensor *> resultCopyOf(Step &s, size_t i, const Tensor &src,
+                                        size_t from, int64_t elementBytes,
+                                        std::vector<int64_t> dims,
+                                        int64_t base) {
+    size_t bytes = size_t(elementBytes);
+    for (int64_t d : dims)
+      bytes *= size_t(d);
+    if (from + bytes > src.data.size())
+      return absl::InvalidArgumentError(
+          "a value holds fewer bytes than its shape says (another dtype?)");
+    Tensor &dst = tensor(s, i);
+    if (&dst == &src) { // one transient for operand and result
+      std::vector<uint8_t> bytesOf(src.data.begin() + from,
+                                   src.data.begin() + from + bytes);
+      result(s, i, elementBytes, std::move(dims), base);
+      std::memcpy(dst.ptr(), bytesOf.data(), bytes);
+      return &dst;
+    }
+    result(s, i, elementBytes, std::move(dims), base);
+    std::memcpy(dst.ptr(), src.data.data() + from, bytes);
+    return &dst;
+  }
+  /// Per query row at positions base.., the compressed entries it may see:
+  /// the groups complete at its position, (position + 1) / ratio.
+  Tensor &visibleEntries(int64_t base, int64_t n, int64_t ratio) {
+    Tensor &visible = scratch("visible", 8, {n});
+    for (int64_t i = 0; i < n; ++i)
+      visible.as<int64_t>()[i] = (base + i + 1) / ratio;
+    return visible;
   }
   /// Scratch buffers of a step (kept between calls to reuse their memory).
   Tensor &scratch(const std::string &name, int64_t elementBytes,
@@ -1056,21 +1087,9 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
     for (const KernelArg &a : steps[i].call->args) {
       if (a.kind == ArgKind::Transient)
         lastUse[a.name] = i;
-      if (a.kind != ArgKind::Index)
-        continue;
-      std::vector<const json *> stack{&a.expr};
-      while (!stack.empty()) {
-        const json *e = stack.back();
-        stack.pop_back();
-        if (!e->is_array())
-          continue;
-        if ((*e)[0] == "rows") {
-          lastUse[(*e)[1].get<std::string>()] = i;
-          continue;
-        }
-        stack.push_back(&(*e)[1]);
-        stack.push_back(&(*e)[2]);
-      }
+      if (a.kind == ArgKind::Index)
+        for (const std::string &id : artifact::rowsReferences(a.expr))
+          lastUse[id] = i;
     }
   }
   for (auto &[id, step] : lastUse)
@@ -1226,14 +1245,10 @@ absl::Status Executor::Impl::rope(Step &s) {
   if (!pos.ok())
     return pos.status();
   const int64_t dim = attr(s, "dim"), perPosition = attr(s, "rows_per_position");
-  std::vector<int64_t> dims = x.dims;
-  const int64_t base = x.base;
-  std::vector<uint8_t> copy = x.data; // x may be read again later
-  Tensor &out = result(s, 2, 2, dims, base);
-  if (copy.size() < size_t(out.numel() * 2))
-    return absl::InvalidArgumentError(
-        "the rotated value holds fewer bytes than its shape (not bf16?)");
-  std::memcpy(out.ptr(), copy.data(), size_t(out.numel() * 2));
+  auto copied = resultCopyOf(s, 2, x, 0, 2, x.dims, x.base);
+  if (!copied.ok())
+    return copied.status();
+  Tensor &out = **copied;
   auto d = desc<2>(out.ptr(), {out.numel() / dim, dim});
   invoke(s, "main", &d, int64_t(*pos), attr(s, "stride"),
          perPosition);
@@ -1421,9 +1436,7 @@ absl::Status Executor::Impl::indexScore(Step &s) {
   auto dk = desc<2>(keys.ptr(), {numKeys, dim});
   if (numKeys > 0)
     invoke(s, "dequantize", &dkr, &dk);
-  Tensor &visible = scratch("index.visible", 8, {n});
-  for (int64_t i = 0; i < n; ++i)
-    visible.as<int64_t>()[i] = (q.base + i + 1) / ratio;
+  Tensor &visible = visibleEntries(q.base, n, ratio);
   Tensor &out = result(s, 3, 4, {n, width}, q.base);
   auto dqq = desc<3>(qDeq.ptr(), {n, heads, dim});
   auto dv = desc<1>(visible.ptr(), {n});
@@ -1437,9 +1450,7 @@ absl::Status Executor::Impl::hsiSelect(Step &s) {
   Tensor &scores = tensor(s, 0);
   const int64_t n = scores.rows(), width = scores.dims.at(1),
                 ratio = attr(s, "ratio");
-  Tensor &visible = scratch("hsi.visible", 8, {n});
-  for (int64_t i = 0; i < n; ++i)
-    visible.as<int64_t>()[i] = (scores.base + i + 1) / ratio;
+  Tensor &visible = visibleEntries(scores.base, n, ratio);
   Tensor &mask = result(s, 1, 1, {n, width}, scores.base);
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
@@ -1453,9 +1464,7 @@ absl::Status Executor::Impl::topk(Step &s) {
   const bool masked = s.call->attrs.at("masked").get<bool>();
   const int64_t n = scores.rows(), width = scores.dims.at(1),
                 ratio = attr(s, "ratio"), k = attr(s, "k");
-  Tensor &visible = scratch("topk.visible", 8, {n});
-  for (int64_t i = 0; i < n; ++i)
-    visible.as<int64_t>()[i] = (scores.base + i + 1) / ratio;
+  Tensor &visible = visibleEntries(scores.base, n, ratio);
   Tensor &out = result(s, masked ? 2 : 1, 4, {n, k}, scores.base);
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
@@ -1715,13 +1724,10 @@ absl::Status Executor::Impl::engram(Step &s) {
   Tensor &kv = scratch("engram.kv", 2, {n, (hc + 1) * dim});
   linear(s, "linear", rows.ptr(), n, cols * headDim, 5, true, kv.ptr(),
          (hc + 1) * dim);
-  std::vector<uint8_t> copy = streams.data;
-  const int64_t base = streams.base;
-  Tensor &out = result(s, 9, 2, {n, hc, dim}, base);
-  if (copy.size() < size_t(out.numel() * 2))
-    return absl::InvalidArgumentError(
-        "the streams hold fewer bytes than [rows, hc, dim] bf16");
-  std::memcpy(out.ptr(), copy.data(), size_t(out.numel() * 2));
+  auto copied = resultCopyOf(s, 9, streams, 0, 2, {n, hc, dim}, streams.base);
+  if (!copied.ok())
+    return copied.status();
+  Tensor &out = **copied;
   auto dout = desc<3>(out.ptr(), {n, hc, dim});
   auto dkv = desc<2>(kv.ptr(), {n, (hc + 1) * dim});
   auto dq = desc<2>(weight(s, 7).data, {hc, dim});
@@ -1761,12 +1767,9 @@ absl::Status Executor::Impl::sliceRows(Step &s) {
   std::vector<int64_t> dims = src.dims;
   dims[0] = *count;
   const int64_t rowBytes = src.numel() / std::max<int64_t>(src.rows(), 1) * src.elementBytes;
-  std::vector<uint8_t> copy(src.data.begin() + *offset * rowBytes,
-                            src.data.begin() + (*offset + *count) * rowBytes);
-  const int64_t base = src.base + *offset;
-  Tensor &dst = result(s, 3, src.elementBytes, dims, base);
-  std::memcpy(dst.ptr(), copy.data(), copy.size());
-  return absl::OkStatus();
+  auto copied = resultCopyOf(s, 3, src, size_t(*offset * rowBytes),
+                             src.elementBytes, dims, src.base + *offset);
+  return copied.ok() ? absl::OkStatus() : copied.status();
 }
 
 //===----------------------------------------------------------------------===//

@@ -11,6 +11,8 @@
 #include "absl/strings/str_split.h"
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,30 @@ inline bool parseTokenIds(const std::string &text, std::vector<int32_t> &ids,
     error = "the prompt is empty";
     return false;
   }
+  return true;
+}
+
+/// The prompt text of a tool that takes exactly one of --prompt=TEXT and
+/// --prompt-file=FILE (the file read whole). False, with `error` set, when
+/// both or neither are given or the file cannot be read.
+inline bool promptText(const std::string &text, const std::string &file,
+                       std::string &out, std::string &error) {
+  if (text.empty() == file.empty()) {
+    error = "give exactly one of --prompt and --prompt-file";
+    return false;
+  }
+  if (file.empty()) {
+    out = text;
+    return true;
+  }
+  std::ifstream in(file);
+  if (!in) {
+    error = file + ": cannot open prompt file";
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  out = buffer.str();
   return true;
 }
 

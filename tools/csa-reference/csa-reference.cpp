@@ -122,18 +122,10 @@ int main(int argc, char **argv) {
   }
   if (dir.empty())
     return usage();
-  if (promptText.empty() == promptFile.empty())
-    return fail("give exactly one of --prompt and --prompt-file");
-  if (!promptFile.empty()) {
-    std::ifstream in(promptFile);
-    if (!in)
-      return fail(promptFile + ": cannot open prompt file");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    promptText = buffer.str();
-  }
   std::vector<int32_t> prompt;
   std::string error;
+  if (!sampling::promptText(promptText, promptFile, promptText, error))
+    return fail(error);
   if (!sampling::parseTokenIds(promptText, prompt, error))
     return fail("prompt: " + error);
 

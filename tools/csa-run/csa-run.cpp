@@ -160,18 +160,10 @@ int main(int argc, char **argv) {
     return fail("give the artifact directory (csa-compile --emit=artifact -o DIR)");
   if (randomWeights == !weightsDir.empty())
     return fail("give exactly one of --weights=CKPT_DIR and --random-weights");
-  if (promptText.empty() == promptFile.empty())
-    return fail("give exactly one of --prompt and --prompt-file");
-  if (!promptFile.empty()) {
-    std::ifstream in(promptFile);
-    if (!in)
-      return fail(promptFile + ": cannot open file");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    promptText = buffer.str();
-  }
   std::vector<int32_t> prompt;
   std::string error;
+  if (!sampling::promptText(promptText, promptFile, promptText, error))
+    return fail(error);
   if (!sampling::parseTokenIds(promptText, prompt, error))
     return fail((promptFile.empty() ? "--prompt: " : promptFile + ": ") + error);
 

@@ -12,6 +12,7 @@
 #include "codegen/host/AttentionKernels.h"
 
 #include "codegen/host/KernelBuilder.h"
+#include "codegen/host/Transcendental.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -198,7 +199,7 @@ func::FuncOp buildSparseAttentionKernel(ModuleOp module,
           return {ifValid.getResult(0)};
         });
         Value newMax = stdMax(b, loc, prevMax, scores.getResult(0));
-        Value rescale = math::ExpOp::create(
+        Value rescale = emitExp32(
             b, loc, arith::SubFOp::create(b, loc, prevMax, newMax));
         loop(b, loc, zero, cols, one, {}, [&](Value e, ValueRange) -> SmallVector<Value> {
           Value v = memref::LoadOp::create(b, loc, acc, e);
@@ -211,7 +212,7 @@ func::FuncOp buildSparseAttentionKernel(ModuleOp module,
                           [&](Value k, ValueRange bs) -> SmallVector<Value> {
           Value slot = arith::SubIOp::create(b, loc, k, blk);
           Value s = memref::LoadOp::create(b, loc, sc, slot);
-          Value p = math::ExpOp::create(b, loc,
+          Value p = emitExp32(b, loc,
                                         arith::SubFOp::create(b, loc, s, newMax));
           Value sum = arith::AddFOp::create(b, loc, bs[0], p);
           Value j = memref::LoadOp::create(b, loc, idx, ValueRange{i, k});
@@ -238,7 +239,7 @@ func::FuncOp buildSparseAttentionKernel(ModuleOp module,
         return {newMax, newSum};
       });
       Value maxScore = blocks.getResult(0);
-      Value sinkTerm = math::ExpOp::create(
+      Value sinkTerm = emitExp32(
           b, loc, arith::SubFOp::create(
                       b, loc, memref::LoadOp::create(b, loc, sink, h), maxScore));
       Value total = arith::AddFOp::create(b, loc, blocks.getResult(1), sinkTerm);

@@ -2,6 +2,7 @@
 #include "codegen/host/HostKernels.h"
 
 #include "codegen/host/KernelBuilder.h"
+#include "codegen/host/Transcendental.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -117,8 +118,7 @@ func::FuncOp buildRopeKernel(ModuleOp module, const std::string &name,
     Value i = pairLoop.getInductionVar();
     Value angle = arith::MulFOp::create(
         b, loc, posF, memref::LoadOp::create(b, loc, table, i));
-    Value c = math::CosOp::create(b, loc, angle);
-    Value s = math::SinOp::create(b, loc, angle);
+    auto [s, c] = emitSinCos32(b, loc, angle);
     if (inverse)
       s = arith::NegFOp::create(b, loc, s);
     Value even = arith::AddIOp::create(b, loc, tail,

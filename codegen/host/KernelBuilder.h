@@ -7,6 +7,8 @@
 #ifndef CSA_CODEGEN_HOST_KERNELBUILDER_H
 #define CSA_CODEGEN_HOST_KERNELBUILDER_H
 
+#include "codegen/host/Transcendental.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -109,7 +111,8 @@ public:
         b, loc, mlir::arith::CmpFPredicate::OGT, c, a);
     return mlir::arith::SelectOp::create(b, loc, greater, c, a);
   }
-  mlir::Value exp(mlir::Value a) { return mlir::math::ExpOp::create(b, loc, a); }
+  /// numerics::exp32 (not libm's or libdevice's expf: see Transcendental.h).
+  mlir::Value exp(mlir::Value a) { return emitExp32(b, loc, a); }
   mlir::Value sqrt(mlir::Value a) {
     return mlir::math::SqrtOp::create(b, loc, a);
   }

@@ -2,6 +2,7 @@
 #include "codegen/host/MoeKernels.h"
 
 #include "codegen/host/KernelBuilder.h"
+#include "codegen/host/Transcendental.h"
 
 #include <cmath>
 
@@ -35,7 +36,7 @@ func::FuncOp buildMoeRouteKernel(ModuleOp module, const std::string &name,
       Value z = k.load(logits, {n, e});
       Value big = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, z,
                                         k.f32(20.f));
-      Value soft = math::Log1pOp::create(b, loc, k.exp(z));
+      Value soft = emitLog1p32(b, loc, k.exp(z));
       k.store(k.sqrt(arith::SelectOp::create(b, loc, big, z, soft)), s, e);
       k.store(falseV, taken, e);
     });

@@ -209,7 +209,8 @@ void RopeTable::apply(float *x, int64_t width, int64_t position,
   float *tail = x + (width - dim);
   for (int64_t i = 0; i < dim / 2; ++i) {
     float angle = float(position) * freqs[size_t(i)];
-    float c = std::cos(angle), s = std::sin(angle);
+    float c, s;
+    numerics::sincos32(angle, s, c);
     if (inverse)
       s = -s;
     float a = tail[2 * i], b = tail[2 * i + 1];
@@ -294,12 +295,12 @@ void sparseAttentionHead(const float *q, const Mat &rows,
     }
     const float prevMax = maxScore;
     maxScore = std::max(prevMax, blockMax);
-    const float rescale = std::exp(prevMax - maxScore);
+    const float rescale = numerics::exp32(prevMax - maxScore);
     float blockSum = 0.f;
     for (float &v : acc)
       v *= rescale;
     for (size_t k = b; k < blockEnd; ++k) {
-      const float p = std::exp(sc[k - b] - maxScore);
+      const float p = numerics::exp32(sc[k - b] - maxScore);
       blockSum += p;
       if (idx[k] < 0)
         continue;
@@ -310,7 +311,7 @@ void sparseAttentionHead(const float *q, const Mat &rows,
     }
     sumExp = sumExp * rescale + blockSum;
   }
-  sumExp += std::exp(sink - maxScore);
+  sumExp += numerics::exp32(sink - maxScore);
   for (int64_t e = 0; e < hd; ++e)
     out[e] = bf16(acc[size_t(e)] / sumExp);
 }
@@ -322,7 +323,7 @@ void routeToken(const float *logits, const std::vector<float> &bias, int64_t k,
   std::vector<float> s(static_cast<size_t>(experts)), biased(s.size());
   for (int64_t e = 0; e < experts; ++e) {
     float z = logits[e];
-    float sp = z > 20.f ? z : std::log1p(std::exp(z)); // F.softplus
+    float sp = z > 20.f ? z : numerics::log1p32(numerics::exp32(z)); // F.softplus
     s[size_t(e)] = std::sqrt(sp);
     biased[size_t(e)] = s[size_t(e)] + bias[size_t(e)];
   }
@@ -345,7 +346,7 @@ float swiglu(float gate, float up, float limit, float weight) {
     up = std::clamp(up, -limit, limit);
     gate = std::min(gate, limit);
   }
-  float v = gate * (1.f / (1.f + std::exp(-gate))) * up;
+  float v = gate * (1.f / (1.f + numerics::exp32(-gate))) * up;
   v *= weight;
   return bf16(v);
 }
@@ -365,7 +366,7 @@ void engramGate(float *h, const float *key, const float *value,
   dot = dot * rstd * float(std::pow(double(d), -0.5));
   const float signedRoot =
       std::copysign(std::sqrt(std::max(std::fabs(dot), 1e-6f)), dot);
-  const float gate = 1.f / (1.f + std::exp(-signedRoot));
+  const float gate = 1.f / (1.f + numerics::exp32(-signedRoot));
   for (int64_t e = 0; e < d; ++e)
     h[e] = bf16(h[e] + gate * value[e]);
 }
@@ -378,16 +379,16 @@ void poolGroup(const float *kv, const float *score, int64_t ratio, int64_t dim,
       mx = std::max(mx, score[t * dim + ch]);
     float denom = 0.f;
     for (int64_t t = 0; t < ratio; ++t)
-      denom += std::exp(score[t * dim + ch] - mx);
+      denom += numerics::exp32(score[t * dim + ch] - mx);
     float acc = 0.f;
     for (int64_t t = 0; t < ratio; ++t)
-      acc += kv[t * dim + ch] * (std::exp(score[t * dim + ch] - mx) / denom);
+      acc += kv[t * dim + ch] * (numerics::exp32(score[t * dim + ch] - mx) / denom);
     out[ch] = acc;
   }
 }
 
 namespace {
-float sigmoidF(float x) { return 1.f / (1.f + std::exp(-x)); }
+float sigmoidF(float x) { return 1.f / (1.f + numerics::exp32(-x)); }
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -429,7 +430,7 @@ Mixes hcMixes(const std::vector<const float *> &streams, int64_t d,
       if (softmax) {
         float mx = *std::max_element(row, row + hc);
         for (int64_t j = 0; j < hc; ++j)
-          row[j] = std::exp(row[j] - mx);
+          row[j] = numerics::exp32(row[j] - mx);
       }
       float sum = 0.f;
       for (int64_t j = 0; j < hc; ++j)

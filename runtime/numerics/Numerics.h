@@ -12,5 +12,6 @@
 
 #include "runtime/numerics/Formats.h"
 #include "runtime/numerics/Quantize.h"
+#include "runtime/numerics/Transcendental.h"
 
 #endif // CSA_RUNTIME_NUMERICS_NUMERICS_H

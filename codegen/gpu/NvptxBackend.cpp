@@ -1,6 +1,7 @@
 //===- NvptxBackend.cpp - Kernels to PTX through LLVM's NVPTX back end ----===//
 #include "codegen/gpu/NvptxBackend.h"
 
+#include "codegen/host/LinearKernels.h"
 #include "passes/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -12,7 +13,9 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -147,6 +150,15 @@ int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
   return source.getArgNumber();
 }
 
+/// Static shared memory a kernel may declare without opting in (48 KiB).
+constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
+
+/// Whether the body `fn` took an argument more than the kernel's declared
+/// `type` (the per-output linear form's shared row).
+bool lanesShared(func::FuncOp fn, FunctionType type) {
+  return fn.getFunctionType().getNumInputs() == type.getNumInputs() + 1;
+}
+
 /// Runs all of `fn` on thread 0 only; results (if any) are 0 elsewhere.
 void singleThread(func::FuncOp fn) {
   Block &entry = fn.getBody().front();
@@ -253,8 +265,48 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     fn.setSymName(name + "_body");
     fn.setPrivate();
     int64_t rowsPerThread = 1;
-    int64_t rowsArg = rowParallel(name) ? distributeRows(fn, rowsPerThread) : -1;
-    if (rowsArg >= 0) {
+    // Linear kernels: one block per (row, `blockSize` outputs), a thread per
+    // output (the per-output form: the same bits as the host kernel).
+    std::optional<LinearKernelSpec> linear = linearSpecOf(fn);
+    const int64_t sharedRowBytes =
+        linear && linearNeedsSharedRow(*linear) ? linear->inFeatures * 2 : 0;
+    if (linear && sharedRowBytes > kMaxStaticSharedBytes)
+      linear.reset(); // the row does not fit: the rows rule below
+    int64_t rowsArg = -1;
+    if (linear) {
+      LinearLanes lanes;
+      lanes.row = [](OpBuilder &b, Location loc) -> Value {
+        return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+      };
+      // Whole warps, no more than the outputs need.
+      const int64_t block =
+          std::min(options.blockSize, (linear->outFeatures + 31) / 32 * 32);
+      lanes.firstOutput = [block](OpBuilder &b, Location loc) -> Value {
+        return arith::MulIOp::create(
+            b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::y),
+            arith::ConstantIndexOp::create(b, loc, block));
+      };
+      lanes.lane = [](OpBuilder &b, Location loc) -> Value {
+        return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+      };
+      lanes.lanes = [](OpBuilder &b, Location loc) -> Value {
+        return gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+      };
+      lanes.barrier = [](OpBuilder &b, Location loc) {
+        gpu::BarrierOp::create(b, loc);
+      };
+      if (sharedRowBytes)
+        lanes.sharedRowType = MemRefType::get(
+            {linear->inFeatures}, b.getBF16Type(), MemRefLayoutAttrInterface{},
+            gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+      buildLinearPerOutputBody(fn, *linear, lanes);
+      info.launch = "row_outputs";
+      info.blockSize = block;
+      info.rowsArgument = 0;
+      info.outputs = linear->outFeatures;
+      info.sharedBytes = sharedRowBytes;
+    } else if (rowParallel(name) &&
+               (rowsArg = distributeRows(fn, rowsPerThread)) >= 0) {
       info.launch = "rows";
       info.blockSize = options.blockSize;
       info.rowsArgument = rowsArg;
@@ -280,7 +332,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       kernel->setAttr("csa.rows_argument", kb.getI64IntegerAttr(rowsArg));
     Block &kbody = kernel.getBody().front();
     kb.setInsertionPointToStart(&kbody);
-    auto args = kbody.getArguments().take_front(type.getNumInputs());
+    SmallVector<Value> args(kbody.getArguments().take_front(type.getNumInputs()));
+    if (lanesShared(fn, type))
+      args.push_back(kernel.addWorkgroupAttribution(
+          fn.getFunctionType().getInputs().back(), fn.getLoc()));
     auto call = func::CallOp::create(kb, fn.getLoc(), fn, args);
     if (info.statusParameter) {
       Value gid = globalThreadId(kb, fn.getLoc());
@@ -314,6 +369,23 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     kernels.push_back(std::move(info));
   }
 
+  // math.sqrt would become libdevice's __nv_sqrtf, which NVVMReflect turns
+  // into sqrt.approx.f32 (and 1/sqrt into rsqrt.approx): the NVVM intrinsic
+  // is sqrt.rn.f32, the correctly rounded square root the host's sqrtss
+  // computes. (convert-gpu-to-nvvm would send llvm.intr.sqrt to libdevice.)
+  WalkResult sqrtWalk = gpuModule.walk([&](math::SqrtOp op) {
+    if (!op.getType().isF32())
+      return WalkResult(op.emitError("csa kernels take f32 square roots only"));
+    OpBuilder sb(op);
+    auto call = LLVM::CallIntrinsicOp::create(
+        sb, op.getLoc(), op.getType(), sb.getStringAttr("llvm.nvvm.sqrt.rn.f"),
+        ValueRange{op.getOperand()});
+    op.replaceAllUsesWith(call.getResult(0));
+    op.erase();
+    return WalkResult::advance();
+  });
+  if (sqrtWalk.wasInterrupted())
+    return failure();
   PassManager pm(context);
   OpPassManager &inGpu = pm.nest<gpu::GPUModuleOp>();
   inGpu.addPass(createSCFToControlFlowPass());
@@ -433,9 +505,14 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
     // rows: grid.x = ceil(dim(argument rows_argument, 0) / rows_per_thread
     // / block); single: one block of one thread.
     llvm::json::Object launch{{"rule", k.launch}, {"block", k.blockSize}};
+    // row_outputs: grid = (dim(argument rows_argument, 0),
+    // ceil(outputs / block)).
     if (k.launch == "rows") {
       launch["rows_argument"] = k.rowsArgument;
       launch["rows_per_thread"] = k.rowsPerThread;
+    } else if (k.launch == "row_outputs") {
+      launch["rows_argument"] = k.rowsArgument;
+      launch["outputs"] = k.outputs;
     }
     list.push_back(llvm::json::Object{
         {"name", k.name},

@@ -10,6 +10,10 @@
 // kernels one by one):
 //   - "rows": the kernel's top-level row loop is distributed, one thread per
 //     iteration (a row, or a tile of rows), grid = ceil(iterations / block);
+//   - "row_outputs": linear kernels in their per-output form
+//     (buildLinearPerOutputBody): a block per (row, `block` outputs), a thread
+//     per output, FP8/FP4 activations quantized once per block into shared
+//     memory; grid = (rows, ceil(outputs / block));
 //   - "single": kernels whose iterations depend on each other (a ring's
 //     ordered stores, the compressor state, gathers that count) run on one
 //     thread.
@@ -39,11 +43,14 @@ struct NvptxOptions {
 /// One PTX entry point, as kernels.json lists it.
 struct PtxKernel {
   std::string name;
-  std::string launch;  ///< "rows" or "single"
+  std::string launch;  ///< "rows", "row_outputs" or "single"
   int64_t blockSize = 1;
   /// rows: the argument whose dimension 0 is the number of rows, and the
   /// rows each thread takes (the host row tile).
   int64_t rowsArgument = -1, rowsPerThread = 1;
+  /// row_outputs: the number of outputs per row (grid.y = ceil(outputs /
+  /// block)).
+  int64_t outputs = 0;
   int64_t sharedBytes = 0;
   /// The parameters after the memref descriptors are expanded (MLIR's
   /// default calling convention): "ptr", "i64", "f32", "i32" each.

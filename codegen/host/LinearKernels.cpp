@@ -31,6 +31,7 @@
 
 #include <cfloat>
 #include <functional>
+#include <optional>
 
 using namespace mlir;
 namespace nx = csa::numerics;
@@ -82,13 +83,14 @@ scf::ForOp forLoop(OpBuilder &b, Location loc, int64_t lb, int64_t ub,
   return forLoop(b, loc, idx(b, loc, lb), idx(b, loc, ub), inits, body);
 }
 
-/// A constant fp32 lookup table, created once per module.
-Value tableRef(OpBuilder &b, Location loc, ModuleOp module, StringRef symbol,
+/// A constant fp32 lookup table, created once per module (a builtin.module
+/// or, for the GPU form, the gpu.module: any one-block symbol table).
+Value tableRef(OpBuilder &b, Location loc, Operation *module, StringRef symbol,
                ArrayRef<float> values) {
   auto type = MemRefType::get({int64_t(values.size())}, b.getF32Type());
-  if (!module.lookupSymbol(symbol)) {
+  if (!SymbolTable::lookupSymbolIn(module, symbol)) {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
+    b.setInsertionPointToStart(&module->getRegion(0).front());
     memref::GlobalOp::create(
         b, loc, symbol, b.getStringAttr("private"), type,
         DenseElementsAttr::get(
@@ -99,13 +101,13 @@ Value tableRef(OpBuilder &b, Location loc, ModuleOp module, StringRef symbol,
   return memref::GetGlobalOp::create(b, loc, type, symbol);
 }
 
-Value e4m3Table(OpBuilder &b, Location loc, ModuleOp module) {
+Value e4m3Table(OpBuilder &b, Location loc, Operation *module) {
   return tableRef(b, loc, module, "csa_linear_e4m3_values",
                   ArrayRef<float>(nx::kE4M3Values.data(),
                                   nx::kE4M3Values.size()));
 }
 
-Value e2m1Table(OpBuilder &b, Location loc, ModuleOp module) {
+Value e2m1Table(OpBuilder &b, Location loc, Operation *module) {
   return tableRef(b, loc, module, "csa_linear_e2m1_values",
                   ArrayRef<float>(nx::kE2M1Values.data(),
                                   nx::kE2M1Values.size()));
@@ -500,8 +502,44 @@ Value emitRoundToE4M3(OpBuilder &b, Location loc, Value x) {
   return arith::BitcastOp::create(b, loc, f32, result);
 }
 
+namespace {
+const char *formatName(LinearFormat f) {
+  switch (f) {
+  case LinearFormat::BF16: return "bf16";
+  case LinearFormat::F32: return "f32";
+  case LinearFormat::FP8Block32: return "fp8_block32";
+  case LinearFormat::FP4E2M1: return "fp4_e2m1";
+  case LinearFormat::FP8AsBF16: return "fp8_as_bf16";
+  }
+  return "";
+}
+} // namespace
+
+static func::FuncOp buildLinearKernelBody(ModuleOp module,
+                                          const std::string &name,
+                                          const LinearKernelSpec &spec);
+
 func::FuncOp buildLinearKernel(ModuleOp module, const std::string &name,
                                const LinearKernelSpec &spec) {
+  func::FuncOp fn = buildLinearKernelBody(module, name, spec);
+  if (fn) {
+    Builder b(module.getContext());
+    fn->setAttr(kLinearSpecAttr,
+                b.getDictionaryAttr({
+                    b.getNamedAttr("format", b.getStringAttr(formatName(spec.format))),
+                    b.getNamedAttr("in", b.getI64IntegerAttr(spec.inFeatures)),
+                    b.getNamedAttr("out", b.getI64IntegerAttr(spec.outFeatures)),
+                    b.getNamedAttr("groups", b.getI64IntegerAttr(spec.groups)),
+                    b.getNamedAttr("input_f32", b.getBoolAttr(spec.inputF32)),
+                    b.getNamedAttr("weight_f32", b.getBoolAttr(spec.weightF32)),
+                }));
+  }
+  return fn;
+}
+
+static func::FuncOp buildLinearKernelBody(ModuleOp module,
+                                          const std::string &name,
+                                          const LinearKernelSpec &spec) {
   const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
   if (k <= 0 || n <= 0)
     return fail(module, name, "in/out features must be positive");
@@ -524,6 +562,186 @@ func::FuncOp buildLinearKernel(ModuleOp module, const std::string &name,
     return buildQuantizedLinear(module, name, spec);
   }
   return fail(module, name, "unknown weight format");
+}
+
+
+std::optional<LinearKernelSpec> linearSpecOf(func::FuncOp fn) {
+  auto dict = fn->getAttrOfType<DictionaryAttr>(kLinearSpecAttr);
+  if (!dict)
+    return std::nullopt;
+  auto integer = [&](StringRef key) -> std::optional<int64_t> {
+    if (auto a = dict.getAs<IntegerAttr>(key))
+      return a.getInt();
+    return std::nullopt;
+  };
+  auto format = dict.getAs<StringAttr>("format");
+  auto in = integer("in"), out = integer("out"), groups = integer("groups");
+  auto inputF32 = dict.getAs<BoolAttr>("input_f32");
+  auto weightF32 = dict.getAs<BoolAttr>("weight_f32");
+  if (!format || !in || !out || !groups || !inputF32 || !weightF32)
+    return std::nullopt;
+  LinearKernelSpec spec;
+  bool known = false;
+  for (LinearFormat f : {LinearFormat::BF16, LinearFormat::F32,
+                         LinearFormat::FP8Block32, LinearFormat::FP4E2M1,
+                         LinearFormat::FP8AsBF16})
+    if (format.getValue() == formatName(f)) {
+      spec.format = f;
+      known = true;
+    }
+  if (!known)
+    return std::nullopt;
+  spec.inFeatures = *in;
+  spec.outFeatures = *out;
+  spec.groups = *groups;
+  spec.inputF32 = inputF32.getValue();
+  spec.weightF32 = weightF32.getValue();
+  return spec;
+}
+
+bool linearNeedsSharedRow(const LinearKernelSpec &spec) {
+  return spec.format == LinearFormat::FP8Block32 ||
+         spec.format == LinearFormat::FP4E2M1;
+}
+
+void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
+                              const LinearLanes &lanes) {
+  MLIRContext *context = fn.getContext();
+  OpBuilder b(context);
+  Location loc = fn.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  const bool quantized = linearNeedsSharedRow(spec);
+  const bool fp8Dense = spec.format == LinearFormat::FP8AsBF16;
+  const bool fp8 = spec.format == LinearFormat::FP8Block32;
+  const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
+  const int64_t kg = k / g, ng = n / g;
+  Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
+  // A fresh body over the same arguments (plus the shared row).
+  fn.getBody().dropAllReferences();
+  fn.getBody().getBlocks().clear();
+  SmallVector<Type> inputs(fn.getFunctionType().getInputs());
+  if (quantized && lanes.sharedRowType)
+    inputs.push_back(lanes.sharedRowType);
+  fn.setType(b.getFunctionType(inputs, {}));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  const bool withScale = quantized || fp8Dense;
+  Value x = entry->getArgument(0), w = entry->getArgument(1),
+        s = withScale ? entry->getArgument(2) : Value(),
+        y = entry->getArgument(withScale ? 3 : 2),
+        shared = quantized ? entry->getArgument(4) : Value();
+  Value table = fp8 || fp8Dense ? e4m3Table(b, loc, symbols)
+                : quantized     ? e2m1Table(b, loc, symbols)
+                                : Value();
+  Value r = lanes.row(b, loc), lane = lanes.lane(b, loc),
+        lanesPerRow = lanes.lanes(b, loc);
+  Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
+  Value j = arith::AddIOp::create(b, loc, lanes.firstOutput(b, loc), lane);
+  Value block = idx(b, loc, kBlock);
+  // Lanes of one row agree on r, so the guard is uniform and the barrier
+  // inside it is reached by all of them or none.
+  Value rowInRange =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, rows);
+  auto rowGuard = scf::IfOp::create(b, loc, rowInRange, /*withElse=*/false);
+  b.setInsertionPoint(rowGuard.thenBlock()->getTerminator());
+  if (quantized) {
+    // act_quant of row r, one 32-block per lane at a time, into the shared
+    // row as bf16 (the dequantized values are bf16 exactly).
+    scf::ForOp::create(
+        b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},
+        [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
+      Value base = arith::MulIOp::create(b, loc, kb, block);
+      auto at = [&](OpBuilder &nb, Value c) -> Value {
+        return arith::AddIOp::create(nb, loc, base, c);
+      };
+      emitActQuantBlock(
+          b, loc,
+          [&](OpBuilder &nb, Value c) {
+            return loadF32(nb, loc, x, ValueRange{r, at(nb, c)});
+          },
+          [&](OpBuilder &nb, Value c, Value v) {
+            memref::StoreOp::create(nb, loc, v, shared, ValueRange{at(nb, c)});
+          });
+      scf::YieldOp::create(b, loc);
+    });
+    lanes.barrier(b, loc);
+  }
+  Value outInRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j,
+                                           idx(b, loc, n));
+  auto outGuard = scf::IfOp::create(b, loc, outInRange, /*withElse=*/false);
+  b.setInsertionPoint(outGuard.thenBlock()->getTerminator());
+  Type outType = spec.format == LinearFormat::F32 ? f32 : bf16;
+  if (!quantized) {
+    // Output j of group j / (N/G): the host kernel's sum, K in order.
+    Value gi = arith::DivUIOp::create(b, loc, j, idx(b, loc, ng));
+    Value inBase = arith::MulIOp::create(b, loc, gi, idx(b, loc, kg));
+    Value acc =
+        forLoop(b, loc, 0, kg, ValueRange{f32c(b, loc, 0.f)},
+                [&](OpBuilder &b, Location loc, Value e, ValueRange sum) {
+                  Value c = arith::AddIOp::create(b, loc, inBase, e);
+                  Value a = loadF32(b, loc, x, ValueRange{r, c});
+                  Value wv;
+                  if (!fp8Dense) {
+                    wv = loadF32(b, loc, w, ValueRange{j, e});
+                  } else {
+                    Value code = loadCode(b, loc, w, ValueRange{j, e});
+                    Value scale = decodeUe8m0(
+                        b, loc,
+                        loadCode(b, loc, s,
+                                 ValueRange{arith::DivUIOp::create(b, loc, j, block),
+                                            arith::DivUIOp::create(b, loc, e, block)}));
+                    wv = arith::MulFOp::create(b, loc, lookup(b, loc, table, code),
+                                               scale);
+                  }
+                  Value p = arith::MulFOp::create(b, loc, a, wv);
+                  return SmallVector<Value>{arith::AddFOp::create(b, loc, sum[0], p)};
+                })
+            .getResult(0);
+    memref::StoreOp::create(b, loc, fromF32(b, loc, acc, outType), y,
+                            ValueRange{r, j});
+  } else {
+    // Per 32-block of K: partial = sum_c a[c] * (decode(w[j][c]) * scale),
+    // added to the output's sum in block order, as the host kernel does.
+    Value scaleRow = fp8 ? arith::DivUIOp::create(b, loc, j, block).getResult() : j;
+    Value acc =
+        forLoop(b, loc, 0, k / kBlock, ValueRange{f32c(b, loc, 0.f)},
+                [&](OpBuilder &b, Location loc, Value kb, ValueRange total) {
+      Value ws = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{scaleRow, kb}));
+      Value base = arith::MulIOp::create(b, loc, kb, block);
+      Value partial =
+          forLoop(b, loc, 0, kBlock, ValueRange{f32c(b, loc, 0.f)},
+                  [&](OpBuilder &b, Location loc, Value c, ValueRange p) {
+            Value col = arith::AddIOp::create(b, loc, base, c);
+            Value code;
+            if (fp8) {
+              code = loadCode(b, loc, w, ValueRange{j, col});
+            } else {
+              // Element 2i is byte i's low nibble, 2i + 1 its high one.
+              Value byte = loadCode(
+                  b, loc, w,
+                  ValueRange{j, arith::DivUIOp::create(b, loc, col, idx(b, loc, 2))});
+              Value odd = arith::IndexCastUIOp::create(
+                  b, loc, b.getI32Type(),
+                  arith::RemUIOp::create(b, loc, col, idx(b, loc, 2)));
+              Value shift = arith::MulIOp::create(b, loc, odd, i32c(b, loc, 4));
+              code = arith::AndIOp::create(
+                  b, loc, arith::ShRUIOp::create(b, loc, byte, shift),
+                  i32c(b, loc, 0xF));
+            }
+            Value wv = arith::MulFOp::create(b, loc, lookup(b, loc, table, code), ws);
+            Value a = loadF32(b, loc, shared, ValueRange{col});
+            Value prod = arith::MulFOp::create(b, loc, a, wv);
+            return SmallVector<Value>{arith::AddFOp::create(b, loc, p[0], prod)};
+          })
+              .getResult(0);
+      return SmallVector<Value>{arith::AddFOp::create(b, loc, total[0], partial)};
+    })
+            .getResult(0);
+    memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, acc), y,
+                            ValueRange{r, j});
+  }
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 func::FuncOp buildFp8ActQuantKernel(ModuleOp module, const std::string &name,

@@ -43,6 +43,8 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 namespace csa::codegen {
@@ -72,6 +74,38 @@ struct LinearKernelSpec {
 mlir::func::FuncOp buildLinearKernel(mlir::ModuleOp module,
                                      const std::string &name,
                                      const LinearKernelSpec &spec);
+
+/// The attribute on every linear kernel that records its spec, so later
+/// stages (the NVPTX backend) can rebuild it in another form.
+inline constexpr const char *kLinearSpecAttr = "csa.linear_spec";
+
+/// The spec a kernel built by buildLinearKernel carries (row tile 1).
+std::optional<LinearKernelSpec> linearSpecOf(mlir::func::FuncOp fn);
+
+/// FP8/FP4 kernels quantize the activation row once for all its outputs:
+/// the per-output form keeps it in a row buffer shared by the lanes.
+bool linearNeedsSharedRow(const LinearKernelSpec &spec);
+
+/// How the per-output form is spread over parallel lanes (GPU threads): a
+/// group of `lanes` lanes works on row `row`, lane i on output
+/// `firstOutput + i`; `barrier` synchronizes the group.
+struct LinearLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row,
+      firstOutput, lane, lanes;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// FP8/FP4: memref<K x bf16> in the group's shared memory, appended to
+  /// the kernel's arguments.
+  mlir::Type sharedRowType;
+};
+
+/// Replaces the body of `fn` (a kernel of `spec` from buildLinearKernel)
+/// with the per-output form: each lane computes one y[row][j] with the host
+/// kernel's exact operation order (so the bits are the same); FP8/FP4 lanes
+/// first quantize the row's 32-blocks into the shared row, one block each in
+/// turn, then meet at the barrier. Rows or outputs past the end are skipped.
+void buildLinearPerOutputBody(mlir::func::FuncOp fn,
+                              const LinearKernelSpec &spec,
+                              const LinearLanes &lanes);
 
 /// `name(x: memref<?xKxbf16>, y: memref<?xKxbf16>)`: y = act_quant(x, 32,
 /// ue8m0) dequantized back to bf16, per row (reference `fp8QuantDequant`);

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <dlfcn.h>
 
@@ -38,6 +39,11 @@ struct Driver::Api {
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuGetErrorString)(CUresult, const char **);
   CUresult (*cuCtxSetLimit)(int, size_t);
+  CUresult (*cuEventCreate)(Event *, unsigned);
+  CUresult (*cuEventRecord)(Event, void *);
+  CUresult (*cuEventSynchronize)(Event);
+  CUresult (*cuEventElapsedTime)(float *, Event, Event);
+  CUresult (*cuEventDestroy)(Event);
 };
 
 namespace {
@@ -86,6 +92,11 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuCtxSynchronize", reinterpret_cast<void **>(&api.cuCtxSynchronize)},
       {"cuGetErrorString", reinterpret_cast<void **>(&api.cuGetErrorString)},
       {"cuCtxSetLimit", reinterpret_cast<void **>(&api.cuCtxSetLimit)},
+      {"cuEventCreate", reinterpret_cast<void **>(&api.cuEventCreate)},
+      {"cuEventRecord", reinterpret_cast<void **>(&api.cuEventRecord)},
+      {"cuEventSynchronize", reinterpret_cast<void **>(&api.cuEventSynchronize)},
+      {"cuEventElapsedTime", reinterpret_cast<void **>(&api.cuEventElapsedTime)},
+      {"cuEventDestroy_v2", reinterpret_cast<void **>(&api.cuEventDestroy)},
   };
   for (const Entry &e : entries) {
     *e.slot = dlsym(handle, e.name);
@@ -180,16 +191,62 @@ absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {
   return check(*api_, api_->cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
 }
 
-absl::Status Driver::launch(Function fn, unsigned gridX, unsigned blockX,
-                            unsigned sharedBytes, void **params) {
+LaunchShape launchShape(const LaunchRule &rule, int64_t rows) {
+  LaunchShape shape;
+  auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  rows = std::max<int64_t>(rows, 0);
+  if (rule.rule == "rows") {
+    shape.blockX = unsigned(rule.block);
+    shape.gridX = unsigned(std::max<int64_t>(
+        1, ceilDiv(ceilDiv(rows, rule.rowsPerThread), rule.block)));
+  } else if (rule.rule == "row_outputs") {
+    shape.blockX = unsigned(rule.block);
+    shape.gridX = unsigned(std::max<int64_t>(1, rows));
+    shape.gridY = unsigned(std::max<int64_t>(1, ceilDiv(rule.outputs, rule.block)));
+  }
+  return shape;
+}
+
+absl::Status Driver::launch(Function fn, const LaunchShape &shape, void **params) {
+  const unsigned gridX = shape.gridX, gridY = shape.gridY, blockX = shape.blockX,
+                 sharedBytes = shape.sharedBytes;
   return check(*api_,
-               api_->cuLaunchKernel(fn, gridX, 1, 1, blockX, 1, 1, sharedBytes,
+               api_->cuLaunchKernel(fn, gridX, gridY, 1, blockX, 1, 1, sharedBytes,
                                     nullptr, params, nullptr),
                "cuLaunchKernel");
 }
 
 absl::Status Driver::synchronize() {
   return check(*api_, api_->cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+absl::StatusOr<Event> Driver::createEvent() {
+  Event event = nullptr;
+  if (absl::Status st = check(*api_, api_->cuEventCreate(&event, 0), "cuEventCreate");
+      !st.ok())
+    return st;
+  return event;
+}
+
+absl::Status Driver::record(Event event) {
+  return check(*api_, api_->cuEventRecord(event, nullptr), "cuEventRecord");
+}
+
+absl::StatusOr<float> Driver::elapsedMs(Event start, Event end) {
+  if (absl::Status st = check(*api_, api_->cuEventSynchronize(end), "cuEventSynchronize");
+      !st.ok())
+    return st;
+  float ms = 0;
+  if (absl::Status st = check(*api_, api_->cuEventElapsedTime(&ms, start, end),
+                              "cuEventElapsedTime");
+      !st.ok())
+    return st;
+  return ms;
+}
+
+void Driver::destroy(Event event) {
+  if (event)
+    api_->cuEventDestroy(event);
 }
 
 } // namespace csa::cuda

@@ -23,6 +23,26 @@ namespace csa::cuda {
 using DevicePtr = unsigned long long; ///< CUdeviceptr
 using Module = void *;                ///< CUmodule
 using Function = void *;              ///< CUfunction
+using Event = void *;                 ///< CUevent
+
+/// A launch's grid (x, y), block (x) and dynamic shared memory.
+struct LaunchShape {
+  unsigned gridX = 1, gridY = 1, blockX = 1, sharedBytes = 0;
+};
+
+/// A kernel's launch rule as kernels.json states it (codegen/gpu/
+/// NvptxBackend.h): "rows", "row_outputs" or "single".
+struct LaunchRule {
+  std::string rule = "single";
+  int64_t block = 1;
+  int64_t rowsArgument = -1; ///< rows, row_outputs: dim 0 of this argument
+  int64_t rowsPerThread = 1; ///< rows
+  int64_t outputs = 0;       ///< row_outputs
+};
+
+/// The launch of `rule` for `rows` rows (dimension 0 of its rows argument);
+/// never an empty grid (the kernels skip rows past the end).
+LaunchShape launchShape(const LaunchRule &rule, int64_t rows);
 
 class Driver {
 public:
@@ -45,9 +65,15 @@ public:
   absl::Status copyToDevice(DevicePtr dst, const void *src, size_t bytes);
   absl::Status copyToHost(void *dst, DevicePtr src, size_t bytes);
   /// Launches on the default stream; `params` as cuLaunchKernel takes them.
-  absl::Status launch(Function fn, unsigned gridX, unsigned blockX,
-                      unsigned sharedBytes, void **params);
+  absl::Status launch(Function fn, const LaunchShape &shape, void **params);
   absl::Status synchronize();
+
+  /// Timing on the default stream: record two events around launches, then
+  /// elapsedMs waits for the second and returns the milliseconds between.
+  absl::StatusOr<Event> createEvent();
+  absl::Status record(Event event);
+  absl::StatusOr<float> elapsedMs(Event start, Event end);
+  void destroy(Event event);
 
   struct Api;
 

@@ -11,6 +11,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/LaunchRuleJson.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -257,8 +258,7 @@ inline GpuArg gpuArg(float v) {
 /// How kernels.json says to launch a kernel.
 struct GpuKernel {
   cuda::Function fn = nullptr;
-  std::string rule;
-  int64_t block = 1, rowsArgument = -1, rowsPerThread = 1;
+  cuda::LaunchRule launch;
   bool status = false;
   std::vector<int64_t> elementBytes; ///< per argument (0 for scalars)
 };
@@ -390,15 +390,12 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   if (g.status)
     for (int n = 0; n < 5; ++n)
       params.push_back(&values[vi++]);
-  unsigned grid = 1, block = 1;
-  if (g.rule == "rows") {
-    const GpuArg &r = args.at(size_t(g.rowsArgument));
-    const int64_t rows = r.sizes.empty() ? 0 : r.sizes[0];
-    const int64_t threads = (rows + g.rowsPerThread - 1) / g.rowsPerThread;
-    block = unsigned(g.block);
-    grid = unsigned(std::max<int64_t>(1, (threads + g.block - 1) / g.block));
+  int64_t rows = 0;
+  if (g.launch.rule != "single") {
+    const GpuArg &r = args.at(size_t(g.launch.rowsArgument));
+    rows = r.sizes.empty() ? 0 : r.sizes[0];
   }
-  check(driver.launch(g.fn, grid, block, 0, params.data()));
+  check(driver.launch(g.fn, cuda::launchShape(g.launch, rows), params.data()));
   check(driver.synchronize());
   for (auto [start, end] : touched)
     check(driver.copyToHost(reinterpret_cast<void *>(start), mirrors[start].device,
@@ -967,13 +964,12 @@ absl::Status Executor::Impl::loadGpu() {
       if (!fn.ok())
         return fn.status();
       g.fn = *fn;
-      const json &launch = k.at("launch");
-      g.rule = launch.at("rule").get<std::string>();
-      g.block = launch.at("block").get<int64_t>();
-      if (g.rule == "rows") {
-        g.rowsArgument = launch.at("rows_argument").get<int64_t>();
-        g.rowsPerThread = launch.at("rows_per_thread").get<int64_t>();
-      }
+      auto launch = cuda::parseLaunchRule(k.at("launch"), name,
+                                          k.at("arguments").size());
+      if (!launch.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "kernels/kernels.json: ", launch.status().message()));
+      g.launch = *launch;
       g.status = k.at("status_parameter").get<bool>();
       gpuKernels["_mlir_ciface_" + name] = g;
     }

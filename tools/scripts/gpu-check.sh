@@ -10,12 +10,13 @@
 # several row counts, and runs compute-sanitizer memcheck and racecheck;
 # run-plan.sh runs the compiled tiny plan with the PTX kernels (csa-run
 # --device=cuda, the correctness mode) against the CPU executor, and under
-# both sanitizers.
+# both sanitizers; bench.sh times the released-width kernels and their
+# PyTorch peers (bench/gpu/torch_peers.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
 rm -rf gpu-run && mkdir -p gpu-run/lib
-cp build/bin/csa-gpu-check build/bin/csa-run gpu-run/
+cp build/bin/csa-gpu-check build/bin/csa-run bench/gpu/torch_peers.py gpu-run/
 for tool in csa-gpu-check csa-run; do
   ldd "build/bin/$tool" | awk '/libabsl/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done
@@ -49,6 +50,25 @@ done
 exit $status
 RUN
 chmod +x gpu-run/run.sh
+cat > gpu-run/bench.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. Times every reduced (released-width)
+# kernel that csa-gpu-check can run, after checking it against its host
+# build, at 1 row (a decode step) and ${CSA_BENCH_ROWS:-16} rows, and times
+# the PyTorch peers in the same call. Tables go to ${OUT:-.}.
+set -uo pipefail
+out=${OUT:-.}
+status=0
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv
+for r in 1 ${CSA_BENCH_ROWS:-16}; do
+  ./csa-gpu-check --host=reduced.so --ptx=reduced.ptx --rows="$r" --seed="$r" \
+    --time=${CSA_BENCH_ITERATIONS:-20} --csv="$out/kernels-rows$r.csv" > "$out/bench-rows$r.txt" 2>&1 || status=1
+  echo "reduced rows=$r: $(tail -1 "$out/bench-rows$r.txt")"
+  python3 torch_peers.py "$out/kernels-rows$r.csv" > "$out/peers-rows$r.md" 2>&1 || status=1
+done
+exit $status
+RUN
+chmod +x gpu-run/bench.sh
 cat > gpu-run/run-plan.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The whole tiny plan on the GPU.
@@ -62,11 +82,9 @@ for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   run() { ./csa-run tiny.csa --random-weights=7 --prompt="$prompt" --max-new-tokens=32 --print-logits=5 "$@"; }
   run --device=cpu > "$out/cpu-$n.txt" 2>&1 || status=1
   run --device=cuda > "$out/cuda-$n.txt" 2>&1 || status=1
-  CSA_CUDA_HOST_KERNELS=hc_mix_ run --device=cuda > "$out/cuda-hcmix-on-cpu-$n.txt" 2>&1 || status=1
-  for f in cuda cuda-hcmix-on-cpu; do
-    first=$(diff <(strip "$out/cpu-$n.txt") <(strip "$out/$f-$n.txt") | head -1)
-    echo "prompt $n, $f: ${first:-identical to the CPU executor (top-5 logits, 32 tokens)}"
-  done
+  first=$(diff <(strip "$out/cpu-$n.txt") <(strip "$out/cuda-$n.txt") | head -1)
+  echo "prompt $n, cuda: ${first:-identical to the CPU executor (top-5 logits, 32 tokens)}"
+  [ -z "$first" ] || status=1
   for tool in memcheck racecheck; do
     "$cs" --tool "$tool" ./csa-run tiny.csa --random-weights=7 --prompt="$prompt" --max-new-tokens=3 --device=cuda > "$out/$tool-plan-$n.txt" 2>&1 || status=1
     echo "prompt $n, $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-plan-$n.txt")"

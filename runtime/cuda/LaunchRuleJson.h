@@ -1,0 +1,64 @@
+//===- LaunchRuleJson.h - A launch rule from kernels.json --------*- C++ -*-===//
+//
+// The one reader of a kernel's "launch" object in kernels.json, for the
+// executor's GPU path and csa-gpu-check. Header-only: it needs
+// nlohmann/json and exceptions, which runtime/cuda itself does not.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_RUNTIME_CUDA_LAUNCHRULEJSON_H
+#define CSA_RUNTIME_CUDA_LAUNCHRULEJSON_H
+
+#include "runtime/cuda/CudaDriver.h"
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+#include <nlohmann/json.hpp>
+
+namespace csa::cuda {
+
+/// `launch` of kernel `name` with `numArguments` arguments; an error names
+/// the field that is missing or out of range.
+inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
+                                                  const std::string &name,
+                                                  size_t numArguments) {
+  auto bad = [&](const std::string &what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", name, "': launch.", what));
+  };
+  auto integer = [&](const char *key, int64_t lo, int64_t hi,
+                     int64_t &out) -> absl::Status {
+    auto it = launch.find(key);
+    if (it == launch.end() || !it->is_number_integer())
+      return bad(absl::StrCat(key, " is missing"));
+    out = it->get<int64_t>();
+    if (out < lo || out > hi)
+      return bad(absl::StrCat(key, " is ", out, ", not in [", lo, ", ", hi, "]"));
+    return absl::OkStatus();
+  };
+  LaunchRule rule;
+  if (!launch.is_object() || !launch.contains("rule") || !launch["rule"].is_string())
+    return bad("rule is missing");
+  rule.rule = launch["rule"].get<std::string>();
+  if (rule.rule != "rows" && rule.rule != "row_outputs" && rule.rule != "single")
+    return bad(absl::StrCat("rule '", rule.rule, "' is not rows, row_outputs or single"));
+  if (absl::Status st = integer("block", 1, 1024, rule.block); !st.ok())
+    return st;
+  if (rule.rule == "single")
+    return rule;
+  const int64_t lastArgument = int64_t(numArguments) - 1;
+  if (absl::Status st = integer("rows_argument", 0, lastArgument, rule.rowsArgument);
+      !st.ok())
+    return st;
+  absl::Status st = rule.rule == "rows"
+                        ? integer("rows_per_thread", 1, int64_t(1) << 30,
+                                  rule.rowsPerThread)
+                        : integer("outputs", 1, int64_t(1) << 40, rule.outputs);
+  if (!st.ok())
+    return st;
+  return rule;
+}
+
+} // namespace csa::cuda
+
+#endif // CSA_RUNTIME_CUDA_LAUNCHRULEJSON_H

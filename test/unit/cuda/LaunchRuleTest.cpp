@@ -1,0 +1,47 @@
+//===- LaunchRuleTest.cpp - kernels.json launch rules ---------------------===//
+#include "runtime/cuda/LaunchRuleJson.h"
+
+#include <gtest/gtest.h>
+
+using csa::cuda::launchShape;
+using csa::cuda::parseLaunchRule;
+using nlohmann::json;
+
+TEST(LaunchRule, RowOutputsGridIsRowsByOutputBlocks) {
+  auto rule = parseLaunchRule(
+      json{{"rule", "row_outputs"}, {"block", 128}, {"rows_argument", 0}, {"outputs", 300}},
+      "linear", 4);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto shape = launchShape(*rule, 7);
+  EXPECT_EQ(shape.gridX, 7u);
+  EXPECT_EQ(shape.gridY, 3u); // ceil(300 / 128)
+  EXPECT_EQ(shape.blockX, 128u);
+  // No rows still launches one block (the kernel skips rows past the end).
+  EXPECT_EQ(launchShape(*rule, 0).gridX, 1u);
+}
+
+TEST(LaunchRule, RowsGridCoversRowTilesPerThread) {
+  auto rule = parseLaunchRule(json{{"rule", "rows"}, {"block", 128},
+                                   {"rows_argument", 1}, {"rows_per_thread", 8}},
+                              "rms", 3);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  EXPECT_EQ(launchShape(*rule, 8 * 128 + 1).gridX, 2u);
+  EXPECT_EQ(launchShape(*rule, 8 * 128 + 1).gridY, 1u);
+}
+
+TEST(LaunchRule, MalformedRulesNameTheField) {
+  auto message = [](const json &launch) {
+    auto rule = parseLaunchRule(launch, "k", 2);
+    return rule.ok() ? std::string("ok") : std::string(rule.status().message());
+  };
+  EXPECT_EQ(message(json{{"rule", "rows"}, {"block", 0}}),
+            "kernel 'k': launch.block is 0, not in [1, 1024]");
+  EXPECT_EQ(message(json{{"rule", "row_outputs"}, {"block", 32}, {"rows_argument", 0}}),
+            "kernel 'k': launch.outputs is missing");
+  EXPECT_EQ(message(json{{"rule", "rows"}, {"block", 32}, {"rows_argument", 5},
+                         {"rows_per_thread", 1}}),
+            "kernel 'k': launch.rows_argument is 5, not in [0, 1]");
+  EXPECT_EQ(message(json{{"rule", "warps"}, {"block", 32}}),
+            "kernel 'k': launch.rule 'warps' is not rows, row_outputs or single");
+  EXPECT_EQ(message(json::array()), "kernel 'k': launch.rule is missing");
+}

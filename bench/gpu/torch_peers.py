@@ -3,7 +3,9 @@
 
 Reads the CSV that `csa-gpu-check --time=N --csv=FILE` wrote and, for each
 kernel that has an obvious PyTorch equivalent, times that equivalent on
-random inputs of the same shapes (CUDA events, median of N launches):
+random inputs of the same shapes: N calls captured in one CUDA graph (so
+Python's per-call cost does not count, as csa's batches of back-to-back
+launches), replayed between CUDA events; the median of 5 replays, per call:
 
   linear_<format>_<K>x<N>[_g<G>]  F.linear in bf16 (cuBLAS) on a bf16 weight:
                                   what a Hopper user does today after
@@ -29,17 +31,25 @@ BF16_FLOPS_PER_S = 790e12
 
 
 def median_us(fn, iterations):
-    fn()  # warm-up (cuBLAS heuristics, allocations)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # warm-up (cuBLAS heuristics, workspace) outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(iterations):
+            fn()
     times = []
-    for _ in range(iterations):
+    for _ in range(5):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        graph.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
+        times.append(start.elapsed_time(end) * 1e3 / iterations)
     times.sort()
     return times[len(times) // 2]
 
@@ -75,14 +85,15 @@ def peer(name, rows, iterations):
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    iterations = 50
+    iterations = 20
     for a in sys.argv[1:]:
         if a.startswith("--iterations="):
             iterations = int(a.split("=", 1)[1])
     if len(args) != 1:
         sys.exit(__doc__)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"median of {iterations} (peer)\n")
+          f"per call: median of 5 replays of a graph of {iterations} calls (peer), "
+          f"median of 5 batches of back-to-back launches (csa)\n")
     print("| kernel | rows | csa us | csa TB/s | csa TFLOP/s | csa % roofline "
           "| peer | peer us | peer % roofline | csa / peer |")
     print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")

@@ -54,13 +54,13 @@ cat > gpu-run/bench.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. Times every reduced (released-width)
 # kernel that csa-gpu-check can run, after checking it against its host
-# build, at 1 row (a decode step) and ${CSA_BENCH_ROWS:-16} rows, and times
+# build, at 1 row (a decode step) and ${CSA_BENCH_ROWS:-4} rows, and times
 # the PyTorch peers in the same call. Tables go to ${OUT:-.}.
 set -uo pipefail
 out=${OUT:-.}
 status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv
-for r in 1 ${CSA_BENCH_ROWS:-16}; do
+for r in 1 ${CSA_BENCH_ROWS:-4}; do
   ./csa-gpu-check --host=reduced.so --ptx=reduced.ptx --rows="$r" --seed="$r" \
     --time=${CSA_BENCH_ITERATIONS:-20} --csv="$out/kernels-rows$r.csv" > "$out/bench-rows$r.txt" 2>&1 || status=1
   echo "reduced rows=$r: $(tail -1 "$out/bench-rows$r.txt")"

@@ -3,7 +3,8 @@
 // The GPU route of the loop-level kernels: the same kernel IR the host target
 // compiles (codegen/host/) moves into a gpu.module, each kernel behind a
 // gpu.func entry point, and goes gpu/scf/memref/math -> NVVM -> LLVM IR
-// (libdevice linked for the transcendentals) -> PTX with the NVPTX
+// (libdevice linked for any call left; csa's kernels emit their own exp,
+// log1p and sin/cos and take sqrt.rn, so they match the host bits) -> PTX with the NVPTX
 // TargetMachine, as Triton does.
 //
 // Launch rules (the portable baseline; Hopper-specific lowerings replace
@@ -35,7 +36,7 @@ namespace csa::codegen {
 struct NvptxOptions {
   std::string chip = "sm_90a";
   int ptxVersion = 80; ///< PTX ISA version (80: PTX 8.0, what sm_90a needs)
-  /// libdevice bitcode for the transcendentals (expf, log1pf, ...).
+  /// libdevice bitcode, linked for whatever __nv_ function a kernel calls.
   std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
   int64_t blockSize = 128; ///< threads per block of "rows" kernels
 };

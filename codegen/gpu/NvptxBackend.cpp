@@ -153,12 +153,6 @@ int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
 /// Static shared memory a kernel may declare without opting in (48 KiB).
 constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
-/// Whether the body `fn` took an argument more than the kernel's declared
-/// `type` (the per-output linear form's shared row).
-bool lanesShared(func::FuncOp fn, FunctionType type) {
-  return fn.getFunctionType().getNumInputs() == type.getNumInputs() + 1;
-}
-
 /// Runs all of `fn` on thread 0 only; results (if any) are 0 elsewhere.
 void singleThread(func::FuncOp fn) {
   Block &entry = fn.getBody().front();
@@ -268,23 +262,28 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // Linear kernels: one block per (row, `blockSize` outputs), a thread per
     // output (the per-output form: the same bits as the host kernel).
     std::optional<LinearKernelSpec> linear = linearSpecOf(fn);
-    const int64_t sharedRowBytes =
-        linear && linearNeedsSharedRow(*linear) ? linear->inFeatures * 2 : 0;
-    if (linear && sharedRowBytes > kMaxStaticSharedBytes)
-      linear.reset(); // the row does not fit: the rows rule below
+    const bool sharedRow = linear && linearNeedsSharedRow(*linear);
+    // A warp per output, up to block / 32 outputs per block.
+    const int64_t block =
+        linear ? std::min(options.blockSize, linear->outFeatures * kPartialLanes) : 0;
+    const int64_t outputsPerBlock = block / kPartialLanes;
+    const int64_t sharedBytes =
+        !linear ? 0
+                : (sharedRow ? linear->inFeatures * 2 : 0) +
+                      outputsPerBlock * linearPartials(*linear) * 4;
+    if (linear && (sharedBytes > kMaxStaticSharedBytes ||
+                   block % kPartialLanes != 0))
+      linear.reset(); // does not fit: the rows rule below
     int64_t rowsArg = -1;
     if (linear) {
       LinearLanes lanes;
       lanes.row = [](OpBuilder &b, Location loc) -> Value {
         return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
       };
-      // Whole warps, no more than the outputs need.
-      const int64_t block =
-          std::min(options.blockSize, (linear->outFeatures + 31) / 32 * 32);
-      lanes.firstOutput = [block](OpBuilder &b, Location loc) -> Value {
+      lanes.firstOutput = [outputsPerBlock](OpBuilder &b, Location loc) -> Value {
         return arith::MulIOp::create(
             b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::y),
-            arith::ConstantIndexOp::create(b, loc, block));
+            arith::ConstantIndexOp::create(b, loc, outputsPerBlock));
       };
       lanes.lane = [](OpBuilder &b, Location loc) -> Value {
         return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -295,16 +294,22 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.barrier = [](OpBuilder &b, Location loc) {
         gpu::BarrierOp::create(b, loc);
       };
-      if (sharedRowBytes)
-        lanes.sharedRowType = MemRefType::get(
-            {linear->inFeatures}, b.getBF16Type(), MemRefLayoutAttrInterface{},
-            gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+      auto workgroup =
+          gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
+      if (sharedRow)
+        lanes.sharedRowType =
+            MemRefType::get({linear->inFeatures}, b.getBF16Type(),
+                            MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedPartialsType = MemRefType::get(
+          {outputsPerBlock, linearPartials(*linear)}, b.getF32Type(),
+          MemRefLayoutAttrInterface{}, workgroup);
       buildLinearPerOutputBody(fn, *linear, lanes);
       info.launch = "row_outputs";
       info.blockSize = block;
       info.rowsArgument = 0;
       info.outputs = linear->outFeatures;
-      info.sharedBytes = sharedRowBytes;
+      info.outputsPerBlock = outputsPerBlock;
+      info.sharedBytes = sharedBytes;
     } else if (rowParallel(name) &&
                (rowsArg = distributeRows(fn, rowsPerThread)) >= 0) {
       info.launch = "rows";
@@ -333,9 +338,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     Block &kbody = kernel.getBody().front();
     kb.setInsertionPointToStart(&kbody);
     SmallVector<Value> args(kbody.getArguments().take_front(type.getNumInputs()));
-    if (lanesShared(fn, type))
-      args.push_back(kernel.addWorkgroupAttribution(
-          fn.getFunctionType().getInputs().back(), fn.getLoc()));
+    // The body's extra arguments (the linear form's shared buffers) are the
+    // kernel's workgroup memory.
+    for (Type t : fn.getFunctionType().getInputs().drop_front(type.getNumInputs()))
+      args.push_back(kernel.addWorkgroupAttribution(t, fn.getLoc()));
     auto call = func::CallOp::create(kb, fn.getLoc(), fn, args);
     if (info.statusParameter) {
       Value gid = globalThreadId(kb, fn.getLoc());
@@ -506,13 +512,14 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
     // / block); single: one block of one thread.
     llvm::json::Object launch{{"rule", k.launch}, {"block", k.blockSize}};
     // row_outputs: grid = (dim(argument rows_argument, 0),
-    // ceil(outputs / block)).
+    // ceil(outputs / outputs_per_block)).
     if (k.launch == "rows") {
       launch["rows_argument"] = k.rowsArgument;
       launch["rows_per_thread"] = k.rowsPerThread;
     } else if (k.launch == "row_outputs") {
       launch["rows_argument"] = k.rowsArgument;
       launch["outputs"] = k.outputs;
+      launch["outputs_per_block"] = k.outputsPerBlock;
     }
     list.push_back(llvm::json::Object{
         {"name", k.name},

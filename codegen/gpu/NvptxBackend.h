@@ -12,9 +12,11 @@
 //   - "rows": the kernel's top-level row loop is distributed, one thread per
 //     iteration (a row, or a tile of rows), grid = ceil(iterations / block);
 //   - "row_outputs": linear kernels in their per-output form
-//     (buildLinearPerOutputBody): a block per (row, `block` outputs), a thread
-//     per output, FP8/FP4 activations quantized once per block into shared
-//     memory; grid = (rows, ceil(outputs / block));
+//     (buildLinearPerOutputBody): a block per (row, `outputs_per_block`
+//     outputs); a thread per output (bf16/f32), or a warp per output whose
+//     lanes compute the FP8/FP4 32-block partials, the activation row
+//     quantized once per block into shared memory; grid = (rows,
+//     ceil(outputs / outputs_per_block));
 //   - "single": kernels whose iterations depend on each other (a ring's
 //     ordered stores, the compressor state, gathers that count) run on one
 //     thread.
@@ -49,9 +51,9 @@ struct PtxKernel {
   /// rows: the argument whose dimension 0 is the number of rows, and the
   /// rows each thread takes (the host row tile).
   int64_t rowsArgument = -1, rowsPerThread = 1;
-  /// row_outputs: the number of outputs per row (grid.y = ceil(outputs /
-  /// block)).
-  int64_t outputs = 0;
+  /// row_outputs: the outputs per row and per block (grid.y =
+  /// ceil(outputs / outputsPerBlock)).
+  int64_t outputs = 0, outputsPerBlock = 0;
   int64_t sharedBytes = 0;
   /// The parameters after the memref descriptors are expanded (MLIR's
   /// default calling convention): "ptr", "i64", "f32", "i32" each.

@@ -137,6 +137,29 @@ Value decodeUe8m0(OpBuilder &b, Location loc, Value code) {
   return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
 }
 
+/// sum over e in [0, k) of product(e), as reference::linear sums: an fp32
+/// partial per 32-block (the last one shorter), the partials added in order.
+Value blockedDot(OpBuilder &b, Location loc, int64_t k,
+                 const std::function<Value(OpBuilder &, Location, Value)> &product) {
+  const int64_t blocks = (k + kBlock - 1) / kBlock;
+  return forLoop(b, loc, 0, blocks, ValueRange{f32c(b, loc, 0.f)},
+                 [&](OpBuilder &b, Location loc, Value kb, ValueRange total) {
+    Value base = arith::MulIOp::create(b, loc, kb, idx(b, loc, kBlock));
+    Value end = arith::MinSIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, base, idx(b, loc, kBlock)),
+        idx(b, loc, k));
+    Value partial =
+        forLoop(b, loc, base, end, ValueRange{f32c(b, loc, 0.f)},
+                [&](OpBuilder &b, Location loc, Value e, ValueRange p) {
+                  return SmallVector<Value>{
+                      arith::AddFOp::create(b, loc, p[0], product(b, loc, e))};
+                })
+            .getResult(0);
+    return SmallVector<Value>{arith::AddFOp::create(b, loc, total[0], partial)};
+  })
+      .getResult(0);
+}
+
 //===----------------------------------------------------------------------===//
 // act_quant(x, 32, ue8m0), dequantized (numerics::actQuantInplace)
 //===----------------------------------------------------------------------===//
@@ -265,17 +288,11 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
         forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
                 [&](OpBuilder &b, Location loc, Value t, ValueRange) {
           Value r = arith::AddIOp::create(b, loc, rb, t);
-          Value acc =
-              forLoop(b, loc, 0, kg, ValueRange{f32c(b, loc, 0.f)},
-                      [&](OpBuilder &b, Location loc, Value e, ValueRange sum) {
-                        Value c = arith::AddIOp::create(b, loc, inBase, e);
-                        Value a = loadF32(b, loc, x, ValueRange{r, c});
-                        Value wv = weightAt(b, loc, j, e);
-                        Value p = arith::MulFOp::create(b, loc, a, wv);
-                        return SmallVector<Value>{
-                            arith::AddFOp::create(b, loc, sum[0], p)};
-                      })
-                  .getResult(0);
+          Value acc = blockedDot(b, loc, kg, [&](OpBuilder &b, Location loc, Value e) {
+            Value c = arith::AddIOp::create(b, loc, inBase, e);
+            Value a = loadF32(b, loc, x, ValueRange{r, c});
+            return arith::MulFOp::create(b, loc, a, weightAt(b, loc, j, e)).getResult();
+          });
           memref::StoreOp::create(b, loc, fromF32(b, loc, acc, outType), y,
                                   ValueRange{r, j});
           return SmallVector<Value>{};
@@ -615,13 +632,15 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
   const bool fp8 = spec.format == LinearFormat::FP8Block32;
   const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
   const int64_t kg = k / g, ng = n / g;
+  const int64_t kBlocks = linearPartials(spec);
   Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
-  // A fresh body over the same arguments (plus the shared row).
+  // A fresh body over the same arguments (plus the shared buffers).
   fn.getBody().dropAllReferences();
   fn.getBody().getBlocks().clear();
   SmallVector<Type> inputs(fn.getFunctionType().getInputs());
-  if (quantized && lanes.sharedRowType)
+  if (quantized)
     inputs.push_back(lanes.sharedRowType);
+  inputs.push_back(lanes.sharedPartialsType);
   fn.setType(b.getFunctionType(inputs, {}));
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
@@ -629,24 +648,30 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
   Value x = entry->getArgument(0), w = entry->getArgument(1),
         s = withScale ? entry->getArgument(2) : Value(),
         y = entry->getArgument(withScale ? 3 : 2),
-        shared = quantized ? entry->getArgument(4) : Value();
+        shared = quantized ? entry->getArgument(4) : Value(),
+        partials = entry->getArguments().back();
   Value table = fp8 || fp8Dense ? e4m3Table(b, loc, symbols)
                 : quantized     ? e2m1Table(b, loc, symbols)
                                 : Value();
   Value r = lanes.row(b, loc), lane = lanes.lane(b, loc),
         lanesPerRow = lanes.lanes(b, loc);
   Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
-  Value j = arith::AddIOp::create(b, loc, lanes.firstOutput(b, loc), lane);
   Value block = idx(b, loc, kBlock);
-  // Lanes of one row agree on r, so the guard is uniform and the barrier
-  // inside it is reached by all of them or none.
+  auto ifThen = [&](Value cond, const std::function<void()> &body) {
+    auto op = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    body();
+  };
+  // Lanes of one row agree on r, so the guard is uniform and the barriers
+  // inside it are reached by all of them or none.
   Value rowInRange =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, rows);
   auto rowGuard = scf::IfOp::create(b, loc, rowInRange, /*withElse=*/false);
   b.setInsertionPoint(rowGuard.thenBlock()->getTerminator());
   if (quantized) {
-    // act_quant of row r, one 32-block per lane at a time, into the shared
-    // row as bf16 (the dequantized values are bf16 exactly).
+    // act_quant of row r into the shared row as bf16 (the dequantized values
+    // are bf16 exactly), one 32-block per lane at a time.
     scf::ForOp::create(
         b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},
         [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
@@ -666,82 +691,100 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
     });
     lanes.barrier(b, loc);
   }
-  Value outInRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j,
-                                           idx(b, loc, n));
-  auto outGuard = scf::IfOp::create(b, loc, outInRange, /*withElse=*/false);
-  b.setInsertionPoint(outGuard.thenBlock()->getTerminator());
-  Type outType = spec.format == LinearFormat::F32 ? f32 : bf16;
-  if (!quantized) {
-    // Output j of group j / (N/G): the host kernel's sum, K in order.
-    Value gi = arith::DivUIOp::create(b, loc, j, idx(b, loc, ng));
-    Value inBase = arith::MulIOp::create(b, loc, gi, idx(b, loc, kg));
-    Value acc =
-        forLoop(b, loc, 0, kg, ValueRange{f32c(b, loc, 0.f)},
-                [&](OpBuilder &b, Location loc, Value e, ValueRange sum) {
-                  Value c = arith::AddIOp::create(b, loc, inBase, e);
-                  Value a = loadF32(b, loc, x, ValueRange{r, c});
-                  Value wv;
-                  if (!fp8Dense) {
-                    wv = loadF32(b, loc, w, ValueRange{j, e});
-                  } else {
-                    Value code = loadCode(b, loc, w, ValueRange{j, e});
-                    Value scale = decodeUe8m0(
-                        b, loc,
-                        loadCode(b, loc, s,
-                                 ValueRange{arith::DivUIOp::create(b, loc, j, block),
-                                            arith::DivUIOp::create(b, loc, e, block)}));
-                    wv = arith::MulFOp::create(b, loc, lookup(b, loc, table, code),
-                                               scale);
-                  }
-                  Value p = arith::MulFOp::create(b, loc, a, wv);
-                  return SmallVector<Value>{arith::AddFOp::create(b, loc, sum[0], p)};
-                })
-            .getResult(0);
+  // kPartialLanes lanes per output: lane `sub` computes the fp32 partials of
+  // 32-blocks sub, sub + 32, ... of the output's K (its group's, for G > 1),
+  // each over its block in order (contiguous weight bytes across the lanes).
+  Value partialLanes = idx(b, loc, kPartialLanes);
+  Value slot = arith::DivUIOp::create(b, loc, lane, partialLanes);
+  Value sub = arith::RemUIOp::create(b, loc, lane, partialLanes);
+  Value j = arith::AddIOp::create(b, loc, lanes.firstOutput(b, loc), slot);
+  Value outInRange =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j, idx(b, loc, n));
+  ifThen(outInRange, [&] {
+    Value inBase = arith::MulIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, j, idx(b, loc, ng)),
+        idx(b, loc, kg));
+    Value scaleRow = fp8 ? arith::DivUIOp::create(b, loc, j, block).getResult() : j;
+    scf::ForOp::create(
+        b, loc, sub, idx(b, loc, kBlocks), partialLanes, ValueRange{},
+        [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
+      Value base = arith::MulIOp::create(b, loc, kb, block);
+      Value end = arith::MinSIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, base, block), idx(b, loc, kg));
+      // The block's weight scale (FP8/FP4: one per 32-block of K).
+      Value ws = quantized ? decodeUe8m0(b, loc, loadCode(b, loc, s,
+                                                          ValueRange{scaleRow, kb}))
+                           : Value();
+      Value partial =
+          forLoop(b, loc, base, end, ValueRange{f32c(b, loc, 0.f)},
+                  [&](OpBuilder &b, Location loc, Value e, ValueRange p) {
+        Value a, wv;
+        if (!quantized) {
+          a = loadF32(b, loc, x, ValueRange{r, arith::AddIOp::create(b, loc, inBase, e)});
+          if (!fp8Dense) {
+            wv = loadF32(b, loc, w, ValueRange{j, e});
+          } else {
+            Value code = loadCode(b, loc, w, ValueRange{j, e});
+            Value scale = decodeUe8m0(
+                b, loc,
+                loadCode(b, loc, s,
+                         ValueRange{arith::DivUIOp::create(b, loc, j, block),
+                                    arith::DivUIOp::create(b, loc, e, block)}));
+            wv = arith::MulFOp::create(b, loc, lookup(b, loc, table, code), scale);
+          }
+        } else {
+          Value code;
+          if (fp8) {
+            code = loadCode(b, loc, w, ValueRange{j, e});
+          } else {
+            // Element 2i is byte i's low nibble, 2i + 1 its high one.
+            Value byte = loadCode(
+                b, loc, w,
+                ValueRange{j, arith::DivUIOp::create(b, loc, e, idx(b, loc, 2))});
+            Value odd = arith::IndexCastUIOp::create(
+                b, loc, b.getI32Type(),
+                arith::RemUIOp::create(b, loc, e, idx(b, loc, 2)));
+            Value shift = arith::MulIOp::create(b, loc, odd, i32c(b, loc, 4));
+            code = arith::AndIOp::create(
+                b, loc, arith::ShRUIOp::create(b, loc, byte, shift),
+                i32c(b, loc, 0xF));
+          }
+          wv = arith::MulFOp::create(b, loc, lookup(b, loc, table, code), ws);
+          a = loadF32(b, loc, shared, ValueRange{e});
+        }
+        Value prod = arith::MulFOp::create(b, loc, a, wv);
+        return SmallVector<Value>{arith::AddFOp::create(b, loc, p[0], prod)};
+      })
+              .getResult(0);
+      memref::StoreOp::create(b, loc, partial, partials, ValueRange{slot, kb});
+      scf::YieldOp::create(b, loc);
+    });
+  });
+  lanes.barrier(b, loc);
+  // The output's first lane adds the partials in block order, as the host
+  // kernel does, and rounds once.
+  Value first =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, sub, idx(b, loc, 0));
+  ifThen(arith::AndIOp::create(b, loc, outInRange, first), [&] {
+    Value acc = forLoop(b, loc, 0, kBlocks, ValueRange{f32c(b, loc, 0.f)},
+                        [&](OpBuilder &b, Location loc, Value kb, ValueRange t) {
+                          Value p = memref::LoadOp::create(b, loc, partials,
+                                                           ValueRange{slot, kb});
+                          return SmallVector<Value>{
+                              arith::AddFOp::create(b, loc, t[0], p)};
+                        })
+                    .getResult(0);
+    Type outType = spec.format == LinearFormat::F32 ? f32 : bf16;
     memref::StoreOp::create(b, loc, fromF32(b, loc, acc, outType), y,
                             ValueRange{r, j});
-  } else {
-    // Per 32-block of K: partial = sum_c a[c] * (decode(w[j][c]) * scale),
-    // added to the output's sum in block order, as the host kernel does.
-    Value scaleRow = fp8 ? arith::DivUIOp::create(b, loc, j, block).getResult() : j;
-    Value acc =
-        forLoop(b, loc, 0, k / kBlock, ValueRange{f32c(b, loc, 0.f)},
-                [&](OpBuilder &b, Location loc, Value kb, ValueRange total) {
-      Value ws = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{scaleRow, kb}));
-      Value base = arith::MulIOp::create(b, loc, kb, block);
-      Value partial =
-          forLoop(b, loc, 0, kBlock, ValueRange{f32c(b, loc, 0.f)},
-                  [&](OpBuilder &b, Location loc, Value c, ValueRange p) {
-            Value col = arith::AddIOp::create(b, loc, base, c);
-            Value code;
-            if (fp8) {
-              code = loadCode(b, loc, w, ValueRange{j, col});
-            } else {
-              // Element 2i is byte i's low nibble, 2i + 1 its high one.
-              Value byte = loadCode(
-                  b, loc, w,
-                  ValueRange{j, arith::DivUIOp::create(b, loc, col, idx(b, loc, 2))});
-              Value odd = arith::IndexCastUIOp::create(
-                  b, loc, b.getI32Type(),
-                  arith::RemUIOp::create(b, loc, col, idx(b, loc, 2)));
-              Value shift = arith::MulIOp::create(b, loc, odd, i32c(b, loc, 4));
-              code = arith::AndIOp::create(
-                  b, loc, arith::ShRUIOp::create(b, loc, byte, shift),
-                  i32c(b, loc, 0xF));
-            }
-            Value wv = arith::MulFOp::create(b, loc, lookup(b, loc, table, code), ws);
-            Value a = loadF32(b, loc, shared, ValueRange{col});
-            Value prod = arith::MulFOp::create(b, loc, a, wv);
-            return SmallVector<Value>{arith::AddFOp::create(b, loc, p[0], prod)};
-          })
-              .getResult(0);
-      return SmallVector<Value>{arith::AddFOp::create(b, loc, total[0], partial)};
-    })
-            .getResult(0);
-    memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, acc), y,
-                            ValueRange{r, j});
-  }
+  });
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc);
+}
+
+int64_t linearPartials(const LinearKernelSpec &spec) {
+  const int64_t kg = spec.inFeatures / std::max<int64_t>(spec.groups, 1);
+  return (kg + kBlock - 1) / kBlock;
 }
 
 func::FuncOp buildFp8ActQuantKernel(ModuleOp module, const std::string &name,

@@ -8,12 +8,13 @@
 //     per 32 channels (act_quant, UE8M0 power-of-two scale, E4M3 RNE with
 //     saturation, back to bf16), then sum an fp32 partial per 32-block of K
 //     in K order and add the partials in order; bf16 output.
-//   * BF16: fp32 accumulation straight through in K order, bf16 output.
+//   * BF16: an fp32 partial per 32-block of K, the partials added in order
+//     (reference::kLinearBlock, the same order as FP8/FP4), bf16 output.
 //   * F32: the same in fp32 with an fp32 output (the weight is still stored
 //     as bf16 unless `weightF32`).
 //   * Grouped (BF16/F32, `groups` G > 1, the block-diagonal `wo_a`): output
 //     j of group g = j / (N/G) reads input channels [g*K/G, (g+1)*K/G) and
-//     weight row j of width K/G, accumulated straight through.
+//     weight row j of width K/G, summed in 32-block partials likewise.
 //
 // Weights are passed in their checkpoint bytes; the E4M3 and E2M1 decode
 // tables are embedded in the module as constant `memref.global`s. K and N are
@@ -86,23 +87,35 @@ std::optional<LinearKernelSpec> linearSpecOf(mlir::func::FuncOp fn);
 /// the per-output form keeps it in a row buffer shared by the lanes.
 bool linearNeedsSharedRow(const LinearKernelSpec &spec);
 
+/// The number of 32-block partials of one output (K / G rounded up).
+int64_t linearPartials(const LinearKernelSpec &spec);
+
+/// FP8/FP4 per-output form: lanes per output (a warp), each computing the
+/// partials of every 32nd 32-block of K.
+inline constexpr int64_t kPartialLanes = 32;
+
 /// How the per-output form is spread over parallel lanes (GPU threads): a
-/// group of `lanes` lanes works on row `row`, lane i on output
-/// `firstOutput + i`; `barrier` synchronizes the group.
+/// group of `lanes` lanes works on row `row`; `barrier` synchronizes it.
+/// Lanes [32i, 32i + 32) compute output `firstOutput + i` (lanes() must be
+/// a multiple of kPartialLanes).
 struct LinearLanes {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row,
       firstOutput, lane, lanes;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
-  /// FP8/FP4: memref<K x bf16> in the group's shared memory, appended to
-  /// the kernel's arguments.
-  mlir::Type sharedRowType;
+  /// Appended to the kernel's arguments, in the group's shared memory: the
+  /// quantized row (FP8/FP4 only), memref<K x bf16>, then the partials,
+  /// memref<(lanes / 32) x linearPartials(spec) x f32>.
+  mlir::Type sharedRowType, sharedPartialsType;
 };
 
 /// Replaces the body of `fn` (a kernel of `spec` from buildLinearKernel)
-/// with the per-output form: each lane computes one y[row][j] with the host
-/// kernel's exact operation order (so the bits are the same); FP8/FP4 lanes
-/// first quantize the row's 32-blocks into the shared row, one block each in
-/// turn, then meet at the barrier. Rows or outputs past the end are skipped.
+/// with the per-output form, in the host kernel's exact operation order (so
+/// the bits are the same): every linear sums an fp32 partial per 32-block of
+/// K and adds the partials in order. FP8/FP4 lanes first quantize the row's
+/// 32-blocks into the shared row and meet at a barrier; then each lane of an
+/// output's warp computes every 32nd partial into the shared partials; after
+/// a barrier the warp's first lane adds them in order. Rows or outputs past
+/// the end are skipped.
 void buildLinearPerOutputBody(mlir::func::FuncOp fn,
                               const LinearKernelSpec &spec,
                               const LinearLanes &lanes);

@@ -106,8 +106,10 @@ Mat linear(const Mat &x, const Weight &w) {
     for (int64_t r = 0; r < m; ++r)
       fp8QuantDequant(xq.row(r), k);
   // fp8_gemm / fp4_gemm add an fp32 partial per 32-block of K (the block
-  // products are exact); the plain GEMMs accumulate straight through.
-  const int64_t block = quantized ? 32 : k;
+  // products are exact). The plain GEMMs' order is unspecified upstream
+  // (cuBLAS); csa gives them the same order (semantics.md), so a GPU can
+  // compute the 32-block partials in parallel and still match bit for bit.
+  const int64_t block = kLinearBlock;
   if (m < 4) {
     // Few rows (decode): one pass per row, no transposition.
     parallelFor(n, [&](int64_t begin, int64_t end) {

@@ -66,6 +66,9 @@ void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &body);
 /// y = x @ W^T as the released code computes it for `w.kind`:
 /// FP8/FP4: act_quant(x, 32, ue8m0) then per-32-block fp32 partial sums,
 /// bf16 output; BF16: fp32 accumulation, bf16 output; F32: fp32 output.
+/// Every linear sums an fp32 partial per kLinearBlock-block of K (the last
+/// one shorter when K is not a multiple) and adds the partials in K order.
+inline constexpr int64_t kLinearBlock = 32;
 Mat linear(const Mat &x, const Weight &w);
 
 /// RMSNorm in fp32 with a weight, output rounded to bf16.

@@ -618,9 +618,15 @@ Mat ReferenceModel::Impl::attention(int64_t l, const Mat &x, int64_t pos0,
       lw.woA.dequantizeRow(gr, wrow.data());
       for (int64_t i = 0; i < n; ++i) {
         const float *og = o.row(i) + g * groupWidth;
+        // 32-block partials added in order, as every linear (Kernels.h).
         float acc = 0.f;
-        for (int64_t e = 0; e < groupWidth; ++e)
-          acc += og[e] * wrow[size_t(e)];
+        for (int64_t kb = 0; kb < groupWidth; kb += reference::kLinearBlock) {
+          float partial = 0.f;
+          const int64_t end = std::min(groupWidth, kb + reference::kLinearBlock);
+          for (int64_t e = kb; e < end; ++e)
+            partial += og[e] * wrow[size_t(e)];
+          acc += partial;
+        }
         u.at(i, gr) = bf16(acc);
       }
     }

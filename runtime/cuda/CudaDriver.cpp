@@ -202,7 +202,8 @@ LaunchShape launchShape(const LaunchRule &rule, int64_t rows) {
   } else if (rule.rule == "row_outputs") {
     shape.blockX = unsigned(rule.block);
     shape.gridX = unsigned(std::max<int64_t>(1, rows));
-    shape.gridY = unsigned(std::max<int64_t>(1, ceilDiv(rule.outputs, rule.block)));
+    shape.gridY =
+        unsigned(std::max<int64_t>(1, ceilDiv(rule.outputs, rule.outputsPerBlock)));
   }
   return shape;
 }

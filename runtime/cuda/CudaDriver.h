@@ -38,6 +38,7 @@ struct LaunchRule {
   int64_t rowsArgument = -1; ///< rows, row_outputs: dim 0 of this argument
   int64_t rowsPerThread = 1; ///< rows
   int64_t outputs = 0;       ///< row_outputs
+  int64_t outputsPerBlock = 1; ///< row_outputs
 };
 
 /// The launch of `rule` for `rows` rows (dimension 0 of its rows argument);

@@ -54,6 +54,8 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
                         ? integer("rows_per_thread", 1, int64_t(1) << 30,
                                   rule.rowsPerThread)
                         : integer("outputs", 1, int64_t(1) << 40, rule.outputs);
+  if (st.ok() && rule.rule == "row_outputs")
+    st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);
   if (!st.ok())
     return st;
   return rule;

@@ -444,8 +444,8 @@ TEST(LinearKernels, GroupedBf16MatchesTheWoAEinsumBitForBit) {
     auto dw = describe<2>(w, {n, groupWidth});
     kernel(&dx, &dw, &dy);
     // ReferenceModel "Grouped low-rank output": u[i, gr] = bf16(sum_e
-    // o[i, g * groupWidth + e] * wo_a[gr, e]) with g = gr / rank, fp32
-    // accumulation straight through.
+    // o[i, g * groupWidth + e] * wo_a[gr, e]) with g = gr / rank, an fp32
+    // partial per 32-block of e added in order (reference::kLinearBlock).
     reference::Weight woA{reference::WeightKind::BF16, n, groupWidth,
                           reinterpret_cast<const uint8_t *>(w.data())};
     reference::Mat o = toMat(x, rows, k), u(rows, n), uf(rows, n);
@@ -456,8 +456,12 @@ TEST(LinearKernels, GroupedBf16MatchesTheWoAEinsumBitForBit) {
       for (int64_t i = 0; i < rows; ++i) {
         const float *og = o.row(i) + g * groupWidth;
         float acc = 0.f;
-        for (int64_t e = 0; e < groupWidth; ++e)
-          acc += og[e] * wrow[size_t(e)];
+        for (int64_t kb = 0; kb < groupWidth; kb += reference::kLinearBlock) {
+          float partial = 0.f;
+          for (int64_t e = kb; e < std::min(groupWidth, kb + reference::kLinearBlock); ++e)
+            partial += og[e] * wrow[size_t(e)];
+          acc += partial;
+        }
         u.at(i, gr) = reference::bf16(acc);
         uf.at(i, gr) = acc;
       }

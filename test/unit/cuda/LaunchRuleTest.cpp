@@ -9,12 +9,13 @@ using nlohmann::json;
 
 TEST(LaunchRule, RowOutputsGridIsRowsByOutputBlocks) {
   auto rule = parseLaunchRule(
-      json{{"rule", "row_outputs"}, {"block", 128}, {"rows_argument", 0}, {"outputs", 300}},
+      json{{"rule", "row_outputs"}, {"block", 128}, {"rows_argument", 0},
+           {"outputs", 300}, {"outputs_per_block", 4}},
       "linear", 4);
   ASSERT_TRUE(rule.ok()) << rule.status();
   auto shape = launchShape(*rule, 7);
   EXPECT_EQ(shape.gridX, 7u);
-  EXPECT_EQ(shape.gridY, 3u); // ceil(300 / 128)
+  EXPECT_EQ(shape.gridY, 75u); // ceil(300 / 4): a warp per output
   EXPECT_EQ(shape.blockX, 128u);
   // No rows still launches one block (the kernel skips rows past the end).
   EXPECT_EQ(launchShape(*rule, 0).gridX, 1u);
@@ -38,6 +39,9 @@ TEST(LaunchRule, MalformedRulesNameTheField) {
             "kernel 'k': launch.block is 0, not in [1, 1024]");
   EXPECT_EQ(message(json{{"rule", "row_outputs"}, {"block", 32}, {"rows_argument", 0}}),
             "kernel 'k': launch.outputs is missing");
+  EXPECT_EQ(message(json{{"rule", "row_outputs"}, {"block", 32}, {"rows_argument", 0},
+                         {"outputs", 8}, {"outputs_per_block", 64}}),
+            "kernel 'k': launch.outputs_per_block is 64, not in [1, 32]");
   EXPECT_EQ(message(json{{"rule", "rows"}, {"block", 32}, {"rows_argument", 5},
                          {"rows_per_thread", 1}}),
             "kernel 'k': launch.rows_argument is 5, not in [0, 1]");

@@ -273,29 +273,76 @@ struct KernelRef {
   GpuRunner *runner = nullptr;
 };
 
-/// The correctness-mode GPU path (ExecutorOptions::Device::Cuda): each
-/// call mirrors the host buffers it touches on the device (weights once),
-/// launches the PTX kernel with its descriptors translated to device
-/// addresses, and copies the buffers back.
+/// The GPU path (ExecutorOptions::Device::Cuda). Every buffer the plan hands
+/// to a kernel (weights, caches, transients) gets a device mirror, and the
+/// runner tracks which side holds its current bytes: a launch uploads only
+/// the buffers the host changed since (weights once), and leaves every
+/// buffer it was given current on the device; the host side downloads a
+/// buffer only when the executor reads or changes it there (toHost: a top-k
+/// set, a row count, the logits, a cache that grows) and marks buffers it
+/// refills (hostWrote). Launches are asynchronous on the default stream; the
+/// copies order them. CSA_CUDA_SYNC=1 synchronizes after every launch, so a
+/// fault names its kernel.
 class GpuRunner {
 public:
-  GpuRunner(cuda::Driver &driver, const Bounds &bounds) : driver(driver), bounds(bounds) {}
+  GpuRunner(cuda::Driver &driver, const Bounds &bounds)
+      : driver(driver), bounds(bounds),
+        syncEach(std::getenv("CSA_CUDA_SYNC") != nullptr) {}
   ~GpuRunner() {
     for (auto &[start, m] : mirrors)
       (void)driver.release(m.device);
+    if (status)
+      (void)driver.release(status);
   }
   void markConstant(const void *p) { constants.insert(uintptr_t(p)); }
   int32_t launch(const KernelRef &k, std::vector<GpuArg> &args);
+  /// Before the host reads or writes the buffer holding `p`: its device
+  /// bytes come back if they are newer; the host's are current afterwards.
+  void toHost(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    auto it = mirrors.find(start);
+    if (it == mirrors.end() || it->second.bytes != end - start)
+      return;
+    Mirror &m = it->second;
+    if (m.current == Current::Device)
+      check(driver.copyToHost(reinterpret_cast<void *>(start), m.device, m.bytes));
+    m.current = Current::Host;
+  }
+  /// The host rewrote (or reallocated) the buffer holding `p`.
+  void hostWrote(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    auto it = mirrors.find(start);
+    if (it != mirrors.end())
+      it->second.current = Current::Host;
+  }
+  /// The host buffer starting at `p` goes away (a cache about to grow).
+  void forget(const void *p) {
+    auto it = mirrors.find(uintptr_t(p));
+    if (it == mirrors.end())
+      return;
+    (void)driver.release(it->second.device);
+    mirrors.erase(it);
+  }
 
 private:
+  enum class Current { Host, Device, Both };
   struct Mirror {
     cuda::DevicePtr device = 0;
     size_t bytes = 0;
-    bool uploaded = false;
+    Current current = Current::Host;
   };
+  static void check(absl::Status st) {
+    if (!st.ok())
+      throw std::runtime_error(std::string(st.message()));
+  }
   Mirror &mirror(uintptr_t start, uintptr_t end) {
     Mirror &m = mirrors[start];
     if (m.bytes != end - start) {
+      // A new buffer, or one resized in place: the host's bytes are current.
       if (m.device)
         (void)driver.release(m.device);
       auto ptr = driver.allocate(end - start);
@@ -303,14 +350,16 @@ private:
         throw std::runtime_error(std::string(ptr.status().message()));
       m.device = *ptr;
       m.bytes = end - start;
-      m.uploaded = false;
+      m.current = Current::Host;
     }
     return m;
   }
   cuda::Driver &driver;
   const Bounds &bounds;
+  const bool syncEach;
   std::map<uintptr_t, Mirror> mirrors;
   std::set<uintptr_t> constants;
+  cuda::DevicePtr status = 0; ///< a kernel's returned value
 };
 
 inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
@@ -319,11 +368,7 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   values.reserve(args.size() * 12 + 8);
   std::vector<float> floats;
   floats.reserve(args.size());
-  std::vector<std::pair<uintptr_t, uintptr_t>> touched;
-  auto check = [&](absl::Status st) {
-    if (!st.ok())
-      throw std::runtime_error(std::string(st.message()));
-  };
+  std::vector<Mirror *> written;
   for (size_t i = 0; i < args.size(); ++i) {
     GpuArg &a = args[i];
     if (a.kind == GpuArg::Memref) {
@@ -336,14 +381,13 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
           throw std::out_of_range("argument " + std::to_string(i) + " of " +
                                   k.name + " is in no known buffer");
         Mirror &m = mirror(start, end);
-        const bool constant = constants.count(start) != 0;
-        if (!constant || !m.uploaded) {
+        if (m.current == Current::Host) {
           check(driver.copyToDevice(m.device, reinterpret_cast<const void *>(start),
                                     end - start));
-          m.uploaded = true;
+          m.current = Current::Both;
         }
-        if (!constant)
-          touched.push_back({start, end});
+        if (!constants.count(start))
+          written.push_back(&m); // the kernel may write any buffer it gets
         device = int64_t(m.device + (uintptr_t(a.aligned) - start));
       }
       values.push_back(device); // allocated
@@ -359,12 +403,13 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
       values.push_back(a.i);
     }
   }
-  cuda::DevicePtr status = 0;
   if (g.status) {
-    auto ptr = driver.allocate(4);
-    if (!ptr.ok())
-      throw std::runtime_error(std::string(ptr.status().message()));
-    status = *ptr;
+    if (!status) {
+      auto ptr = driver.allocate(4);
+      if (!ptr.ok())
+        throw std::runtime_error(std::string(ptr.status().message()));
+      status = *ptr;
+    }
     int32_t zero = 0;
     check(driver.copyToDevice(status, &zero, 4));
     for (int64_t v : {int64_t(status), int64_t(status), int64_t(0), int64_t(1),
@@ -396,17 +441,19 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     rows = r.sizes.empty() ? 0 : r.sizes[0];
   }
   check(driver.launch(g.fn, cuda::launchShape(g.launch, rows), params.data()));
-  check(driver.synchronize());
-  for (auto [start, end] : touched)
-    check(driver.copyToHost(reinterpret_cast<void *>(start), mirrors[start].device,
-                            end - start));
+  if (syncEach)
+    check(driver.synchronize());
+  for (Mirror *m : written)
+    m->current = Current::Device;
   int32_t result = 0;
-  if (g.status) {
+  if (g.status)
     check(driver.copyToHost(&result, status, 4));
-    (void)driver.release(status);
-  }
   return result;
 }
+
+/// The runner of the entry point being run (null on the CPU): kernels kept
+/// on the host (CSA_CUDA_HOST_KERNELS) fetch their buffers through it.
+thread_local GpuRunner *currentRunner = nullptr;
 
 /// Checks one call argument against the kernel's signature.
 template <int N>
@@ -457,6 +504,9 @@ inline void checkArg(const KernelRef &k, size_t i, float) {
                                 k.name + " is not a float in its signature");
 }
 
+template <int N> void hostSide(Desc<N> *d) { currentRunner->toHost(d->aligned); }
+template <typename T> void hostSide(T) {}
+
 template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
   if (sizeof...(A) != k.signature->size())
     throw std::invalid_argument(k.name + " takes " +
@@ -473,6 +523,8 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     else
       return R(r);
   }
+  if (currentRunner) // a host kernel in a GPU run: its buffers, current here
+    (hostSide(args), ...);
   return reinterpret_cast<R (*)(A...)>(k.fn)(args...);
 }
 
@@ -537,6 +589,16 @@ struct Executor::Impl {
       if (!prefix.empty() && name.rfind(prefix, 0) == 0)
         return true;
     return false;
+  }
+  /// GPU runs: before the host reads or changes a buffer's bytes (see
+  /// GpuRunner), and after it refills one. No-ops on the CPU.
+  void onHost(const void *p) {
+    if (runner)
+      runner->toHost(p);
+  }
+  void hostRefilled(const void *p) {
+    if (runner)
+      runner->hostWrote(p);
   }
   int64_t vocab = 0;
   StepTiming timing;
@@ -652,6 +714,7 @@ struct Executor::Impl {
     }
     t.elementBytes = elementBytes;
     t.resize(std::move(dims));
+    hostRefilled(t.ptr());
     t.base = base;
     liveBytes += t.data.capacity() - std::min<uint64_t>(before, t.data.capacity());
     peakBytes = std::max(peakBytes, liveBytes);
@@ -671,6 +734,7 @@ struct Executor::Impl {
       return absl::InvalidArgumentError(
           "a value holds fewer bytes than its shape says (another dtype?)");
     Tensor &dst = tensor(s, i);
+    onHost(src.data.data());
     if (&dst == &src) { // one transient for operand and result
       std::vector<uint8_t> bytesOf(src.data.begin() + from,
                                    src.data.begin() + from + bytes);
@@ -696,6 +760,7 @@ struct Executor::Impl {
     Tensor &t = transients["$scratch." + name];
     t.elementBytes = elementBytes;
     t.resize(std::move(dims));
+    hostRefilled(t.ptr());
     return t;
   }
   /// The `rowBytes`-byte parts at `offset` of entries [0, count) of a global
@@ -704,6 +769,7 @@ struct Executor::Impl {
                       const CacheBuffer &b, int64_t offset, int64_t rowBytes,
                       int64_t count) {
     Tensor &t = scratch(name, 1, {count, rowBytes});
+    onHost(c.bytes.data());
     for (int64_t e = 0; e < count; ++e)
       std::memcpy(t.as<uint8_t>() + e * rowBytes,
                   c.bytes.data() + e * b.entryBytes + offset, size_t(rowBytes));
@@ -1100,6 +1166,26 @@ Executor::Impl::run(std::vector<Step> &steps) {
     bounds.add(cache.bytes.data(), cache.bytes.size());
   if (!engramMap.empty())
     bounds.add(engramMap.data(), engramMap.size() * sizeof(int64_t));
+  // GPU: this sequence's caches and the tokens are current on the host (a
+  // mirror at the same address may hold another sequence's bytes); at the
+  // end the caches come back, so a Sequence always holds its own state.
+  GpuRunner *previousRunner = currentRunner;
+  currentRunner = runner.get();
+  for (auto &[id, cache] : seq->caches)
+    hostRefilled(cache.bytes.data());
+  hostRefilled(tokens.ptr());
+  auto finish = [&]() -> absl::Status {
+    absl::Status st;
+    try {
+      for (auto &[id, cache] : seq->caches)
+        onHost(cache.bytes.data());
+      onHost(logits.ptr());
+    } catch (const std::exception &e) {
+      st = absl::InternalError(absl::StrCat("reading GPU results: ", e.what()));
+    }
+    currentRunner = previousRunner;
+    return st;
+  };
   for (Step &step : steps) {
     absl::Status st;
     try {
@@ -1111,6 +1197,7 @@ Executor::Impl::run(std::vector<Step> &steps) {
           absl::StrCat("malformed step: ", e.what()));
     }
     if (!st.ok()) {
+      (void)finish();
       for (auto &[id, cache] : seq->caches)
         bounds.remove(cache.bytes.data());
       return absl::Status(st.code(), absl::StrCat(step.where, " (", step.op,
@@ -1124,10 +1211,13 @@ Executor::Impl::run(std::vector<Step> &steps) {
     }
   }
   timing.peakTransientBytes = peakBytes;
+  absl::Status finished = finish();
   // The sequence's caches may be freed before the next run: only live memory
   // stays in the bounds.
   for (auto &[id, cache] : seq->caches)
     bounds.remove(cache.bytes.data());
+  if (!finished.ok())
+    return finished;
   timing.steps = int64_t(steps.size());
   timing.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -1291,6 +1381,9 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
         "cache '", b.id, "' would need ", end, " entries; the plan allows ",
         capacity, " (max_context ", artifact->plan().maxContext, ")"));
   if (int64_t(c.bytes.size()) < end * b.entryBytes) {
+    onHost(c.bytes.data()); // the entries written so far, before they move
+    if (runner)
+      runner->forget(c.bytes.data());
     bounds.remove(c.bytes.data());
     c.bytes.resize(size_t(std::min(capacity, std::max<int64_t>(
                                                  end, 2 * int64_t(c.bytes.size()) /
@@ -1472,6 +1565,7 @@ absl::Status Executor::Impl::topk(Step &s) {
   // The pool answers by position: row i of the scores is the pool's row
   // (scores.base + i - pool.base); positions past its width are not in it.
   Tensor &pool = tensor(s, 1);
+  onHost(pool.ptr());
   Tensor &mask = scratch("topk.mask", 1, {n, width});
   std::fill(mask.data.begin(), mask.data.end(), 0);
   const int64_t poolWidth = pool.dims.at(1);
@@ -1523,6 +1617,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   const int64_t k = global ? selected->dims.at(1) : 0;
   int64_t entries = 0;
   if (global) {
+    onHost(selected->ptr());
     const int32_t *sel = selected->as<int32_t>();
     for (int64_t i = 0; i < selected->numel(); ++i)
       entries = std::max<int64_t>(entries, int64_t(sel[i]) + 1);
@@ -1637,6 +1732,7 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto dc = desc<1>(count.ptr(), {1});
     invoke(s, "gather", &dx, &di, &dw,
            int32_t(e), &drows, &dri, &drw, &dc);
+    onHost(count.ptr());
     const int64_t c = count.as<int64_t>()[0];
     if (c == 0)
       continue;

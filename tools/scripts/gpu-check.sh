@@ -21,6 +21,7 @@ for tool in csa-gpu-check csa-run; do
   ldd "build/bin/$tool" | awk '/libabsl/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done
 build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o gpu-run/tiny.csa
+build/bin/csa-compile --variant=reduced --emit=artifact --with-ptx -o gpu-run/reduced.csa
 for v in "${variants[@]}"; do
   build/bin/csa-compile --variant="$v" --emit=object -o "gpu-run/$v.so"
   build/bin/csa-compile --variant="$v" --emit=ptx -o "gpu-run/$v.ptx"
@@ -69,6 +70,23 @@ done
 exit $status
 RUN
 chmod +x gpu-run/bench.sh
+cat > gpu-run/run-reduced.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. The whole `reduced` plan (released
+# widths, 4 GB of random weights generated in memory) on the CPU executor and
+# on the GPU: 3 prompt tokens, 2 new ones, top-3 logits compared as text.
+set -uo pipefail
+out=${OUT:-.}
+strip() { grep -v -e "ms (" -e "bytes" "$1"; }
+run() { ./csa-run reduced.csa --random-weights=7 --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 "$@"; }
+run --device=cpu > "$out/reduced-cpu.txt" 2>&1 || exit 1
+run --device=cuda > "$out/reduced-cuda.txt" 2>&1 || exit 1
+first=$(diff <(strip "$out/reduced-cpu.txt") <(strip "$out/reduced-cuda.txt") | head -1)
+echo "reduced, cuda: ${first:-identical to the CPU executor (top-3 logits, 2 tokens)}"
+grep -h "ms (" "$out/reduced-cpu.txt" "$out/reduced-cuda.txt"
+[ -z "$first" ]
+RUN
+chmod +x gpu-run/run-reduced.sh
 cat > gpu-run/run-plan.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The whole tiny plan on the GPU.

@@ -68,10 +68,10 @@ struct StepTiming {
 
 struct ExecutorOptions {
   /// Where the kernels run. Cuda runs the artifact's PTX (compiled with
-  /// csa-compile --with-ptx) through the CUDA driver in a correctness mode:
-  /// each call copies the buffers it touches to the device and back (the
-  /// weights once), so it checks the generated GPU kernels on the real plan;
-  /// it is not the fast GPU backend.
+  /// csa-compile --with-ptx) through the CUDA driver: buffers stay on the
+  /// device between kernels and come back where the host reads them (top-k
+  /// sets, MoE counts, logits, caches at the end of a step); no CUDA graphs
+  /// yet (docs/gpu.md).
   enum class Device { Cpu, Cuda };
   Device device = Device::Cpu;
 };

@@ -50,8 +50,8 @@ int usage() {
          "sequences (each with its own caches and sampler seed + i).\n"
          "Prints the generated ids, prefill and decode times, tokens/s and the\n"
          "cache bytes the sequences hold. --device=cuda runs the artifact's\n"
-         "PTX (csa-compile --with-ptx) in a correctness mode that copies each\n"
-         "call's buffers to the GPU and back: a check, not the fast path.\n";
+         "PTX (csa-compile --with-ptx) on the GPU, bit-exact with --device=cpu\n"
+         "(buffers stay on the device between kernels; docs/gpu.md).\n";
   return 2;
 }
 

@@ -20,6 +20,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -152,6 +153,119 @@ int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
 
 /// Static shared memory a kernel may declare without opting in (48 KiB).
 constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
+
+/// Kernels whose row loop and the loops perfectly nested in it all have
+/// independent iterations (each writes its own elements: heads, channels,
+/// 32-blocks, pairs), so every iteration of the nest can be a thread.
+bool elementParallel(StringRef name) {
+  static const char *prefixes[] = {
+      "embed_",          "hc_expand_",    "hc_update_",  "hc_collapse_",
+      "rope_",           "quantize_",     "dequantize_", "sparse_attention_",
+      "swiglu_",         "moe_accumulate_", "moe_finish_", "engram_gate_",
+      "engram_gather_",  "index_weights_scale_", "index_score_"};
+  for (const char *p : prefixes)
+    if (name.starts_with(p))
+      return true;
+  return false;
+}
+
+/// Distributes the whole perfect nest under the top-level row loop of `fn`
+/// (loops from 0 by 1 with constant trip counts and no results, each the only
+/// loop of its parent's body and its last op but the yield): one thread per
+/// (row, inner iterations), the innermost loop fastest so neighbouring threads
+/// touch neighbouring elements. Returns the argument whose dimension 0 bounds
+/// the rows and sets `elementsPerRow`, or -1 (fn untouched) when the nest has
+/// no inner loop or another shape.
+int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
+  Block &entry = fn.getBody().front();
+  scf::ForOp rowLoop;
+  for (Operation &op : entry)
+    if (auto f = dyn_cast<scf::ForOp>(op)) {
+      if (rowLoop)
+        return -1;
+      rowLoop = f;
+    }
+  if (!rowLoop || rowLoop.getNumResults() != 0)
+    return -1;
+  auto lb = getConstantIntValue(rowLoop.getLowerBound());
+  auto step = getConstantIntValue(rowLoop.getStep());
+  auto dim = rowLoop.getUpperBound().getDefiningOp<memref::DimOp>();
+  if (!lb || *lb != 0 || !step || *step != 1 || !dim)
+    return -1;
+  auto source = dyn_cast<BlockArgument>(dim.getSource());
+  auto index = dim.getConstantIndex();
+  if (!source || source.getOwner() != &entry || !index || *index != 0)
+    return -1;
+  for (Operation &op : entry)
+    if (isa<memref::AllocOp, memref::DeallocOp>(op))
+      return -1; // heap scratch: the rows rule handles it
+  // The nest: each next loop is its parent's last op but the yield, constant
+  // bounds, no results; the ops before it only read memory.
+  SmallVector<scf::ForOp> nest{rowLoop};
+  SmallVector<int64_t> trips;
+  while (true) {
+    Block *body = nest.back().getBody();
+    Operation *last = body->getTerminator()->getPrevNode();
+    auto inner = dyn_cast_or_null<scf::ForOp>(last);
+    if (!inner || inner.getNumResults() != 0)
+      break;
+    auto ilb = getConstantIntValue(inner.getLowerBound());
+    auto iub = getConstantIntValue(inner.getUpperBound());
+    auto istep = getConstantIntValue(inner.getStep());
+    if (!ilb || *ilb != 0 || !iub || *iub < 1 || !istep || *istep != 1)
+      break;
+    bool readOnly = true;
+    for (Operation &op : body->without_terminator())
+      if (&op != last && !isMemoryEffectFree(&op) &&
+          !isa<memref::LoadOp, memref::DimOp>(op))
+        readOnly = false;
+    if (!readOnly)
+      break;
+    nest.push_back(inner);
+    trips.push_back(*iub);
+  }
+  if (trips.empty())
+    return -1;
+  elementsPerRow = 1;
+  for (int64_t t : trips)
+    elementsPerRow *= t;
+
+  SmallVector<Operation *> allocas;
+  for (Operation &op : entry)
+    if (isa<memref::AllocaOp>(op))
+      allocas.push_back(&op);
+  OpBuilder b(rowLoop);
+  Location loc = rowLoop.getLoc();
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value gid = globalThreadId(b, loc);
+  Value total = arith::MulIOp::create(b, loc, rowLoop.getUpperBound(), c(elementsPerRow));
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, gid, total);
+  auto guard = scf::IfOp::create(b, loc, inRange, /*withElse=*/false);
+  Block *then = guard.thenBlock();
+  for (Operation *alloca : allocas)
+    alloca->moveBefore(then, then->begin());
+  OpBuilder inner = OpBuilder::atBlockTerminator(then);
+  // gid = ((r * t1 + i1) * t2 + i2) ...: the innermost index fastest.
+  SmallVector<Value> ivs(nest.size());
+  Value rest = gid;
+  for (size_t k = nest.size(); k-- > 1;) {
+    Value t = arith::ConstantIndexOp::create(inner, loc, trips[k - 1]);
+    ivs[k] = arith::RemUIOp::create(inner, loc, rest, t);
+    rest = arith::DivUIOp::create(inner, loc, rest, t);
+  }
+  ivs[0] = rest;
+  IRMapping map;
+  for (size_t k = 0; k < nest.size(); ++k) {
+    map.map(nest[k].getInductionVar(), ivs[k]);
+    for (Operation &op : nest[k].getBody()->without_terminator()) {
+      if (k + 1 < nest.size() && &op == nest[k + 1].getOperation())
+        break;
+      inner.clone(op, map);
+    }
+  }
+  rowLoop->erase();
+  return source.getArgNumber();
+}
 
 /// Runs all of `fn` on thread 0 only; results (if any) are 0 elsewhere.
 void singleThread(func::FuncOp fn) {
@@ -310,6 +424,13 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputs = linear->outFeatures;
       info.outputsPerBlock = outputsPerBlock;
       info.sharedBytes = sharedBytes;
+    } else if (int64_t elementsPerRow = 0;
+               elementParallel(name) &&
+               (rowsArg = distributeElements(fn, elementsPerRow)) >= 0) {
+      info.launch = "row_elements";
+      info.blockSize = options.blockSize;
+      info.rowsArgument = rowsArg;
+      info.elementsPerRow = elementsPerRow;
     } else if (rowParallel(name) &&
                (rowsArg = distributeRows(fn, rowsPerThread)) >= 0) {
       info.launch = "rows";
@@ -516,6 +637,9 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
     if (k.launch == "rows") {
       launch["rows_argument"] = k.rowsArgument;
       launch["rows_per_thread"] = k.rowsPerThread;
+    } else if (k.launch == "row_elements") {
+      launch["rows_argument"] = k.rowsArgument;
+      launch["elements_per_row"] = k.elementsPerRow;
     } else if (k.launch == "row_outputs") {
       launch["rows_argument"] = k.rowsArgument;
       launch["outputs"] = k.outputs;

@@ -11,6 +11,9 @@
 // kernels one by one):
 //   - "rows": the kernel's top-level row loop is distributed, one thread per
 //     iteration (a row, or a tile of rows), grid = ceil(iterations / block);
+//   - "row_elements": kernels whose row loop and the loops perfectly nested
+//     in it are all parallel (heads, channels, 32-blocks): one thread per
+//     iteration of the nest, grid = ceil(rows x elements_per_row / block);
 //   - "row_outputs": linear kernels in their per-output form
 //     (buildLinearPerOutputBody): a block per (row, `outputs_per_block`
 //     outputs); a thread per output (bf16/f32), or a warp per output whose
@@ -46,7 +49,7 @@ struct NvptxOptions {
 /// One PTX entry point, as kernels.json lists it.
 struct PtxKernel {
   std::string name;
-  std::string launch;  ///< "rows", "row_outputs" or "single"
+  std::string launch;  ///< "rows", "row_elements", "row_outputs" or "single"
   int64_t blockSize = 1;
   /// rows: the argument whose dimension 0 is the number of rows, and the
   /// rows each thread takes (the host row tile).
@@ -54,6 +57,9 @@ struct PtxKernel {
   /// row_outputs: the outputs per row and per block (grid.y =
   /// ceil(outputs / outputsPerBlock)).
   int64_t outputs = 0, outputsPerBlock = 0;
+  /// row_elements: threads per row (grid.x = ceil(rows x elementsPerRow /
+  /// block)).
+  int64_t elementsPerRow = 0;
   int64_t sharedBytes = 0;
   /// The parameters after the memref descriptors are expanded (MLIR's
   /// default calling convention): "ptr", "i64", "f32", "i32" each.

@@ -199,6 +199,10 @@ LaunchShape launchShape(const LaunchRule &rule, int64_t rows) {
     shape.blockX = unsigned(rule.block);
     shape.gridX = unsigned(std::max<int64_t>(
         1, ceilDiv(ceilDiv(rows, rule.rowsPerThread), rule.block)));
+  } else if (rule.rule == "row_elements") {
+    shape.blockX = unsigned(rule.block);
+    shape.gridX = unsigned(std::max<int64_t>(
+        1, ceilDiv(rows * rule.elementsPerRow, rule.block)));
   } else if (rule.rule == "row_outputs") {
     shape.blockX = unsigned(rule.block);
     shape.gridX = unsigned(std::max<int64_t>(1, rows));

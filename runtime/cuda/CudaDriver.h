@@ -31,7 +31,7 @@ struct LaunchShape {
 };
 
 /// A kernel's launch rule as kernels.json states it (codegen/gpu/
-/// NvptxBackend.h): "rows", "row_outputs" or "single".
+/// NvptxBackend.h): "rows", "row_elements", "row_outputs" or "single".
 struct LaunchRule {
   std::string rule = "single";
   int64_t block = 1;
@@ -39,6 +39,7 @@ struct LaunchRule {
   int64_t rowsPerThread = 1; ///< rows
   int64_t outputs = 0;       ///< row_outputs
   int64_t outputsPerBlock = 1; ///< row_outputs
+  int64_t elementsPerRow = 1;  ///< row_elements
 };
 
 /// The launch of `rule` for `rows` rows (dimension 0 of its rows argument);

@@ -40,8 +40,10 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
   if (!launch.is_object() || !launch.contains("rule") || !launch["rule"].is_string())
     return bad("rule is missing");
   rule.rule = launch["rule"].get<std::string>();
-  if (rule.rule != "rows" && rule.rule != "row_outputs" && rule.rule != "single")
-    return bad(absl::StrCat("rule '", rule.rule, "' is not rows, row_outputs or single"));
+  if (rule.rule != "rows" && rule.rule != "row_elements" &&
+      rule.rule != "row_outputs" && rule.rule != "single")
+    return bad(absl::StrCat("rule '", rule.rule,
+                            "' is not rows, row_elements, row_outputs or single"));
   if (absl::Status st = integer("block", 1, 1024, rule.block); !st.ok())
     return st;
   if (rule.rule == "single")
@@ -50,10 +52,12 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
   if (absl::Status st = integer("rows_argument", 0, lastArgument, rule.rowsArgument);
       !st.ok())
     return st;
-  absl::Status st = rule.rule == "rows"
-                        ? integer("rows_per_thread", 1, int64_t(1) << 30,
-                                  rule.rowsPerThread)
-                        : integer("outputs", 1, int64_t(1) << 40, rule.outputs);
+  absl::Status st =
+      rule.rule == "rows"
+          ? integer("rows_per_thread", 1, int64_t(1) << 30, rule.rowsPerThread)
+      : rule.rule == "row_elements"
+          ? integer("elements_per_row", 1, int64_t(1) << 30, rule.elementsPerRow)
+          : integer("outputs", 1, int64_t(1) << 40, rule.outputs);
   if (st.ok() && rule.rule == "row_outputs")
     st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);
   if (!st.ok())

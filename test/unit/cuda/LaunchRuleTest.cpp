@@ -30,6 +30,15 @@ TEST(LaunchRule, RowsGridCoversRowTilesPerThread) {
   EXPECT_EQ(launchShape(*rule, 8 * 128 + 1).gridY, 1u);
 }
 
+TEST(LaunchRule, RowElementsGridCoversEveryIterationOfTheNest) {
+  auto rule = parseLaunchRule(json{{"rule", "row_elements"}, {"block", 128},
+                                   {"rows_argument", 0}, {"elements_per_row", 64}},
+                              "sparse_attention", 7);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  EXPECT_EQ(launchShape(*rule, 3).gridX, 2u); // ceil(3 x 64 / 128)
+  EXPECT_EQ(launchShape(*rule, 0).gridX, 1u);
+}
+
 TEST(LaunchRule, MalformedRulesNameTheField) {
   auto message = [](const json &launch) {
     auto rule = parseLaunchRule(launch, "k", 2);
@@ -46,6 +55,6 @@ TEST(LaunchRule, MalformedRulesNameTheField) {
                          {"rows_per_thread", 1}}),
             "kernel 'k': launch.rows_argument is 5, not in [0, 1]");
   EXPECT_EQ(message(json{{"rule", "warps"}, {"block", 32}}),
-            "kernel 'k': launch.rule 'warps' is not rows, row_outputs or single");
+            "kernel 'k': launch.rule 'warps' is not rows, row_elements, row_outputs or single");
   EXPECT_EQ(message(json::array()), "kernel 'k': launch.rule is missing");
 }

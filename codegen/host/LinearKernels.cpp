@@ -217,6 +217,37 @@ void emitActQuantBlock(OpBuilder &b, Location loc,
           });
 }
 
+/// act_quant of 32-block `kb` of row `r` of x; `store(col, v)` receives each
+/// dequantized bf16 element with its column.
+void emitActQuantRowBlock(OpBuilder &b, Location loc, Value x, Value r, Value kb,
+                          const std::function<void(OpBuilder &, Value, Value)> &store) {
+  Value base = arith::MulIOp::create(b, loc, kb, idx(b, loc, kBlock));
+  auto at = [&](OpBuilder &nb, Value c) -> Value {
+    return arith::AddIOp::create(nb, loc, base, c);
+  };
+  emitActQuantBlock(
+      b, loc,
+      [&](OpBuilder &nb, Value c) { return loadF32(nb, loc, x, ValueRange{r, at(nb, c)}); },
+      [&](OpBuilder &nb, Value c, Value v) { store(nb, at(nb, c), v); });
+}
+
+/// Weight element (j, e) of a bf16/f32 weight, or of an FP8-as-bf16 one (an
+/// E4M3 code times its 32x32 block's UE8M0 scale: exact, equal to the bf16
+/// weight convert.py makes).
+Value denseWeightAt(OpBuilder &b, Location loc, Value w, Value s, Value table,
+                    Value j, Value e) {
+  if (!s)
+    return loadF32(b, loc, w, ValueRange{j, e});
+  Value block = idx(b, loc, kBlock);
+  Value code = loadCode(b, loc, w, ValueRange{j, e});
+  Value scale = decodeUe8m0(
+      b, loc,
+      loadCode(b, loc, s,
+               ValueRange{arith::DivUIOp::create(b, loc, j, block),
+                          arith::DivUIOp::create(b, loc, e, block)}));
+  return arith::MulFOp::create(b, loc, lookup(b, loc, table, code), scale);
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//
@@ -256,17 +287,8 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
   Value table = fp8 ? e4m3Table(b, loc, module) : Value();
   // The weight element (j, e): bf16 bits widened, or an E4M3 code times its
   // block's UE8M0 scale (exact, so equal to the bf16 weight convert.py makes).
-  auto weightAt = [&](OpBuilder &b, Location loc, Value j, Value e) -> Value {
-    if (!fp8)
-      return loadF32(b, loc, w, ValueRange{j, e});
-    Value block = idx(b, loc, kBlock);
-    Value code = loadCode(b, loc, w, ValueRange{j, e});
-    Value scale = decodeUe8m0(
-        b, loc,
-        loadCode(b, loc, s,
-                 ValueRange{arith::DivUIOp::create(b, loc, j, block),
-                            arith::DivUIOp::create(b, loc, e, block)}));
-    return arith::MulFOp::create(b, loc, lookup(b, loc, table, code), scale);
+  auto weightAt = [&](OpBuilder &b, Location loc, Value j, Value e) {
+    return denseWeightAt(b, loc, w, s, table, j, e);
   };
   // Rows in tiles of T (csa.tile rows): the tile's rows run against one
   // weight row while it is in cache; every output's sum still runs over K in
@@ -351,20 +373,10 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
       Value r = arith::AddIOp::create(b, loc, rb, t);
       forLoop(b, loc, 0, kBlocks, ValueRange{},
               [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
-        Value base = arith::MulIOp::create(b, loc, kb, block);
-        auto at = [&](OpBuilder &nb, Value c) -> Value {
-          return arith::AddIOp::create(nb, loc, base, c);
-        };
-        emitActQuantBlock(
-            b, loc,
-            [&](OpBuilder &nb, Value c) {
-              return loadF32(nb, loc, x, ValueRange{r, at(nb, c)});
-            },
-            [&](OpBuilder &nb, Value c, Value v) {
-              memref::StoreOp::create(nb, loc,
-                                      arith::ExtFOp::create(nb, loc, f32, v), xq,
-                                      ValueRange{t, at(nb, c)});
-            });
+        emitActQuantRowBlock(b, loc, x, r, kb, [&](OpBuilder &nb, Value col, Value v) {
+          memref::StoreOp::create(nb, loc, arith::ExtFOp::create(nb, loc, f32, v),
+                                  xq, ValueRange{t, col});
+        });
         return SmallVector<Value>{};
       });
       return SmallVector<Value>{};
@@ -675,18 +687,9 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
     scf::ForOp::create(
         b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},
         [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
-      Value base = arith::MulIOp::create(b, loc, kb, block);
-      auto at = [&](OpBuilder &nb, Value c) -> Value {
-        return arith::AddIOp::create(nb, loc, base, c);
-      };
-      emitActQuantBlock(
-          b, loc,
-          [&](OpBuilder &nb, Value c) {
-            return loadF32(nb, loc, x, ValueRange{r, at(nb, c)});
-          },
-          [&](OpBuilder &nb, Value c, Value v) {
-            memref::StoreOp::create(nb, loc, v, shared, ValueRange{at(nb, c)});
-          });
+      emitActQuantRowBlock(b, loc, x, r, kb, [&](OpBuilder &nb, Value col, Value v) {
+        memref::StoreOp::create(nb, loc, v, shared, ValueRange{col});
+      });
       scf::YieldOp::create(b, loc);
     });
     lanes.barrier(b, loc);
@@ -721,17 +724,7 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
         Value a, wv;
         if (!quantized) {
           a = loadF32(b, loc, x, ValueRange{r, arith::AddIOp::create(b, loc, inBase, e)});
-          if (!fp8Dense) {
-            wv = loadF32(b, loc, w, ValueRange{j, e});
-          } else {
-            Value code = loadCode(b, loc, w, ValueRange{j, e});
-            Value scale = decodeUe8m0(
-                b, loc,
-                loadCode(b, loc, s,
-                         ValueRange{arith::DivUIOp::create(b, loc, j, block),
-                                    arith::DivUIOp::create(b, loc, e, block)}));
-            wv = arith::MulFOp::create(b, loc, lookup(b, loc, table, code), scale);
-          }
+          wv = denseWeightAt(b, loc, w, s, table, j, e);
         } else {
           Value code;
           if (fp8) {

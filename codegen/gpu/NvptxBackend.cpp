@@ -196,9 +196,15 @@ int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
   auto index = dim.getConstantIndex();
   if (!source || source.getOwner() != &entry || !index || *index != 0)
     return -1;
-  for (Operation &op : entry)
+  for (Operation &op : entry) {
     if (isa<memref::AllocOp, memref::DeallocOp>(op))
       return -1; // heap scratch: the rows rule handles it
+    // Stack scratch becomes per thread: only the nest may use it.
+    if (isa<memref::AllocaOp>(op))
+      for (Operation *user : op.getUsers())
+        if (!rowLoop->isAncestor(user))
+          return -1;
+  }
   // The nest: each next loop is its parent's last op but the yield, constant
   // bounds, no results; the ops before it only read memory.
   SmallVector<scf::ForOp> nest{rowLoop};
@@ -373,11 +379,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     fn.setSymName(name + "_body");
     fn.setPrivate();
     int64_t rowsPerThread = 1;
-    // Linear kernels: one block per (row, `blockSize` outputs), a thread per
+    // Linear kernels: a block per (row, block / 32 outputs), a warp per
     // output (the per-output form: the same bits as the host kernel).
     std::optional<LinearKernelSpec> linear = linearSpecOf(fn);
     const bool sharedRow = linear && linearNeedsSharedRow(*linear);
-    // A warp per output, up to block / 32 outputs per block.
     const int64_t block =
         linear ? std::min(options.blockSize, linear->outFeatures * kPartialLanes) : 0;
     const int64_t outputsPerBlock = block / kPartialLanes;
@@ -571,7 +576,8 @@ llvm::Expected<std::string> emitPtx(ModuleOp module,
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
 
-  // libdevice for __nv_expf and friends; only what the kernels call.
+  // libdevice for any __nv_ function a kernel calls (csa's call none but
+  // fabs, which inlines to abs.f32); only what is called is linked.
   auto buffer = llvm::MemoryBuffer::getFile(options.libdevice);
   if (!buffer)
     return llvm::createStringError("cannot read libdevice " + options.libdevice +

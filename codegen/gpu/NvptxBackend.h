@@ -16,9 +16,9 @@
 //     iteration of the nest, grid = ceil(rows x elements_per_row / block);
 //   - "row_outputs": linear kernels in their per-output form
 //     (buildLinearPerOutputBody): a block per (row, `outputs_per_block`
-//     outputs); a thread per output (bf16/f32), or a warp per output whose
-//     lanes compute the FP8/FP4 32-block partials, the activation row
-//     quantized once per block into shared memory; grid = (rows,
+//     outputs); a warp per output whose lanes compute its 32-block partials,
+//     the FP8/FP4 activation row quantized once per block into shared
+//     memory; grid = (rows,
 //     ceil(outputs / outputs_per_block));
 //   - "single": kernels whose iterations depend on each other (a ring's
 //     ordered stores, the compressor state, gathers that count) run on one
@@ -43,7 +43,9 @@ struct NvptxOptions {
   int ptxVersion = 80; ///< PTX ISA version (80: PTX 8.0, what sm_90a needs)
   /// libdevice bitcode, linked for whatever __nv_ function a kernel calls.
   std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
-  int64_t blockSize = 128; ///< threads per block of "rows" kernels
+  /// Threads per block of rows and row_elements kernels, and the most of a
+  /// row_outputs kernel (4 warps, 4 outputs).
+  int64_t blockSize = 128;
 };
 
 /// One PTX entry point, as kernels.json lists it.

@@ -90,7 +90,7 @@ bool linearNeedsSharedRow(const LinearKernelSpec &spec);
 /// The number of 32-block partials of one output (K / G rounded up).
 int64_t linearPartials(const LinearKernelSpec &spec);
 
-/// FP8/FP4 per-output form: lanes per output (a warp), each computing the
+/// The per-output form: lanes per output (a warp), each computing the
 /// partials of every 32nd 32-block of K.
 inline constexpr int64_t kPartialLanes = 32;
 

@@ -191,24 +191,33 @@ absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {
   return check(*api_, api_->cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
 }
 
-LaunchShape launchShape(const LaunchRule &rule, int64_t rows) {
-  LaunchShape shape;
+absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows) {
   auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  if (rule.block < 1 || rule.rowsPerThread < 1 || rule.outputsPerBlock < 1 ||
+      rule.elementsPerRow < 1)
+    return absl::InvalidArgumentError("launch rule with a zero block or divisor");
   rows = std::max<int64_t>(rows, 0);
+  int64_t gridX = 1, gridY = 1;
   if (rule.rule == "rows") {
-    shape.blockX = unsigned(rule.block);
-    shape.gridX = unsigned(std::max<int64_t>(
-        1, ceilDiv(ceilDiv(rows, rule.rowsPerThread), rule.block)));
+    gridX = ceilDiv(ceilDiv(rows, rule.rowsPerThread), rule.block);
   } else if (rule.rule == "row_elements") {
-    shape.blockX = unsigned(rule.block);
-    shape.gridX = unsigned(std::max<int64_t>(
-        1, ceilDiv(rows * rule.elementsPerRow, rule.block)));
+    int64_t threads = 0;
+    if (__builtin_mul_overflow(rows, rule.elementsPerRow, &threads))
+      return absl::InvalidArgumentError("launch: rows x elements_per_row overflows");
+    gridX = ceilDiv(threads, rule.block);
   } else if (rule.rule == "row_outputs") {
-    shape.blockX = unsigned(rule.block);
-    shape.gridX = unsigned(std::max<int64_t>(1, rows));
-    shape.gridY =
-        unsigned(std::max<int64_t>(1, ceilDiv(rule.outputs, rule.outputsPerBlock)));
+    gridX = rows;
+    gridY = ceilDiv(rule.outputs, rule.outputsPerBlock);
   }
+  gridX = std::max<int64_t>(gridX, 1);
+  gridY = std::max<int64_t>(gridY, 1);
+  if (gridX > (int64_t(1) << 31) - 1 || gridY > 65535)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "launch: grid ", gridX, " x ", gridY, " exceeds CUDA's 2^31-1 x 65535"));
+  LaunchShape shape;
+  shape.gridX = unsigned(gridX);
+  shape.gridY = unsigned(gridY);
+  shape.blockX = unsigned(rule.rule == "single" ? 1 : rule.block);
   return shape;
 }
 

@@ -43,8 +43,9 @@ struct LaunchRule {
 };
 
 /// The launch of `rule` for `rows` rows (dimension 0 of its rows argument);
-/// never an empty grid (the kernels skip rows past the end).
-LaunchShape launchShape(const LaunchRule &rule, int64_t rows);
+/// never an empty grid (the kernels skip rows past the end). An error when
+/// the grid exceeds the CUDA limits (x < 2^31, y < 2^16).
+absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows);
 
 class Driver {
 public:

@@ -58,8 +58,13 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
       : rule.rule == "row_elements"
           ? integer("elements_per_row", 1, int64_t(1) << 30, rule.elementsPerRow)
           : integer("outputs", 1, int64_t(1) << 40, rule.outputs);
-  if (st.ok() && rule.rule == "row_outputs")
+  if (st.ok() && rule.rule == "row_outputs") {
     st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);
+    // The kernel has a warp per output and its shared partials compiled in.
+    if (st.ok() && rule.block != 32 * rule.outputsPerBlock)
+      st = bad(absl::StrCat("block is ", rule.block, ", not 32 x outputs_per_block (",
+                            32 * rule.outputsPerBlock, ")"));
+  }
   if (!st.ok())
     return st;
   return rule;

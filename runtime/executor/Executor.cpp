@@ -113,6 +113,12 @@ private:
 
 /// A value a step produces: its bytes, its dimensions as last written and the
 /// absolute position of row 0 (how top-k sets and pools answer by position).
+class GpuRunner;
+/// The runner of the entry point being run (null on the CPU); see GpuRunner.
+thread_local GpuRunner *currentRunner = nullptr;
+/// Frees the device copy of the host buffer at `p` (defined after GpuRunner).
+void forgetDeviceCopy(const void *p);
+
 struct Tensor {
   std::vector<uint8_t> data;
   std::vector<int64_t> dims;
@@ -131,7 +137,10 @@ struct Tensor {
     if (currentBounds)
       currentBounds->remove(data.data());
     // Keep at least one byte so that a 0-row value still has an address.
+    const void *before = data.data();
     data.resize(size_t(std::max<int64_t>(numel() * elementBytes, 1)));
+    if (before && before != data.data())
+      forgetDeviceCopy(before); // the old bytes are freed: so is their copy
     if (currentBounds)
       currentBounds->add(data.data(), data.size());
   }
@@ -263,8 +272,6 @@ struct GpuKernel {
   std::vector<int64_t> elementBytes; ///< per argument (0 for scalars)
 };
 
-class GpuRunner;
-
 struct KernelRef {
   void *fn = nullptr;
   const std::vector<ArgSignature> *signature = nullptr;
@@ -345,6 +352,8 @@ private:
       // A new buffer, or one resized in place: the host's bytes are current.
       if (m.device)
         (void)driver.release(m.device);
+      m.device = 0;
+      m.bytes = 0;
       auto ptr = driver.allocate(end - start);
       if (!ptr.ok())
         throw std::runtime_error(std::string(ptr.status().message()));
@@ -440,7 +449,10 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     const GpuArg &r = args.at(size_t(g.launch.rowsArgument));
     rows = r.sizes.empty() ? 0 : r.sizes[0];
   }
-  check(driver.launch(g.fn, cuda::launchShape(g.launch, rows), params.data()));
+  auto shape = cuda::launchShape(g.launch, rows);
+  if (!shape.ok())
+    throw std::runtime_error(std::string(shape.status().message()));
+  check(driver.launch(g.fn, *shape, params.data()));
   if (syncEach)
     check(driver.synchronize());
   for (Mirror *m : written)
@@ -451,9 +463,10 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   return result;
 }
 
-/// The runner of the entry point being run (null on the CPU): kernels kept
-/// on the host (CSA_CUDA_HOST_KERNELS) fetch their buffers through it.
-thread_local GpuRunner *currentRunner = nullptr;
+void forgetDeviceCopy(const void *p) {
+  if (currentRunner)
+    currentRunner->forget(p);
+}
 
 /// Checks one call argument against the kernel's signature.
 template <int N>
@@ -1177,8 +1190,13 @@ Executor::Impl::run(std::vector<Step> &steps) {
   auto finish = [&]() -> absl::Status {
     absl::Status st;
     try {
-      for (auto &[id, cache] : seq->caches)
+      // The caches come back and their device copies go (a Sequence may be
+      // destroyed before the next run; the next run uploads them again).
+      for (auto &[id, cache] : seq->caches) {
         onHost(cache.bytes.data());
+        if (runner)
+          runner->forget(cache.bytes.data());
+      }
       onHost(logits.ptr());
     } catch (const std::exception &e) {
       st = absl::InternalError(absl::StrCat("reading GPU results: ", e.what()));
@@ -1391,6 +1409,7 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
                           b.entryBytes),
                    0);
     bounds.add(c.bytes.data(), c.bytes.size());
+    hostRefilled(c.bytes.data());
   }
   const int64_t entries = int64_t(c.bytes.size()) / b.entryBytes;
   const int64_t offset = part == "main" ? 0 : b.mainRowBytes;
@@ -1790,6 +1809,7 @@ absl::Status Executor::Impl::engram(Step &s) {
     for (int64_t t = 0; t < vocab; ++t)
       engramMap[size_t(t)] = t % compressedVocab;
     bounds.add(engramMap.data(), engramMap.size() * sizeof(int64_t));
+    hostRefilled(engramMap.data());
   }
   // The history from max(0, start - (maxNgram - 1)) to the step's last token.
   const int64_t first = std::max<int64_t>(0, *pos - (maxNgram - 1));

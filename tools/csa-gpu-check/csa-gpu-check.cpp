@@ -294,8 +294,23 @@ int main(int argc, char **argv) {
       std::cerr << "csa-gpu-check: error: " << rule.status().message() << "\n";
       return 1;
     }
-    const csa::cuda::LaunchShape shape = csa::cuda::launchShape(
-        *rule, rule->rowsArgument >= 0 ? args[size_t(rule->rowsArgument)].shape[0] : 0);
+    int64_t rowsOf = 0;
+    if (rule->rowsArgument >= 0) {
+      const Arg &rowsArg = args[size_t(rule->rowsArgument)];
+      if (rowsArg.shape.empty()) {
+        std::cerr << "csa-gpu-check: error: kernel '" << name
+                  << "': launch.rows_argument names a rank-0 argument\n";
+        return 1;
+      }
+      rowsOf = rowsArg.shape[0];
+    }
+    auto launchOf = csa::cuda::launchShape(*rule, rowsOf);
+    if (!launchOf.ok()) {
+      std::cerr << "csa-gpu-check: error: kernel '" << name
+                << "': " << launchOf.status().message() << "\n";
+      return 1;
+    }
+    const csa::cuda::LaunchShape shape = *launchOf;
     absl::Status st = gpu.launch(*fn, shape, params.data());
     if (st.ok())
       st = gpu.synchronize();
@@ -365,6 +380,10 @@ int main(int argc, char **argv) {
       }
       gpu.destroy(start.ok() ? *start : nullptr);
       gpu.destroy(end.ok() ? *end : nullptr);
+      if (ms.empty()) {
+        std::cerr << "csa-gpu-check: error: no CUDA event for timing " << name << "\n";
+        return 1;
+      }
       std::sort(ms.begin(), ms.end());
       const double seconds = ms[ms.size() / 2] * 1e-3;
       double bytes = 0;

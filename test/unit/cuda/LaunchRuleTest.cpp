@@ -14,11 +14,15 @@ TEST(LaunchRule, RowOutputsGridIsRowsByOutputBlocks) {
       "linear", 4);
   ASSERT_TRUE(rule.ok()) << rule.status();
   auto shape = launchShape(*rule, 7);
-  EXPECT_EQ(shape.gridX, 7u);
-  EXPECT_EQ(shape.gridY, 75u); // ceil(300 / 4): a warp per output
-  EXPECT_EQ(shape.blockX, 128u);
+  ASSERT_TRUE(shape.ok());
+  EXPECT_EQ(shape->gridX, 7u);
+  EXPECT_EQ(shape->gridY, 75u); // ceil(300 / 4): a warp per output
+  EXPECT_EQ(shape->blockX, 128u);
   // No rows still launches one block (the kernel skips rows past the end).
-  EXPECT_EQ(launchShape(*rule, 0).gridX, 1u);
+  EXPECT_EQ(launchShape(*rule, 0)->gridX, 1u);
+  // More output blocks than CUDA's grid.y allows: an error, not a wrap.
+  rule->outputs = 4 * 65536;
+  EXPECT_FALSE(launchShape(*rule, 1).ok());
 }
 
 TEST(LaunchRule, RowsGridCoversRowTilesPerThread) {
@@ -26,8 +30,8 @@ TEST(LaunchRule, RowsGridCoversRowTilesPerThread) {
                                    {"rows_argument", 1}, {"rows_per_thread", 8}},
                               "rms", 3);
   ASSERT_TRUE(rule.ok()) << rule.status();
-  EXPECT_EQ(launchShape(*rule, 8 * 128 + 1).gridX, 2u);
-  EXPECT_EQ(launchShape(*rule, 8 * 128 + 1).gridY, 1u);
+  EXPECT_EQ(launchShape(*rule, 8 * 128 + 1)->gridX, 2u);
+  EXPECT_EQ(launchShape(*rule, 8 * 128 + 1)->gridY, 1u);
 }
 
 TEST(LaunchRule, RowElementsGridCoversEveryIterationOfTheNest) {
@@ -35,8 +39,11 @@ TEST(LaunchRule, RowElementsGridCoversEveryIterationOfTheNest) {
                                    {"rows_argument", 0}, {"elements_per_row", 64}},
                               "sparse_attention", 7);
   ASSERT_TRUE(rule.ok()) << rule.status();
-  EXPECT_EQ(launchShape(*rule, 3).gridX, 2u); // ceil(3 x 64 / 128)
-  EXPECT_EQ(launchShape(*rule, 0).gridX, 1u);
+  EXPECT_EQ(launchShape(*rule, 3)->gridX, 2u); // ceil(3 x 64 / 128)
+  EXPECT_EQ(launchShape(*rule, 0)->gridX, 1u);
+  // rows x elements_per_row past int64: an error.
+  rule->elementsPerRow = int64_t(1) << 40;
+  EXPECT_FALSE(launchShape(*rule, int64_t(1) << 30).ok());
 }
 
 TEST(LaunchRule, MalformedRulesNameTheField) {
@@ -51,6 +58,9 @@ TEST(LaunchRule, MalformedRulesNameTheField) {
   EXPECT_EQ(message(json{{"rule", "row_outputs"}, {"block", 32}, {"rows_argument", 0},
                          {"outputs", 8}, {"outputs_per_block", 64}}),
             "kernel 'k': launch.outputs_per_block is 64, not in [1, 32]");
+  EXPECT_EQ(message(json{{"rule", "row_outputs"}, {"block", 96}, {"rows_argument", 0},
+                         {"outputs", 8}, {"outputs_per_block", 2}}),
+            "kernel 'k': launch.block is 96, not 32 x outputs_per_block (64)");
   EXPECT_EQ(message(json{{"rule", "rows"}, {"block", 32}, {"rows_argument", 5},
                          {"rows_per_thread", 1}}),
             "kernel 'k': launch.rows_argument is 5, not in [0, 1]");

@@ -91,6 +91,16 @@ public:
   /// scores at -inf, global caches empty).
   Sequence newSequence() const;
 
+  /// A sequence as if `position` tokens had been run, for decode latency at
+  /// long contexts (a 128K-token prompt is beyond one prefill here, and
+  /// chunked prefill is not supported): the history holds random token ids,
+  /// SWA rings are full and global caches hold position / ratio entries, all
+  /// rows random values encoded in their byte formats (valid codes and
+  /// scales); compressor states hold random values for the partial group.
+  /// Its logits mean nothing; its work per step is a real sequence's.
+  absl::StatusOr<Sequence> syntheticSequence(int64_t position,
+                                             uint64_t seed) const;
+
   /// Runs the prompt at position 0; returns the last position's logits.
   absl::StatusOr<std::vector<float>> prefill(Sequence &sequence,
                                              const std::vector<int32_t> &tokens);

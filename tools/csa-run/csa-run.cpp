@@ -42,7 +42,7 @@ int usage() {
          "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
-         "              [--device=cpu|cuda]\n"
+         "              [--device=cpu|cuda] [--context=P]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
          "checkpoint for the artifact's config (seeded, default 0) in a\n"
@@ -51,7 +51,11 @@ int usage() {
          "Prints the generated ids, prefill and decode times, tokens/s and the\n"
          "cache bytes the sequences hold. --device=cuda runs the artifact's\n"
          "PTX (csa-compile --with-ptx) on the GPU, bit-exact with --device=cpu\n"
-         "(buffers stay on the device between kernels; docs/gpu.md).\n";
+         "(buffers stay on the device between kernels; docs/gpu.md).\n"
+         "--context=P starts each sequence at position P with synthetic caches\n"
+         "(random rows in the released byte formats) and runs the prompt one\n"
+         "token at a time: decode latency at long contexts. The temporary\n"
+         "directory of --random-weights is $TMPDIR (e.g. /dev/shm).\n";
   return 2;
 }
 
@@ -98,7 +102,7 @@ int main(int argc, char **argv) {
   std::string artifactDir, weightsDir, promptText, promptFile, outputFile;
   bool randomWeights = false;
   uint64_t weightSeed = 0, samplerSeed = 0;
-  int64_t maxNew = 16, batch = 1, printLogits = 0;
+  int64_t maxNew = 16, batch = 1, printLogits = 0, context = 0;
   sampling::SamplingParams params;
   runtime::ExecutorOptions executorOptions;
   for (int i = 1; i < argc; ++i) {
@@ -130,6 +134,9 @@ int main(int argc, char **argv) {
     } else if (const char *v = value("--seed")) {
       if (!absl::SimpleAtoi(v, &samplerSeed))
         return fail("--seed needs an integer");
+    } else if (const char *v = value("--context")) {
+      if (!absl::SimpleAtoi(v, &context) || context < 1)
+        return fail("--context needs a position >= 1");
     } else if (const char *v = value("--batch")) {
       if (!absl::SimpleAtoi(v, &batch) || batch < 1)
         return fail("--batch needs a count >= 1");
@@ -170,10 +177,11 @@ int main(int argc, char **argv) {
   auto art = artifact::Artifact::open(artifactDir);
   if (!art.ok())
     return fail(std::string(art.status().message()));
-  if (absl::Status st = artifact::checkContext(art->plan(),
-                                               int64_t(prompt.size()) + maxNew);
+  if (absl::Status st = artifact::checkContext(
+          art->plan(), context + int64_t(prompt.size()) + maxNew);
       !st.ok())
-    return fail(absl::StrCat("prompt of ", prompt.size(), " tokens + ", maxNew,
+    return fail(absl::StrCat(context ? absl::StrCat("--context=", context, " + ") : "",
+                             "prompt of ", prompt.size(), " tokens + ", maxNew,
                              " new: ", st.message()));
   std::string removeAfter;
   if (randomWeights) {
@@ -233,10 +241,28 @@ int main(int argc, char **argv) {
   double prefillSeconds = 0, decodeSeconds = 0;
   int64_t decodeSteps = 0;
   std::vector<int32_t> next(static_cast<size_t>(batch));
+  std::vector<double> stepSeconds; ///< every decode step, for the median
   for (int64_t b = 0; b < batch; ++b) {
-    auto start = Clock::now();
-    auto logits = ex.prefill(sequences[size_t(b)], prompt);
-    prefillSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+    absl::StatusOr<std::vector<float>> logits;
+    if (context > 0) {
+      auto synthetic = ex.syntheticSequence(context, weightSeed + uint64_t(b));
+      if (!synthetic.ok())
+        return fail(absl::StrCat("--context: ", synthetic.status().message()));
+      sequences[size_t(b)] = std::move(*synthetic);
+      for (int32_t t : prompt) {
+        auto start = Clock::now();
+        logits = ex.decode(sequences[size_t(b)], t);
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        prefillSeconds += s;
+        stepSeconds.push_back(s);
+        if (!logits.ok())
+          break;
+      }
+    } else {
+      auto start = Clock::now();
+      logits = ex.prefill(sequences[size_t(b)], prompt);
+      prefillSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+    }
     if (!logits.ok())
       return fail(absl::StrCat("prefill: ", logits.status().message()));
     if (b == 0)
@@ -253,7 +279,9 @@ int main(int argc, char **argv) {
         continue; // the last token needs no forward
       auto start = Clock::now();
       auto logits = ex.decode(sequences[size_t(b)], next[size_t(b)]);
-      decodeSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      decodeSeconds += s;
+      stepSeconds.push_back(s);
       ++decodeSteps;
       if (!logits.ok())
         return fail(absl::StrCat("decode step ", step, ": ",
@@ -285,12 +313,21 @@ int main(int argc, char **argv) {
     used += s.cacheBytesInUse(ex.plan());
   }
   const int64_t promptTokens = int64_t(prompt.size()) * batch;
+  if (context > 0)
+    std::printf("context: %lld synthetic positions per sequence; the prompt "
+                "ran token by token\n",
+                (long long)context);
   std::printf("prefill: %lld tokens in %.3f ms (%.1f tokens/s)\n",
               (long long)promptTokens, prefillSeconds * 1e3,
               prefillSeconds > 0 ? double(promptTokens) / prefillSeconds : 0.0);
   std::printf("decode: %lld steps in %.3f ms (%.1f tokens/s)\n",
               (long long)decodeSteps, decodeSeconds * 1e3,
               decodeSeconds > 0 ? double(decodeSteps) / decodeSeconds : 0.0);
+  if (!stepSeconds.empty()) {
+    std::sort(stepSeconds.begin(), stepSeconds.end());
+    std::printf("decode step: median %.3f ms over %zu steps\n",
+                stepSeconds[stepSeconds.size() / 2] * 1e3, stepSeconds.size());
+  }
   std::printf("cache bytes: %llu in use, %llu held (%lld sequences at %lld "
               "tokens; plan: %.2f B/token global KV + %llu B fixed per "
               "sequence)\n",

@@ -16,12 +16,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
 rm -rf gpu-run && mkdir -p gpu-run/lib
-cp build/bin/csa-gpu-check build/bin/csa-run bench/gpu/torch_peers.py gpu-run/
-for tool in csa-gpu-check csa-run; do
+cp build/bin/csa-gpu-check build/bin/csa-run build/bin/csa-checkpoint bench/gpu/torch_peers.py gpu-run/
+for tool in csa-gpu-check csa-run csa-checkpoint; do
   ldd "build/bin/$tool" | awk '/libabsl/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done
 build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o gpu-run/tiny.csa
 build/bin/csa-compile --variant=reduced --emit=artifact --with-ptx -o gpu-run/reduced.csa
+build/bin/csa-compile --variant=h200-full --emit=artifact --with-ptx -o gpu-run/h200-full.csa
 for v in "${variants[@]}"; do
   build/bin/csa-compile --variant="$v" --emit=object -o "gpu-run/$v.so"
   build/bin/csa-compile --variant="$v" --emit=ptx -o "gpu-run/$v.ptx"
@@ -87,6 +88,56 @@ grep -h "ms (" "$out/reduced-cpu.txt" "$out/reduced-cuda.txt"
 [ -z "$first" ]
 RUN
 chmod +x gpu-run/run-reduced.sh
+cat > gpu-run/run-full.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. Not yet run on a GPU (docs/gpu.md).
+# The full-dimension variant h200-full (released schedule and widths, 40
+# layers, 64 of the 384 routed experts): its 64.2 GB of random weights are
+# written once to RAM ($CSA_FULL_CKPT, default /dev/shm/h200-full: the
+# device's disk is 64 GiB), then, by phase (default: all):
+#   compare  the GPU against the CPU executor: 3 prompt tokens, 1 decode step,
+#            top-3 logits and tokens compared as text;
+#   latency  decode steps at 4K, 32K and 128K tokens of synthetic context
+#            (csa-run --context), median of the steps, on the GPU.
+# A dry run of the script's logic on a machine without a GPU:
+#   CSA_FULL_VARIANT=tiny CSA_FULL_DEVICE=cpu CSA_FULL_CONTEXTS=100 \
+#   CSA_FULL_CKPT=/tmp/tiny-ckpt ./run-full.sh
+set -uo pipefail
+out=${OUT:-.}
+variant=${CSA_FULL_VARIANT:-h200-full}
+device=${CSA_FULL_DEVICE:-cuda}
+ck=${CSA_FULL_CKPT:-/dev/shm/$variant}
+phases=${*:-compare latency}
+status=0
+df -h /dev/shm | tail -1
+if [ ! -f "$ck/config.json" ]; then
+  start=$(date +%s)
+  ./csa-checkpoint generate --variant="$variant" --out="$ck" --seed=7 > "$out/full-generate.txt" 2>&1 \
+    || { echo "generate failed:"; tail -3 "$out/full-generate.txt"; exit 1; }
+  echo "weights: $(du -sh "$ck" | cut -f1) in $(( $(date +%s) - start )) s"
+fi
+run() { ./csa-run "$variant.csa" --weights="$ck" "$@"; }
+strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
+for phase in $phases; do
+  case $phase in
+  compare)
+    run --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 --device="$device" > "$out/full-cuda.txt" 2>&1 || status=1
+    run --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 --device=cpu > "$out/full-cpu.txt" 2>&1 || status=1
+    first=$(diff <(strip "$out/full-cpu.txt") <(strip "$out/full-cuda.txt") | head -1)
+    echo "$variant, $device: ${first:-identical to the CPU executor (top-3 logits, 2 tokens)}"
+    [ -z "$first" ] || status=1
+    grep -h "ms (" "$out/full-cpu.txt" "$out/full-cuda.txt" ;;
+  latency)
+    for ctx in ${CSA_FULL_CONTEXTS:-4096 32768 131072}; do
+      run --context=$ctx --prompt=1 --max-new-tokens=3 --device="$device" > "$out/full-ctx$ctx.txt" 2>&1 || status=1
+      echo "context $ctx: $(grep "decode step" "$out/full-ctx$ctx.txt")"
+    done ;;
+  *) echo "unknown phase $phase (compare, latency)"; status=1 ;;
+  esac
+done
+exit $status
+RUN
+chmod +x gpu-run/run-full.sh
 cat > gpu-run/run-plan.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The whole tiny plan on the GPU.

@@ -292,16 +292,46 @@ struct KernelRef {
 /// refills (hostWrote). Launches are asynchronous on the default stream; the
 /// copies order them. CSA_CUDA_SYNC=1 synchronizes after every launch, so a
 /// fault names its kernel.
+///
+/// Without a driver (CSA_CUDA_EMULATE=1) the "device" is separate host
+/// memory and a launch calls the host kernel on the mirrors: the same
+/// bookkeeping, checkable on a machine without a GPU (a missed download
+/// leaves the host with stale bytes and changes the output).
 class GpuRunner {
 public:
-  GpuRunner(cuda::Driver &driver, const Bounds &bounds)
+  GpuRunner(cuda::Driver *driver, const Bounds &bounds)
       : driver(driver), bounds(bounds),
         syncEach(std::getenv("CSA_CUDA_SYNC") != nullptr) {}
   ~GpuRunner() {
     for (auto &[start, m] : mirrors)
-      (void)driver.release(m.device);
+      releaseDevice(m.device);
     if (status)
-      (void)driver.release(status);
+      releaseDevice(status);
+  }
+  bool emulated() const { return driver == nullptr; }
+  /// Emulation: the mirror of the buffer holding `p` (uploaded if the host
+  /// changed it), at p's offset; the call about to run may write it.
+  const void *emulatedArg(const void *p, bool empty) {
+    uintptr_t start = 0, end = 0;
+    if (!bounds.range(p, start, end)) {
+      if (empty)
+        return p; // nothing is read or written through it
+      throw std::out_of_range("a kernel argument is in no known buffer");
+    }
+    Mirror &m = mirror(start, end);
+    if (m.current == Current::Host) {
+      upload(m.device, reinterpret_cast<const void *>(start), end - start);
+      m.current = Current::Both;
+    }
+    if (!constants.count(start))
+      pendingWrites.push_back(&m);
+    return reinterpret_cast<const void *>(m.device + (uintptr_t(p) - start));
+  }
+  /// Emulation: the call ran; what it was given is current on the "device".
+  void emulatedCallDone() {
+    for (Mirror *m : pendingWrites)
+      m->current = Current::Device;
+    pendingWrites.clear();
   }
   void markConstant(const void *p) { constants.insert(uintptr_t(p)); }
   int32_t launch(const KernelRef &k, std::vector<GpuArg> &args);
@@ -316,7 +346,7 @@ public:
       return;
     Mirror &m = it->second;
     if (m.current == Current::Device)
-      check(driver.copyToHost(reinterpret_cast<void *>(start), m.device, m.bytes));
+      download(reinterpret_cast<void *>(start), m.device, m.bytes);
     m.current = Current::Host;
   }
   /// The host rewrote (or reallocated) the buffer holding `p`.
@@ -333,7 +363,7 @@ public:
     auto it = mirrors.find(uintptr_t(p));
     if (it == mirrors.end())
       return;
-    (void)driver.release(it->second.device);
+    releaseDevice(it->second.device);
     mirrors.erase(it);
   }
 
@@ -348,29 +378,59 @@ private:
     if (!st.ok())
       throw std::runtime_error(std::string(st.message()));
   }
+  // Device memory: the driver's, or host memory when emulated.
+  cuda::DevicePtr allocateDevice(size_t bytes) {
+    if (emulated()) {
+      auto block = std::make_unique<uint8_t[]>(std::max<size_t>(bytes, 1));
+      const auto ptr = cuda::DevicePtr(uintptr_t(block.get()));
+      emulatedMemory[ptr] = std::move(block);
+      return ptr;
+    }
+    auto ptr = driver->allocate(bytes);
+    if (!ptr.ok())
+      throw std::runtime_error(std::string(ptr.status().message()));
+    return *ptr;
+  }
+  void releaseDevice(cuda::DevicePtr ptr) {
+    if (emulated())
+      emulatedMemory.erase(ptr);
+    else
+      (void)driver->release(ptr);
+  }
+  void upload(cuda::DevicePtr dst, const void *src, size_t bytes) {
+    if (emulated())
+      std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
+    else
+      check(driver->copyToDevice(dst, src, bytes));
+  }
+  void download(void *dst, cuda::DevicePtr src, size_t bytes) {
+    if (emulated())
+      std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
+    else
+      check(driver->copyToHost(dst, src, bytes));
+  }
   Mirror &mirror(uintptr_t start, uintptr_t end) {
     Mirror &m = mirrors[start];
     if (m.bytes != end - start) {
       // A new buffer, or one resized in place: the host's bytes are current.
       if (m.device)
-        (void)driver.release(m.device);
+        releaseDevice(m.device);
       m.device = 0;
       m.bytes = 0;
-      auto ptr = driver.allocate(end - start);
-      if (!ptr.ok())
-        throw std::runtime_error(std::string(ptr.status().message()));
-      m.device = *ptr;
+      m.device = allocateDevice(end - start);
       m.bytes = end - start;
       m.current = Current::Host;
     }
     return m;
   }
-  cuda::Driver &driver;
+  cuda::Driver *driver; ///< null: emulated
   const Bounds &bounds;
   const bool syncEach;
   std::map<uintptr_t, Mirror> mirrors;
   std::set<uintptr_t> constants;
   cuda::DevicePtr status = 0; ///< a kernel's returned value
+  std::map<cuda::DevicePtr, std::unique_ptr<uint8_t[]>> emulatedMemory;
+  std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
 };
 
 inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
@@ -393,8 +453,7 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
                                   k.name + " is in no known buffer");
         Mirror &m = mirror(start, end);
         if (m.current == Current::Host) {
-          check(driver.copyToDevice(m.device, reinterpret_cast<const void *>(start),
-                                    end - start));
+          upload(m.device, reinterpret_cast<const void *>(start), end - start);
           m.current = Current::Both;
         }
         if (!constants.count(start))
@@ -415,14 +474,10 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     }
   }
   if (g.status) {
-    if (!status) {
-      auto ptr = driver.allocate(4);
-      if (!ptr.ok())
-        throw std::runtime_error(std::string(ptr.status().message()));
-      status = *ptr;
-    }
+    if (!status)
+      status = allocateDevice(4);
     int32_t zero = 0;
-    check(driver.copyToDevice(status, &zero, 4));
+    upload(status, &zero, 4);
     for (int64_t v : {int64_t(status), int64_t(status), int64_t(0), int64_t(1),
                       int64_t(1)})
       values.push_back(v);
@@ -454,14 +509,14 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   auto shape = cuda::launchShape(g.launch, rows);
   if (!shape.ok())
     throw std::runtime_error(std::string(shape.status().message()));
-  check(driver.launch(g.fn, *shape, params.data()));
+  check(driver->launch(g.fn, *shape, params.data()));
   if (syncEach)
-    check(driver.synchronize());
+    check(driver->synchronize());
   for (Mirror *m : written)
     m->current = Current::Device;
   int32_t result = 0;
   if (g.status)
-    check(driver.copyToHost(&result, status, 4));
+    download(&result, status, 4);
   return result;
 }
 
@@ -522,6 +577,25 @@ inline void checkArg(const KernelRef &k, size_t i, float) {
 template <int N> void hostSide(Desc<N> *d) { currentRunner->toHost(d->aligned); }
 template <typename T> void hostSide(T) {}
 
+/// Emulation: a descriptor over the argument's mirror (kept alive by
+/// `keep` for the call); scalars as they are.
+template <int N>
+Desc<N> *onMirror(GpuRunner &runner, Desc<N> *d,
+                  std::vector<std::shared_ptr<void>> &keep) {
+  auto copy = std::make_shared<Desc<N>>(*d);
+  bool empty = false;
+  for (int i = 0; i < N; ++i)
+    empty |= d->sizes[i] == 0;
+  copy->aligned = runner.emulatedArg(d->aligned, empty);
+  copy->allocated = copy->aligned;
+  keep.push_back(copy);
+  return copy.get();
+}
+template <typename T>
+T onMirror(GpuRunner &, T v, std::vector<std::shared_ptr<void>> &) {
+  return v;
+}
+
 template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
   if (sizeof...(A) != k.signature->size())
     throw std::invalid_argument(k.name + " takes " +
@@ -530,6 +604,19 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
                                 std::to_string(sizeof...(A)));
   size_t i = 0;
   (checkArg(k, i++, args), ...);
+  if (k.runner && k.runner->emulated()) {
+    std::vector<std::shared_ptr<void>> keep;
+    auto fn = reinterpret_cast<R (*)(A...)>(k.fn);
+    if constexpr (std::is_void_v<R>) {
+      fn(onMirror(*k.runner, args, keep)...);
+      k.runner->emulatedCallDone();
+      return;
+    } else {
+      R r = fn(onMirror(*k.runner, args, keep)...);
+      k.runner->emulatedCallDone();
+      return r;
+    }
+  }
   if (k.runner) {
     std::vector<GpuArg> gpuArgs{gpuArg(args)...};
     int32_t r = k.runner->launch(k, gpuArgs);
@@ -1020,6 +1107,12 @@ absl::Status Executor::Impl::load() {
 }
 
 absl::Status Executor::Impl::loadGpu() {
+  if (const char *e = std::getenv("CSA_CUDA_EMULATE"); e && std::string(e) == "1") {
+    runner = std::make_unique<GpuRunner>(nullptr, bounds);
+    for (auto &[name, view] : weights)
+      runner->markConstant(view.data);
+    return absl::OkStatus();
+  }
   auto opened = cuda::Driver::open();
   if (!opened.ok())
     return opened.status();
@@ -1058,7 +1151,7 @@ absl::Status Executor::Impl::loadGpu() {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "kernels/kernels.json: ", e.what()));
   }
-  runner = std::make_unique<GpuRunner>(*driver, bounds);
+  runner = std::make_unique<GpuRunner>(driver.get(), bounds);
   for (auto &[name, view] : weights)
     runner->markConstant(view.data);
   return absl::OkStatus();
@@ -1144,7 +1237,9 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
           return fail(absl::StrCat("kernel '", name,
                                    "' has no signature in kernels/host.json"));
         KernelRef ref{fn, &sig->second, name};
-        if (runner && !hostOnly(name)) {
+        if (runner && runner->emulated() && !hostOnly(name)) {
+          ref.runner = runner.get();
+        } else if (runner && !hostOnly(name)) {
           auto gk = gpuKernels.find(name);
           if (gk == gpuKernels.end())
             return fail(absl::StrCat("kernel '", name,

@@ -18,6 +18,7 @@
 #include "runtime/artifact/Artifact.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/executor/Executor.h"
+#include "runtime/numerics/Quantize.h"
 #include "test/unit/support/TempDir.h"
 
 #include <gtest/gtest.h>
@@ -196,6 +197,98 @@ INSTANTIATE_TEST_SUITE_P(
           ch = ch == '.' ? 'u' : '_';
       return name;
     });
+
+/// Executor::syntheticSequence (csa-run --context): the state of a sequence
+/// at a position, every row valid in its byte format, and steps run from it.
+TEST(SyntheticSequence, HoldsValidRowsForItsPositionAndDecodesFromIt) {
+  test::TempDir dir;
+  auto variant = loadVariant("tiny");
+  ASSERT_TRUE(variant.ok()) << variant.status();
+  const std::string artifactDir = dir / "tiny.csa";
+  ASSERT_EQ(compile("--variant=tiny --emit=artifact -o " + artifactDir,
+                    dir / "compile.log"),
+            0)
+      << readAll(dir / "compile.log");
+  RandomCheckpointOptions options;
+  options.seed = 3;
+  ASSERT_TRUE(writeRandomCheckpoint(variant->config, variant->schedule,
+                                    dir / "weights", options)
+                  .ok());
+  auto ckpt = checkpoint::Checkpoint::open(dir / "weights");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto art = artifact::Artifact::open(artifactDir);
+  ASSERT_TRUE(art.ok()) << art.status();
+  auto executor = runtime::Executor::create(*art, *ckpt);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  runtime::Executor &ex = **executor;
+
+  constexpr int64_t position = 77;
+  auto seq = ex.syntheticSequence(position, 5);
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  EXPECT_EQ(seq->position, position);
+  ASSERT_EQ(int64_t(seq->history.size()), position);
+  for (int32_t t : seq->history)
+    ASSERT_TRUE(t >= 0 && t < ex.vocabSize());
+  // Every row decodes to finite values.
+  auto finiteRows = [](numerics::RowFormat format, const uint8_t *first,
+                       int64_t rowBytes, int64_t count, int64_t stride) {
+    size_t dim = 32;
+    while (int64_t(numerics::rowBytes(format, dim)) != rowBytes && dim < 16384)
+      dim += 32;
+    std::vector<float> out(dim);
+    for (int64_t e = 0; e < count; ++e) {
+      numerics::dequantizeRow(format, first + e * stride, dim, out.data());
+      for (float v : out)
+        if (!std::isfinite(v))
+          return false;
+    }
+    return true;
+  };
+  int rings = 0, globals = 0;
+  for (const artifact::CacheBuffer &b : ex.plan().caches) {
+    const runtime::CacheState &c = seq->caches.at(b.id);
+    if (b.kind == artifact::CacheKind::SwaRing) {
+      ++rings;
+      EXPECT_EQ(c.ringStart, position - b.window) << b.id;
+      EXPECT_EQ(c.ringEnd, position) << b.id;
+      EXPECT_TRUE(finiteRows(numerics::RowFormat::SwaKvFp8, c.bytes.data(),
+                             b.rowBytes, b.window, b.rowBytes))
+          << b.id;
+    } else if (b.kind == artifact::CacheKind::GlobalCache) {
+      ++globals;
+      const int64_t entries = position / b.ratio;
+      EXPECT_EQ(c.mainEntries, entries) << b.id;
+      ASSERT_EQ(int64_t(c.bytes.size()), entries * b.entryBytes) << b.id;
+      const int64_t mainBytes = b.mainRowBytes ? b.mainRowBytes : b.entryBytes;
+      EXPECT_TRUE(finiteRows(numerics::RowFormat::MainKvFp4, c.bytes.data(),
+                             mainBytes, entries, b.entryBytes))
+          << b.id;
+      if (b.indexRowBytes)
+        EXPECT_TRUE(finiteRows(numerics::RowFormat::IndexKeyFp4,
+                               c.bytes.data() + mainBytes, b.indexRowBytes,
+                               entries, b.entryBytes))
+            << b.id;
+    }
+  }
+  EXPECT_GT(rings, 0);
+  EXPECT_GT(globals, 0);
+  // The bytes a real sequence holds there (complete entries per layer).
+  uint64_t expected = 0;
+  for (const artifact::CacheBuffer &b : ex.plan().caches)
+    expected += b.bytesAt(position);
+  EXPECT_EQ(seq->cacheBytesInUse(ex.plan()), expected);
+  // Decode steps run from it, with finite logits.
+  for (int32_t t : {1, 2, 3}) {
+    auto logits = ex.decode(*seq, t);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    for (float v : *logits)
+      ASSERT_TRUE(std::isfinite(v));
+  }
+  EXPECT_EQ(seq->position, position + 3);
+  // Positions outside the plan are errors.
+  EXPECT_FALSE(ex.syntheticSequence(0, 5).ok());
+  EXPECT_FALSE(ex.syntheticSequence(ex.plan().maxContext, 5).ok());
+}
 
 } // namespace
 } // namespace csa

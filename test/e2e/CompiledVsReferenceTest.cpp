@@ -74,6 +74,34 @@ int64_t firstDifference(const std::vector<float> &a, const std::vector<float> &b
   return -1;
 }
 
+/// A compiled artifact with random weights and an executor over them (kept
+/// on the heap: the executor points into the checkpoint and the artifact).
+struct LoadedModel {
+  std::unique_ptr<checkpoint::Checkpoint> ckpt;
+  std::unique_ptr<artifact::Artifact> art;
+  std::unique_ptr<runtime::Executor> executor;
+};
+
+/// Writes `variant`'s random weights (seed `seed`) to DIR/weights and opens
+/// them with the artifact at `artifactDir`.
+void loadModel(const ModelVariant &variant, const test::TempDir &dir,
+               const std::string &artifactDir, uint64_t seed, LoadedModel &out) {
+  RandomCheckpointOptions options;
+  options.seed = seed;
+  auto written = writeRandomCheckpoint(variant.config, variant.schedule,
+                                       dir / "weights", options);
+  ASSERT_TRUE(written.ok()) << written.status();
+  auto ckpt = checkpoint::Checkpoint::open(dir / "weights");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  out.ckpt = std::make_unique<checkpoint::Checkpoint>(std::move(*ckpt));
+  auto art = artifact::Artifact::open(artifactDir);
+  ASSERT_TRUE(art.ok()) << art.status();
+  out.art = std::make_unique<artifact::Artifact>(std::move(*art));
+  auto executor = runtime::Executor::create(*out.art, *out.ckpt);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  out.executor = std::move(*executor);
+}
+
 class CompiledVsReference : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
@@ -103,17 +131,10 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
   ASSERT_EQ(compile(args, dir / "compile.log"), 0) << readAll(dir / "compile.log");
 
   // Weights, the executor and the reference.
-  RandomCheckpointOptions options;
-  options.seed = 7;
-  auto written = writeRandomCheckpoint(variant->config, variant->schedule,
-                                       dir / "weights", options);
-  ASSERT_TRUE(written.ok()) << written.status();
-  auto ckpt = checkpoint::Checkpoint::open(dir / "weights");
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  auto art = artifact::Artifact::open(artifactDir);
-  ASSERT_TRUE(art.ok()) << art.status();
-  auto executor = runtime::Executor::create(*art, *ckpt);
-  ASSERT_TRUE(executor.ok()) << executor.status();
+  LoadedModel model;
+  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, model));
+  checkpoint::Checkpoint *ckpt = model.ckpt.get();
+  runtime::Executor *executor = model.executor.get();
   reference::ReferenceOptions refOptions;
   refOptions.boundedReplay = c.boundedReplay; // compiler defaults: start after
                                               // the last Full, tail = window
@@ -127,9 +148,9 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
     prompt.push_back(int32_t((i * 37 + 11) % variant->config.vocabSize));
 
   // The caches hold the reference's bytes.
-  runtime::Sequence seq = (*executor)->newSequence();
+  runtime::Sequence seq = executor->newSequence();
   auto checkCaches = [&](const char *when) {
-  for (const artifact::CacheBuffer &b : (*executor)->plan().caches) {
+  for (const artifact::CacheBuffer &b : executor->plan().caches) {
     const reference::LayerState &s = (*ref)->layerState(b.layer);
     const runtime::CacheState &cache = seq.caches.at(b.id);
     if (b.kind == artifact::CacheKind::SwaRing) {
@@ -150,7 +171,7 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
   }
   };
 
-  auto got = (*executor)->prefill(seq, prompt);
+  auto got = executor->prefill(seq, prompt);
   ASSERT_TRUE(got.ok()) << got.status();
   auto want = (*ref)->prefill(prompt);
   ASSERT_TRUE(want.ok()) << want.status();
@@ -162,7 +183,7 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
     // Greedy on the reference's logits; both models get the same token.
     int32_t token = int32_t(std::max_element(want->begin(), want->end()) -
                             want->begin());
-    got = (*executor)->decode(seq, token);
+    got = executor->decode(seq, token);
     ASSERT_TRUE(got.ok()) << "decode step " << step << ": " << got.status();
     want = (*ref)->decode(token);
     ASSERT_TRUE(want.ok()) << want.status();
@@ -209,18 +230,9 @@ TEST(SyntheticSequence, HoldsValidRowsForItsPositionAndDecodesFromIt) {
                     dir / "compile.log"),
             0)
       << readAll(dir / "compile.log");
-  RandomCheckpointOptions options;
-  options.seed = 3;
-  ASSERT_TRUE(writeRandomCheckpoint(variant->config, variant->schedule,
-                                    dir / "weights", options)
-                  .ok());
-  auto ckpt = checkpoint::Checkpoint::open(dir / "weights");
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  auto art = artifact::Artifact::open(artifactDir);
-  ASSERT_TRUE(art.ok()) << art.status();
-  auto executor = runtime::Executor::create(*art, *ckpt);
-  ASSERT_TRUE(executor.ok()) << executor.status();
-  runtime::Executor &ex = **executor;
+  LoadedModel model;
+  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 3, model));
+  runtime::Executor &ex = *model.executor;
 
   constexpr int64_t position = 77;
   auto seq = ex.syntheticSequence(position, 5);

@@ -89,31 +89,43 @@ Value globalThreadId(OpBuilder &b, Location loc) {
                                thread);
 }
 
-/// Distributes the single top-level scf.for of `fn` over threads; returns the
-/// argument whose dimension 0 bounds it (-1 if the loop does not have the
-/// shape that allows it: the function is then left alone).
-int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
+/// The single top-level scf.for of `fn` that walks rows: no results, from 0
+/// by a constant step to dim 0 of an argument (`rowsArg`), or null.
+scf::ForOp findRowLoop(func::FuncOp fn, int64_t &rowsArg, int64_t &step) {
   Block &entry = fn.getBody().front();
   scf::ForOp loop;
   for (Operation &op : entry) {
     if (auto f = dyn_cast<scf::ForOp>(op)) {
       if (loop)
-        return -1; // two top-level loops
+        return {}; // two top-level loops
       loop = f;
     }
   }
   if (!loop || loop.getNumResults() != 0)
-    return -1;
+    return {};
   auto lb = getConstantIntValue(loop.getLowerBound());
-  auto step = getConstantIntValue(loop.getStep());
+  auto constStep = getConstantIntValue(loop.getStep());
   auto dim = loop.getUpperBound().getDefiningOp<memref::DimOp>();
-  if (!lb || *lb != 0 || !step || !dim)
-    return -1;
+  if (!lb || *lb != 0 || !constStep || !dim)
+    return {};
   auto source = dyn_cast<BlockArgument>(dim.getSource());
   auto index = dim.getConstantIndex();
   if (!source || source.getOwner() != &entry || !index || *index != 0)
+    return {};
+  rowsArg = source.getArgNumber();
+  step = *constStep;
+  return loop;
+}
+
+/// Distributes the single top-level scf.for of `fn` over threads; returns the
+/// argument whose dimension 0 bounds it (-1 if the loop does not have the
+/// shape that allows it: the function is then left alone).
+int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
+  Block &entry = fn.getBody().front();
+  int64_t rowsArg = -1;
+  scf::ForOp loop = findRowLoop(fn, rowsArg, rowsPerThread);
+  if (!loop)
     return -1;
-  rowsPerThread = *step;
 
   // Scratch buffers become per thread: allocations and deallocations at the
   // top level move into the iteration.
@@ -148,7 +160,7 @@ int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
   for (Operation *dealloc : deallocs)
     dealloc->moveBefore(body->getTerminator());
   loop->erase();
-  return source.getArgNumber();
+  return rowsArg;
 }
 
 /// Static shared memory a kernel may declare without opting in (48 KiB).
@@ -178,23 +190,9 @@ bool elementParallel(StringRef name) {
 /// no inner loop or another shape.
 int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
   Block &entry = fn.getBody().front();
-  scf::ForOp rowLoop;
-  for (Operation &op : entry)
-    if (auto f = dyn_cast<scf::ForOp>(op)) {
-      if (rowLoop)
-        return -1;
-      rowLoop = f;
-    }
-  if (!rowLoop || rowLoop.getNumResults() != 0)
-    return -1;
-  auto lb = getConstantIntValue(rowLoop.getLowerBound());
-  auto step = getConstantIntValue(rowLoop.getStep());
-  auto dim = rowLoop.getUpperBound().getDefiningOp<memref::DimOp>();
-  if (!lb || *lb != 0 || !step || *step != 1 || !dim)
-    return -1;
-  auto source = dyn_cast<BlockArgument>(dim.getSource());
-  auto index = dim.getConstantIndex();
-  if (!source || source.getOwner() != &entry || !index || *index != 0)
+  int64_t rowsArg = -1, step = 0;
+  scf::ForOp rowLoop = findRowLoop(fn, rowsArg, step);
+  if (!rowLoop || step != 1)
     return -1;
   for (Operation &op : entry) {
     if (isa<memref::AllocOp, memref::DeallocOp>(op))
@@ -270,7 +268,7 @@ int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
     }
   }
   rowLoop->erase();
-  return source.getArgNumber();
+  return rowsArg;
 }
 
 /// Runs all of `fn` on thread 0 only; results (if any) are 0 elsewhere.

@@ -252,7 +252,7 @@ checkpoint::TensorFiller randomTensorFiller(const ModelConfig &config,
     const unsigned threads =
         size < (1u << 20)
             ? 1u
-            : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+            : std::max(1u, std::thread::hardware_concurrency());
     if (threads == 1) {
       g.fill(offset, size, dst);
       return;

@@ -242,6 +242,7 @@ int main(int argc, char **argv) {
   int64_t decodeSteps = 0;
   std::vector<int32_t> next(static_cast<size_t>(batch));
   std::vector<double> stepSeconds; ///< every decode step, for the median
+  std::vector<double> prefillEach;  ///< each sequence's prefill
   for (int64_t b = 0; b < batch; ++b) {
     absl::StatusOr<std::vector<float>> logits;
     if (context > 0) {
@@ -261,7 +262,9 @@ int main(int argc, char **argv) {
     } else {
       auto start = Clock::now();
       logits = ex.prefill(sequences[size_t(b)], prompt);
-      prefillSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+      prefillEach.push_back(
+          std::chrono::duration<double>(Clock::now() - start).count());
+      prefillSeconds += prefillEach.back();
     }
     if (!logits.ok())
       return fail(absl::StrCat("prefill: ", logits.status().message()));
@@ -323,6 +326,13 @@ int main(int argc, char **argv) {
   std::printf("decode: %lld steps in %.3f ms (%.1f tokens/s)\n",
               (long long)decodeSteps, decodeSeconds * 1e3,
               decodeSeconds > 0 ? double(decodeSteps) / decodeSeconds : 0.0);
+  if (prefillEach.size() > 1) {
+    // The first sequence also pays one-time costs (a GPU's weight upload).
+    std::printf("prefill per sequence:");
+    for (size_t b = 0; b < prefillEach.size(); ++b)
+      std::printf("%s %.3f ms", b ? "," : "", prefillEach[b] * 1e3);
+    std::printf("\n");
+  }
   if (!stepSeconds.empty()) {
     std::sort(stepSeconds.begin(), stepSeconds.end());
     std::printf("decode step: median %.3f ms over %zu steps\n",

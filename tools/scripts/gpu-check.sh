@@ -98,7 +98,10 @@ cat > gpu-run/run-full.sh <<'RUN'
 #   compare  the GPU against the CPU executor: 3 prompt tokens, 1 decode step,
 #            top-3 logits and tokens compared as text;
 #   latency  decode steps at 4K, 32K and 128K tokens of synthetic context
-#            (csa-run --context), median of the steps, on the GPU.
+#            (csa-run --context), median of the steps, on the GPU;
+#   prefill  prompts of 4K and 32K random token ids ($CSA_FULL_PREFILL), two
+#            sequences each (--batch=2): the second one's time is the
+#            prefill's, the first also pays the weights' upload.
 # A dry run of the script's logic on a machine without a GPU:
 #   CSA_FULL_VARIANT=tiny CSA_FULL_DEVICE=cpu CSA_FULL_CONTEXTS=100 \
 #   CSA_FULL_CKPT=/tmp/tiny-ckpt ./run-full.sh
@@ -107,7 +110,7 @@ out=${OUT:-.}
 variant=${CSA_FULL_VARIANT:-h200-full}
 device=${CSA_FULL_DEVICE:-cuda}
 ck=${CSA_FULL_CKPT:-/dev/shm/$variant}
-phases=${*:-compare latency}
+phases=${*:-compare latency prefill}
 status=0
 df -h /dev/shm | tail -1
 if [ ! -f "$ck/config.json" ]; then
@@ -119,6 +122,7 @@ fi
 run() { ./csa-run "$variant.csa" --weights="$ck" "$@"; }
 strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
 for phase in $phases; do
+  echo "== $phase ($(date +%T))"
   case $phase in
   compare)
     run --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 --device="$device" > "$out/full-cuda.txt" 2>&1 || status=1
@@ -126,15 +130,26 @@ for phase in $phases; do
     first=$(diff <(strip "$out/full-cpu.txt") <(strip "$out/full-cuda.txt") | head -1)
     echo "$variant, $device: ${first:-identical to the CPU executor (top-3 logits, 2 tokens)}"
     [ -z "$first" ] || status=1
-    grep -h "ms (" "$out/full-cpu.txt" "$out/full-cuda.txt" ;;
+    grep -h "ms (" "$out/full-cpu.txt" "$out/full-cuda.txt"
+    tail -q -n 2 "$out/full-cpu.txt" "$out/full-cuda.txt" | grep -i error ;;
   latency)
     for ctx in ${CSA_FULL_CONTEXTS:-4096 32768 131072}; do
       run --context=$ctx --prompt=1 --max-new-tokens=3 --device="$device" > "$out/full-ctx$ctx.txt" 2>&1 || status=1
       echo "context $ctx: $(grep "decode step" "$out/full-ctx$ctx.txt")"
+      tail -q -n 2 "$out/full-ctx$ctx.txt" | grep -i error
     done ;;
-  *) echo "unknown phase $phase (compare, latency)"; status=1 ;;
+  prefill)
+    for n in ${CSA_FULL_PREFILL:-4096 32768}; do
+      vocab=$(grep -o '"vocab_size": *[0-9]*' "$variant.csa/config.json" | grep -o '[0-9]*$')
+      awk -v n=$n -v v=$vocab 'BEGIN { srand(7); for (i = 0; i < n; i++) print int(rand() * (v - 3)) + 3 }' > "$out/prompt$n.txt"
+      run --prompt-file="$out/prompt$n.txt" --batch=2 --max-new-tokens=1 --device="$device" > "$out/full-prefill$n.txt" 2>&1 || status=1
+      echo "prefill $n: $(grep "prefill per sequence" "$out/full-prefill$n.txt")"
+      tail -q -n 2 "$out/full-prefill$n.txt" | grep -i error
+    done ;;
+  *) echo "unknown phase $phase (compare, latency, prefill)"; status=1 ;;
   esac
 done
+echo "== done ($(date +%T))"
 exit $status
 RUN
 chmod +x gpu-run/run-full.sh

@@ -15,6 +15,7 @@
 #include "runtime/numerics/Quantize.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 #include <algorithm>
 #include <array>
@@ -309,6 +310,11 @@ public:
       releaseDevice(status);
   }
   bool emulated() const { return driver == nullptr; }
+  /// Waits for every launch so far (profiling).
+  void synchronize() {
+    if (!emulated())
+      check(driver->synchronize());
+  }
   /// Emulation: the mirror of the buffer holding `p` (uploaded if the host
   /// changed it), at p's offset; the call about to run may write it.
   const void *emulatedArg(const void *p, bool empty) {
@@ -720,6 +726,7 @@ struct Executor::Impl {
   std::vector<std::vector<uint8_t>> pool; ///< free transient buffers
   uint64_t liveBytes = 0, peakBytes = 0;
   std::vector<Step> prefillSteps, decodeSteps;
+  std::map<std::string, ProfileEntry> profileTotals; ///< options.profile
 
   // The state of the entry point being run.
   Sequence *seq = nullptr;
@@ -1303,8 +1310,11 @@ Executor::Impl::run(std::vector<Step> &steps) {
   };
   for (Step &step : steps) {
     absl::Status st;
+    const auto stepStart = std::chrono::steady_clock::now();
     try {
       st = step.driver(*this, step);
+      if (options.profile && runner)
+        runner->synchronize();
     } catch (const std::bad_alloc &) {
       st = absl::ResourceExhaustedError("out of host memory");
     } catch (const std::exception &e) {
@@ -1317,6 +1327,20 @@ Executor::Impl::run(std::vector<Step> &steps) {
         bounds.remove(cache.bytes.data());
       return absl::Status(st.code(), absl::StrCat(step.where, " (", step.op,
                                                   "): ", st.message()));
+    }
+    if (options.profile) {
+      std::string key = step.op;
+      for (const auto &[role, kernel] : step.kernels) {
+        absl::string_view name = kernel.name;
+        absl::ConsumePrefix(&name, "_mlir_ciface_");
+        absl::StrAppend(&key, key.size() == step.op.size() ? " " : "+", name);
+      }
+      ProfileEntry &e = profileTotals[key];
+      e.step = key;
+      ++e.calls;
+      e.seconds += std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - stepStart)
+                       .count();
     }
     for (Tensor *t : step.release) {
       liveBytes -= std::min<uint64_t>(liveBytes, t->data.capacity());
@@ -2164,5 +2188,15 @@ absl::StatusOr<std::vector<float>> Executor::decode(Sequence &sequence,
 const artifact::Plan &Executor::plan() const { return impl->artifact->plan(); }
 int64_t Executor::vocabSize() const { return impl->vocab; }
 const StepTiming &Executor::lastTiming() const { return impl->timing; }
+
+std::vector<ProfileEntry> Executor::profile() const {
+  std::vector<ProfileEntry> out;
+  for (const auto &[key, e] : impl->profileTotals)
+    out.push_back(e);
+  std::sort(out.begin(), out.end(), [](const ProfileEntry &a, const ProfileEntry &b) {
+    return a.seconds > b.seconds || (a.seconds == b.seconds && a.step < b.step);
+  });
+  return out;
+}
 
 } // namespace csa::runtime

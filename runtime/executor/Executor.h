@@ -74,6 +74,16 @@ struct ExecutorOptions {
   /// yet (docs/gpu.md).
   enum class Device { Cpu, Cuda };
   Device device = Device::Cpu;
+  /// Times every plan step (synchronizing the GPU after each), summed by
+  /// step over the executor's life: Executor::profile(). Slows the run.
+  bool profile = false;
+};
+
+/// One row of Executor::profile(): a plan op and the kernel it runs.
+struct ProfileEntry {
+  std::string step; ///< "op kernel"
+  int64_t calls = 0;
+  double seconds = 0;
 };
 
 class Executor {
@@ -111,6 +121,9 @@ public:
   int64_t vocabSize() const;
   /// Timing of the last entry point run.
   const StepTiming &lastTiming() const;
+  /// With ExecutorOptions::profile: time per step (op and kernel, host work
+  /// and the GPU's included) over every run so far, slowest first.
+  std::vector<ProfileEntry> profile() const;
 
 private:
   struct Impl;

@@ -42,7 +42,7 @@ int usage() {
          "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
-         "              [--device=cpu|cuda] [--context=P]\n"
+         "              [--device=cpu|cuda] [--context=P] [--profile]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
          "checkpoint for the artifact's config (seeded, default 0) in a\n"
@@ -55,7 +55,9 @@ int usage() {
          "--context=P starts each sequence at position P with synthetic caches\n"
          "(random rows in the released byte formats) and runs the prompt one\n"
          "token at a time: decode latency at long contexts. The temporary\n"
-         "directory of --random-weights is $TMPDIR (e.g. /dev/shm).\n";
+         "directory of --random-weights is $TMPDIR (e.g. /dev/shm).\n"
+         "--profile times every plan step (the GPU synchronized after each)\n"
+         "and prints the time per op and kernel over the whole run.\n";
   return 2;
 }
 
@@ -152,6 +154,8 @@ int main(int argc, char **argv) {
     } else if (const char *v = value("--print-logits")) {
       if (!absl::SimpleAtoi(v, &printLogits) || printLogits < 0)
         return fail("--print-logits needs a count >= 0");
+    } else if (arg == "--profile") {
+      executorOptions.profile = true;
     } else if (arg == "--help" || arg == "-h") {
       return usage();
     } else if (arg.rfind("--", 0) == 0) {
@@ -349,5 +353,17 @@ int main(int argc, char **argv) {
               "buffers reused after each one's last use)\n",
               (unsigned long long)ex.lastTiming().peakTransientBytes,
               ex.plan().transients.size());
+  if (executorOptions.profile) {
+    const std::vector<runtime::ProfileEntry> rows = ex.profile();
+    double total = 0;
+    for (const runtime::ProfileEntry &e : rows)
+      total += e.seconds;
+    std::printf("profile: %.3f ms in %zu kinds of step (ms, calls, share, "
+                "op and kernels)\n", total * 1e3, rows.size());
+    for (const runtime::ProfileEntry &e : rows)
+      std::printf("  %10.3f ms %7lld %5.1f%%  %s\n", e.seconds * 1e3,
+                  (long long)e.calls, total > 0 ? 100 * e.seconds / total : 0.0,
+                  e.step.c_str());
+  }
   return 0;
 }

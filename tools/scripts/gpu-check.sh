@@ -78,7 +78,7 @@ cat > gpu-run/run-reduced.sh <<'RUN'
 # on the GPU: 3 prompt tokens, 2 new ones, top-3 logits compared as text.
 set -uo pipefail
 out=${OUT:-.}
-strip() { grep -v -e "ms (" -e "bytes" "$1"; }
+strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
 run() { ./csa-run reduced.csa --random-weights=7 --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 "$@"; }
 run --device=cpu > "$out/reduced-cpu.txt" 2>&1 || exit 1
 run --device=cuda > "$out/reduced-cuda.txt" 2>&1 || exit 1
@@ -159,7 +159,7 @@ cat > gpu-run/run-plan.sh <<'RUN'
 set -uo pipefail
 out=${OUT:-.}
 status=0
-strip() { grep -v -e "ms (" -e "bytes" "$1"; }
+strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   n=$(echo "$prompt" | tr ',' '\n' | wc -l)

@@ -182,13 +182,16 @@ bool elementParallel(StringRef name) {
 }
 
 /// Distributes the whole perfect nest under the top-level row loop of `fn`
-/// (loops from 0 by 1 with constant trip counts and no results, each the only
-/// loop of its parent's body and its last op but the yield): one thread per
+/// (loops from 0 by 1 with no results, each the only loop of its parent's
+/// body and its last op but the yield; trip counts constant or a dimension of
+/// an argument, such as the keys an index score row covers): one thread per
 /// (row, inner iterations), the innermost loop fastest so neighbouring threads
 /// touch neighbouring elements. Returns the argument whose dimension 0 bounds
-/// the rows and sets `elementsPerRow`, or -1 (fn untouched) when the nest has
-/// no inner loop or another shape.
-int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
+/// the rows and sets `elementsPerRow` (the constant trip counts' product) and
+/// `elementDims` ((argument, dimension) of each dynamic one), or -1 (fn
+/// untouched) when the nest has no inner loop or another shape.
+int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow,
+                           std::vector<std::pair<int64_t, int64_t>> &elementDims) {
   Block &entry = fn.getBody().front();
   int64_t rowsArg = -1, step = 0;
   scf::ForOp rowLoop = findRowLoop(fn, rowsArg, step);
@@ -206,7 +209,9 @@ int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
   // The nest: each next loop is its parent's last op but the yield, constant
   // bounds, no results; the ops before it only read memory.
   SmallVector<scf::ForOp> nest{rowLoop};
-  SmallVector<int64_t> trips;
+  SmallVector<Value> trips; ///< constants, or memref.dim ops of the entry
+  std::vector<std::pair<int64_t, int64_t>> dynamicDims;
+  elementsPerRow = 1;
   while (true) {
     Block *body = nest.back().getBody();
     Operation *last = body->getTerminator()->getPrevNode();
@@ -216,7 +221,19 @@ int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
     auto ilb = getConstantIntValue(inner.getLowerBound());
     auto iub = getConstantIntValue(inner.getUpperBound());
     auto istep = getConstantIntValue(inner.getStep());
-    if (!ilb || *ilb != 0 || !iub || *iub < 1 || !istep || *istep != 1)
+    if (!ilb || *ilb != 0 || !istep || *istep != 1)
+      break;
+    // A dynamic trip count: a dimension of an argument, read in the entry
+    // block (so it dominates the thread index arithmetic).
+    std::optional<std::pair<int64_t, int64_t>> dynamic;
+    if (auto dim = inner.getUpperBound().getDefiningOp<memref::DimOp>()) {
+      auto source = dyn_cast<BlockArgument>(dim.getSource());
+      auto index = dim.getConstantIndex();
+      if (source && source.getOwner() == &entry && index &&
+          dim->getBlock() == &entry && dim->isBeforeInBlock(rowLoop))
+        dynamic = std::make_pair(int64_t(source.getArgNumber()), *index);
+    }
+    if (!dynamic && (!iub || *iub < 1))
       break;
     bool readOnly = true;
     for (Operation &op : body->without_terminator())
@@ -226,13 +243,15 @@ int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
     if (!readOnly)
       break;
     nest.push_back(inner);
-    trips.push_back(*iub);
+    trips.push_back(dynamic ? inner.getUpperBound() : Value());
+    if (dynamic)
+      dynamicDims.push_back(*dynamic);
+    else
+      elementsPerRow *= *iub;
   }
   if (trips.empty())
     return -1;
-  elementsPerRow = 1;
-  for (int64_t t : trips)
-    elementsPerRow *= t;
+  elementDims = dynamicDims;
 
   SmallVector<Operation *> allocas;
   for (Operation &op : entry)
@@ -241,8 +260,15 @@ int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
   OpBuilder b(rowLoop);
   Location loc = rowLoop.getLoc();
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  // Constant trip counts are materialized here: the loops' own constants
+  // may live inside the nest, which goes away.
+  for (size_t k = 0; k < trips.size(); ++k)
+    if (!trips[k])
+      trips[k] = c(*getConstantIntValue(nest[k + 1].getUpperBound()));
   Value gid = globalThreadId(b, loc);
-  Value total = arith::MulIOp::create(b, loc, rowLoop.getUpperBound(), c(elementsPerRow));
+  Value total = rowLoop.getUpperBound();
+  for (Value t : trips)
+    total = arith::MulIOp::create(b, loc, total, t);
   Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, gid, total);
   auto guard = scf::IfOp::create(b, loc, inRange, /*withElse=*/false);
   Block *then = guard.thenBlock();
@@ -253,9 +279,8 @@ int64_t distributeElements(func::FuncOp fn, int64_t &elementsPerRow) {
   SmallVector<Value> ivs(nest.size());
   Value rest = gid;
   for (size_t k = nest.size(); k-- > 1;) {
-    Value t = arith::ConstantIndexOp::create(inner, loc, trips[k - 1]);
-    ivs[k] = arith::RemUIOp::create(inner, loc, rest, t);
-    rest = arith::DivUIOp::create(inner, loc, rest, t);
+    ivs[k] = arith::RemUIOp::create(inner, loc, rest, trips[k - 1]);
+    rest = arith::DivUIOp::create(inner, loc, rest, trips[k - 1]);
   }
   ivs[0] = rest;
   IRMapping map;
@@ -429,7 +454,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.sharedBytes = sharedBytes;
     } else if (int64_t elementsPerRow = 0;
                elementParallel(name) &&
-               (rowsArg = distributeElements(fn, elementsPerRow)) >= 0) {
+               (rowsArg = distributeElements(fn, elementsPerRow,
+                                             info.elementDims)) >= 0) {
       info.launch = "row_elements";
       info.blockSize = options.blockSize;
       info.rowsArgument = rowsArg;
@@ -644,6 +670,13 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
     } else if (k.launch == "row_elements") {
       launch["rows_argument"] = k.rowsArgument;
       launch["elements_per_row"] = k.elementsPerRow;
+      // Dynamic trip counts: grid.x also multiplies by these dimensions.
+      if (!k.elementDims.empty()) {
+        llvm::json::Array dims;
+        for (auto [argument, dim] : k.elementDims)
+          dims.push_back(llvm::json::Array{argument, dim});
+        launch["element_dims"] = std::move(dims);
+      }
     } else if (k.launch == "row_outputs") {
       launch["rows_argument"] = k.rowsArgument;
       launch["outputs"] = k.outputs;

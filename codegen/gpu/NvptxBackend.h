@@ -13,7 +13,8 @@
 //     iteration (a row, or a tile of rows), grid = ceil(iterations / block);
 //   - "row_elements": kernels whose row loop and the loops perfectly nested
 //     in it are all parallel (heads, channels, 32-blocks): one thread per
-//     iteration of the nest, grid = ceil(rows x elements_per_row / block);
+//     iteration of the nest, grid = ceil(rows x elements_per_row x the
+//     sizes named by element_dims (dynamic trip counts) / block);
 //   - "row_outputs": linear kernels in their per-output form
 //     (buildLinearPerOutputBody): a block per (row, `outputs_per_block`
 //     outputs); a warp per output whose lanes compute its 32-block partials,
@@ -34,6 +35,7 @@
 #include "llvm/Support/Error.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace csa::codegen {
@@ -59,9 +61,11 @@ struct PtxKernel {
   /// row_outputs: the outputs per row and per block (grid.y =
   /// ceil(outputs / outputsPerBlock)).
   int64_t outputs = 0, outputsPerBlock = 0;
-  /// row_elements: threads per row (grid.x = ceil(rows x elementsPerRow /
-  /// block)).
+  /// row_elements: threads per row (grid.x = ceil(rows x elementsPerRow x
+  /// the sizes of elementDims / block)): the constant part, and the
+  /// (argument, dimension) of each dynamic trip count.
   int64_t elementsPerRow = 0;
+  std::vector<std::pair<int64_t, int64_t>> elementDims;
   int64_t sharedBytes = 0;
   /// The parameters after the memref descriptors are expanded (MLIR's
   /// default calling convention): "ptr", "i64", "f32", "i32" each.

@@ -191,7 +191,8 @@ absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {
   return check(*api_, api_->cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
 }
 
-absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows) {
+absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
+                                        int64_t dynamicElements) {
   auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   if (rule.block < 1 || rule.rowsPerThread < 1 || rule.outputsPerBlock < 1 ||
       rule.elementsPerRow < 1)
@@ -202,8 +203,11 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows) {
     gridX = ceilDiv(ceilDiv(rows, rule.rowsPerThread), rule.block);
   } else if (rule.rule == "row_elements") {
     int64_t threads = 0;
-    if (__builtin_mul_overflow(rows, rule.elementsPerRow, &threads))
-      return absl::InvalidArgumentError("launch: rows x elements_per_row overflows");
+    if (__builtin_mul_overflow(rows, rule.elementsPerRow, &threads) ||
+        __builtin_mul_overflow(threads, std::max<int64_t>(dynamicElements, 0),
+                               &threads))
+      return absl::InvalidArgumentError(
+          "launch: rows x elements_per_row x element_dims overflows");
     gridX = ceilDiv(threads, rule.block);
   } else if (rule.rule == "row_outputs") {
     gridX = rows;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace csa::cuda {
@@ -39,13 +40,17 @@ struct LaunchRule {
   int64_t rowsPerThread = 1; ///< rows
   int64_t outputs = 0;       ///< row_outputs
   int64_t outputsPerBlock = 1; ///< row_outputs
-  int64_t elementsPerRow = 1;  ///< row_elements
+  int64_t elementsPerRow = 1;  ///< row_elements: constant trip counts
+  /// row_elements: (argument, dimension) of each dynamic trip count.
+  std::vector<std::pair<int64_t, int64_t>> elementDims;
 };
 
-/// The launch of `rule` for `rows` rows (dimension 0 of its rows argument);
-/// never an empty grid (the kernels skip rows past the end). An error when
-/// the grid exceeds the CUDA limits (x < 2^31, y < 2^16).
-absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows);
+/// The launch of `rule` for `rows` rows (dimension 0 of its rows argument)
+/// and, for row_elements, `dynamicElements` (the product of the sizes its
+/// elementDims name); never an empty grid (the kernels skip rows past the
+/// end). An error when the grid exceeds the CUDA limits (x < 2^31, y < 2^16).
+absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
+                                        int64_t dynamicElements = 1);
 
 class Driver {
 public:

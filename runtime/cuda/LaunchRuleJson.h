@@ -65,6 +65,22 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
       st = bad(absl::StrCat("block is ", rule.block, ", not 32 x outputs_per_block (",
                             32 * rule.outputsPerBlock, ")"));
   }
+  if (st.ok() && rule.rule == "row_elements" && launch.contains("element_dims")) {
+    const nlohmann::json &dims = launch["element_dims"];
+    if (!dims.is_array())
+      return bad("element_dims is not a list of [argument, dimension]");
+    for (const nlohmann::json &d : dims) {
+      if (!d.is_array() || d.size() != 2 || !d[0].is_number_integer() ||
+          !d[1].is_number_integer())
+        return bad("element_dims has an entry that is not [argument, dimension]");
+      const int64_t argument = d[0].get<int64_t>(), dim = d[1].get<int64_t>();
+      if (argument < 0 || argument > lastArgument || dim < 0 || dim > 15)
+        return bad(absl::StrCat("element_dims entry [", argument, ", ", dim,
+                                "] is out of range (", numArguments,
+                                " arguments, dimensions 0..15)"));
+      rule.elementDims.emplace_back(argument, dim);
+    }
+  }
   if (!st.ok())
     return st;
   return rule;

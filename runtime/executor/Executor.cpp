@@ -512,7 +512,15 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     const GpuArg &r = args.at(size_t(g.launch.rowsArgument));
     rows = r.sizes.empty() ? 0 : r.sizes[0];
   }
-  auto shape = cuda::launchShape(g.launch, rows);
+  int64_t dynamicElements = 1;
+  for (auto [argument, dim] : g.launch.elementDims) {
+    const GpuArg &a = args.at(size_t(argument));
+    if (a.kind != GpuArg::Memref || size_t(dim) >= a.sizes.size())
+      throw std::runtime_error(k.name + ": launch.element_dims names no dimension "
+                               "of argument " + std::to_string(argument));
+    dynamicElements *= a.sizes[size_t(dim)];
+  }
+  auto shape = cuda::launchShape(g.launch, rows, dynamicElements);
   if (!shape.ok())
     throw std::runtime_error(std::string(shape.status().message()));
   check(driver->launch(g.fn, *shape, params.data()));

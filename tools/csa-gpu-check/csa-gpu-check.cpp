@@ -304,7 +304,18 @@ int main(int argc, char **argv) {
       }
       rowsOf = rowsArg.shape[0];
     }
-    auto launchOf = csa::cuda::launchShape(*rule, rowsOf);
+    int64_t dynamicElements = 1;
+    for (auto [argument, dim] : rule->elementDims) {
+      const Arg &a = args[size_t(argument)];
+      if (size_t(dim) >= a.shape.size()) {
+        std::cerr << "csa-gpu-check: error: kernel '" << name
+                  << "': launch.element_dims names no dimension of argument "
+                  << argument << "\n";
+        return 1;
+      }
+      dynamicElements *= a.shape[size_t(dim)];
+    }
+    auto launchOf = csa::cuda::launchShape(*rule, rowsOf, dynamicElements);
     if (!launchOf.ok()) {
       std::cerr << "csa-gpu-check: error: kernel '" << name
                 << "': " << launchOf.status().message() << "\n";

@@ -46,6 +46,35 @@ TEST(LaunchRule, RowElementsGridCoversEveryIterationOfTheNest) {
   EXPECT_FALSE(launchShape(*rule, int64_t(1) << 30).ok());
 }
 
+TEST(LaunchRule, RowElementsMultiplyByDynamicTripCounts) {
+  // index_score: a thread per (row, key); the keys are dim 1 of argument 4.
+  auto rule = parseLaunchRule(
+      json{{"rule", "row_elements"}, {"block", 128}, {"rows_argument", 4},
+           {"elements_per_row", 2}, {"element_dims", json::array({json::array({4, 1})})}},
+      "index_score", 5);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  ASSERT_EQ(rule->elementDims.size(), 1u);
+  EXPECT_EQ(rule->elementDims[0], std::make_pair(int64_t(4), int64_t(1)));
+  EXPECT_EQ(launchShape(*rule, 3, 1000)->gridX, 47u); // ceil(3 x 2 x 1000 / 128)
+  EXPECT_EQ(launchShape(*rule, 3, 0)->gridX, 1u);
+  EXPECT_FALSE(launchShape(*rule, int64_t(1) << 20, int64_t(1) << 50).ok());
+  auto message = [](const json &dims) {
+    auto r = parseLaunchRule(json{{"rule", "row_elements"}, {"block", 128},
+                                  {"rows_argument", 0}, {"elements_per_row", 1},
+                                  {"element_dims", dims}},
+                             "k", 2);
+    return r.ok() ? std::string("ok") : std::string(r.status().message());
+  };
+  EXPECT_EQ(message(json::array({json::array({2, 1})})),
+            "kernel 'k': launch.element_dims entry [2, 1] is out of range (2 "
+            "arguments, dimensions 0..15)");
+  EXPECT_EQ(message(json::array({json::array({1})})),
+            "kernel 'k': launch.element_dims has an entry that is not [argument, "
+            "dimension]");
+  EXPECT_EQ(message(json(3)),
+            "kernel 'k': launch.element_dims is not a list of [argument, dimension]");
+}
+
 TEST(LaunchRule, MalformedRulesNameTheField) {
   auto message = [](const json &launch) {
     auto rule = parseLaunchRule(launch, "k", 2);

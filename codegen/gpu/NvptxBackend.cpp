@@ -174,7 +174,8 @@ bool elementParallel(StringRef name) {
       "embed_",          "hc_expand_",    "hc_update_",  "hc_collapse_",
       "rope_",           "quantize_",     "dequantize_", "sparse_attention_",
       "swiglu_",         "moe_accumulate_", "moe_finish_", "engram_gate_",
-      "engram_gather_",  "index_weights_scale_", "index_score_"};
+      "engram_gather_",  "index_weights_scale_", "index_score_",
+      "hc_mix_sums_",    "topk_rank_"};
   for (const char *p : prefixes)
     if (name.starts_with(p))
       return true;

@@ -333,30 +333,25 @@ func::FuncOp buildIndexScoreKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
-func::FuncOp buildTopKKernel(ModuleOp module, const std::string &name,
-                             int64_t k, bool masked) {
+func::FuncOp buildTopKRankKernel(ModuleOp module, const std::string &name,
+                                 int64_t k, bool masked) {
   OpBuilder b(module.getContext());
   Location loc = module.getLoc();
-  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type(),
-       i64 = b.getI64Type();
+  Type f32 = b.getF32Type(), i8 = b.getI8Type(), index = b.getIndexType();
   const int64_t dyn = ShapedType::kDynamic;
   auto scoresType = MemRefType::get({dyn, dyn}, f32);
-  auto maskType = MemRefType::get({dyn, dyn}, i8);
-  auto visibleType = MemRefType::get({dyn}, i64);
-  auto outType = MemRefType::get({dyn, k}, i32);
+  auto flagType = MemRefType::get({dyn, dyn}, i8);
   SmallVector<Type> args = {scoresType};
   if (masked)
-    args.push_back(maskType);
-  args.append({visibleType, outType});
+    args.push_back(flagType);
+  args.push_back(flagType);
   func::FuncOp fn = startKernel(b, module, name, args);
-  unsigned a = 0;
-  Value scores = fn.getArgument(a++);
-  Value mask = masked ? fn.getArgument(a++) : Value();
-  Value visible = fn.getArgument(a++), out = fn.getArgument(a++);
+  Value scores = fn.getArgument(0);
+  Value mask = masked ? fn.getArgument(1) : Value();
+  Value picked = fn.getArgument(masked ? 2 : 1);
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
         numOut = indexConst(b, loc, k);
-  Value negInf = f32Const(b, loc, -kInf), none = intConst(b, loc, i32, -1),
-        zeroI8 = intConst(b, loc, i8, 0);
+  Value negInf = f32Const(b, loc, -kInf), zeroI8 = intConst(b, loc, i8, 0);
   Value n = memref::DimOp::create(b, loc, scores, zero);
   Value width = memref::DimOp::create(b, loc, scores, one);
   Value rank = arith::MinSIOp::create(b, loc, numOut, width);
@@ -370,14 +365,69 @@ func::FuncOp buildTopKKernel(ModuleOp module, const std::string &name,
       Value outside = cmpI(b, loc, arith::CmpIPredicate::eq, m, zeroI8);
       return arith::SelectOp::create(b, loc, outside, negInf, s);
     };
+    // Each position counts the positions ahead of it in the order, stopping
+    // at `rank`: the positions are independent (a GPU thread each).
+    loop(b, loc, zero, width, one, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
+      Value st = scoreAt(t);
+      auto scan = scf::WhileOp::create(
+          b, loc, TypeRange{index, index}, ValueRange{zero, zero},
+          [&](OpBuilder &, Location, ValueRange state) {
+            Value more = andI(b, loc,
+                              cmpI(b, loc, arith::CmpIPredicate::slt, state[0], width),
+                              cmpI(b, loc, arith::CmpIPredicate::slt, state[1], rank));
+            scf::ConditionOp::create(b, loc, more, state);
+          },
+          [&](OpBuilder &, Location, ValueRange state) {
+            Value u = state[0];
+            Value su = scoreAt(u);
+            Value higher = cmpF(b, loc, arith::CmpFPredicate::OGT, su, st);
+            Value tie = andI(b, loc, cmpF(b, loc, arith::CmpFPredicate::OEQ, su, st),
+                             cmpI(b, loc, arith::CmpIPredicate::slt, u, t));
+            Value ahead = arith::IndexCastOp::create(
+                b, loc, index,
+                arith::ExtUIOp::create(b, loc, b.getI32Type(),
+                                       orI(b, loc, higher, tie)));
+            scf::YieldOp::create(b, loc,
+                                 ValueRange{arith::AddIOp::create(b, loc, u, one),
+                                            arith::AddIOp::create(b, loc, state[1], ahead)});
+          });
+      Value in = cmpI(b, loc, arith::CmpIPredicate::slt, scan.getResult(1), rank);
+      memref::StoreOp::create(b, loc, arith::ExtUIOp::create(b, loc, i8, in),
+                              picked, ValueRange{i, t});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildTopKCompactKernel(ModuleOp module, const std::string &name,
+                                    int64_t k) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  func::FuncOp fn = startKernel(b, module, name,
+                                {MemRefType::get({dyn, dyn}, i8),
+                                 MemRefType::get({dyn}, i64),
+                                 MemRefType::get({dyn, k}, i32)});
+  Value picked = fn.getArgument(0), visible = fn.getArgument(1),
+        out = fn.getArgument(2);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        numOut = indexConst(b, loc, k);
+  Value none = intConst(b, loc, i32, -1), zeroI8 = intConst(b, loc, i8, 0);
+  Value n = memref::DimOp::create(b, loc, picked, zero);
+  Value width = memref::DimOp::create(b, loc, picked, one);
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     Value vis = arith::IndexCastOp::create(
         b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, visible, i));
-    auto [nthS, nthI] = nthInOrder(b, loc, width, rank, scoreAt);
-    Value thrS = nthS, thrI = nthI; // (lambdas cannot capture bindings)
     // The picks in ascending position order.
     auto written = loop(b, loc, zero, width, one, {zero},
                         [&](Value t, ValueRange c) -> SmallVector<Value> {
-      Value chosen = atOrBefore(b, loc, scoreAt(t), t, thrS, thrI);
+      Value chosen = cmpI(b, loc, arith::CmpIPredicate::ne,
+                          memref::LoadOp::create(b, loc, picked, ValueRange{i, t}),
+                          zeroI8);
       auto next = scf::IfOp::create(
           b, loc, chosen,
           [&](OpBuilder &, Location) {

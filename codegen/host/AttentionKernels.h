@@ -53,18 +53,26 @@ mlir::func::FuncOp buildScaleRowsKernel(mlir::ModuleOp module,
                                         const std::string &name,
                                         int64_t columns, float scale);
 
+/// The reference indexer's top-k (`topkIndices` + `std::sort` + its -1
+/// rule; raw positions, no gather offset) in two kernels whose work is
+/// parallel. The order: higher score first, then lower position; with
+/// `masked`, positions whose mask byte is 0 score -inf first. Scores must
+/// not be NaN (the reference's comparator is no ordering with NaN either).
+///
 /// `name(scores: memref<?x?xf32>, [mask: memref<?x?xi8>,]
-///       visible: memref<?xi64>, out: memref<?xkxi32>)`: per row, the
-/// positions of the min(k, T) largest scores (ties to the lowest position;
-/// with `masked`, positions whose mask byte is 0 score -inf first), written
-/// in ascending order, each position t >= visible[i] written as -1; the
-/// columns past min(k, T) are -1. This is `topkIndices` + `std::sort` + the
-/// -1 rule of the reference indexer (raw positions, no gather offset).
-/// O(T * k) per row. Scores must not be NaN (the reference's comparator is
-/// no ordering with NaN either).
-mlir::func::FuncOp buildTopKKernel(mlir::ModuleOp module,
-                                   const std::string &name, int64_t k,
-                                   bool masked = false);
+///       picked: memref<?x?xi8>)`: picked[i, t] = 1 iff fewer than
+/// min(k, T) positions come before t in the order (each position counts
+/// them, stopping at min(k, T)): the positions of the min(k, T) first.
+mlir::func::FuncOp buildTopKRankKernel(mlir::ModuleOp module,
+                                       const std::string &name, int64_t k,
+                                       bool masked = false);
+
+/// `name(picked: memref<?x?xi8>, visible: memref<?xi64>,
+///       out: memref<?xkxi32>)`: per row, the picked positions in ascending
+/// order, each position t >= visible[i] written as -1; the columns past the
+/// picks are -1.
+mlir::func::FuncOp buildTopKCompactKernel(mlir::ModuleOp module,
+                                          const std::string &name, int64_t k);
 
 /// `name(scores: memref<?x?xf32>, visible: memref<?xi64>,
 ///       mask: memref<?x?xi8>)`: HSI level 1, `selectCandidateBlocks(score

@@ -242,6 +242,10 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
     } else if (auto op = dyn_cast<HcMixOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getStreams().getType());
       int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
+      std::string sums = llvm::formatv("hc_mix_sums_{0}x{1}", hc, dim).str();
+      s.use(sums, "csa.hc_mix", "", [&] {
+        buildHcMixSumsKernel(s.kernels, sums, hc, dim);
+      }, "sums");
       std::string name = llvm::formatv("hc_mix_{0}x{1}_i{2}", hc, dim, op.getIters()).str();
       s.use(name, "csa.hc_mix", "", [&] {
         buildHcMixKernel(s.kernels, name, hc, dim, op.getIters(),
@@ -341,8 +345,11 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
     } else if (auto op = dyn_cast<TopKOp>(raw)) {
       int64_t k = op.getResult().getType().getK();
       bool masked = bool(op.getPool());
-      std::string name = llvm::formatv("topk_{0}{1}", k, masked ? "_masked" : "").str();
-      s.use(name, "csa.topk", "", [&] { buildTopKKernel(s.kernels, name, k, masked); });
+      std::string rank = llvm::formatv("topk_rank_{0}{1}", k, masked ? "_masked" : "").str();
+      s.use(rank, "csa.topk", "", [&] { buildTopKRankKernel(s.kernels, rank, k, masked); },
+            "rank");
+      std::string name = llvm::formatv("topk_compact_{0}", k).str();
+      s.use(name, "csa.topk", "", [&] { buildTopKCompactKernel(s.kernels, name, k); });
     } else if (auto op = dyn_cast<SparseAttentionOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getQuery().getType());
       int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);

@@ -8,6 +8,8 @@
 
 #include "codegen/host/KernelBuilder.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
 #include <cmath>
 
 using namespace mlir;
@@ -54,50 +56,79 @@ func::FuncOp buildHcExpandKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
-func::FuncOp buildHcMixKernel(ModuleOp module, const std::string &name,
-                              int64_t hc, int64_t dim, int64_t iters,
-                              float eps, float normEps) {
+func::FuncOp buildHcMixSumsKernel(ModuleOp module, const std::string &name,
+                                  int64_t hc, int64_t dim) {
   OpBuilder b(module.getContext());
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
   const int64_t mix = (2 + hc) * hc, width = hc * dim;
   func::FuncOp fn = KernelBuilder::start(
       b, module, name,
       {MemRefType::get({ShapedType::kDynamic, hc, dim}, bf16),
-       MemRefType::get({mix, width}, f32), MemRefType::get({mix}, f32),
-       MemRefType::get({3}, f32),
+       MemRefType::get({mix, width}, f32),
+       MemRefType::get({ShapedType::kDynamic, mix + 1}, f32)});
+  KernelBuilder k(b, module.getLoc());
+  Value x = fn.getArgument(0), fnW = fn.getArgument(1), sums = fn.getArgument(2);
+  // Each sum is one sequential chain, in the reference's order; the mix+1
+  // of a row are independent (a GPU thread each).
+  k.loop(k.idx(0), k.dim(x, 0), [&](Value n) {
+    k.loop(mix + 1, [&](Value j) {
+      Value isDot = arith::CmpIOp::create(b, k.loc, arith::CmpIPredicate::ult, j,
+                                          k.idx(mix));
+      auto branch = scf::IfOp::create(b, k.loc, isDot, /*withElse=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(branch.thenBlock()->getTerminator());
+        Value dot = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
+          return k.reduce(dim, acc, [&](Value e, Value a) {
+            Value col = k.addi(k.muli(i, k.idx(dim)), e);
+            return k.add(a, k.mul(k.loadF32(x, {n, i, e}), k.load(fnW, {j, col})));
+          });
+        });
+        k.store(dot, sums, {n, j});
+        b.setInsertionPoint(branch.elseBlock()->getTerminator());
+        Value sq = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
+          return k.reduce(dim, acc, [&](Value e, Value a) {
+            Value v = k.loadF32(x, {n, i, e});
+            return k.add(a, k.mul(v, v));
+          });
+        });
+        k.store(sq, sums, {n, j});
+      }
+    });
+  });
+  k.finish();
+  return fn;
+}
+
+func::FuncOp buildHcMixKernel(ModuleOp module, const std::string &name,
+                              int64_t hc, int64_t dim, int64_t iters,
+                              float eps, float normEps) {
+  OpBuilder b(module.getContext());
+  Type f32 = b.getF32Type();
+  const int64_t mix = (2 + hc) * hc, width = hc * dim;
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, mix + 1}, f32),
+       MemRefType::get({mix}, f32), MemRefType::get({3}, f32),
        MemRefType::get({ShapedType::kDynamic, hc}, f32),
        MemRefType::get({ShapedType::kDynamic, hc}, f32),
        MemRefType::get({ShapedType::kDynamic, hc, hc}, f32)});
   KernelBuilder k(b, module.getLoc());
-  Value x = fn.getArgument(0), fnW = fn.getArgument(1),
-        base = fn.getArgument(2), scale = fn.getArgument(3),
-        pre = fn.getArgument(4), post = fn.getArgument(5),
-        comb = fn.getArgument(6);
+  Value sums = fn.getArgument(0), base = fn.getArgument(1),
+        scale = fn.getArgument(2), pre = fn.getArgument(3),
+        post = fn.getArgument(4), comb = fn.getArgument(5);
   Value m = memref::AllocaOp::create(b, k.loc, MemRefType::get({mix}, f32));
   Value c = memref::AllocaOp::create(b, k.loc, MemRefType::get({hc, hc}, f32));
   Value s0 = k.load(scale, k.idx(0)), s1 = k.load(scale, k.idx(1)),
         s2 = k.load(scale, k.idx(2));
   Value epsV = k.f32(eps);
 
-  k.loop(k.idx(0), k.dim(x, 0), [&](Value n) {
+  k.loop(k.idx(0), k.dim(sums, 0), [&](Value n) {
     // rsqrt(mean(X^2) + normEps) over the flattened streams.
-    Value sq = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
-      return k.reduce(dim, acc, [&](Value e, Value a) {
-        Value v = k.loadF32(x, {n, i, e});
-        return k.add(a, k.mul(v, v));
-      });
-    });
+    Value sq = k.load(sums, {n, k.idx(mix)});
     Value rs = k.div(k.f32(1.f),
                      k.sqrt(k.add(k.div(sq, k.f32(float(width))), k.f32(normEps))));
-    k.loop(mix, [&](Value row) {
-      Value dot = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
-        return k.reduce(dim, acc, [&](Value e, Value a) {
-          Value col = k.addi(k.muli(i, k.idx(dim)), e);
-          return k.add(a, k.mul(k.loadF32(x, {n, i, e}), k.load(fnW, {row, col})));
-        });
-      });
-      k.store(k.mul(dot, rs), m, row);
-    });
+    k.loop(mix, [&](Value row) { k.store(k.mul(k.load(sums, {n, row}), rs), m, row); });
     k.loop(hc, [&](Value i) {
       Value hi = k.addi(i, k.idx(hc));
       k.store(k.add(k.sigmoid(k.add(k.mul(k.load(m, i), s0), k.load(base, i))),

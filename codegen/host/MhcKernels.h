@@ -26,8 +26,18 @@ mlir::func::FuncOp buildHcExpandKernel(mlir::ModuleOp module,
                                        int64_t dim);
 
 /// `name(streams: memref<?xHCxDxbf16>, fn: memref<MIXx(HC*D)xf32>,
-/// base: memref<MIXxf32>, scale: memref<3xf32>, pre: memref<?xHCxf32>,
-/// post: memref<?xHCxf32>, comb: memref<?xHCxHCxf32>)`, MIX = (2 + HC) * HC.
+/// sums: memref<?x(MIX+1)xf32>)`, MIX = (2 + HC) * HC: sums[n, j] = the dot
+/// of fn row j with the flattened streams (j < MIX), sums[n, MIX] = their
+/// sum of squares; each one fp32 chain in the reference's order, so the
+/// MIX + 1 sums of a row are independent (the first half of mHC's mix).
+mlir::func::FuncOp buildHcMixSumsKernel(mlir::ModuleOp module,
+                                        const std::string &name, int64_t hc,
+                                        int64_t dim);
+
+/// `name(sums: memref<?x(MIX+1)xf32>, base: memref<MIXxf32>,
+/// scale: memref<3xf32>, pre: memref<?xHCxf32>, post: memref<?xHCxf32>,
+/// comb: memref<?xHCxHCxf32>)`: the rest of mHC's mix from the sums of
+/// buildHcMixSumsKernel (rsqrt norm, sigmoids, Sinkhorn).
 mlir::func::FuncOp buildHcMixKernel(mlir::ModuleOp module,
                                     const std::string &name, int64_t hc,
                                     int64_t dim, int64_t iters, float eps,

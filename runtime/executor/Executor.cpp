@@ -1410,15 +1410,18 @@ absl::Status Executor::Impl::hcMix(Step &s) {
   Tensor &pre = result(s, 4, 4, {n, hc}, x.base);
   Tensor &post = result(s, 5, 4, {n, hc}, x.base);
   Tensor &comb = result(s, 6, 4, {n, hc, hc}, x.base);
+  // The mix+1 long sums (dots and sum of squares), then the rest per row.
+  Tensor &sums = scratch("hc_mix.sums", 4, {n, mix + 1});
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
   auto dfn = desc<2>(weight(s, 1).data, {mix, hc * dim});
+  auto dsums = desc<2>(sums.ptr(), {n, mix + 1});
+  invoke(s, "sums", &dx, &dfn, &dsums);
   auto dbase = desc<1>(weight(s, 2).data, {mix});
   auto dscale = desc<1>(weight(s, 3).data, {3});
   auto dpre = desc<2>(pre.ptr(), {n, hc});
   auto dpost = desc<2>(post.ptr(), {n, hc});
   auto dcomb = desc<3>(comb.ptr(), {n, hc, hc});
-  invoke(s, "main", &dx, &dfn, &dbase,
-         &dscale, &dpre, &dpost, &dcomb);
+  invoke(s, "main", &dsums, &dbase, &dscale, &dpre, &dpost, &dcomb);
   return absl::OkStatus();
 }
 
@@ -1706,8 +1709,13 @@ absl::Status Executor::Impl::topk(Step &s) {
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
   auto dout = desc<2>(out.ptr(), {n, k});
+  // Which positions are in the top k (each position ranks itself), then
+  // the picks in position order.
+  Tensor &picked = scratch("topk.picked", 1, {n, width});
+  auto dp = desc<2>(picked.ptr(), {n, width});
   if (!masked) {
-    invoke(s, "main", &ds, &dv, &dout);
+    invoke(s, "rank", &ds, &dp);
+    invoke(s, "main", &dp, &dv, &dout);
     return absl::OkStatus();
   }
   // The pool answers by position: row i of the scores is the pool's row
@@ -1727,7 +1735,8 @@ absl::Status Executor::Impl::topk(Step &s) {
                 size_t(std::min(width, poolWidth)));
   }
   auto dm = desc<2>(mask.ptr(), {n, width});
-  invoke(s, "main", &ds, &dm, &dv, &dout);
+  invoke(s, "rank", &ds, &dm, &dp);
+  invoke(s, "main", &dp, &dv, &dout);
   return absl::OkStatus();
 }
 

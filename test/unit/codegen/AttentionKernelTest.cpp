@@ -442,23 +442,27 @@ TEST(AttentionKernels, TopKMatchesTheReferenceIndexer) {
   const int64_t ks[] = {1, 7, 16, 64};
   KernelLibrary lib([&](mlir::ModuleOp m) {
     for (int64_t k : ks) {
-      buildTopKKernel(m, "topk_" + std::to_string(k), k);
-      buildTopKKernel(m, "topk_masked_" + std::to_string(k), k, /*masked=*/true);
+      buildTopKRankKernel(m, "rank_" + std::to_string(k), k);
+      buildTopKRankKernel(m, "rank_masked_" + std::to_string(k), k, /*masked=*/true);
+      buildTopKCompactKernel(m, "compact_" + std::to_string(k), k);
     }
   });
-  using Kernel = void (*)(Descriptor<2, float> *, Descriptor<1, int64_t> *,
-                          Descriptor<2, int32_t> *);
-  using MaskedKernel = void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *,
-                                Descriptor<1, int64_t> *,
-                                Descriptor<2, int32_t> *);
+  using Rank = void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *);
+  using MaskedRank = void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *,
+                              Descriptor<2, int8_t> *);
+  using Compact = void (*)(Descriptor<2, int8_t> *, Descriptor<1, int64_t> *,
+                           Descriptor<2, int32_t> *);
   size_t rowsChecked = 0;
   uint32_t seed = 3000;
   for (int64_t k : ks) {
-    auto *plain = reinterpret_cast<Kernel>(lib.symbol("topk_" + std::to_string(k)));
-    auto *masked = reinterpret_cast<MaskedKernel>(
-        lib.symbol("topk_masked_" + std::to_string(k)));
-    ASSERT_NE(plain, nullptr);
-    ASSERT_NE(masked, nullptr);
+    auto *rank = reinterpret_cast<Rank>(lib.symbol("rank_" + std::to_string(k)));
+    auto *maskedRank = reinterpret_cast<MaskedRank>(
+        lib.symbol("rank_masked_" + std::to_string(k)));
+    auto *compact =
+        reinterpret_cast<Compact>(lib.symbol("compact_" + std::to_string(k)));
+    ASSERT_NE(rank, nullptr);
+    ASSERT_NE(maskedRank, nullptr);
+    ASSERT_NE(compact, nullptr);
     for (int64_t width : {0, 1, 5, 16, 40, 130}) {
       for (bool withMask : {false, true}) {
         std::mt19937 gen(++seed);
@@ -486,10 +490,13 @@ TEST(AttentionKernels, TopKMatchesTheReferenceIndexer) {
         auto dm = describe<2>(mask, {n, width});
         auto dv = describe<1>(visible, {n});
         auto dout = describe<2>(out, {n, k});
+        std::vector<int8_t> picked(scores.size(), 7);
+        auto dp = describe<2>(picked, {n, width});
         if (withMask)
-          masked(&ds, &dm, &dv, &dout);
+          maskedRank(&ds, &dm, &dp);
         else
-          plain(&ds, &dv, &dout);
+          rank(&ds, &dp);
+        compact(&dp, &dv, &dout);
         for (int64_t i = 0; i < n; ++i) {
           std::vector<float> row(scores.begin() + i * width,
                                  scores.begin() + (i + 1) * width);

@@ -20,13 +20,17 @@ constexpr int64_t kHc = 4, kDim = 64, kIters = 20;
 
 TEST(MhcKernels, HcMixMatchesTheReferenceBitForBit) {
   KernelLibrary lib([](mlir::ModuleOp m) {
+    buildHcMixSumsKernel(m, "hc_mix_sums", kHc, kDim);
     buildHcMixKernel(m, "hc_mix", kHc, kDim, kIters, 1e-6f, 1e-20f);
   });
-  using Kernel = void (*)(Descriptor<3> *, Descriptor<2, float> *,
-                          Descriptor<1, float> *, Descriptor<1, float> *,
-                          Descriptor<2, float> *, Descriptor<2, float> *,
-                          Descriptor<3, float> *);
+  using Sums = void (*)(Descriptor<3> *, Descriptor<2, float> *,
+                        Descriptor<2, float> *);
+  using Kernel = void (*)(Descriptor<2, float> *, Descriptor<1, float> *,
+                          Descriptor<1, float> *, Descriptor<2, float> *,
+                          Descriptor<2, float> *, Descriptor<3, float> *);
+  auto *sumsKernel = reinterpret_cast<Sums>(lib.symbol("hc_mix_sums"));
   auto *kernel = reinterpret_cast<Kernel>(lib.symbol("hc_mix"));
+  ASSERT_NE(sumsKernel, nullptr);
   ASSERT_NE(kernel, nullptr);
   const int64_t mix = (2 + kHc) * kHc, rows = 9;
   auto x = randomBf16(size_t(rows * kHc * kDim), 11);
@@ -41,7 +45,10 @@ TEST(MhcKernels, HcMixMatchesTheReferenceBitForBit) {
   auto dscale = describe<1>(scale, {3});
   auto dpre = describe<2>(pre, {rows, kHc}), dpost = describe<2>(post, {rows, kHc});
   auto dcomb = describe<3>(comb, {rows, kHc, kHc});
-  kernel(&dx, &dfn, &dbase, &dscale, &dpre, &dpost, &dcomb);
+  std::vector<float> sums(size_t(rows * (mix + 1)), -1);
+  auto dsums = describe<2>(sums, {rows, mix + 1});
+  sumsKernel(&dx, &dfn, &dsums);
+  kernel(&dsums, &dbase, &dscale, &dpre, &dpost, &dcomb);
 
   reference::Mat xs = toMat(x, rows * kHc, kDim);
   for (int64_t n = 0; n < rows; ++n) {

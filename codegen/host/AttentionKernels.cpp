@@ -80,50 +80,35 @@ scf::ForOp loop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
 }
 
 /// The order of the reference's top-k: higher score first, then lower
-/// position. Returns (score, position) of the `rank`-th element (1-based) of
-/// positions [0, count) in that order, by `rank` selection scans: each scan
-/// takes the first element strictly after the previous pick. The position is
-/// -1 when rank = 0. `scoreAt(t)` emits the score of position t.
-std::pair<Value, Value> nthInOrder(OpBuilder &b, Location loc, Value count,
-                                   Value rank,
-                                   function_ref<Value(Value)> scoreAt) {
-  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
-        none = indexConst(b, loc, -1), negInf = f32Const(b, loc, -kInf);
-  auto picks = loop(b, loc, zero, rank, one, {negInf, none},
-                    [&](Value, ValueRange prev) -> SmallVector<Value> {
-    Value prevS = prev[0], prevI = prev[1];
-    Value first = cmpI(b, loc, arith::CmpIPredicate::slt, prevI, zero);
-    auto scan = loop(b, loc, zero, count, one, {negInf, none},
-                     [&](Value t, ValueRange best) -> SmallVector<Value> {
-      Value s = scoreAt(t);
-      // After the previous pick: lower score, or equal score further on.
-      Value below = cmpF(b, loc, arith::CmpFPredicate::OLT, s, prevS);
-      Value tie = andI(b, loc, cmpF(b, loc, arith::CmpFPredicate::OEQ, s, prevS),
-                       cmpI(b, loc, arith::CmpIPredicate::sgt, t, prevI));
-      Value eligible = orI(b, loc, first, orI(b, loc, below, tie));
-      // Positions ascend, so an equal score never beats the best so far.
-      Value better =
-          orI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, best[1], zero),
-              cmpF(b, loc, arith::CmpFPredicate::OGT, s, best[0]));
-      Value take = andI(b, loc, eligible, better);
-      return {arith::SelectOp::create(b, loc, take, s, best[0]),
-              arith::SelectOp::create(b, loc, take, t, best[1])};
-    });
-    return {scan.getResult(0), scan.getResult(1)};
-  });
-  return {picks.getResult(0), picks.getResult(1)};
-}
-
-/// Whether (s, t) comes at or before (thrS, thrI) in the top-k order (false
-/// when thrI = -1: nothing picked).
-Value atOrBefore(OpBuilder &b, Location loc, Value s, Value t, Value thrS,
-                 Value thrI) {
-  Value zero = indexConst(b, loc, 0);
-  Value picked = cmpI(b, loc, arith::CmpIPredicate::sge, thrI, zero);
-  Value higher = cmpF(b, loc, arith::CmpFPredicate::OGT, s, thrS);
-  Value tie = andI(b, loc, cmpF(b, loc, arith::CmpFPredicate::OEQ, s, thrS),
-                   cmpI(b, loc, arith::CmpIPredicate::sle, t, thrI));
-  return andI(b, loc, picked, orI(b, loc, higher, tie));
+/// position. Returns how many of positions [0, count) come before (s, t) in
+/// that order, counting no further than `limit` (so (s, t) is among the
+/// first `limit` iff the result is below it). `scoreAt(u)` emits the score
+/// of position u. Scores must not be NaN.
+Value countAhead(OpBuilder &b, Location loc, Value count, Value limit, Value s,
+                 Value t, function_ref<Value(Value)> scoreAt) {
+  Type index = b.getIndexType();
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  auto scan = scf::WhileOp::create(
+      b, loc, TypeRange{index, index}, ValueRange{zero, zero},
+      [&](OpBuilder &, Location, ValueRange state) {
+        Value more = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, state[0], count),
+                          cmpI(b, loc, arith::CmpIPredicate::slt, state[1], limit));
+        scf::ConditionOp::create(b, loc, more, state);
+      },
+      [&](OpBuilder &, Location, ValueRange state) {
+        Value u = state[0];
+        Value su = scoreAt(u);
+        Value higher = cmpF(b, loc, arith::CmpFPredicate::OGT, su, s);
+        Value tie = andI(b, loc, cmpF(b, loc, arith::CmpFPredicate::OEQ, su, s),
+                         cmpI(b, loc, arith::CmpIPredicate::slt, u, t));
+        Value ahead = arith::IndexCastOp::create(
+            b, loc, index,
+            arith::ExtUIOp::create(b, loc, b.getI32Type(), orI(b, loc, higher, tie)));
+        scf::YieldOp::create(b, loc,
+                             ValueRange{arith::AddIOp::create(b, loc, u, one),
+                                        arith::AddIOp::create(b, loc, state[1], ahead)});
+      });
+  return scan.getResult(1);
 }
 
 } // namespace
@@ -337,7 +322,7 @@ func::FuncOp buildTopKRankKernel(ModuleOp module, const std::string &name,
                                  int64_t k, bool masked) {
   OpBuilder b(module.getContext());
   Location loc = module.getLoc();
-  Type f32 = b.getF32Type(), i8 = b.getI8Type(), index = b.getIndexType();
+  Type f32 = b.getF32Type(), i8 = b.getI8Type();
   const int64_t dyn = ShapedType::kDynamic;
   auto scoresType = MemRefType::get({dyn, dyn}, f32);
   auto flagType = MemRefType::get({dyn, dyn}, i8);
@@ -368,30 +353,8 @@ func::FuncOp buildTopKRankKernel(ModuleOp module, const std::string &name,
     // Each position counts the positions ahead of it in the order, stopping
     // at `rank`: the positions are independent (a GPU thread each).
     loop(b, loc, zero, width, one, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
-      Value st = scoreAt(t);
-      auto scan = scf::WhileOp::create(
-          b, loc, TypeRange{index, index}, ValueRange{zero, zero},
-          [&](OpBuilder &, Location, ValueRange state) {
-            Value more = andI(b, loc,
-                              cmpI(b, loc, arith::CmpIPredicate::slt, state[0], width),
-                              cmpI(b, loc, arith::CmpIPredicate::slt, state[1], rank));
-            scf::ConditionOp::create(b, loc, more, state);
-          },
-          [&](OpBuilder &, Location, ValueRange state) {
-            Value u = state[0];
-            Value su = scoreAt(u);
-            Value higher = cmpF(b, loc, arith::CmpFPredicate::OGT, su, st);
-            Value tie = andI(b, loc, cmpF(b, loc, arith::CmpFPredicate::OEQ, su, st),
-                             cmpI(b, loc, arith::CmpIPredicate::slt, u, t));
-            Value ahead = arith::IndexCastOp::create(
-                b, loc, index,
-                arith::ExtUIOp::create(b, loc, b.getI32Type(),
-                                       orI(b, loc, higher, tie)));
-            scf::YieldOp::create(b, loc,
-                                 ValueRange{arith::AddIOp::create(b, loc, u, one),
-                                            arith::AddIOp::create(b, loc, state[1], ahead)});
-          });
-      Value in = cmpI(b, loc, arith::CmpIPredicate::slt, scan.getResult(1), rank);
+      Value ahead = countAhead(b, loc, width, rank, scoreAt(t), t, scoreAt);
+      Value in = cmpI(b, loc, arith::CmpIPredicate::slt, ahead, rank);
       memref::StoreOp::create(b, loc, arith::ExtUIOp::create(b, loc, i8, in),
                               picked, ValueRange{i, t});
       return {};
@@ -452,63 +415,79 @@ func::FuncOp buildTopKCompactKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
+func::FuncOp buildHsiBlockScoresKernel(ModuleOp module, const std::string &name,
+                                       int64_t blockSize) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type f32 = b.getF32Type(), i64 = b.getI64Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  auto scoresType = MemRefType::get({dyn, dyn}, f32);
+  func::FuncOp fn = startKernel(b, module, name,
+                                {scoresType, MemRefType::get({dyn}, i64), scoresType});
+  Value scores = fn.getArgument(0), visible = fn.getArgument(1),
+        blockScores = fn.getArgument(2);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        size = indexConst(b, loc, blockSize);
+  Value negInf = f32Const(b, loc, -kInf), posInf = f32Const(b, loc, kInf);
+  Value n = memref::DimOp::create(b, loc, blockScores, zero);
+  Value numBlocks = memref::DimOp::create(b, loc, blockScores, one);
+  Value width = memref::DimOp::create(b, loc, scores, one);
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    loop(b, loc, zero, numBlocks, one, {}, [&](Value blk, ValueRange) -> SmallVector<Value> {
+      // The max over the block's positions, in position order.
+      Value begin = arith::MulIOp::create(b, loc, blk, size);
+      Value end = arith::MinSIOp::create(
+          b, loc, width, arith::AddIOp::create(b, loc, begin, size));
+      auto max = loop(b, loc, begin, end, one, {negInf},
+                      [&](Value t, ValueRange acc) -> SmallVector<Value> {
+        Value s = memref::LoadOp::create(b, loc, scores, ValueRange{i, t});
+        return {stdMax(b, loc, acc[0], s)};
+      });
+      // The block of the newest visible position is pinned.
+      Value vis = arith::IndexCastOp::create(
+          b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, visible, i));
+      Value newest = arith::DivSIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, vis, one), size);
+      Value pin = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::sge, vis, one),
+                       cmpI(b, loc, arith::CmpIPredicate::eq, newest, blk));
+      Value v = arith::SelectOp::create(b, loc, pin, posInf, max.getResult(0));
+      memref::StoreOp::create(b, loc, v, blockScores, ValueRange{i, blk});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
 func::FuncOp buildHsiSelectKernel(ModuleOp module, const std::string &name,
                                   int64_t topBlocks, int64_t blockSize) {
   OpBuilder b(module.getContext());
   Location loc = module.getLoc();
-  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i64 = b.getI64Type();
+  Type f32 = b.getF32Type(), i8 = b.getI8Type();
   const int64_t dyn = ShapedType::kDynamic;
-  auto scoresType = MemRefType::get({dyn, dyn}, f32);
-  auto visibleType = MemRefType::get({dyn}, i64);
-  auto maskType = MemRefType::get({dyn, dyn}, i8);
-  func::FuncOp fn =
-      startKernel(b, module, name, {scoresType, visibleType, maskType});
-  Value scores = fn.getArgument(0), visible = fn.getArgument(1),
-        mask = fn.getArgument(2);
+  func::FuncOp fn = startKernel(b, module, name,
+                                {MemRefType::get({dyn, dyn}, f32),
+                                 MemRefType::get({dyn, dyn}, i8)});
+  Value blockScores = fn.getArgument(0), mask = fn.getArgument(1);
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
         size = indexConst(b, loc, blockSize),
         picks = indexConst(b, loc, topBlocks);
-  Value negInf = f32Const(b, loc, -kInf), posInf = f32Const(b, loc, kInf);
-  Value n = memref::DimOp::create(b, loc, scores, zero);
-  Value width = memref::DimOp::create(b, loc, scores, one);
-  Value numBlocks = arith::DivUIOp::create(
-      b, loc,
-      arith::AddIOp::create(b, loc, width, indexConst(b, loc, blockSize - 1)),
-      size);
+  Value negInf = f32Const(b, loc, -kInf);
+  Value n = memref::DimOp::create(b, loc, blockScores, zero);
+  Value numBlocks = memref::DimOp::create(b, loc, blockScores, one);
+  Value width = memref::DimOp::create(b, loc, mask, one);
   Value rank = arith::MinSIOp::create(b, loc, picks, numBlocks);
-  Value blockScore = memref::AllocOp::create(
-      b, loc, MemRefType::get({dyn}, f32), ValueRange{numBlocks});
-
   loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     loop(b, loc, zero, numBlocks, one, {}, [&](Value blk, ValueRange) -> SmallVector<Value> {
-      memref::StoreOp::create(b, loc, negInf, blockScore, blk);
-      return {};
-    });
-    loop(b, loc, zero, width, one, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
-      Value blk = arith::DivUIOp::create(b, loc, t, size);
-      Value s = memref::LoadOp::create(b, loc, scores, ValueRange{i, t});
-      Value cur = memref::LoadOp::create(b, loc, blockScore, blk);
-      memref::StoreOp::create(b, loc, stdMax(b, loc, cur, s), blockScore, blk);
-      return {};
-    });
-    // Pin the block of the newest visible position.
-    Value vis = arith::IndexCastOp::create(
-        b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, visible, i));
-    Value newest = arith::DivSIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, vis, one), size);
-    Value pin = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::sge, vis, one),
-                     cmpI(b, loc, arith::CmpIPredicate::slt, newest, numBlocks));
-    scf::IfOp::create(b, loc, pin, [&](OpBuilder &, Location) {
-      memref::StoreOp::create(b, loc, posInf, blockScore, newest);
-      scf::YieldOp::create(b, loc);
-    });
-    auto [nthS, nthI] = nthInOrder(b, loc, numBlocks, rank, [&](Value blk) {
-      return Value(memref::LoadOp::create(b, loc, blockScore, blk));
-    });
-    Value thrS = nthS, thrI = nthI;
-    loop(b, loc, zero, numBlocks, one, {}, [&](Value blk, ValueRange) -> SmallVector<Value> {
-      Value s = memref::LoadOp::create(b, loc, blockScore, blk);
-      Value keep = andI(b, loc, atOrBefore(b, loc, s, blk, thrS, thrI),
+      // Kept: fewer than `rank` blocks ahead of it (higher score, then
+      // lower block), and not -inf.
+      Value s = memref::LoadOp::create(b, loc, blockScores, ValueRange{i, blk});
+      Value ahead = countAhead(b, loc, numBlocks, rank, s, blk, [&](Value u) {
+        return Value(memref::LoadOp::create(b, loc, blockScores, ValueRange{i, u}));
+      });
+      Value keep = andI(b, loc,
+                        cmpI(b, loc, arith::CmpIPredicate::slt, ahead, rank),
                         cmpF(b, loc, arith::CmpFPredicate::UNE, s, negInf));
       Value v = arith::ExtUIOp::create(b, loc, i8, keep);
       Value begin = arith::MulIOp::create(b, loc, blk, size);
@@ -522,7 +501,6 @@ func::FuncOp buildHsiSelectKernel(ModuleOp module, const std::string &name,
     });
     return {};
   });
-  memref::DeallocOp::create(b, loc, blockScore);
   func::ReturnOp::create(b, loc);
   return fn;
 }

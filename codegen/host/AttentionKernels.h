@@ -74,13 +74,21 @@ mlir::func::FuncOp buildTopKRankKernel(mlir::ModuleOp module,
 mlir::func::FuncOp buildTopKCompactKernel(mlir::ModuleOp module,
                                           const std::string &name, int64_t k);
 
+/// HSI level 1, `selectCandidateBlocks(score row, visible[i], topBlocks,
+/// blockSize)`, in two kernels whose work is parallel per block.
+///
 /// `name(scores: memref<?x?xf32>, visible: memref<?xi64>,
-///       mask: memref<?x?xi8>)`: HSI level 1, `selectCandidateBlocks(score
-/// row, visible[i], topBlocks, blockSize)`: block score = max over
-/// `blockSize` positions, the block of position visible - 1 pinned to +inf
-/// (when visible >= 1), the top min(topBlocks, #blocks) blocks (ties to the
-/// lowest block) that are not -inf kept; mask = 1 on their positions, 0
-/// elsewhere. Uses a heap scratch of #blocks floats (malloc/free).
+///       blocks: memref<?x?xf32>)`: blocks[i, b] = the max over the
+/// `blockSize` positions of block b (in position order), +inf for the block
+/// of position visible[i] - 1 (when visible[i] >= 1); dim 1 of `blocks` is
+/// ceil(T / blockSize).
+mlir::func::FuncOp buildHsiBlockScoresKernel(mlir::ModuleOp module,
+                                             const std::string &name,
+                                             int64_t blockSize);
+
+/// `name(blocks: memref<?x?xf32>, mask: memref<?x?xi8>)`: the top
+/// min(topBlocks, #blocks) blocks (higher score, then lower block) that are
+/// not -inf kept: mask = 1 on their positions, 0 elsewhere.
 mlir::func::FuncOp buildHsiSelectKernel(mlir::ModuleOp module,
                                         const std::string &name,
                                         int64_t topBlocks, int64_t blockSize);

@@ -427,6 +427,7 @@ private:
       if (!source)
         return error(op, "scores must come from csa.index_score");
       attrs["ratio"] = cast<GlobalCacheType>(source.getCache().getType()).getRatio();
+      attrs["block_size"] = hsi.getResult().getType().getBlockSize();
     } else if (auto topk = dyn_cast<TopKOp>(op)) {
       if (llvm::Error e = bind(op, call, op->getOperands()))
         return e;

@@ -338,6 +338,10 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       s.use(name, "csa.index_score", "", [&] { buildIndexScoreKernel(s.kernels, name, heads, dim); });
     } else if (auto op = dyn_cast<HsiSelectOp>(raw)) {
       auto pool = op.getPool().getType();
+      std::string blocks = llvm::formatv("hsi_block_scores_{0}", pool.getBlockSize()).str();
+      s.use(blocks, "csa.hsi_select", "", [&] {
+        buildHsiBlockScoresKernel(s.kernels, blocks, pool.getBlockSize());
+      }, "blocks");
       std::string name = llvm::formatv("hsi_select_{0}x{1}", pool.getBlocks(), pool.getBlockSize()).str();
       s.use(name, "csa.hsi_select", "", [&] {
         buildHsiSelectKernel(s.kernels, name, pool.getBlocks(), pool.getBlockSize());

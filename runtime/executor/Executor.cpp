@@ -1689,13 +1689,18 @@ absl::Status Executor::Impl::indexScore(Step &s) {
 absl::Status Executor::Impl::hsiSelect(Step &s) {
   Tensor &scores = tensor(s, 0);
   const int64_t n = scores.rows(), width = scores.dims.at(1),
-                ratio = attr(s, "ratio");
+                ratio = attr(s, "ratio"), blockSize = attr(s, "block_size");
   Tensor &visible = visibleEntries(scores.base, n, ratio);
   Tensor &mask = result(s, 1, 1, {n, width}, scores.base);
+  // Each block's score, then each block ranks itself.
+  const int64_t numBlocks = (width + blockSize - 1) / blockSize;
+  Tensor &blocks = scratch("hsi.blocks", 4, {n, numBlocks});
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
+  auto db = desc<2>(blocks.ptr(), {n, numBlocks});
   auto dm = desc<2>(mask.ptr(), {n, width});
-  invoke(s, "main", &ds, &dv, &dm);
+  invoke(s, "blocks", &ds, &dv, &db);
+  invoke(s, "main", &db, &dm);
   return absl::OkStatus();
 }
 

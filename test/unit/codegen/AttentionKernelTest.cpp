@@ -528,16 +528,22 @@ TEST(AttentionKernels, HsiSelectMatchesSelectCandidateBlocks) {
            std::to_string(c.blockSize);
   };
   KernelLibrary lib([&](mlir::ModuleOp m) {
-    for (const Config &c : configs)
+    for (const Config &c : configs) {
       buildHsiSelectKernel(m, kernelName(c), c.topBlocks, c.blockSize);
+      buildHsiBlockScoresKernel(m, "blocks_" + kernelName(c), c.blockSize);
+    }
   });
-  using Kernel = void (*)(Descriptor<2, float> *, Descriptor<1, int64_t> *,
-                          Descriptor<2, int8_t> *);
+  using Blocks = void (*)(Descriptor<2, float> *, Descriptor<1, int64_t> *,
+                          Descriptor<2, float> *);
+  using Kernel = void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *);
   size_t rowsChecked = 0, kept = 0;
   uint32_t seed = 4000;
   for (const Config &config : configs) {
     auto *kernel = reinterpret_cast<Kernel>(lib.symbol(kernelName(config)));
+    auto *blocksKernel =
+        reinterpret_cast<Blocks>(lib.symbol("blocks_" + kernelName(config)));
     ASSERT_NE(kernel, nullptr);
+    ASSERT_NE(blocksKernel, nullptr);
     for (int64_t width : {0, 1, 7, 8, 37, 64, 100}) {
       std::mt19937 gen(++seed);
       const int64_t n = 10;
@@ -558,7 +564,11 @@ TEST(AttentionKernels, HsiSelectMatchesSelectCandidateBlocks) {
       auto ds = describe<2>(scores, {n, width});
       auto dv = describe<1>(visible, {n});
       auto dm = describe<2>(mask, {n, width});
-      kernel(&ds, &dv, &dm);
+      const int64_t numBlocks = (width + config.blockSize - 1) / config.blockSize;
+      std::vector<float> blocks(size_t(n * numBlocks), 42.f);
+      auto db = describe<2>(blocks, {n, numBlocks});
+      blocksKernel(&ds, &dv, &db);
+      kernel(&db, &dm);
       for (int64_t i = 0; i < n; ++i) {
         std::vector<float> row(scores.begin() + i * width,
                                scores.begin() + (i + 1) * width);

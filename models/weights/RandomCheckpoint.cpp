@@ -250,9 +250,7 @@ checkpoint::TensorFiller randomTensorFiller(const ModelConfig &config,
   return [g, align](uint64_t offset, uint64_t size, uint8_t *dst) {
     // Elements are independent, so a chunk splits over threads freely.
     const unsigned threads =
-        size < (1u << 20)
-            ? 1u
-            : std::max(1u, std::thread::hardware_concurrency());
+        size < (1u << 20) ? 1u : checkpoint::fillerThreads();
     if (threads == 1) {
       g.fill(offset, size, dst);
       return;

@@ -9,15 +9,28 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <regex>
+#include <thread>
 
 namespace csa {
 namespace checkpoint {
+
+namespace {
+/// Shards being written in parallel right now (0: none).
+std::atomic<unsigned> shardsInFlight{0};
+} // namespace
+
+unsigned fillerThreads() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1u, cores / std::max(1u, shardsInFlight.load()));
+}
+
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -267,20 +280,43 @@ CheckpointWriter::write(const std::string &directory) const {
 
   const bool index = shards.size() > 1 || options_.alwaysIndex;
   std::vector<std::string> written;
+  std::vector<std::vector<PendingTensor>> parts(shards.size());
   json weightMap = json::object();
   for (size_t s = 0; s < shards.size(); ++s) {
     std::string file =
         index ? shardFileName(s, shards.size()) : std::string(kSingleFileName);
-    std::vector<PendingTensor> part;
     for (const PendingTensor *t : shards[s]) {
-      part.push_back(*t);
+      parts[s].push_back(*t);
       weightMap[t->name] = file;
     }
-    std::string path = (fs::path(directory) / file).string();
-    if (absl::Status st = writeFile(path, part, metadata_); !st.ok())
-      return st;
-    written.push_back(path);
+    written.push_back((fs::path(directory) / file).string());
   }
+  // Shards are independent files: with several, each is a thread and the
+  // cores are shared among the shards in flight (fillerThreads), so filling
+  // and writing use every core and the last shard gets them all.
+  std::vector<absl::Status> results(shards.size());
+  const size_t workers =
+      std::min<size_t>(shards.size(), std::max(1u, std::thread::hardware_concurrency()));
+  if (workers <= 1) {
+    for (size_t s = 0; s < shards.size(); ++s)
+      results[s] = writeFile(written[s], parts[s], metadata_);
+  } else {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (size_t w = 0; w < workers; ++w)
+      pool.emplace_back([&] {
+        for (size_t s; (s = next.fetch_add(1)) < shards.size();) {
+          ++shardsInFlight;
+          results[s] = writeFile(written[s], parts[s], metadata_);
+          --shardsInFlight;
+        }
+      });
+    for (std::thread &t : pool)
+      t.join();
+  }
+  for (const absl::Status &st : results)
+    if (!st.ok())
+      return st;
   if (index) {
     json root = {{"metadata", {{"total_size", dataBytes_}}},
                  {"weight_map", weightMap}};

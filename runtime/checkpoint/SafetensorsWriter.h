@@ -38,6 +38,10 @@ using TensorFiller =
 
 constexpr uint64_t kWriteChunkBytes = 8ull << 20;
 
+/// Threads a TensorFiller may use for one chunk: the cores divided among the
+/// shards a CheckpointWriter is writing in parallel (every core when none).
+unsigned fillerThreads();
+
 /// A tensor waiting to be written.
 struct PendingTensor {
   std::string name;

@@ -403,6 +403,11 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
         absl::StrCat(source, ": plan version ", plan.version,
                      " is newer than this runtime's ", kPlanVersion,
                      "; rebuild the runtime or recompile"));
+  if (plan.version < kPlanVersion)
+    return absl::FailedPreconditionError(
+        absl::StrCat(source, ": plan version ", plan.version,
+                     " is older than this runtime's ", kPlanVersion,
+                     " (the steps' kernel roles changed); recompile the artifact"));
   CSA_ARTIFACT_TRY_STATUS(f.onlyKnown(
       {"version", "max_context", "caches", "transients", "entry_points"}));
   CSA_ARTIFACT_TRY(plan.maxContext, f.integer("max_context", 1));

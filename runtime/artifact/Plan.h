@@ -29,7 +29,9 @@ namespace csa {
 namespace artifact {
 
 /// The plan schema version this runtime reads (plan.json "version").
-constexpr int64_t kPlanVersion = 1;
+/// 2: csa.hc_mix, csa.topk and csa.hsi_select call two kernels each (roles
+/// sums/rank/blocks beside main; hsi_select has attrs.block_size).
+constexpr int64_t kPlanVersion = 2;
 
 /// The per-sequence caches of docs/cache-formats.md.
 enum class CacheKind : uint8_t {

@@ -42,7 +42,7 @@ int usage() {
          "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
-         "              [--device=cpu|cuda] [--context=P] [--profile]\n"
+         "              [--device=cpu|cuda] [--context=P] [--warmup] [--profile]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
          "checkpoint for the artifact's config (seeded, default 0) in a\n"
@@ -56,6 +56,8 @@ int usage() {
          "(random rows in the released byte formats) and runs the prompt one\n"
          "token at a time: decode latency at long contexts. The temporary\n"
          "directory of --random-weights is $TMPDIR (e.g. /dev/shm).\n"
+         "--warmup runs a 1-token prefill first, untimed (the GPU's weight\n"
+         "upload), so prefill and decode times exclude one-time costs.\n"
          "--profile times every plan step (the GPU synchronized after each)\n"
          "and prints the time per op and kernel over the whole run.\n";
   return 2;
@@ -103,6 +105,7 @@ int main(int argc, char **argv) {
     return usage();
   std::string artifactDir, weightsDir, promptText, promptFile, outputFile;
   bool randomWeights = false;
+  bool warmup = false;
   uint64_t weightSeed = 0, samplerSeed = 0;
   int64_t maxNew = 16, batch = 1, printLogits = 0, context = 0;
   sampling::SamplingParams params;
@@ -154,6 +157,8 @@ int main(int argc, char **argv) {
     } else if (const char *v = value("--print-logits")) {
       if (!absl::SimpleAtoi(v, &printLogits) || printLogits < 0)
         return fail("--print-logits needs a count >= 0");
+    } else if (arg == "--warmup") {
+      warmup = true;
     } else if (arg == "--profile") {
       executorOptions.profile = true;
     } else if (arg == "--help" || arg == "-h") {
@@ -247,6 +252,17 @@ int main(int argc, char **argv) {
   std::vector<int32_t> next(static_cast<size_t>(batch));
   std::vector<double> stepSeconds; ///< every decode step, for the median
   std::vector<double> prefillEach;  ///< each sequence's prefill
+  if (warmup) {
+    // One-time costs (the GPU's weight upload) out of the timings: a
+    // 1-token prefill on a sequence that is thrown away.
+    runtime::Sequence scratch = ex.newSequence();
+    auto start = Clock::now();
+    auto logits = ex.prefill(scratch, {prompt.front()});
+    if (!logits.ok())
+      return fail(absl::StrCat("warm-up: ", logits.status().message()));
+    std::printf("warm-up: %.3f ms (a 1-token prefill, not counted)\n",
+                std::chrono::duration<double>(Clock::now() - start).count() * 1e3);
+  }
   for (int64_t b = 0; b < batch; ++b) {
     absl::StatusOr<std::vector<float>> logits;
     if (context > 0) {

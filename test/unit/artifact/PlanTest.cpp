@@ -349,12 +349,22 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(ArtifactPlan, NewerVersionIsCheckedFirst) {
-  auto parsed = parsePlan(json{{"version", 2}, {"layout", "v2"}});
+  auto parsed = parsePlan(json{{"version", 3}, {"layout", "v3"}});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 2 is newer than this runtime's 1; "
+            "plan.json: plan version 3 is newer than this runtime's 2; "
             "rebuild the runtime or recompile");
+}
+
+TEST(ArtifactPlan, OlderVersionAsksForARecompile) {
+  // Version 1 steps lack kernel roles this runtime calls.
+  auto parsed = parsePlan(json{{"version", 1}, {"max_context", 8}});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(parsed.status().message(),
+            "plan.json: plan version 1 is older than this runtime's 2 (the "
+            "steps' kernel roles changed); recompile the artifact");
 }
 
 TEST(ArtifactPlan, CheckContext) {

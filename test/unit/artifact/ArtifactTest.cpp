@@ -327,7 +327,7 @@ TEST_F(ArtifactFile, NewerPlanVersion) {
   });
   EXPECT_EQ(openError(dir(), absl::StatusCode::kFailedPrecondition),
             prefix() + "plan.json: plan version 3 is newer than this "
-                       "runtime's 1; rebuild the runtime or recompile");
+                       "runtime's 2; rebuild the runtime or recompile");
 }
 
 TEST_F(ArtifactFile, KernelObjectNotInArtifact) {

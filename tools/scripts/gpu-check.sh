@@ -99,9 +99,10 @@ cat > gpu-run/run-full.sh <<'RUN'
 #            top-3 logits and tokens compared as text;
 #   latency  decode steps at 4K, 32K and 128K tokens of synthetic context
 #            (csa-run --context), median of the steps, on the GPU;
-#   prefill  prompts of 4K and 32K random token ids ($CSA_FULL_PREFILL), two
-#            sequences each (--batch=2): the second one's time is the
-#            prefill's, the first also pays the weights' upload.
+#   prefill  prompts of 4K and 32K random token ids ($CSA_FULL_PREFILL),
+#            after a --warmup (the weights' upload, untimed).
+# CSA_FULL_BUDGET=S gives each run at most the seconds left of S since the
+# script started (a device call's limit); a run cut short says so.
 # A dry run of the script's logic on a machine without a GPU:
 #   CSA_FULL_VARIANT=tiny CSA_FULL_DEVICE=cpu CSA_FULL_CONTEXTS=100 \
 #   CSA_FULL_CKPT=/tmp/tiny-ckpt ./run-full.sh
@@ -112,6 +113,8 @@ device=${CSA_FULL_DEVICE:-cuda}
 ck=${CSA_FULL_CKPT:-/dev/shm/$variant}
 phases=${*:-compare latency prefill}
 status=0
+budget=${CSA_FULL_BUDGET:-0}
+began=$(date +%s)
 df -h /dev/shm | tail -1
 if [ ! -f "$ck/config.json" ]; then
   start=$(date +%s)
@@ -119,7 +122,15 @@ if [ ! -f "$ck/config.json" ]; then
     || { echo "generate failed:"; tail -3 "$out/full-generate.txt"; exit 1; }
   echo "weights: $(du -sh "$ck" | cut -f1) in $(( $(date +%s) - start )) s"
 fi
-run() { ./csa-run "$variant.csa" --weights="$ck" "$@"; }
+run() {
+  local left=1000000
+  [ "$budget" -gt 0 ] && left=$(( budget - ($(date +%s) - began) ))
+  if [ "$left" -lt 10 ]; then echo "skipped: CSA_FULL_BUDGET=$budget s spent"; return 1; fi
+  timeout "$left" ./csa-run "$variant.csa" --weights="$ck" "$@"
+  local rc=$?
+  [ $rc -eq 124 ] && echo "cut short: CSA_FULL_BUDGET=$budget s spent"
+  return $rc
+}
 strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
 for phase in $phases; do
   echo "== $phase ($(date +%T))"
@@ -134,7 +145,7 @@ for phase in $phases; do
     tail -q -n 2 "$out/full-cpu.txt" "$out/full-cuda.txt" | grep -i error ;;
   latency)
     for ctx in ${CSA_FULL_CONTEXTS:-4096 32768 131072}; do
-      run --context=$ctx --prompt=1 --max-new-tokens=3 --device="$device" > "$out/full-ctx$ctx.txt" 2>&1 || status=1
+      run --context=$ctx --prompt=1 --max-new-tokens=3 --warmup --device="$device" > "$out/full-ctx$ctx.txt" 2>&1 || status=1
       echo "context $ctx: $(grep "decode step" "$out/full-ctx$ctx.txt")"
       tail -q -n 2 "$out/full-ctx$ctx.txt" | grep -i error
     done ;;
@@ -142,8 +153,8 @@ for phase in $phases; do
     for n in ${CSA_FULL_PREFILL:-4096 32768}; do
       vocab=$(grep -o '"vocab_size": *[0-9]*' "$variant.csa/config.json" | grep -o '[0-9]*$')
       awk -v n=$n -v v=$vocab 'BEGIN { srand(7); for (i = 0; i < n; i++) print int(rand() * (v - 3)) + 3 }' > "$out/prompt$n.txt"
-      run --prompt-file="$out/prompt$n.txt" --batch=2 --max-new-tokens=1 --device="$device" > "$out/full-prefill$n.txt" 2>&1 || status=1
-      echo "prefill $n: $(grep "prefill per sequence" "$out/full-prefill$n.txt")"
+      run --prompt-file="$out/prompt$n.txt" --max-new-tokens=1 --warmup --device="$device" > "$out/full-prefill$n.txt" 2>&1 || status=1
+      echo "prefill $n: $(grep -e "^prefill:" -e "^warm-up" "$out/full-prefill$n.txt" | tr '\n' ' ')"
       tail -q -n 2 "$out/full-prefill$n.txt" | grep -i error
     done ;;
   *) echo "unknown phase $phase (compare, latency, prefill)"; status=1 ;;

@@ -146,7 +146,7 @@ for phase in $phases; do
   latency)
     for ctx in ${CSA_FULL_CONTEXTS:-4096 32768 131072}; do
       run --context=$ctx --prompt=1 --max-new-tokens=3 --warmup --device="$device" > "$out/full-ctx$ctx.txt" 2>&1 || status=1
-      echo "context $ctx: $(grep "decode step" "$out/full-ctx$ctx.txt")"
+      echo "context $ctx: $(grep "decode step" "$out/full-ctx$ctx.txt" || tail -n 1 "$out/full-ctx$ctx.txt")"
       tail -q -n 2 "$out/full-ctx$ctx.txt" | grep -i error
     done ;;
   prefill)
@@ -154,7 +154,7 @@ for phase in $phases; do
       vocab=$(grep -o '"vocab_size": *[0-9]*' "$variant.csa/config.json" | grep -o '[0-9]*$')
       awk -v n=$n -v v=$vocab 'BEGIN { srand(7); for (i = 0; i < n; i++) print int(rand() * (v - 3)) + 3 }' > "$out/prompt$n.txt"
       run --prompt-file="$out/prompt$n.txt" --max-new-tokens=1 --warmup --device="$device" > "$out/full-prefill$n.txt" 2>&1 || status=1
-      echo "prefill $n: $(grep -e "^prefill:" -e "^warm-up" "$out/full-prefill$n.txt" | tr '\n' ' ')"
+      echo "prefill $n: $(grep -e "^prefill:" -e "^warm-up" "$out/full-prefill$n.txt" | tr '\n' ' ' || true) $(tail -n 1 "$out/full-prefill$n.txt" | grep -e skipped -e "cut short")"
       tail -q -n 2 "$out/full-prefill$n.txt" | grep -i error
     done ;;
   *) echo "unknown phase $phase (compare, latency, prefill)"; status=1 ;;

@@ -885,11 +885,24 @@ struct Executor::Impl {
   Tensor &gatherParts(const std::string &name, const CacheState &c,
                       const CacheBuffer &b, int64_t offset, int64_t rowBytes,
                       int64_t count) {
+    return gatherParts(name, c, b, offset, rowBytes, count, nullptr);
+  }
+  /// The same for the entries `which` lists (row r is entry which[r]).
+  Tensor &gatherParts(const std::string &name, const CacheState &c,
+                      const CacheBuffer &b, int64_t offset, int64_t rowBytes,
+                      const std::vector<int32_t> &which) {
+    return gatherParts(name, c, b, offset, rowBytes, int64_t(which.size()), &which);
+  }
+  Tensor &gatherParts(const std::string &name, const CacheState &c,
+                      const CacheBuffer &b, int64_t offset, int64_t rowBytes,
+                      int64_t count, const std::vector<int32_t> *which) {
     Tensor &t = scratch(name, 1, {count, rowBytes});
     onHost(c.bytes.data());
-    for (int64_t e = 0; e < count; ++e)
-      std::memcpy(t.as<uint8_t>() + e * rowBytes,
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t e = which ? (*which)[size_t(r)] : r;
+      std::memcpy(t.as<uint8_t>() + r * rowBytes,
                   c.bytes.data() + e * b.entryBytes + offset, size_t(rowBytes));
+    }
     return t;
   }
   /// A size or count from the step's attrs: every one the drivers read is
@@ -1777,17 +1790,31 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   if (selected && (selected->elementBytes != 4 || selected->dims.size() != 2))
     return absl::InvalidArgumentError("the selected positions are not an i32 [rows, k] top-k set");
   const int64_t k = global ? selected->dims.at(1) : 0;
-  int64_t entries = 0;
+  // Only the entries some top-k set names are gathered and dequantized (a
+  // decode step's 512 of a 128K context's 32K), in ascending order; row
+  // windowRows + slot[e] holds entry e.
+  std::vector<int32_t> used, slot;
   if (global) {
     onHost(selected->ptr());
     const int32_t *sel = selected->as<int32_t>();
-    for (int64_t i = 0; i < selected->numel(); ++i)
-      entries = std::max<int64_t>(entries, int64_t(sel[i]) + 1);
-    if (entries > cache(s, 4).mainEntries)
-      return absl::InternalError(absl::StrCat(
-          "a top-k set names entry ", entries - 1, " of '", arg(s, 4).name,
-          "', which holds ", cache(s, 4).mainEntries));
+    const int64_t held = cache(s, 4).mainEntries;
+    slot.assign(size_t(held), -1);
+    for (int64_t i = 0; i < selected->numel(); ++i) {
+      if (sel[i] < 0)
+        continue;
+      if (sel[i] >= held)
+        return absl::InternalError(absl::StrCat(
+            "a top-k set names entry ", sel[i], " of '", arg(s, 4).name,
+            "', which holds ", held));
+      slot[size_t(sel[i])] = 0;
+    }
+    for (int64_t e = 0; e < held; ++e)
+      if (slot[size_t(e)] == 0) {
+        slot[size_t(e)] = int32_t(used.size());
+        used.push_back(int32_t(e));
+      }
   }
+  const int64_t entries = int64_t(used.size());
   Tensor &rows = scratch("attention.rows", 2, {windowRows + entries, dim});
   {
     const uint8_t *src = ringEmptyBefore ? fresh.as<uint8_t>() : ring.bytes.data();
@@ -1800,7 +1827,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     CacheState &c = cache(s, 4);
     const CacheBuffer &b = cacheBuffer(s, 4);
     Tensor &mainRows =
-        gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries);
+        gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, used);
     auto dm = desc<2>(mainRows.ptr(), {entries, b.mainRowBytes});
     auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
     invoke(s, "dequantize_selected", &dm, &dv);
@@ -1834,7 +1861,8 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
             "the top-k set has no row for position ", q.base + i));
       const int32_t *sel = selected->as<int32_t>() + selRow * k;
       for (int64_t j = 0; j < k; ++j)
-        row[windowWidth + j] = sel[j] < 0 ? -1 : int32_t(windowRows + sel[j]);
+        row[windowWidth + j] =
+            sel[j] < 0 ? -1 : int32_t(windowRows + slot[size_t(sel[j])]);
     }
   }
   Tensor &out = result(s, outArg, 2, {n, heads, dim}, q.base);

@@ -2239,6 +2239,8 @@ const artifact::Plan &Executor::plan() const { return impl->artifact->plan(); }
 int64_t Executor::vocabSize() const { return impl->vocab; }
 const StepTiming &Executor::lastTiming() const { return impl->timing; }
 
+void Executor::resetProfile() { impl->profileTotals.clear(); }
+
 std::vector<ProfileEntry> Executor::profile() const {
   std::vector<ProfileEntry> out;
   for (const auto &[key, e] : impl->profileTotals)

@@ -124,6 +124,8 @@ public:
   /// With ExecutorOptions::profile: time per step (op and kernel, host work
   /// and the GPU's included) over every run so far, slowest first.
   std::vector<ProfileEntry> profile() const;
+  /// Starts the profile afresh (after a warm-up).
+  void resetProfile();
 
 private:
   struct Impl;

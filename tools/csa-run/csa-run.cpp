@@ -262,6 +262,7 @@ int main(int argc, char **argv) {
       return fail(absl::StrCat("warm-up: ", logits.status().message()));
     std::printf("warm-up: %.3f ms (a 1-token prefill, not counted)\n",
                 std::chrono::duration<double>(Clock::now() - start).count() * 1e3);
+    ex.resetProfile();
   }
   for (int64_t b = 0; b < batch; ++b) {
     absl::StatusOr<std::vector<float>> logits;

@@ -397,7 +397,13 @@ func::FuncOp buildTopKCompactKernel(ModuleOp module, const std::string &name,
             Value inside = cmpI(b, loc, arith::CmpIPredicate::slt, t, vis);
             Value pos = arith::IndexCastOp::create(b, loc, i32, t);
             Value v = arith::SelectOp::create(b, loc, inside, pos, none);
-            memref::StoreOp::create(b, loc, v, out, ValueRange{i, c[0]});
+            // At most k picks for scores without NaN; with NaN (which ranks
+            // ahead of nothing) there can be more: never past column k.
+            Value room = cmpI(b, loc, arith::CmpIPredicate::slt, c[0], numOut);
+            scf::IfOp::create(b, loc, room, [&](OpBuilder &, Location) {
+              memref::StoreOp::create(b, loc, v, out, ValueRange{i, c[0]});
+              scf::YieldOp::create(b, loc);
+            });
             scf::YieldOp::create(b, loc,
                                  Value(arith::AddIOp::create(b, loc, c[0], one)));
           },

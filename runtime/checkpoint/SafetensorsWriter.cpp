@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <memory>
 #include <regex>
+#include <stdexcept>
+#include <system_error>
 #include <thread>
 
 namespace csa {
@@ -302,15 +304,29 @@ CheckpointWriter::write(const std::string &directory) const {
       results[s] = writeFile(written[s], parts[s], metadata_);
   } else {
     std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (size_t w = 0; w < workers; ++w)
-      pool.emplace_back([&] {
-        for (size_t s; (s = next.fetch_add(1)) < shards.size();) {
-          ++shardsInFlight;
+    auto work = [&] {
+      for (size_t s; (s = next.fetch_add(1)) < shards.size();) {
+        struct InFlight {
+          InFlight() { ++shardsInFlight; }
+          ~InFlight() { --shardsInFlight; }
+        } inFlight;
+        try {
           results[s] = writeFile(written[s], parts[s], metadata_);
-          --shardsInFlight;
+        } catch (const std::exception &e) {
+          results[s] = absl::InternalError(
+              absl::StrCat(written[s], ": cannot write: ", e.what()));
         }
-      });
+      }
+    };
+    std::vector<std::thread> pool;
+    try {
+      for (size_t w = 1; w < workers; ++w)
+        pool.emplace_back(work);
+    } catch (const std::system_error &) {
+      // Fewer threads than asked for: the ones started and this one share
+      // the shards.
+    }
+    work();
     for (std::thread &t : pool)
       t.join();
   }

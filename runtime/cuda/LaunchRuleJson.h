@@ -65,6 +65,8 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
       st = bad(absl::StrCat("block is ", rule.block, ", not 32 x outputs_per_block (",
                             32 * rule.outputsPerBlock, ")"));
   }
+  if (st.ok() && rule.rule != "row_elements" && launch.contains("element_dims"))
+    return bad(absl::StrCat("element_dims is only for row_elements, not ", rule.rule));
   if (st.ok() && rule.rule == "row_elements" && launch.contains("element_dims")) {
     const nlohmann::json &dims = launch["element_dims"];
     if (!dims.is_array())

@@ -518,7 +518,8 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     if (a.kind != GpuArg::Memref || size_t(dim) >= a.sizes.size())
       throw std::runtime_error(k.name + ": launch.element_dims names no dimension "
                                "of argument " + std::to_string(argument));
-    dynamicElements *= a.sizes[size_t(dim)];
+    if (__builtin_mul_overflow(dynamicElements, a.sizes[size_t(dim)], &dynamicElements))
+      throw std::runtime_error(k.name + ": the sizes launch.element_dims names overflow");
   }
   auto shape = cuda::launchShape(g.launch, rows, dynamicElements);
   if (!shape.ok())

@@ -313,7 +313,12 @@ int main(int argc, char **argv) {
                   << argument << "\n";
         return 1;
       }
-      dynamicElements *= a.shape[size_t(dim)];
+      if (__builtin_mul_overflow(dynamicElements, a.shape[size_t(dim)],
+                                 &dynamicElements)) {
+        std::cerr << "csa-gpu-check: error: kernel '" << name
+                  << "': the sizes launch.element_dims names overflow\n";
+        return 1;
+      }
     }
     auto launchOf = csa::cuda::launchShape(*rule, rowsOf, dynamicElements);
     if (!launchOf.ok()) {

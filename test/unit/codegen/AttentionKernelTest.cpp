@@ -514,6 +514,41 @@ TEST(AttentionKernels, TopKMatchesTheReferenceIndexer) {
   EXPECT_EQ(rowsChecked, 4u * 6u * 2u * 9u);
 }
 
+TEST(AttentionKernels, TopKNeverWritesPastKOnNaNScores) {
+  // NaN ranks ahead of nothing, so a row with NaN picks more than k
+  // positions; the compaction must still stop at column k.
+  constexpr int64_t k = 4, width = 10, n = 2;
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    buildTopKRankKernel(m, "rank", k);
+    buildTopKCompactKernel(m, "compact", k);
+  });
+  auto *rank = reinterpret_cast<void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *)>(
+      lib.symbol("rank"));
+  auto *compact = reinterpret_cast<void (*)(Descriptor<2, int8_t> *, Descriptor<1, int64_t> *,
+                                            Descriptor<2, int32_t> *)>(lib.symbol("compact"));
+  ASSERT_NE(rank, nullptr);
+  ASSERT_NE(compact, nullptr);
+  std::vector<float> scores(size_t(n * width));
+  for (int64_t t = 0; t < n * width; ++t)
+    scores[size_t(t)] = t % 3 == 0 ? std::nanf("") : float(t);
+  std::vector<int8_t> picked(scores.size());
+  std::vector<int64_t> visible(size_t(n), width);
+  // Two rows of k columns, then a guard row that must stay untouched.
+  std::vector<int32_t> out(size_t((n + 1) * k), 777);
+  auto ds = describe<2>(scores, {n, width});
+  auto dp = describe<2>(picked, {n, width});
+  auto dv = describe<1>(visible, {n});
+  auto dout = describe<2>(out, {n, k});
+  rank(&ds, &dp);
+  int picks = 0;
+  for (int8_t p : picked)
+    picks += p;
+  EXPECT_GT(picks, int(n * k)); // more than k picks a row: the case guarded
+  compact(&dp, &dv, &dout);
+  for (int64_t j = n * k; j < (n + 1) * k; ++j)
+    EXPECT_EQ(out[size_t(j)], 777) << j;
+}
+
 //===----------------------------------------------------------------------===//
 // HSI level 1
 //===----------------------------------------------------------------------===//

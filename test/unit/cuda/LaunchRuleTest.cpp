@@ -73,6 +73,13 @@ TEST(LaunchRule, RowElementsMultiplyByDynamicTripCounts) {
             "dimension]");
   EXPECT_EQ(message(json(3)),
             "kernel 'k': launch.element_dims is not a list of [argument, dimension]");
+  auto rows = parseLaunchRule(json{{"rule", "rows"}, {"block", 32}, {"rows_argument", 0},
+                                   {"rows_per_thread", 1},
+                                   {"element_dims", json::array({json::array({0, 1})})}},
+                              "k", 2);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().message(),
+            "kernel 'k': launch.element_dims is only for row_elements, not rows");
 }
 
 TEST(LaunchRule, MalformedRulesNameTheField) {

@@ -225,6 +225,37 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
   return shape;
 }
 
+absl::StatusOr<LaunchShape>
+launchShapeFor(const LaunchRule &rule,
+               absl::FunctionRef<const std::vector<int64_t> *(int64_t)> sizesOf) {
+  auto dimension = [&](int64_t argument, int64_t dim,
+                       const char *field) -> absl::StatusOr<int64_t> {
+    const std::vector<int64_t> *sizes = sizesOf(argument);
+    if (!sizes || dim >= int64_t(sizes->size()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch.", field, " names dimension ", dim, " of argument ", argument,
+          ", which has ", sizes ? sizes->size() : 0, " dimensions"));
+    return (*sizes)[size_t(dim)];
+  };
+  int64_t rows = 0;
+  if (rule.rule != "single") {
+    auto r = dimension(rule.rowsArgument, 0, "rows_argument");
+    if (!r.ok())
+      return r.status();
+    rows = *r;
+  }
+  int64_t dynamicElements = 1;
+  for (auto [argument, dim] : rule.elementDims) {
+    auto size = dimension(argument, dim, "element_dims");
+    if (!size.ok())
+      return size.status();
+    if (__builtin_mul_overflow(dynamicElements, *size, &dynamicElements))
+      return absl::InvalidArgumentError(
+          "launch: the sizes launch.element_dims names overflow");
+  }
+  return launchShape(rule, rows, dynamicElements);
+}
+
 absl::Status Driver::launch(Function fn, const LaunchShape &shape, void **params) {
   const unsigned gridX = shape.gridX, gridY = shape.gridY, blockX = shape.blockX,
                  sharedBytes = shape.sharedBytes;

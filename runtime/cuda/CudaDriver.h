@@ -11,6 +11,7 @@
 #ifndef CSA_RUNTIME_CUDA_CUDADRIVER_H
 #define CSA_RUNTIME_CUDA_CUDADRIVER_H
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 
 #include <cstdint>
@@ -51,6 +52,14 @@ struct LaunchRule {
 /// end). An error when the grid exceeds the CUDA limits (x < 2^31, y < 2^16).
 absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
                                         int64_t dynamicElements = 1);
+
+/// launchShape with its rows and dynamic elements read from the arguments:
+/// `sizesOf(i)` is argument i's sizes (null for a scalar). An error names
+/// the argument a rule points at that has no such dimension, or sizes whose
+/// product overflows.
+absl::StatusOr<LaunchShape>
+launchShapeFor(const LaunchRule &rule,
+               absl::FunctionRef<const std::vector<int64_t> *(int64_t)> sizesOf);
 
 class Driver {
 public:

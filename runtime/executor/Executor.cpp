@@ -507,23 +507,12 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   if (g.status)
     for (int n = 0; n < 5; ++n)
       params.push_back(&values[vi++]);
-  int64_t rows = 0;
-  if (g.launch.rule != "single") {
-    const GpuArg &r = args.at(size_t(g.launch.rowsArgument));
-    rows = r.sizes.empty() ? 0 : r.sizes[0];
-  }
-  int64_t dynamicElements = 1;
-  for (auto [argument, dim] : g.launch.elementDims) {
-    const GpuArg &a = args.at(size_t(argument));
-    if (a.kind != GpuArg::Memref || size_t(dim) >= a.sizes.size())
-      throw std::runtime_error(k.name + ": launch.element_dims names no dimension "
-                               "of argument " + std::to_string(argument));
-    if (__builtin_mul_overflow(dynamicElements, a.sizes[size_t(dim)], &dynamicElements))
-      throw std::runtime_error(k.name + ": the sizes launch.element_dims names overflow");
-  }
-  auto shape = cuda::launchShape(g.launch, rows, dynamicElements);
+  auto shape = cuda::launchShapeFor(g.launch, [&](int64_t i) {
+    const GpuArg &a = args.at(size_t(i));
+    return a.kind == GpuArg::Memref ? &a.sizes : nullptr;
+  });
   if (!shape.ok())
-    throw std::runtime_error(std::string(shape.status().message()));
+    throw std::runtime_error(k.name + ": " + std::string(shape.status().message()));
   check(driver->launch(g.fn, *shape, params.data()));
   if (syncEach)
     check(driver->synchronize());

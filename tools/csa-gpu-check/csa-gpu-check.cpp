@@ -294,33 +294,9 @@ int main(int argc, char **argv) {
       std::cerr << "csa-gpu-check: error: " << rule.status().message() << "\n";
       return 1;
     }
-    int64_t rowsOf = 0;
-    if (rule->rowsArgument >= 0) {
-      const Arg &rowsArg = args[size_t(rule->rowsArgument)];
-      if (rowsArg.shape.empty()) {
-        std::cerr << "csa-gpu-check: error: kernel '" << name
-                  << "': launch.rows_argument names a rank-0 argument\n";
-        return 1;
-      }
-      rowsOf = rowsArg.shape[0];
-    }
-    int64_t dynamicElements = 1;
-    for (auto [argument, dim] : rule->elementDims) {
-      const Arg &a = args[size_t(argument)];
-      if (size_t(dim) >= a.shape.size()) {
-        std::cerr << "csa-gpu-check: error: kernel '" << name
-                  << "': launch.element_dims names no dimension of argument "
-                  << argument << "\n";
-        return 1;
-      }
-      if (__builtin_mul_overflow(dynamicElements, a.shape[size_t(dim)],
-                                 &dynamicElements)) {
-        std::cerr << "csa-gpu-check: error: kernel '" << name
-                  << "': the sizes launch.element_dims names overflow\n";
-        return 1;
-      }
-    }
-    auto launchOf = csa::cuda::launchShape(*rule, rowsOf, dynamicElements);
+    auto launchOf = csa::cuda::launchShapeFor(*rule, [&](int64_t i) {
+      return &args[size_t(i)].shape;
+    });
     if (!launchOf.ok()) {
       std::cerr << "csa-gpu-check: error: kernel '" << name
                 << "': " << launchOf.status().message() << "\n";

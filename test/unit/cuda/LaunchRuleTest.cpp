@@ -82,6 +82,29 @@ TEST(LaunchRule, RowElementsMultiplyByDynamicTripCounts) {
             "kernel 'k': launch.element_dims is only for row_elements, not rows");
 }
 
+TEST(LaunchRule, ShapeFromTheArguments) {
+  auto rule = parseLaunchRule(
+      json{{"rule", "row_elements"}, {"block", 128}, {"rows_argument", 0},
+           {"elements_per_row", 2}, {"element_dims", json::array({json::array({1, 1})})}},
+      "k", 3);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  std::vector<std::vector<int64_t>> sizes = {{3, 7}, {5, 1000}};
+  auto sizesOf = [&](int64_t i) {
+    return i < int64_t(sizes.size()) ? &sizes[size_t(i)] : nullptr;
+  };
+  auto shape = csa::cuda::launchShapeFor(*rule, sizesOf);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->gridX, 47u); // ceil(3 x 2 x 1000 / 128)
+  sizes[1] = {5};
+  EXPECT_EQ(csa::cuda::launchShapeFor(*rule, sizesOf).status().message(),
+            "launch.element_dims names dimension 1 of argument 1, which has 1 "
+            "dimensions");
+  sizes[0] = {};
+  EXPECT_EQ(csa::cuda::launchShapeFor(*rule, sizesOf).status().message(),
+            "launch.rows_argument names dimension 0 of argument 0, which has 0 "
+            "dimensions");
+}
+
 TEST(LaunchRule, MalformedRulesNameTheField) {
   auto message = [](const json &launch) {
     auto rule = parseLaunchRule(launch, "k", 2);

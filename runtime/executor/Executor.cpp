@@ -872,20 +872,10 @@ struct Executor::Impl {
   }
   /// The `rowBytes`-byte parts at `offset` of entries [0, count) of a global
   /// cache, made contiguous (the dequantize kernels take dense rows).
+  /// With `which`, row r is entry which[r] (count = which->size()).
   Tensor &gatherParts(const std::string &name, const CacheState &c,
                       const CacheBuffer &b, int64_t offset, int64_t rowBytes,
-                      int64_t count) {
-    return gatherParts(name, c, b, offset, rowBytes, count, nullptr);
-  }
-  /// The same for the entries `which` lists (row r is entry which[r]).
-  Tensor &gatherParts(const std::string &name, const CacheState &c,
-                      const CacheBuffer &b, int64_t offset, int64_t rowBytes,
-                      const std::vector<int32_t> &which) {
-    return gatherParts(name, c, b, offset, rowBytes, int64_t(which.size()), &which);
-  }
-  Tensor &gatherParts(const std::string &name, const CacheState &c,
-                      const CacheBuffer &b, int64_t offset, int64_t rowBytes,
-                      int64_t count, const std::vector<int32_t> *which) {
+                      int64_t count, const std::vector<int32_t> *which = nullptr) {
     Tensor &t = scratch(name, 1, {count, rowBytes});
     onHost(c.bytes.data());
     for (int64_t r = 0; r < count; ++r) {
@@ -1817,7 +1807,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     CacheState &c = cache(s, 4);
     const CacheBuffer &b = cacheBuffer(s, 4);
     Tensor &mainRows =
-        gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, used);
+        gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries, &used);
     auto dm = desc<2>(mainRows.ptr(), {entries, b.mainRowBytes});
     auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
     invoke(s, "dequantize_selected", &dm, &dv);

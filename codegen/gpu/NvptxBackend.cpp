@@ -391,6 +391,22 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                                  gpuModule)))
       return fn.emitError("cannot redirect the calls of this kernel");
   }
+  // Each linear kernel also gets its row-tiled form, `<name>_tiled`.
+  constexpr const char *kTiledOf = "csa.tiled_of";
+  for (size_t i = 0, e = entries.size(); i < e; ++i) {
+    func::FuncOp fn = entries[i];
+    std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
+    if (!spec || linearTileOutputs(*spec, options.tileOutputs) == 0 ||
+        options.tileChunk % 32 != 0 || options.tileRows < 1 ||
+        options.tileChunk * options.tileRows * 4 > kMaxStaticSharedBytes)
+      continue;
+    OpBuilder cb(context);
+    cb.setInsertionPointAfter(fn);
+    auto copy = cast<func::FuncOp>(cb.clone(*fn));
+    copy.setSymName((fn.getSymName() + "_tiled").str());
+    copy->setAttr(kTiledOf, fn.getSymNameAttr());
+    entries.push_back(copy);
+  }
   for (func::FuncOp fn : entries) {
     const std::string name = fn.getSymName().str();
     PtxKernel info;
@@ -403,9 +419,18 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     fn.setSymName(name + "_body");
     fn.setPrivate();
     int64_t rowsPerThread = 1;
+    auto workgroup =
+        gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
+    std::optional<LinearKernelSpec> tiled;
+    if (auto of = fn->getAttrOfType<StringAttr>(kTiledOf)) {
+      tiled = linearSpecOf(fn);
+      info.replaces = of.getValue().str();
+      fn->removeAttr(kTiledOf);
+    }
     // Linear kernels: a block per (row, block / 32 outputs), a warp per
     // output (the per-output form: the same bits as the host kernel).
-    std::optional<LinearKernelSpec> linear = linearSpecOf(fn);
+    std::optional<LinearKernelSpec> linear =
+        tiled ? std::nullopt : linearSpecOf(fn);
     const bool sharedRow = linear && linearNeedsSharedRow(*linear);
     const int64_t block =
         linear ? std::min(options.blockSize, linear->outFeatures * kPartialLanes) : 0;
@@ -418,7 +443,38 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                    block % kPartialLanes != 0))
       linear.reset(); // does not fit: the rows rule below
     int64_t rowsArg = -1;
-    if (linear) {
+    if (tiled) {
+      LinearTileLanes lanes;
+      lanes.rowTile = [](OpBuilder &b, Location loc) -> Value {
+        return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+      };
+      lanes.outputTile = [](OpBuilder &b, Location loc) -> Value {
+        return gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+      };
+      lanes.lane = [](OpBuilder &b, Location loc) -> Value {
+        return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+      };
+      lanes.barrier = [](OpBuilder &b, Location loc) {
+        gpu::BarrierOp::create(b, loc);
+      };
+      lanes.rowsPerTile = options.tileRows;
+      lanes.outputsPerTile = linearTileOutputs(*tiled, options.tileOutputs);
+      // No more shared memory than the group's K needs (in 32-blocks).
+      const int64_t kg = tiled->inFeatures / std::max<int64_t>(tiled->groups, 1);
+      lanes.chunk = std::min(options.tileChunk, (kg + 31) / 32 * 32);
+      lanes.sharedActType =
+          MemRefType::get({lanes.chunk, lanes.rowsPerTile}, b.getF32Type(),
+                          MemRefLayoutAttrInterface{}, workgroup);
+      buildLinearTiledBody(fn, *tiled, lanes);
+      info.launch = "row_tiles";
+      info.blockSize = lanes.outputsPerTile;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = lanes.rowsPerTile;
+      info.outputs = tiled->outFeatures;
+      info.outputsPerBlock = lanes.outputsPerTile;
+      info.sharedBytes = lanes.chunk * lanes.rowsPerTile * 4;
+      info.minRows = options.tileMinRows;
+    } else if (linear) {
       LinearLanes lanes;
       lanes.row = [](OpBuilder &b, Location loc) -> Value {
         return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -437,8 +493,6 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.barrier = [](OpBuilder &b, Location loc) {
         gpu::BarrierOp::create(b, loc);
       };
-      auto workgroup =
-          gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
       if (sharedRow)
         lanes.sharedRowType =
             MemRefType::get({linear->inFeatures}, b.getBF16Type(),
@@ -682,14 +736,27 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
       launch["rows_argument"] = k.rowsArgument;
       launch["outputs"] = k.outputs;
       launch["outputs_per_block"] = k.outputsPerBlock;
+    } else if (k.launch == "row_tiles") {
+      // grid = (ceil(dim(argument rows_argument, 0) / rows_per_block),
+      // ceil(outputs / outputs_per_block)).
+      launch["rows_argument"] = k.rowsArgument;
+      launch["rows_per_block"] = k.rowsPerBlock;
+      launch["outputs"] = k.outputs;
+      launch["outputs_per_block"] = k.outputsPerBlock;
     }
-    list.push_back(llvm::json::Object{
-        {"name", k.name},
-        {"launch", std::move(launch)},
-        {"shared_bytes", k.sharedBytes},
-        {"arguments", std::move(arguments)},
-        {"params", std::move(params)},
-        {"status_parameter", k.statusParameter}});
+    llvm::json::Object entry{{"name", k.name},
+                             {"launch", std::move(launch)},
+                             {"shared_bytes", k.sharedBytes},
+                             {"arguments", std::move(arguments)},
+                             {"params", std::move(params)},
+                             {"status_parameter", k.statusParameter}};
+    // An alternative form of kernel `replaces` (same arguments, same bits),
+    // for launches of at least `min_rows` rows.
+    if (!k.replaces.empty()) {
+      entry["replaces"] = k.replaces;
+      entry["min_rows"] = k.minRows;
+    }
+    list.push_back(std::move(entry));
   }
   llvm::json::Object root{{"chip", options.chip},
                           {"ptx_version", options.ptxVersion},

@@ -21,6 +21,13 @@
 //     the FP8/FP4 activation row quantized once per block into shared
 //     memory; grid = (rows,
 //     ceil(outputs / outputs_per_block));
+//   - "row_tiles": the row-tiled form of a linear kernel
+//     (buildLinearTiledBody), listed as its own kernel `<name>_tiled` with
+//     "replaces": "<name>" and "min_rows": a launcher runs it instead of
+//     <name> from that many rows on (prefill): a block per tile of
+//     `rows_per_block` rows x `outputs_per_block` outputs, a thread per
+//     output; grid = (ceil(rows / rows_per_block),
+//     ceil(outputs / outputs_per_block)). Same bits as <name>;
 //   - "single": kernels whose iterations depend on each other (a ring's
 //     ordered stores, the compressor state, gathers that count) run on one
 //     thread.
@@ -48,12 +55,15 @@ struct NvptxOptions {
   /// Threads per block of rows and row_elements kernels, and the most of a
   /// row_outputs kernel (4 warps, 4 outputs).
   int64_t blockSize = 128;
+  /// The row-tiled linear kernels: rows and outputs (threads) per block, the
+  /// K chunk staged in shared memory, and the fewest rows they are used for.
+  int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 2;
 };
 
 /// One PTX entry point, as kernels.json lists it.
 struct PtxKernel {
   std::string name;
-  std::string launch;  ///< "rows", "row_elements", "row_outputs" or "single"
+  std::string launch; ///< "rows", "row_elements", "row_outputs", "row_tiles", "single"
   int64_t blockSize = 1;
   /// rows: the argument whose dimension 0 is the number of rows, and the
   /// rows each thread takes (the host row tile).
@@ -61,6 +71,10 @@ struct PtxKernel {
   /// row_outputs: the outputs per row and per block (grid.y =
   /// ceil(outputs / outputsPerBlock)).
   int64_t outputs = 0, outputsPerBlock = 0;
+  /// row_tiles: rows per block, the kernel it replaces and from how many
+  /// rows on.
+  int64_t rowsPerBlock = 0, minRows = 0;
+  std::string replaces;
   /// row_elements: threads per row (grid.x = ceil(rows x elementsPerRow x
   /// the sizes of elementDims / block)): the constant part, and the
   /// (argument, dimension) of each dynamic trip count.

@@ -775,6 +775,231 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
   func::ReturnOp::create(b, loc);
 }
 
+int64_t linearTileOutputs(const LinearKernelSpec &spec, int64_t maxOutputs) {
+  const int64_t g = std::max<int64_t>(spec.groups, 1);
+  const int64_t ng = spec.outFeatures / g;
+  maxOutputs -= maxOutputs % kPartialLanes;
+  if (maxOutputs < kPartialLanes || ng < 1)
+    return 0;
+  if (g == 1) // one group: the last tile's extra lanes are skipped
+    return std::min(maxOutputs, (ng + kPartialLanes - 1) / kPartialLanes * kPartialLanes);
+  for (int64_t t = maxOutputs; t >= kPartialLanes; t -= kPartialLanes)
+    if (ng % t == 0)
+      return t;
+  return 0;
+}
+
+void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
+                          const LinearTileLanes &lanes) {
+  MLIRContext *context = fn.getContext();
+  OpBuilder b(context);
+  Location loc = fn.getLoc();
+  Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
+  const bool quantized = linearNeedsSharedRow(spec);
+  const bool fp8Dense = spec.format == LinearFormat::FP8AsBF16;
+  const bool fp8 = spec.format == LinearFormat::FP8Block32;
+  const bool fp4 = spec.format == LinearFormat::FP4E2M1;
+  const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
+  const int64_t kg = k / g, ng = n / g;
+  const int64_t rowsPerTile = lanes.rowsPerTile, outputsPerTile = lanes.outputsPerTile,
+                chunk = lanes.chunk;
+  const int64_t chunks = (kg + chunk - 1) / chunk;
+  Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
+  // A fresh body over the same arguments (plus the shared activations).
+  fn.getBody().dropAllReferences();
+  fn.getBody().getBlocks().clear();
+  SmallVector<Type> inputs(fn.getFunctionType().getInputs());
+  inputs.push_back(lanes.sharedActType);
+  fn.setType(b.getFunctionType(inputs, {}));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  const bool withScale = quantized || fp8Dense;
+  Value x = entry->getArgument(0), w = entry->getArgument(1),
+        s = withScale ? entry->getArgument(2) : Value(),
+        y = entry->getArgument(withScale ? 3 : 2),
+        act = entry->getArguments().back();
+  Value table = fp8 || fp8Dense ? e4m3Table(b, loc, symbols)
+                : fp4           ? e2m1Table(b, loc, symbols)
+                                : Value();
+  auto add = [&](OpBuilder &b, Value l, Value r) -> Value {
+    return arith::AddIOp::create(b, loc, l, r);
+  };
+  auto mul = [&](OpBuilder &b, Value l, int64_t r) -> Value {
+    return arith::MulIOp::create(b, loc, l, idx(b, loc, r));
+  };
+  auto less = [&](OpBuilder &b, Value l, Value r) -> Value {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, l, r);
+  };
+  Value lane = lanes.lane(b, loc);
+  Value r0 = mul(b, lanes.rowTile(b, loc), rowsPerTile);
+  Value j0 = mul(b, lanes.outputTile(b, loc), outputsPerTile);
+  Value j = add(b, j0, lane);
+  Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
+  // Every output of a tile is in the tile's group (the tile divides it).
+  Value inBase = mul(b, arith::DivUIOp::create(b, loc, j0, idx(b, loc, ng)), kg);
+  Value outInRange = less(b, j, idx(b, loc, n));
+  Value scaleRow =
+      fp8 ? arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult() : j;
+  SmallVector<Value> zeros(size_t(rowsPerTile), f32c(b, loc, 0.f));
+  SmallVector<Type> accTypes(size_t(rowsPerTile), f32);
+  Value zero = f32c(b, loc, 0.f);
+  scf::ForOp chunkLoop = forLoop(
+      b, loc, 0, chunks, zeros,
+      [&](OpBuilder &b, Location loc, Value c, ValueRange acc) {
+    Value cBase = mul(b, c, chunk);
+    Value cLen = arith::MinSIOp::create(
+        b, loc, idx(b, loc, chunk), arith::SubIOp::create(b, loc, idx(b, loc, kg), cBase));
+    // Stage the tile's activations of this chunk: act[e][t] is row r0 + t,
+    // channel cBase + e (0 past the rows or K).
+    if (quantized) {
+      // act_quant of the tile's 32-blocks, one (row, block) per lane at a time.
+      scf::ForOp::create(
+          b, loc, lane, idx(b, loc, rowsPerTile * (chunk / kBlock)),
+          idx(b, loc, outputsPerTile), ValueRange{},
+          [&](OpBuilder &b, Location loc, Value task, ValueRange) {
+        Value t = arith::RemUIOp::create(b, loc, task, idx(b, loc, rowsPerTile));
+        Value kbl = arith::DivUIOp::create(b, loc, task, idx(b, loc, rowsPerTile));
+        Value row = add(b, r0, t);
+        Value local = mul(b, kbl, kBlock);
+        Value valid = arith::AndIOp::create(b, loc, less(b, row, rows),
+                                            less(b, local, cLen));
+        auto ifValid = scf::IfOp::create(b, loc, valid, /*withElse=*/true);
+        {
+          OpBuilder tb = OpBuilder::atBlockTerminator(ifValid.thenBlock());
+          Value kb = add(tb, mul(tb, c, chunk / kBlock), kbl);
+          emitActQuantRowBlock(tb, loc, x, row, kb, [&](OpBuilder &nb, Value col, Value v) {
+            Value e = arith::SubIOp::create(nb, loc, col, cBase);
+            memref::StoreOp::create(nb, loc, arith::ExtFOp::create(nb, loc, f32, v),
+                                    act, ValueRange{e, t});
+          });
+          OpBuilder eb = OpBuilder::atBlockTerminator(ifValid.elseBlock());
+          forLoop(eb, loc, 0, kBlock, ValueRange{},
+                  [&](OpBuilder &b, Location loc, Value e, ValueRange) {
+            memref::StoreOp::create(b, loc, zero, act, ValueRange{add(b, local, e), t});
+            return SmallVector<Value>{};
+          });
+        }
+        scf::YieldOp::create(b, loc);
+      });
+    } else {
+      // Element i of the tile: row i / chunk, channel i % chunk (neighbouring
+      // lanes read neighbouring channels).
+      scf::ForOp::create(
+          b, loc, lane, idx(b, loc, rowsPerTile * chunk), idx(b, loc, outputsPerTile),
+          ValueRange{}, [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+        Value t = arith::DivUIOp::create(b, loc, i, idx(b, loc, chunk));
+        Value e = arith::RemUIOp::create(b, loc, i, idx(b, loc, chunk));
+        Value row = add(b, r0, t);
+        Value valid = arith::AndIOp::create(b, loc, less(b, row, rows), less(b, e, cLen));
+        auto ifValid = scf::IfOp::create(b, loc, TypeRange{f32}, valid, /*withElse=*/true);
+        {
+          OpBuilder tb = OpBuilder::atBlockEnd(ifValid.thenBlock());
+          Value v = loadF32(tb, loc, x, ValueRange{row, add(tb, add(tb, inBase, cBase), e)});
+          scf::YieldOp::create(tb, loc, v);
+          OpBuilder eb = OpBuilder::atBlockEnd(ifValid.elseBlock());
+          scf::YieldOp::create(eb, loc, zero);
+        }
+        memref::StoreOp::create(b, loc, ifValid.getResult(0), act, ValueRange{e, t});
+        scf::YieldOp::create(b, loc);
+      });
+    }
+    lanes.barrier(b, loc);
+    // Each lane: its output's 32-blocks of the chunk, in K order; each weight
+    // element decoded once and applied to every row of the tile.
+    auto ifOut = scf::IfOp::create(b, loc, accTypes, outInRange, /*withElse=*/true);
+    {
+      OpBuilder eb = OpBuilder::atBlockEnd(ifOut.elseBlock());
+      scf::YieldOp::create(eb, loc, acc);
+      OpBuilder tb = OpBuilder::atBlockEnd(ifOut.thenBlock());
+      Value blocks = arith::DivUIOp::create(
+          tb, loc, add(tb, cLen, idx(tb, loc, kBlock - 1)), idx(tb, loc, kBlock));
+      scf::ForOp blockLoop = forLoop(
+          tb, loc, idx(tb, loc, 0), blocks, acc,
+          [&](OpBuilder &b, Location loc, Value kbl, ValueRange sums) {
+        Value local = mul(b, kbl, kBlock);
+        Value col0 = add(b, cBase, local); // in the group's channels
+        Value len = arith::MinSIOp::create(
+            b, loc, idx(b, loc, kBlock), arith::SubIOp::create(b, loc, cLen, local));
+        Value ws = quantized
+                       ? decodeUe8m0(b, loc,
+                                     loadCode(b, loc, s,
+                                              ValueRange{scaleRow,
+                                                         arith::DivUIOp::create(
+                                                             b, loc, col0,
+                                                             idx(b, loc, kBlock))}))
+                       : Value();
+        // partial[t] += act[local + e][t] * weight(e), e in block order.
+        auto accumulate = [&](OpBuilder &b, Value e, Value wv,
+                              SmallVector<Value> &partial) {
+          Value at = add(b, local, e);
+          for (int64_t t = 0; t < rowsPerTile; ++t) {
+            Value a = memref::LoadOp::create(b, loc, act, ValueRange{at, idx(b, loc, t)});
+            Value prod = arith::MulFOp::create(b, loc, a, wv);
+            partial[size_t(t)] = arith::AddFOp::create(b, loc, partial[size_t(t)], prod);
+          }
+        };
+        scf::ForOp elements;
+        if (fp4) {
+          // Byte i of the block holds elements 2i (low nibble) and 2i + 1.
+          Value byteBase = arith::DivUIOp::create(b, loc, col0, idx(b, loc, 2));
+          elements = forLoop(
+              b, loc, 0, kBlock / 2, zeros,
+              [&](OpBuilder &b, Location loc, Value i, ValueRange p) {
+            SmallVector<Value> partial(p);
+            Value byte = loadCode(b, loc, w, ValueRange{j, add(b, byteBase, i)});
+            Value lo = arith::AndIOp::create(b, loc, byte, i32c(b, loc, 0xF));
+            Value hi = arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4));
+            Value even = mul(b, i, 2);
+            Value odd = add(b, even, idx(b, loc, 1));
+            for (auto [nibble, e] : {std::pair{lo, even}, std::pair{hi, odd}})
+              accumulate(b, e,
+                         arith::MulFOp::create(b, loc, lookup(b, loc, table, nibble), ws),
+                         partial);
+            return partial;
+          });
+        } else {
+          elements = forLoop(
+              b, loc, idx(b, loc, 0), len, zeros,
+              [&](OpBuilder &b, Location loc, Value e, ValueRange p) {
+            SmallVector<Value> partial(p);
+            Value col = add(b, col0, e);
+            Value wv = fp8 ? arith::MulFOp::create(
+                                 b, loc,
+                                 lookup(b, loc, table, loadCode(b, loc, w, ValueRange{j, col})),
+                                 ws)
+                                 .getResult()
+                           : denseWeightAt(b, loc, w, s, table, j, col);
+            accumulate(b, e, wv, partial);
+            return partial;
+          });
+        }
+        SmallVector<Value> next;
+        for (int64_t t = 0; t < rowsPerTile; ++t)
+          next.push_back(arith::AddFOp::create(b, loc, sums[size_t(t)],
+                                               elements.getResult(unsigned(t))));
+        return next;
+      });
+      scf::YieldOp::create(tb, loc, blockLoop.getResults());
+    }
+    // Before the next chunk's staging overwrites what others still read.
+    lanes.barrier(b, loc);
+    return SmallVector<Value>(ifOut.getResults());
+  });
+  Type outType = spec.format == LinearFormat::F32 ? f32 : bf16;
+  auto store = scf::IfOp::create(b, loc, outInRange, /*withElse=*/false);
+  OpBuilder sb = OpBuilder::atBlockTerminator(store.thenBlock());
+  for (int64_t t = 0; t < rowsPerTile; ++t) {
+    Value row = add(sb, r0, idx(sb, loc, t));
+    auto inRows = scf::IfOp::create(sb, loc, less(sb, row, rows), /*withElse=*/false);
+    OpBuilder ib = OpBuilder::atBlockTerminator(inRows.thenBlock());
+    memref::StoreOp::create(ib, loc,
+                            fromF32(ib, loc, chunkLoop.getResult(unsigned(t)), outType),
+                            y, ValueRange{row, j});
+  }
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
+}
+
 int64_t linearPartials(const LinearKernelSpec &spec) {
   const int64_t kg = spec.inFeatures / std::max<int64_t>(spec.groups, 1);
   return (kg + kBlock - 1) / kBlock;

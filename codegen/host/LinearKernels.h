@@ -120,6 +120,34 @@ void buildLinearPerOutputBody(mlir::func::FuncOp fn,
                               const LinearKernelSpec &spec,
                               const LinearLanes &lanes);
 
+/// The row-tiled form (prefill): a group of `outputsPerTile` lanes computes
+/// a tile of `rowsPerTile` rows x `outputsPerTile` outputs, a lane per
+/// output. K runs in chunks of `chunk` elements (a multiple of 32): the
+/// lanes stage the tile's activations of the chunk in shared memory
+/// (`sharedActType`, memref<chunk x rowsPerTile x f32>; FP8/FP4 rows
+/// act_quant-ed there, once per tile), meet at a barrier, and each lane
+/// decodes its weight row's elements once and applies each to all the tile's
+/// rows. A lane keeps each row's fp32 sum in registers and adds its 32-block
+/// partials in K order, as the host kernel does, so the bits are the same.
+struct LinearTileLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> rowTile,
+      outputTile, lane;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  int64_t rowsPerTile = 8, outputsPerTile = 128, chunk = 1024;
+  mlir::Type sharedActType;
+};
+
+/// The outputs per tile the tiled form can use for `spec` with at most
+/// `maxOutputs` lanes: a multiple of 32 that divides a group's outputs (every
+/// output of a tile reads the same input channels); 0 when there is none.
+int64_t linearTileOutputs(const LinearKernelSpec &spec, int64_t maxOutputs);
+
+/// Replaces the body of `fn` (a kernel of `spec` from buildLinearKernel)
+/// with the row-tiled form (LinearTileLanes); rows and outputs past the end
+/// are skipped.
+void buildLinearTiledBody(mlir::func::FuncOp fn, const LinearKernelSpec &spec,
+                          const LinearTileLanes &lanes);
+
 /// `name(x: memref<?xKxbf16>, y: memref<?xKxbf16>)`: y = act_quant(x, 32,
 /// ue8m0) dequantized back to bf16, per row (reference `fp8QuantDequant`);
 /// the activation step of the FP8/FP4 linear kernels. K % 32 == 0.

@@ -195,7 +195,7 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
                                         int64_t dynamicElements) {
   auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   if (rule.block < 1 || rule.rowsPerThread < 1 || rule.outputsPerBlock < 1 ||
-      rule.elementsPerRow < 1)
+      rule.elementsPerRow < 1 || rule.rowsPerBlock < 1)
     return absl::InvalidArgumentError("launch rule with a zero block or divisor");
   rows = std::max<int64_t>(rows, 0);
   int64_t gridX = 1, gridY = 1;
@@ -211,6 +211,9 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
     gridX = ceilDiv(threads, rule.block);
   } else if (rule.rule == "row_outputs") {
     gridX = rows;
+    gridY = ceilDiv(rule.outputs, rule.outputsPerBlock);
+  } else if (rule.rule == "row_tiles") {
+    gridX = ceilDiv(rows, rule.rowsPerBlock);
     gridY = ceilDiv(rule.outputs, rule.outputsPerBlock);
   }
   gridX = std::max<int64_t>(gridX, 1);

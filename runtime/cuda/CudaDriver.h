@@ -33,14 +33,16 @@ struct LaunchShape {
 };
 
 /// A kernel's launch rule as kernels.json states it (codegen/gpu/
-/// NvptxBackend.h): "rows", "row_elements", "row_outputs" or "single".
+/// NvptxBackend.h): "rows", "row_elements", "row_outputs", "row_tiles" or
+/// "single".
 struct LaunchRule {
   std::string rule = "single";
   int64_t block = 1;
   int64_t rowsArgument = -1; ///< rows, row_outputs: dim 0 of this argument
   int64_t rowsPerThread = 1; ///< rows
-  int64_t outputs = 0;       ///< row_outputs
-  int64_t outputsPerBlock = 1; ///< row_outputs
+  int64_t outputs = 0;       ///< row_outputs, row_tiles
+  int64_t outputsPerBlock = 1; ///< row_outputs, row_tiles
+  int64_t rowsPerBlock = 1;    ///< row_tiles
   int64_t elementsPerRow = 1;  ///< row_elements: constant trip counts
   /// row_elements: (argument, dimension) of each dynamic trip count.
   std::vector<std::pair<int64_t, int64_t>> elementDims;

@@ -41,9 +41,9 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
     return bad("rule is missing");
   rule.rule = launch["rule"].get<std::string>();
   if (rule.rule != "rows" && rule.rule != "row_elements" &&
-      rule.rule != "row_outputs" && rule.rule != "single")
-    return bad(absl::StrCat("rule '", rule.rule,
-                            "' is not rows, row_elements, row_outputs or single"));
+      rule.rule != "row_outputs" && rule.rule != "row_tiles" && rule.rule != "single")
+    return bad(absl::StrCat(
+        "rule '", rule.rule, "' is not rows, row_elements, row_outputs, row_tiles or single"));
   if (absl::Status st = integer("block", 1, 1024, rule.block); !st.ok())
     return st;
   if (rule.rule == "single")
@@ -64,6 +64,15 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
     if (st.ok() && rule.block != 32 * rule.outputsPerBlock)
       st = bad(absl::StrCat("block is ", rule.block, ", not 32 x outputs_per_block (",
                             32 * rule.outputsPerBlock, ")"));
+  }
+  if (st.ok() && rule.rule == "row_tiles") {
+    st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);
+    // The kernel has a thread per output of its tile.
+    if (st.ok() && rule.block != rule.outputsPerBlock)
+      st = bad(absl::StrCat("block is ", rule.block, ", not outputs_per_block (",
+                            rule.outputsPerBlock, ")"));
+    if (st.ok())
+      st = integer("rows_per_block", 1, 1024, rule.rowsPerBlock);
   }
   if (st.ok() && rule.rule != "row_elements" && launch.contains("element_dims"))
     return bad(absl::StrCat("element_dims is only for row_elements, not ", rule.rule));

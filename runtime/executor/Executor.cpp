@@ -273,6 +273,10 @@ struct GpuKernel {
   cuda::LaunchRule launch;
   bool status = false;
   std::vector<int64_t> elementBytes; ///< per argument (0 for scalars)
+  /// The kernel's row-tiled form (kernels.json "replaces"), run instead from
+  /// `tiledMinRows` rows on: same arguments, same bits.
+  const GpuKernel *tiled = nullptr;
+  int64_t tiledMinRows = 0;
 };
 
 struct KernelRef {
@@ -440,7 +444,14 @@ private:
 };
 
 inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
-  const GpuKernel &g = *k.gpu;
+  const GpuKernel *chosen = k.gpu;
+  if (const GpuKernel *t = chosen->tiled) {
+    const int64_t r = t->launch.rowsArgument;
+    if (r >= 0 && size_t(r) < args.size() && args[size_t(r)].kind == GpuArg::Memref &&
+        !args[size_t(r)].sizes.empty() && args[size_t(r)].sizes[0] >= chosen->tiledMinRows)
+      chosen = t;
+  }
+  const GpuKernel &g = *chosen;
   std::vector<int64_t> values;
   values.reserve(args.size() * 12 + 8);
   std::vector<float> floats;
@@ -1154,6 +1165,30 @@ absl::Status Executor::Impl::loadGpu() {
       g.launch = *launch;
       g.status = k.at("status_parameter").get<bool>();
       gpuKernels["_mlir_ciface_" + name] = g;
+    }
+    // Row-tiled forms: their kernel runs them from min_rows rows on, unless
+    // CSA_CUDA_NO_TILES is set (to time both forms in one run).
+    const bool noTiles = std::getenv("CSA_CUDA_NO_TILES") != nullptr;
+    for (const json &k : meta.at("kernels")) {
+      if (!k.contains("replaces"))
+        continue;
+      const std::string name = k.at("name").get<std::string>();
+      const std::string of = k.at("replaces").get<std::string>();
+      const int64_t minRows = k.at("min_rows").get<int64_t>();
+      auto it = gpuKernels.find("_mlir_ciface_" + of);
+      if (it == gpuKernels.end() || minRows < 1 || k.at("arguments") != [&] {
+            for (const json &o : meta.at("kernels"))
+              if (o.at("name") == of)
+                return o.at("arguments");
+            return json();
+          }())
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "kernels/kernels.json: kernel '", name, "' replaces '", of,
+            "', which is not a kernel with the same arguments (or min_rows < 1)"));
+      if (!noTiles) {
+        it->second.tiled = &gpuKernels.at("_mlir_ciface_" + name);
+        it->second.tiledMinRows = minRows;
+      }
     }
   } catch (const json::exception &e) {
     return absl::InvalidArgumentError(

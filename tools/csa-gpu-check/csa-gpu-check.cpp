@@ -7,6 +7,7 @@
 // checks the GPU route: thread mapping, NVVM lowering, libdevice, PTX.
 //
 //   csa-gpu-check --host=lib.so --ptx=DIR [--rows=37] [--seed=1] [--filter=linear_]
+//                 [--exclude=SUBSTRING]
 //                 [--time=N [--csv=FILE]]
 //
 // Kernels whose arguments are all dense memrefs of bf16, f32 or i8 are run
@@ -118,7 +119,7 @@ void callHost(void *fn, std::vector<void *> &a) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string hostLib, ptxDir, filter, csvPath;
+  std::string hostLib, ptxDir, filter, exclude, csvPath;
   int64_t rows = 37, timeIterations = 0;
   uint32_t seed = 1;
   for (int i = 1; i < argc; ++i) {
@@ -139,13 +140,15 @@ int main(int argc, char **argv) {
       seed = uint32_t(std::stoul(v));
     else if (const char *v = value("--filter"))
       filter = v;
+    else if (const char *v = value("--exclude"))
+      exclude = v;
     else if (const char *v = value("--time"))
       timeIterations = std::stoll(v);
     else if (const char *v = value("--csv"))
       csvPath = v;
     else {
       std::cerr << "usage: csa-gpu-check --host=lib.so --ptx=DIR [--rows=N] "
-                   "[--seed=N] [--filter=PREFIX] [--time=N [--csv=FILE]]\n";
+                   "[--seed=N] [--filter=PREFIX] [--exclude=SUBSTRING] [--time=N [--csv=FILE]]\n";
       return 2;
     }
   }
@@ -204,6 +207,8 @@ int main(int argc, char **argv) {
     const std::string name = k["name"].get<std::string>();
     if (!filter.empty() && name.rfind(filter, 0) != 0)
       continue;
+    if (!exclude.empty() && name.find(exclude) != std::string::npos)
+      continue;
     std::vector<Arg> args;
     bool ok = !k["status_parameter"].get<bool>();
     for (const auto &t : k["arguments"]) {
@@ -214,7 +219,10 @@ int main(int argc, char **argv) {
       }
       args.push_back(std::move(arg));
     }
-    void *hostFn = dlsym(host, ("_mlir_ciface_" + name).c_str());
+    // A row-tiled form is checked against the host kernel it replaces.
+    const std::string hostName =
+        k.contains("replaces") ? k["replaces"].get<std::string>() : name;
+    void *hostFn = dlsym(host, ("_mlir_ciface_" + hostName).c_str());
     if (!ok || !hostFn || args.size() < 2 || args.size() > 8) {
       notRun.push_back(name);
       continue;

@@ -25,6 +25,20 @@ TEST(LaunchRule, RowOutputsGridIsRowsByOutputBlocks) {
   EXPECT_FALSE(launchShape(*rule, 1).ok());
 }
 
+TEST(LaunchRule, RowTilesGridIsRowTilesByOutputTiles) {
+  auto rule = parseLaunchRule(
+      json{{"rule", "row_tiles"}, {"block", 128}, {"rows_argument", 0},
+           {"rows_per_block", 8}, {"outputs", 300}, {"outputs_per_block", 128}},
+      "linear_tiled", 4);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto shape = launchShape(*rule, 37);
+  ASSERT_TRUE(shape.ok());
+  EXPECT_EQ(shape->gridX, 5u); // ceil(37 / 8) row tiles
+  EXPECT_EQ(shape->gridY, 3u); // ceil(300 / 128): a thread per output
+  EXPECT_EQ(shape->blockX, 128u);
+  EXPECT_EQ(launchShape(*rule, 0)->gridX, 1u);
+}
+
 TEST(LaunchRule, RowsGridCoversRowTilesPerThread) {
   auto rule = parseLaunchRule(json{{"rule", "rows"}, {"block", 128},
                                    {"rows_argument", 1}, {"rows_per_thread", 8}},
@@ -124,6 +138,13 @@ TEST(LaunchRule, MalformedRulesNameTheField) {
                          {"rows_per_thread", 1}}),
             "kernel 'k': launch.rows_argument is 5, not in [0, 1]");
   EXPECT_EQ(message(json{{"rule", "warps"}, {"block", 32}}),
-            "kernel 'k': launch.rule 'warps' is not rows, row_elements, row_outputs or single");
+            "kernel 'k': launch.rule 'warps' is not rows, row_elements, row_outputs, "
+            "row_tiles or single");
+  EXPECT_EQ(message(json{{"rule", "row_tiles"}, {"block", 128}, {"rows_argument", 0},
+                         {"outputs", 8}, {"outputs_per_block", 64}, {"rows_per_block", 8}}),
+            "kernel 'k': launch.block is 128, not outputs_per_block (64)");
+  EXPECT_EQ(message(json{{"rule", "row_tiles"}, {"block", 64}, {"rows_argument", 0},
+                         {"outputs", 8}, {"outputs_per_block", 64}}),
+            "kernel 'k': launch.rows_per_block is missing");
   EXPECT_EQ(message(json::array()), "kernel 'k': launch.rule is missing");
 }

@@ -175,7 +175,8 @@ bool elementParallel(StringRef name) {
       "rope_",           "quantize_",     "dequantize_", "sparse_attention_",
       "swiglu_",         "moe_accumulate_", "moe_finish_", "engram_gate_",
       "engram_gather_",  "index_weights_scale_", "index_score_",
-      "hc_mix_sums_",    "topk_rank_",    "hsi_block_scores_", "hsi_select_"};
+      "hc_mix_sums_",    "topk_rank_",    "hsi_block_scores_", "hsi_select_",
+      "moe_gather_"};
   for (const char *p : prefixes)
     if (name.starts_with(p))
       return true;

@@ -380,8 +380,8 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         buildMoeRouteKernel(s.kernels, route, op.getExperts(), op.getTopK(),
                             float(op.getRouteScale().convertToDouble()));
       }, "route");
-      std::string gather = llvm::formatv("moe_gather_{0}_top{1}", dim, op.getTopK()).str();
-      s.use(gather, "csa.moe", "", [&] { buildMoeGatherKernel(s.kernels, gather, dim, op.getTopK()); }, "gather");
+      std::string gather = llvm::formatv("moe_gather_{0}", dim).str();
+      s.use(gather, "csa.moe", "", [&] { buildMoeGatherKernel(s.kernels, gather, dim); }, "gather");
       s.linear("csa.moe", op.getExpertFormat(), dim, inter, 1, "expert_in");
       s.linear("csa.moe", op.getExpertFormat(), inter, dim, 1, "expert_out");
       s.linear("csa.moe", op.getSharedFormat(), dim, inter, 1, "shared_in");

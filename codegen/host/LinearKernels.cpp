@@ -22,6 +22,7 @@
 #include "codegen/host/KernelBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -135,6 +136,47 @@ Value decodeUe8m0(OpBuilder &b, Location loc, Value code) {
                                       i32c(b, loc, 0xFF));
   bits = arith::SelectOp::create(b, loc, isNaN, i32c(b, loc, 0x7FC00000u), bits);
   return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+}
+
+/// kE4M3Values[code] of an i32 code in [0, 255] without a table: bias 7,
+/// subnormals m * 2^-9, S.1111.111 NaN (0x7FC00000 with the code's sign).
+Value decodeE4M3Arith(OpBuilder &b, Location loc, Value code) {
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
+  auto c = [&](uint32_t v) { return i32c(b, loc, v); };
+  Value sign = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, code, c(0x80)),
+                                     c(24));
+  Value e = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, code, c(3)), c(0xF));
+  Value m = arith::AndIOp::create(b, loc, code, c(7));
+  Value normal = arith::OrIOp::create(
+      b, loc, arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, e, c(120)), c(23)),
+      arith::ShLIOp::create(b, loc, m, c(20)));
+  Value subnormal = arith::BitcastOp::create(
+      b, loc, i32,
+      arith::MulFOp::create(b, loc, arith::UIToFPOp::create(b, loc, f32, m),
+                            f32c(b, loc, nx::kE4M3MinSubnormal)));
+  Value isSub = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, e, c(0));
+  Value isNaN = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                      arith::AndIOp::create(b, loc, code, c(0x7F)), c(0x7F));
+  Value bits = arith::SelectOp::create(b, loc, isSub, subnormal, normal);
+  bits = arith::SelectOp::create(b, loc, isNaN, c(0x7FC00000u), bits);
+  return arith::BitcastOp::create(b, loc, f32, arith::OrIOp::create(b, loc, bits, sign));
+}
+
+/// kE2M1Values[code] of an i32 code in [0, 15] without a table.
+Value decodeE2M1Arith(OpBuilder &b, Location loc, Value code) {
+  Type f32 = b.getF32Type();
+  auto c = [&](uint32_t v) { return i32c(b, loc, v); };
+  Value sign = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, code, c(8)), c(28));
+  Value e = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, code, c(1)), c(3));
+  Value m = arith::AndIOp::create(b, loc, code, c(1));
+  // e > 0: 2^(e-1) (1 + m/2); e = 0: m * 0.5 (0x3F000000 or 0).
+  Value normal = arith::OrIOp::create(
+      b, loc, arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, e, c(126)), c(23)),
+      arith::ShLIOp::create(b, loc, m, c(22)));
+  Value subnormal = arith::MulIOp::create(b, loc, m, c(0x3F000000u));
+  Value isSub = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, e, c(0));
+  Value bits = arith::SelectOp::create(b, loc, isSub, subnormal, normal);
+  return arith::BitcastOp::create(b, loc, f32, arith::OrIOp::create(b, loc, bits, sign));
 }
 
 /// sum over e in [0, k) of product(e), as reference::linear sums: an fp32
@@ -842,6 +884,21 @@ void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
       fp8 ? arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult() : j;
   SmallVector<Value> zeros(size_t(rowsPerTile), f32c(b, loc, 0.f));
   SmallVector<Type> accTypes(size_t(rowsPerTile), f32);
+  // FP8/FP4: the weight's first byte as a global pointer, and whether it is
+  // 16-byte aligned (a device allocation is; the block loads need it).
+  Value wBase, aligned;
+  if (quantized) {
+    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, w);
+    Value start = add(b, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, w),
+                      meta.getOffset());
+    wBase = LLVM::IntToPtrOp::create(
+        b, loc, LLVM::LLVMPointerType::get(context, /*addressSpace=*/1),
+        arith::IndexCastUIOp::create(b, loc, b.getI64Type(), start).getResult(),
+        LLVM::DereferenceableAttr());
+    aligned = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, loc, start, idx(b, loc, 16)), idx(b, loc, 0));
+  }
   Value zero = f32c(b, loc, 0.f);
   scf::ForOp chunkLoop = forLoop(
       b, loc, 0, chunks, zeros,
@@ -938,6 +995,7 @@ void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
             partial[size_t(t)] = arith::AddFOp::create(b, loc, partial[size_t(t)], prod);
           }
         };
+        auto scalarPartials = [&](OpBuilder &b) -> SmallVector<Value> {
         scf::ForOp elements;
         if (fp4) {
           // Byte i of the block holds elements 2i (low nibble) and 2i + 1.
@@ -973,10 +1031,59 @@ void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
             return partial;
           });
         }
+        return SmallVector<Value>(elements.getResults());
+        };
+        SmallVector<Value> partials;
+        if (!quantized) {
+          partials = scalarPartials(b);
+        } else {
+          // The block's codes in one or two 16-byte loads when the weight is
+          // 16-byte aligned (rows are: K % 32 == 0), decoded arithmetically.
+          auto ifAligned = scf::IfOp::create(b, loc, accTypes, aligned, /*withElse=*/true);
+          OpBuilder eb = OpBuilder::atBlockEnd(ifAligned.elseBlock());
+          scf::YieldOp::create(eb, loc, scalarPartials(eb));
+          OpBuilder vb = OpBuilder::atBlockEnd(ifAligned.thenBlock());
+          const int64_t rowBytes = fp8 ? k : k / 2, blockBytes = fp8 ? kBlock : kBlock / 2;
+          Value offset = arith::IndexCastUIOp::create(
+              vb, loc, vb.getI64Type(),
+              add(vb, mul(vb, j, rowBytes),
+                  mul(vb, arith::DivUIOp::create(vb, loc, col0, idx(vb, loc, kBlock)),
+                      blockBytes)));
+          auto words = VectorType::get({4}, vb.getI32Type());
+          SmallVector<Value> word;
+          for (int64_t v = 0; v < blockBytes / 16; ++v) {
+            Value at = arith::AddIOp::create(
+                vb, loc, offset,
+                arith::ConstantOp::create(vb, loc, vb.getI64IntegerAttr(16 * v)));
+            Value ptr = LLVM::GEPOp::create(vb, loc, wBase.getType(), vb.getI8Type(),
+                                            wBase, ValueRange{at});
+            Value vec = LLVM::LoadOp::create(vb, loc, words, ptr, /*alignment=*/16,
+                                             /*isVolatile=*/false,
+                                             /*isNonTemporal=*/false,
+                                             /*isInvariant=*/true);
+            for (int64_t i = 0; i < 4; ++i)
+              word.push_back(LLVM::ExtractElementOp::create(
+                  vb, loc, vec,
+                  LLVM::ConstantOp::create(vb, loc, vb.getI32Type(), int32_t(i))));
+          }
+          SmallVector<Value> partial(zeros);
+          for (int64_t e = 0; e < kBlock; ++e) {
+            // FP8: byte e; FP4: nibble e (element 2i is byte i's low nibble).
+            const int64_t perWord = fp8 ? 4 : 8, bits = fp8 ? 8 : 4;
+            Value code = arith::AndIOp::create(
+                vb, loc,
+                arith::ShRUIOp::create(vb, loc, word[size_t(e / perWord)],
+                                       i32c(vb, loc, uint32_t(bits * (e % perWord)))),
+                i32c(vb, loc, fp8 ? 0xFF : 0xF));
+            Value value = fp8 ? decodeE4M3Arith(vb, loc, code) : decodeE2M1Arith(vb, loc, code);
+            accumulate(vb, idx(vb, loc, e), arith::MulFOp::create(vb, loc, value, ws), partial);
+          }
+          scf::YieldOp::create(vb, loc, partial);
+          partials = SmallVector<Value>(ifAligned.getResults());
+        }
         SmallVector<Value> next;
         for (int64_t t = 0; t < rowsPerTile; ++t)
-          next.push_back(arith::AddFOp::create(b, loc, sums[size_t(t)],
-                                               elements.getResult(unsigned(t))));
+          next.push_back(arith::AddFOp::create(b, loc, sums[size_t(t)], partials[size_t(t)]));
         return next;
       });
       scf::YieldOp::create(tb, loc, blockLoop.getResults());
@@ -1036,6 +1143,28 @@ func::FuncOp buildFp8ActQuantKernel(ModuleOp module, const std::string &name,
     });
     return SmallVector<Value>{};
   });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildCodeDecodeKernel(ModuleOp module, const std::string &name,
+                                   bool fp4) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  auto codesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type());
+  auto valuesType = MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
+  func::FuncOp fn = startKernel(b, module, name, {codesType, valuesType});
+  Value codes = fn.getArgument(0), values = fn.getArgument(1);
+  Value size = memref::DimOp::create(b, loc, codes, idx(b, loc, 0));
+  forLoop(b, loc, idx(b, loc, 0), size, ValueRange{},
+          [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+            Value code = loadCode(b, loc, codes, ValueRange{i});
+            Value v = fp4 ? decodeE2M1Arith(
+                                b, loc, arith::AndIOp::create(b, loc, code, i32c(b, loc, 0xF)))
+                          : decodeE4M3Arith(b, loc, code);
+            memref::StoreOp::create(b, loc, v, values, ValueRange{i});
+            return SmallVector<Value>{};
+          });
   func::ReturnOp::create(b, loc);
   return fn;
 }

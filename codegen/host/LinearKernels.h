@@ -160,6 +160,13 @@ mlir::func::FuncOp buildFp8ActQuantKernel(mlir::ModuleOp module,
 mlir::func::FuncOp buildE4M3RoundKernel(mlir::ModuleOp module,
                                         const std::string &name);
 
+/// `name(codes: memref<?xi8>, values: memref<?xf32>)`: each code decoded
+/// with integer arithmetic instead of a table (E4M3, or E2M1 of the low 4
+/// bits with `fp4`), as the row-tiled form's 16-byte weight loads do; equal
+/// to kE4M3Values / kE2M1Values (checked for every code).
+mlir::func::FuncOp buildCodeDecodeKernel(mlir::ModuleOp module,
+                                         const std::string &name, bool fp4);
+
 /// Emits the E4M3 round trip of an f32 value: RNE to the E4M3 grid with
 /// gradual underflow (quantum 2^-9), saturation to +-448 (infinities too),
 /// the sign of zero kept, NaN -> +NaN (0x7FC00000), all as i32 arithmetic.

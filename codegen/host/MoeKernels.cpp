@@ -84,43 +84,29 @@ func::FuncOp buildMoeRouteKernel(ModuleOp module, const std::string &name,
 }
 
 func::FuncOp buildMoeGatherKernel(ModuleOp module, const std::string &name,
-                                  int64_t dim, int64_t topK) {
+                                  int64_t dim) {
   OpBuilder b(module.getContext());
   Location loc = module.getLoc();
-  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type(),
-       i64 = b.getI64Type();
+  Type bf16 = b.getBF16Type();
   func::FuncOp fn = KernelBuilder::start(
       b, module, name,
       {MemRefType::get({ShapedType::kDynamic, dim}, bf16),
-       MemRefType::get({ShapedType::kDynamic, topK}, i32),
-       MemRefType::get({ShapedType::kDynamic, topK}, f32), i32,
-       MemRefType::get({ShapedType::kDynamic, dim}, bf16),
-       MemRefType::get({ShapedType::kDynamic}, i32),
-       MemRefType::get({ShapedType::kDynamic}, f32),
-       MemRefType::get({1}, i64)});
+       MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
+       MemRefType::get({ShapedType::kDynamic, dim}, bf16)});
   KernelBuilder k(b, loc);
-  Value x = fn.getArgument(0), ids = fn.getArgument(1),
-        weights = fn.getArgument(2), expert = fn.getArgument(3),
-        rows = fn.getArgument(4), rowIndex = fn.getArgument(5),
-        rowWeight = fn.getArgument(6), count = fn.getArgument(7);
-  Value total = k.reduce(k.idx(0), k.dim(x, 0), k.idx(0), [&](Value n, Value next) {
-    return k.reduce(topK, next, [&](Value slot, Value at) -> Value {
-      Value hit = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                        k.load(ids, {n, slot}), expert);
-      auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()}, hit,
-                                    /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      k.loop(dim, [&](Value e) { k.store(k.load(x, {n, e}), rows, {at, e}); });
-      k.store(arith::IndexCastOp::create(b, loc, i32, n), rowIndex, at);
-      k.store(k.load(weights, {n, slot}), rowWeight, at);
-      scf::YieldOp::create(b, loc, ValueRange{k.addi(at, k.idx(1))});
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, loc, ValueRange{at});
-      return ifOp.getResult(0);
+  Value x = fn.getArgument(0), rowIndex = fn.getArgument(1), rows = fn.getArgument(2);
+  Value tokens = k.dim(x, 0);
+  k.loop(k.idx(0), k.dim(rowIndex, 0), [&](Value i) {
+    k.loop(dim, [&](Value e) {
+      // A row index past the tokens copies nothing (never read out of bounds).
+      Value n = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), k.load(rowIndex, i));
+      Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n, tokens);
+      auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(guard.thenBlock());
+      k.store(k.load(x, {n, e}), rows, {i, e});
     });
   });
-  k.store(arith::IndexCastOp::create(b, loc, i64, total), count, k.idx(0));
   k.finish();
   return fn;
 }

@@ -23,13 +23,12 @@ mlir::func::FuncOp buildMoeRouteKernel(mlir::ModuleOp module,
                                        const std::string &name, int64_t experts,
                                        int64_t topK, float routeScale);
 
-/// `name(x: memref<?xDxbf16>, ids: memref<?xKxi32>, weights: memref<?xKxf32>,
-/// expert: i32, rows: memref<?xDxbf16>, rowIndex: memref<?xi32>,
-/// rowWeight: memref<?xf32>, count: memref<1xi64>)`: the tokens routed to
-/// `expert`, in token order.
+/// `name(x: memref<?xDxbf16>, rowIndex: memref<?xi32>, rows: memref<?xDxbf16>)`:
+/// rows[i] = x[rowIndex[i]], the tokens routed to one expert (the runtime
+/// lists them from the routing, in token order); an index past x's rows
+/// copies nothing.
 mlir::func::FuncOp buildMoeGatherKernel(mlir::ModuleOp module,
-                                        const std::string &name, int64_t dim,
-                                        int64_t topK);
+                                        const std::string &name, int64_t dim);
 
 /// `name(gate: memref<?xIxbf16>, up: memref<?xIxbf16>, weight: memref<?xf32>,
 /// h: memref<?xIxbf16>)`.

@@ -407,7 +407,7 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
     return absl::FailedPreconditionError(
         absl::StrCat(source, ": plan version ", plan.version,
                      " is older than this runtime's ", kPlanVersion,
-                     " (the steps' kernel roles changed); recompile the artifact"));
+                     " (the steps' kernels changed); recompile the artifact"));
   CSA_ARTIFACT_TRY_STATUS(f.onlyKnown(
       {"version", "max_context", "caches", "transients", "entry_points"}));
   CSA_ARTIFACT_TRY(plan.maxContext, f.integer("max_context", 1));

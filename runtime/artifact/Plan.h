@@ -31,7 +31,9 @@ namespace artifact {
 /// The plan schema version this runtime reads (plan.json "version").
 /// 2: csa.hc_mix, csa.topk and csa.hsi_select call two kernels each (roles
 /// sums/rank/blocks beside main; hsi_select has attrs.block_size).
-constexpr int64_t kPlanVersion = 2;
+/// 3: csa.moe's gather kernel copies the rows the runtime lists per expert
+/// (x, row index, rows) instead of scanning the routing itself.
+constexpr int64_t kPlanVersion = 3;
 
 /// The per-sequence caches of docs/cache-formats.md.
 enum class CacheKind : uint8_t {

@@ -33,6 +33,7 @@ struct Driver::Api {
   CUresult (*cuMemFree)(DevicePtr);
   CUresult (*cuMemcpyHtoD)(DevicePtr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, DevicePtr, size_t);
+  CUresult (*cuMemcpyDtoD)(DevicePtr, DevicePtr, size_t);
   CUresult (*cuLaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, void *, void **,
                              void **);
@@ -88,6 +89,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuMemFree_v2", reinterpret_cast<void **>(&api.cuMemFree)},
       {"cuMemcpyHtoD_v2", reinterpret_cast<void **>(&api.cuMemcpyHtoD)},
       {"cuMemcpyDtoH_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoH)},
+      {"cuMemcpyDtoD_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoD)},
       {"cuLaunchKernel", reinterpret_cast<void **>(&api.cuLaunchKernel)},
       {"cuCtxSynchronize", reinterpret_cast<void **>(&api.cuCtxSynchronize)},
       {"cuGetErrorString", reinterpret_cast<void **>(&api.cuGetErrorString)},
@@ -189,6 +191,10 @@ absl::Status Driver::copyToDevice(DevicePtr dst, const void *src, size_t bytes) 
 
 absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {
   return check(*api_, api_->cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
+}
+
+absl::Status Driver::copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
+  return check(*api_, api_->cuMemcpyDtoD(dst, src, bytes), "cuMemcpyDtoD");
 }
 
 absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,

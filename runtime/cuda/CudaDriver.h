@@ -83,6 +83,7 @@ public:
   absl::Status release(DevicePtr ptr);
   absl::Status copyToDevice(DevicePtr dst, const void *src, size_t bytes);
   absl::Status copyToHost(void *dst, DevicePtr src, size_t bytes);
+  absl::Status copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes);
   /// Launches on the default stream; `params` as cuLaunchKernel takes them.
   absl::Status launch(Function fn, const LaunchShape &shape, void **params);
   absl::Status synchronize();

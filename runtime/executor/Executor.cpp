@@ -359,6 +359,37 @@ public:
       download(reinterpret_cast<void *>(start), m.device, m.bytes);
     m.current = Current::Host;
   }
+  /// The next kernel given the buffer holding `p` writes all of it before
+  /// anything reads it (a fresh result or scratch): nothing is uploaded, and
+  /// the host's bytes are stale until a toHost.
+  void deviceWillWrite(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    mirror(start, end).current = Current::Device;
+  }
+  /// Copies `bytes` from `src` to the whole buffer starting at `dst` on the
+  /// device, when src's buffer is current there (a RoPE or slice of a value
+  /// a kernel produced); false when the host should copy instead.
+  bool copyOnDevice(void *dst, const void *src, size_t bytes) {
+    uintptr_t ss = 0, se = 0, ds = 0, de = 0;
+    if (!bounds.range(src, ss, se) || !bounds.range(dst, ds, de) || ss == ds ||
+        uintptr_t(dst) != ds || bytes != de - ds)
+      return false;
+    auto it = mirrors.find(ss);
+    if (it == mirrors.end() || it->second.bytes != se - ss ||
+        it->second.current == Current::Host)
+      return false;
+    Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
+    const cuda::DevicePtr from = it->second.device + (uintptr_t(src) - ss);
+    if (emulated())
+      std::memcpy(reinterpret_cast<void *>(uintptr_t(d.device)),
+                  reinterpret_cast<const void *>(uintptr_t(from)), bytes);
+    else
+      check(driver->copyOnDevice(d.device, from, bytes));
+    d.current = Current::Device;
+    return true;
+  }
   /// The host rewrote (or reallocated) the buffer holding `p`.
   void hostWrote(const void *p) {
     uintptr_t start = 0, end = 0;
@@ -852,6 +883,11 @@ struct Executor::Impl {
       return absl::InvalidArgumentError(
           "a value holds fewer bytes than its shape says (another dtype?)");
     Tensor &dst = tensor(s, i);
+    if (&dst != &src && runner) {
+      result(s, i, elementBytes, dims, base);
+      if (runner->copyOnDevice(dst.ptr(), src.data.data() + from, bytes))
+        return &dst;
+    }
     onHost(src.data.data());
     if (&dst == &src) { // one transient for operand and result
       std::vector<uint8_t> bytesOf(src.data.begin() + from,
@@ -879,6 +915,24 @@ struct Executor::Impl {
     t.elementBytes = elementBytes;
     t.resize(std::move(dims));
     hostRefilled(t.ptr());
+    return t;
+  }
+  /// Scratch that the step's first kernel on it writes whole (so its bytes
+  /// are not uploaded on the GPU path). Only for buffers the host never
+  /// writes and never reads without onHost.
+  Tensor &kernelScratch(const std::string &name, int64_t elementBytes,
+                        std::vector<int64_t> dims) {
+    Tensor &t = scratch(name, elementBytes, std::move(dims));
+    if (runner)
+      runner->deviceWillWrite(t.ptr());
+    return t;
+  }
+  /// result() for a value the step's kernel writes whole: no upload.
+  Tensor &kernelResult(Step &s, size_t i, int64_t elementBytes,
+                       std::vector<int64_t> dims, int64_t base) {
+    Tensor &t = result(s, i, elementBytes, std::move(dims), base);
+    if (runner)
+      runner->deviceWillWrite(t.ptr());
     return t;
   }
   /// The `rowBytes`-byte parts at `offset` of entries [0, count) of a global
@@ -1439,7 +1493,7 @@ absl::Status Executor::Impl::hcMix(Step &s) {
   Tensor &post = result(s, 5, 4, {n, hc}, x.base);
   Tensor &comb = result(s, 6, 4, {n, hc, hc}, x.base);
   // The mix+1 long sums (dots and sum of squares), then the rest per row.
-  Tensor &sums = scratch("hc_mix.sums", 4, {n, mix + 1});
+  Tensor &sums = kernelScratch("hc_mix.sums", 4, {n, mix + 1});
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
   auto dfn = desc<2>(weight(s, 1).data, {mix, hc * dim});
   auto dsums = desc<2>(sums.ptr(), {n, mix + 1});
@@ -1498,7 +1552,7 @@ absl::Status Executor::Impl::linearOp(Step &s) {
   const std::string format = s.call->attrs.at("format").get<std::string>();
   const bool scaled = format != "bf16" && format != "f32";
   const size_t resultArg = scaled ? 3 : 2;
-  Tensor &y = result(s, resultArg, format == "f32" ? 4 : 2, {rows, out}, x.base);
+  Tensor &y = kernelResult(s, resultArg, format == "f32" ? 4 : 2, {rows, out}, x.base);
   linear(s, "main", x.ptr(), rows, in, 1, scaled, y.ptr(), out);
   return absl::OkStatus();
 }
@@ -1722,7 +1776,7 @@ absl::Status Executor::Impl::hsiSelect(Step &s) {
   Tensor &mask = result(s, 1, 1, {n, width}, scores.base);
   // Each block's score, then each block ranks itself.
   const int64_t numBlocks = (width + blockSize - 1) / blockSize;
-  Tensor &blocks = scratch("hsi.blocks", 4, {n, numBlocks});
+  Tensor &blocks = kernelScratch("hsi.blocks", 4, {n, numBlocks});
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
   auto db = desc<2>(blocks.ptr(), {n, numBlocks});
@@ -1744,7 +1798,7 @@ absl::Status Executor::Impl::topk(Step &s) {
   auto dout = desc<2>(out.ptr(), {n, k});
   // Which positions are in the top k (each position ranks itself), then
   // the picks in position order.
-  Tensor &picked = scratch("topk.picked", 1, {n, width});
+  Tensor &picked = kernelScratch("topk.picked", 1, {n, width});
   auto dp = desc<2>(picked.ptr(), {n, width});
   if (!masked) {
     invoke(s, "rank", &ds, &dp);
@@ -1904,10 +1958,10 @@ absl::Status Executor::Impl::moe(Step &s) {
   const size_t outArg = sharedArg + perShared;
   const size_t wStep = expertScales ? 2 : 1, sStep = sharedScales ? 2 : 1;
 
-  Tensor &logitsBuf = scratch("moe.logits", 4, {n, experts});
+  Tensor &logitsBuf = kernelScratch("moe.logits", 4, {n, experts});
   linear(s, "gate", x.ptr(), n, dim, 1, false, logitsBuf.ptr(), experts);
-  Tensor &ids = scratch("moe.ids", 4, {n, topK});
-  Tensor &wts = scratch("moe.weights", 4, {n, topK});
+  Tensor &ids = kernelScratch("moe.ids", 4, {n, topK});
+  Tensor &wts = kernelScratch("moe.weights", 4, {n, topK});
   {
     auto dl = desc<2>(logitsBuf.ptr(), {n, experts});
     auto db = desc<1>(weight(s, 2).data, {experts});
@@ -1917,42 +1971,65 @@ absl::Status Executor::Impl::moe(Step &s) {
   }
   Tensor &y = scratch("moe.y", 4, {n, dim});
   std::fill(y.data.begin(), y.data.end(), 0);
-  Tensor &rows = scratch("moe.rows", 2, {n, dim});
-  Tensor &rowIndex = scratch("moe.row_index", 4, {n});
-  Tensor &rowWeight = scratch("moe.row_weight", 4, {n});
-  Tensor &count = scratch("moe.count", 8, {1});
-  Tensor &g = scratch("moe.g", 2, {n, inter});
-  Tensor &up = scratch("moe.up", 2, {n, inter});
-  Tensor &h = scratch("moe.h", 2, {n, inter});
-  Tensor &o = scratch("moe.o", 2, {n, dim});
+  // Each expert's tokens in token order, with their routing weights: one
+  // list per expert, ascending expert (a counting sort of the routing, once
+  // per layer; the gather kernel copies the rows).
+  onHost(ids.ptr());
+  onHost(wts.ptr());
+  std::vector<int64_t> first(size_t(experts) + 1, 0);
+  const int32_t *idAt = ids.as<int32_t>();
+  for (int64_t i = 0; i < n * topK; ++i)
+    if (idAt[i] >= 0 && idAt[i] < experts)
+      ++first[size_t(idAt[i]) + 1];
+  for (int64_t e = 0; e < experts; ++e)
+    first[size_t(e) + 1] += first[size_t(e)];
+  Tensor &rowIndex = scratch("moe.row_index", 4, {std::max<int64_t>(first.back(), 1)});
+  Tensor &rowWeight = scratch("moe.row_weight", 4, {std::max<int64_t>(first.back(), 1)});
+  {
+    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t slot = 0; slot < topK; ++slot) {
+        const int32_t e = idAt[r * topK + slot];
+        if (e < 0 || e >= experts)
+          continue;
+        const int64_t at = next[size_t(e)]++;
+        rowIndex.as<int32_t>()[at] = int32_t(r);
+        rowWeight.as<float>()[at] = wts.as<float>()[r * topK + slot];
+      }
+  }
+  // An expert has at most n rows unless the routing repeats it in a row.
+  int64_t capacity = n;
+  for (int64_t e = 0; e < experts; ++e)
+    capacity = std::max(capacity, first[size_t(e) + 1] - first[size_t(e)]);
+  Tensor &rows = kernelScratch("moe.rows", 2, {capacity, dim});
+  Tensor &g = kernelScratch("moe.g", 2, {capacity, inter});
+  Tensor &up = kernelScratch("moe.up", 2, {capacity, inter});
+  Tensor &h = kernelScratch("moe.h", 2, {capacity, inter});
+  Tensor &o = kernelScratch("moe.o", 2, {capacity, dim});
   auto dx = desc<2>(x.ptr(), {n, dim});
-  auto di = desc<2>(ids.ptr(), {n, topK});
-  auto dw = desc<2>(wts.ptr(), {n, topK});
   auto dy = desc<2>(y.ptr(), {n, dim});
   // Routed experts in ascending id, as model.py accumulates them.
   for (int64_t e = 0; e < experts; ++e) {
-    auto drows = desc<2>(rows.ptr(), {n, dim});
-    auto dri = desc<1>(rowIndex.ptr(), {n});
-    auto drw = desc<1>(rowWeight.ptr(), {n});
-    auto dc = desc<1>(count.ptr(), {1});
-    invoke(s, "gather", &dx, &di, &dw,
-           int32_t(e), &drows, &dri, &drw, &dc);
-    onHost(count.ptr());
-    const int64_t c = count.as<int64_t>()[0];
+    const int64_t c = first[size_t(e) + 1] - first[size_t(e)];
     if (c == 0)
       continue;
+    int32_t *index = rowIndex.as<int32_t>() + first[size_t(e)];
+    float *weightOf = rowWeight.as<float>() + first[size_t(e)];
+    auto drows = desc<2>(rows.ptr(), {c, dim});
+    auto dri = desc<1>(index, {c});
+    invoke(s, "gather", &dx, &dri, &drows);
     const size_t w0 = firstExpert + perExpert * size_t(e);
     linear(s, "expert_in", rows.ptr(), c, dim, w0, expertScales, g.ptr(), inter);
     linear(s, "expert_in", rows.ptr(), c, dim, w0 + 2 * wStep, expertScales,
            up.ptr(), inter);
     auto dg = desc<2>(g.ptr(), {c, inter});
     auto du = desc<2>(up.ptr(), {c, inter});
-    auto dcw = desc<1>(rowWeight.ptr(), {c});
+    auto dcw = desc<1>(weightOf, {c});
     auto dh = desc<2>(h.ptr(), {c, inter});
     invoke(s, "swiglu", &dg, &du, &dcw, &dh);
     linear(s, "expert_out", h.ptr(), c, inter, w0 + wStep, expertScales, o.ptr(), dim);
     auto dout = desc<2>(o.ptr(), {c, dim});
-    auto dci = desc<1>(rowIndex.ptr(), {c});
+    auto dci = desc<1>(index, {c});
     invoke(s, "accumulate", &dy, &dout, &dci);
   }
   // The shared expert on every row, weight 1.

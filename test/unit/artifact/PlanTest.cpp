@@ -43,7 +43,7 @@ TEST(ArtifactPlan, RoundTrip) {
 
 TEST(ArtifactPlan, TextAndSpelling) {
   json text = planToJson(test::tinyPlan());
-  EXPECT_EQ(text["version"], 2);
+  EXPECT_EQ(text["version"], 3);
   EXPECT_EQ(text["caches"][3], (json{{"id", "L2.global"},
                                      {"layer", 2},
                                      {"kind", "global_cache"},
@@ -349,22 +349,22 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(ArtifactPlan, NewerVersionIsCheckedFirst) {
-  auto parsed = parsePlan(json{{"version", 3}, {"layout", "v3"}});
+  auto parsed = parsePlan(json{{"version", 4}, {"layout", "v4"}});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 3 is newer than this runtime's 2; "
+            "plan.json: plan version 4 is newer than this runtime's 3; "
             "rebuild the runtime or recompile");
 }
 
 TEST(ArtifactPlan, OlderVersionAsksForARecompile) {
-  // Version 1 steps lack kernel roles this runtime calls.
-  auto parsed = parsePlan(json{{"version", 1}, {"max_context", 8}});
+  // Version 2 steps call a MoE gather kernel of another signature.
+  auto parsed = parsePlan(json{{"version", 2}, {"max_context", 8}});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 1 is older than this runtime's 2 (the "
-            "steps' kernel roles changed); recompile the artifact");
+            "plan.json: plan version 2 is older than this runtime's 3 (the "
+            "steps' kernels changed); recompile the artifact");
 }
 
 TEST(ArtifactPlan, CheckContext) {

@@ -156,6 +156,35 @@ TEST(LinearKernels, E4M3RoundingMatchesNumerics) {
               static_cast<unsigned long long>(checked));
 }
 
+TEST(LinearKernels, ArithmeticCodeDecodeMatchesTheTables) {
+  KernelLibrary lib([](mlir::ModuleOp m) {
+    buildCodeDecodeKernel(m, "e4m3", /*fp4=*/false);
+    buildCodeDecodeKernel(m, "e2m1", /*fp4=*/true);
+  });
+  using Fn = void (*)(Descriptor<1, int8_t> *, Descriptor<1, float> *);
+  for (bool fp4 : {false, true}) {
+    auto *kernel = kernelOf<Fn>(lib, fp4 ? "e2m1" : "e4m3");
+    ASSERT_NE(kernel, nullptr);
+    std::vector<int8_t> codes(256);
+    for (int c = 0; c < 256; ++c)
+      codes[size_t(c)] = int8_t(uint8_t(c));
+    std::vector<float> out(256, 0.f);
+    auto dc = describe<1>(codes, {256});
+    auto dout = describe<1>(out, {256});
+    kernel(&dc, &dout);
+    for (int c = 0; c < 256; ++c) {
+      const float want = fp4 ? nx::decodeE2M1(uint8_t(c)) : nx::decodeE4M3(uint8_t(c));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(out[size_t(c)])) << "code " << c;
+        EXPECT_EQ(std::signbit(out[size_t(c)]), std::signbit(want)) << "code " << c;
+      } else {
+        EXPECT_EQ(bitsOf(out[size_t(c)]), bitsOf(want))
+            << (fp4 ? "E2M1" : "E4M3") << " code " << c;
+      }
+    }
+  }
+}
+
 /// All 2^32 fp32 bit patterns (about a minute; run with
 /// --gtest_also_run_disabled_tests).
 TEST(LinearKernels, DISABLED_E4M3RoundingMatchesNumericsOnEveryFloat) {

@@ -512,6 +512,7 @@ private:
       if (!rope || !store)
         return error(op, "a kernel region the host plan does not know");
       attrs["dim"] = lastDim(rope.getInput());
+      attrs["rope_stride"] = rope.getStride();
       Type row = store.getRows().getType().getElementType();
       std::string part = "ring";
       if (auto global = dyn_cast<GlobalCacheType>(store.getCache().getType()))

@@ -105,6 +105,12 @@ public:
       selection.opKernels[current][role] = name;
   }
 
+  /// The current op also names `name` (built for another op) as `role`.
+  void alsoCalls(const std::string &role, const std::string &name) {
+    if (current && !name.empty())
+      selection.opKernels[current][role] = name;
+  }
+
   /// The row tile csa-tile-kernels recorded on the current op (1: none).
   int64_t tileRows() const {
     auto tile = current ? current->getAttrOfType<DictionaryAttr>("csa.tile")
@@ -439,6 +445,11 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         buildRopeQuantizeStoreKernel(s.kernels, name, ropeK, quantK, appendK,
                                      rope.getStride());
       });
+      // Its parts, for a runtime that runs them separately (the GPU: RoPE
+      // and the quantizer a thread per element, only the store ordered).
+      s.alsoCalls("rope", ropeK);
+      s.alsoCalls("quantize", quantK);
+      s.alsoCalls("append", appendK);
     } else if (auto op = dyn_cast<LmHeadOp>(raw)) {
       s.linear("csa.lm_head", WeightFormat::F32, lastDim(op.getInput()), op.getVocab());
     }

@@ -1670,15 +1670,37 @@ absl::Status Executor::Impl::fusion(Step &s) {
   if (!t || t->shape.size() != 2 || t->shape.back() < 1)
     return absl::InvalidArgumentError("the rows of a region must be an i8 [rows, row_bytes] transient");
   const int64_t rowBytes = t->shape.back();
-  Tensor &rows = result(s, 4, 1, {n, rowBytes}, x.base);
+  // On the GPU the region runs as its parts when the plan names them (RoPE
+  // and the quantizer a thread per element; the fused kernel is one thread,
+  // since its store is ordered): the same operations on the same bytes.
+  const bool parts = runner && s.kernels.count("rope") && s.kernels.count("quantize") &&
+                     s.kernels.count("append") && s.call->attrs.contains("rope_stride");
+  Tensor &rows = parts ? kernelResult(s, 4, 1, {n, rowBytes}, x.base)
+                       : result(s, 4, 1, {n, rowBytes}, x.base);
   auto dc = appendView(s, 3, *storePosition, n, rowBytes);
   if (!dc.ok())
     return dc.status();
   auto dx = desc<2>(x.ptr(), {n, dim});
   auto dr = desc<2>(rows.ptr(), {n, rowBytes});
-  int32_t missed = invokeAs<int32_t>(kernel(s, "main"), &dx,
-                                     int64_t(*ropePosition),
-                                     int64_t(*storePosition), &*dc, &dr);
+  int32_t missed = 0;
+  if (parts && n > 0) {
+    const size_t bytes = size_t(n * dim * 2);
+    if (x.data.size() < bytes)
+      return absl::InvalidArgumentError("the region's input holds fewer bytes than [rows, dim] bf16");
+    Tensor &rotated = scratch("fusion.rotated", 2, {n, dim});
+    if (!runner->copyOnDevice(rotated.ptr(), x.ptr(), bytes)) {
+      onHost(x.ptr());
+      std::memcpy(rotated.ptr(), x.ptr(), bytes);
+    }
+    auto drot = desc<2>(rotated.ptr(), {n, dim});
+    invoke(s, "rope", &drot, int64_t(*ropePosition),
+           s.call->attrs.at("rope_stride").get<int64_t>(), int64_t(1));
+    invoke(s, "quantize", &drot, &dr);
+    missed = invokeAs<int32_t>(kernel(s, "append"), &dr, &*dc, int64_t(*storePosition));
+  } else {
+    missed = invokeAs<int32_t>(kernel(s, "main"), &dx, int64_t(*ropePosition),
+                               int64_t(*storePosition), &*dc, &dr);
+  }
   if (missed != 0)
     return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",
                                             arg(s, 3).name, "' (a runtime bug)"));

@@ -438,7 +438,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     const int64_t outputsPerBlock = block / kPartialLanes;
     const int64_t sharedBytes =
         !linear ? 0
-                : (sharedRow ? linear->inFeatures * 2 : 0) +
+                : (sharedRow ? linear->inFeatures / 32 * (32 + kLinearRowPad) * 2 : 0) +
                       outputsPerBlock * linearPartials(*linear) * 4;
     if (linear && (sharedBytes > kMaxStaticSharedBytes ||
                    block % kPartialLanes != 0))
@@ -496,7 +496,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       };
       if (sharedRow)
         lanes.sharedRowType =
-            MemRefType::get({linear->inFeatures}, b.getBF16Type(),
+            MemRefType::get({linear->inFeatures / 32 * (32 + kLinearRowPad)}, b.getBF16Type(),
                             MemRefLayoutAttrInterface{}, workgroup);
       lanes.sharedPartialsType = MemRefType::get(
           {outputsPerBlock, linearPartials(*linear)}, b.getF32Type(),

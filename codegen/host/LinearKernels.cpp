@@ -33,6 +33,7 @@
 #include <cfloat>
 #include <functional>
 #include <optional>
+#include <tuple>
 
 using namespace mlir;
 namespace nx = csa::numerics;
@@ -675,6 +676,74 @@ bool linearNeedsSharedRow(const LinearKernelSpec &spec) {
          spec.format == LinearFormat::FP4E2M1;
 }
 
+namespace {
+/// Column c of the per-output form's shared row: each 32-block is followed
+/// by kLinearRowPad bf16 of padding, so lanes reading the same element of
+/// neighbouring blocks hit different banks.
+Value paddedColumn(OpBuilder &b, Location loc, Value col) {
+  return arith::AddIOp::create(
+      b, loc, col,
+      arith::MulIOp::create(b, loc, arith::DivUIOp::create(b, loc, col, idx(b, loc, kBlock)),
+                            idx(b, loc, kLinearRowPad)));
+}
+
+/// The weight of an FP8/FP4 kernel as a global pointer to its first byte,
+/// and whether it is 16-byte aligned (device allocations are; the 16-byte
+/// block loads need it, and every row is, since K % 32 == 0).
+std::pair<Value, Value> quantizedWeightBase(OpBuilder &b, Location loc, Value w) {
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, w);
+  Value start = arith::AddIOp::create(
+      b, loc, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, w), meta.getOffset());
+  Value base = LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/1),
+      arith::IndexCastUIOp::create(b, loc, b.getI64Type(), start).getResult(),
+      LLVM::DereferenceableAttr());
+  Value aligned = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, loc, start, idx(b, loc, 16)), idx(b, loc, 0));
+  return {base, aligned};
+}
+
+/// The 32 codes (i32) of 32-block `kb` of weight row `j` (K channels), read
+/// with one (FP4) or two (FP8) 16-byte loads from `base` and decoded to f32
+/// without a table.
+SmallVector<Value> loadBlockValues(OpBuilder &b, Location loc, Value base, Value j,
+                                   Value kb, int64_t k, bool fp8) {
+  const int64_t rowBytes = fp8 ? k : k / 2, blockBytes = fp8 ? kBlock : kBlock / 2;
+  Value offset = arith::IndexCastUIOp::create(
+      b, loc, b.getI64Type(),
+      arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, j, idx(b, loc, rowBytes)),
+          arith::MulIOp::create(b, loc, kb, idx(b, loc, blockBytes))));
+  auto words = VectorType::get({4}, b.getI32Type());
+  SmallVector<Value> word;
+  for (int64_t v = 0; v < blockBytes / 16; ++v) {
+    Value at = arith::AddIOp::create(
+        b, loc, offset, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(16 * v)));
+    Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                                    ValueRange{at});
+    Value vec = LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16,
+                                     /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                     /*isInvariant=*/true);
+    for (int64_t i = 0; i < 4; ++i)
+      word.push_back(LLVM::ExtractElementOp::create(
+          b, loc, vec, LLVM::ConstantOp::create(b, loc, b.getI32Type(), int32_t(i))));
+  }
+  SmallVector<Value> values;
+  for (int64_t e = 0; e < kBlock; ++e) {
+    // FP8: byte e; FP4: nibble e (element 2i is byte i's low nibble).
+    const int64_t perWord = fp8 ? 4 : 8, bits = fp8 ? 8 : 4;
+    Value code = arith::AndIOp::create(
+        b, loc,
+        arith::ShRUIOp::create(b, loc, word[size_t(e / perWord)],
+                               i32c(b, loc, uint32_t(bits * (e % perWord)))),
+        i32c(b, loc, fp8 ? 0xFF : 0xF));
+    values.push_back(fp8 ? decodeE4M3Arith(b, loc, code) : decodeE2M1Arith(b, loc, code));
+  }
+  return values;
+}
+} // namespace
+
 void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
                               const LinearLanes &lanes) {
   MLIRContext *context = fn.getContext();
@@ -730,12 +799,15 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
         b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},
         [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
       emitActQuantRowBlock(b, loc, x, r, kb, [&](OpBuilder &nb, Value col, Value v) {
-        memref::StoreOp::create(nb, loc, v, shared, ValueRange{col});
+        memref::StoreOp::create(nb, loc, v, shared, ValueRange{paddedColumn(nb, loc, col)});
       });
       scf::YieldOp::create(b, loc);
     });
     lanes.barrier(b, loc);
   }
+  Value wBase, aligned;
+  if (quantized)
+    std::tie(wBase, aligned) = quantizedWeightBase(b, loc, w);
   // kPartialLanes lanes per output: lane `sub` computes the fp32 partials of
   // 32-blocks sub, sub + 32, ... of the output's K (its group's, for G > 1),
   // each over its block in order (contiguous weight bytes across the lanes).
@@ -760,8 +832,8 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
       Value ws = quantized ? decodeUe8m0(b, loc, loadCode(b, loc, s,
                                                           ValueRange{scaleRow, kb}))
                            : Value();
-      Value partial =
-          forLoop(b, loc, base, end, ValueRange{f32c(b, loc, 0.f)},
+      auto scalarPartial = [&](OpBuilder &b) -> Value {
+      return forLoop(b, loc, base, end, ValueRange{f32c(b, loc, 0.f)},
                   [&](OpBuilder &b, Location loc, Value e, ValueRange p) {
         Value a, wv;
         if (!quantized) {
@@ -785,12 +857,36 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
                 i32c(b, loc, 0xF));
           }
           wv = arith::MulFOp::create(b, loc, lookup(b, loc, table, code), ws);
-          a = loadF32(b, loc, shared, ValueRange{e});
+          a = loadF32(b, loc, shared, ValueRange{paddedColumn(b, loc, e)});
         }
         Value prod = arith::MulFOp::create(b, loc, a, wv);
         return SmallVector<Value>{arith::AddFOp::create(b, loc, p[0], prod)};
       })
               .getResult(0);
+      };
+      Value partial;
+      if (!quantized) {
+        partial = scalarPartial(b);
+      } else {
+        // 16-byte loads of the block's codes (neighbouring lanes read
+        // neighbouring blocks: whole lines), decoded without a table.
+        auto ifAligned = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, aligned,
+                                           /*withElse=*/true);
+        OpBuilder eb = OpBuilder::atBlockEnd(ifAligned.elseBlock());
+        scf::YieldOp::create(eb, loc, scalarPartial(eb));
+        OpBuilder vb = OpBuilder::atBlockEnd(ifAligned.thenBlock());
+        SmallVector<Value> values = loadBlockValues(vb, loc, wBase, j, kb, k, fp8);
+        Value at = arith::MulIOp::create(vb, loc, kb, idx(vb, loc, kBlock + kLinearRowPad));
+        Value p = f32c(vb, loc, 0.f);
+        for (int64_t e = 0; e < kBlock; ++e) {
+          Value a = loadF32(vb, loc, shared,
+                            ValueRange{arith::AddIOp::create(vb, loc, at, idx(vb, loc, e))});
+          Value wv = arith::MulFOp::create(vb, loc, values[size_t(e)], ws);
+          p = arith::AddFOp::create(vb, loc, p, arith::MulFOp::create(vb, loc, a, wv));
+        }
+        scf::YieldOp::create(vb, loc, p);
+        partial = ifAligned.getResult(0);
+      }
       memref::StoreOp::create(b, loc, partial, partials, ValueRange{slot, kb});
       scf::YieldOp::create(b, loc);
     });
@@ -884,21 +980,9 @@ void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
       fp8 ? arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult() : j;
   SmallVector<Value> zeros(size_t(rowsPerTile), f32c(b, loc, 0.f));
   SmallVector<Type> accTypes(size_t(rowsPerTile), f32);
-  // FP8/FP4: the weight's first byte as a global pointer, and whether it is
-  // 16-byte aligned (a device allocation is; the block loads need it).
   Value wBase, aligned;
-  if (quantized) {
-    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, w);
-    Value start = add(b, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, w),
-                      meta.getOffset());
-    wBase = LLVM::IntToPtrOp::create(
-        b, loc, LLVM::LLVMPointerType::get(context, /*addressSpace=*/1),
-        arith::IndexCastUIOp::create(b, loc, b.getI64Type(), start).getResult(),
-        LLVM::DereferenceableAttr());
-    aligned = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::eq,
-        arith::RemUIOp::create(b, loc, start, idx(b, loc, 16)), idx(b, loc, 0));
-  }
+  if (quantized)
+    std::tie(wBase, aligned) = quantizedWeightBase(b, loc, w);
   Value zero = f32c(b, loc, 0.f);
   scf::ForOp chunkLoop = forLoop(
       b, loc, 0, chunks, zeros,
@@ -1043,41 +1127,13 @@ void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
           OpBuilder eb = OpBuilder::atBlockEnd(ifAligned.elseBlock());
           scf::YieldOp::create(eb, loc, scalarPartials(eb));
           OpBuilder vb = OpBuilder::atBlockEnd(ifAligned.thenBlock());
-          const int64_t rowBytes = fp8 ? k : k / 2, blockBytes = fp8 ? kBlock : kBlock / 2;
-          Value offset = arith::IndexCastUIOp::create(
-              vb, loc, vb.getI64Type(),
-              add(vb, mul(vb, j, rowBytes),
-                  mul(vb, arith::DivUIOp::create(vb, loc, col0, idx(vb, loc, kBlock)),
-                      blockBytes)));
-          auto words = VectorType::get({4}, vb.getI32Type());
-          SmallVector<Value> word;
-          for (int64_t v = 0; v < blockBytes / 16; ++v) {
-            Value at = arith::AddIOp::create(
-                vb, loc, offset,
-                arith::ConstantOp::create(vb, loc, vb.getI64IntegerAttr(16 * v)));
-            Value ptr = LLVM::GEPOp::create(vb, loc, wBase.getType(), vb.getI8Type(),
-                                            wBase, ValueRange{at});
-            Value vec = LLVM::LoadOp::create(vb, loc, words, ptr, /*alignment=*/16,
-                                             /*isVolatile=*/false,
-                                             /*isNonTemporal=*/false,
-                                             /*isInvariant=*/true);
-            for (int64_t i = 0; i < 4; ++i)
-              word.push_back(LLVM::ExtractElementOp::create(
-                  vb, loc, vec,
-                  LLVM::ConstantOp::create(vb, loc, vb.getI32Type(), int32_t(i))));
-          }
+          SmallVector<Value> values = loadBlockValues(
+              vb, loc, wBase, j,
+              arith::DivUIOp::create(vb, loc, col0, idx(vb, loc, kBlock)), k, fp8);
           SmallVector<Value> partial(zeros);
-          for (int64_t e = 0; e < kBlock; ++e) {
-            // FP8: byte e; FP4: nibble e (element 2i is byte i's low nibble).
-            const int64_t perWord = fp8 ? 4 : 8, bits = fp8 ? 8 : 4;
-            Value code = arith::AndIOp::create(
-                vb, loc,
-                arith::ShRUIOp::create(vb, loc, word[size_t(e / perWord)],
-                                       i32c(vb, loc, uint32_t(bits * (e % perWord)))),
-                i32c(vb, loc, fp8 ? 0xFF : 0xF));
-            Value value = fp8 ? decodeE4M3Arith(vb, loc, code) : decodeE2M1Arith(vb, loc, code);
-            accumulate(vb, idx(vb, loc, e), arith::MulFOp::create(vb, loc, value, ws), partial);
-          }
+          for (int64_t e = 0; e < kBlock; ++e)
+            accumulate(vb, idx(vb, loc, e),
+                       arith::MulFOp::create(vb, loc, values[size_t(e)], ws), partial);
           scf::YieldOp::create(vb, loc, partial);
           partials = SmallVector<Value>(ifAligned.getResults());
         }

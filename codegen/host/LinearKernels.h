@@ -90,6 +90,9 @@ bool linearNeedsSharedRow(const LinearKernelSpec &spec);
 /// The number of 32-block partials of one output (K / G rounded up).
 int64_t linearPartials(const LinearKernelSpec &spec);
 
+/// The padding after each 32-block of the per-output form's shared row.
+inline constexpr int64_t kLinearRowPad = 2;
+
 /// The per-output form: lanes per output (a warp), each computing the
 /// partials of every 32nd 32-block of K.
 inline constexpr int64_t kPartialLanes = 32;
@@ -103,7 +106,9 @@ struct LinearLanes {
       firstOutput, lane, lanes;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
   /// Appended to the kernel's arguments, in the group's shared memory: the
-  /// quantized row (FP8/FP4 only), memref<K x bf16>, then the partials,
+  /// quantized row (FP8/FP4 only), memref<K / 32 x (32 + kLinearRowPad) x
+  /// bf16> flattened (each 32-block padded, so that lanes reading the same
+  /// element of neighbouring blocks use different banks), then the partials,
   /// memref<(lanes / 32) x linearPartials(spec) x f32>.
   mlir::Type sharedRowType, sharedPartialsType;
 };

@@ -1,6 +1,7 @@
 //===- NvptxBackend.cpp - Kernels to PTX through LLVM's NVPTX back end ----===//
 #include "codegen/gpu/NvptxBackend.h"
 
+#include "codegen/host/AttentionKernels.h"
 #include "codegen/host/LinearKernels.h"
 #include "passes/Passes.h"
 
@@ -444,7 +445,49 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                    block % kPartialLanes != 0))
       linear.reset(); // does not fit: the rows rule below
     int64_t rowsArg = -1;
-    if (tiled) {
+    // Sparse attention: a warp per (row, head) when the head dimension
+    // splits over 32 lanes (the row_outputs rule: outputs are the heads).
+    int64_t attentionHeads = 0, attentionDim = 0;
+    if (name.rfind("sparse_attention_", 0) == 0 && type.getNumInputs() == 6)
+      if (auto q = dyn_cast<MemRefType>(type.getInput(0)); q && q.getRank() == 3 &&
+                                                             !q.isDynamicDim(1) &&
+                                                             !q.isDynamicDim(2) &&
+                                                             q.getDimSize(2) % 32 == 0) {
+        attentionHeads = q.getDimSize(1);
+        attentionDim = q.getDimSize(2);
+      }
+    if (attentionHeads > 0) {
+      const int64_t warps = std::min<int64_t>(options.blockSize / 32, attentionHeads);
+      AttentionWarpLanes lanes;
+      lanes.row = [](OpBuilder &b, Location loc) -> Value {
+        return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+      };
+      lanes.lane = [](OpBuilder &b, Location loc) -> Value {
+        return arith::RemUIOp::create(b, loc, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x),
+                                      arith::ConstantIndexOp::create(b, loc, 32));
+      };
+      lanes.warp = [](OpBuilder &b, Location loc) -> Value {
+        return arith::DivUIOp::create(b, loc, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x),
+                                      arith::ConstantIndexOp::create(b, loc, 32));
+      };
+      lanes.head = [warps, &lanes](OpBuilder &b, Location loc) -> Value {
+        return arith::AddIOp::create(
+            b, loc,
+            arith::MulIOp::create(b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::y),
+                                  arith::ConstantIndexOp::create(b, loc, warps)),
+            lanes.warp(b, loc));
+      };
+      lanes.barrier = [](OpBuilder &b, Location loc) { gpu::BarrierOp::create(b, loc); };
+      lanes.sharedType = MemRefType::get({warps, 2, 64}, b.getF32Type(),
+                                         MemRefLayoutAttrInterface{}, workgroup);
+      buildSparseAttentionWarpBody(fn, attentionHeads, attentionDim, lanes);
+      info.launch = "row_outputs";
+      info.blockSize = 32 * warps;
+      info.rowsArgument = 0;
+      info.outputs = attentionHeads;
+      info.outputsPerBlock = warps;
+      info.sharedBytes = warps * 2 * 64 * 4;
+    } else if (tiled) {
       LinearTileLanes lanes;
       lanes.rowTile = [](OpBuilder &b, Location loc) -> Value {
         return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);

@@ -243,6 +243,172 @@ func::FuncOp buildSparseAttentionKernel(ModuleOp module,
   return fn;
 }
 
+void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDim,
+                                  const AttentionWarpLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), indexType = b.getIndexType();
+  const int64_t perLane = headDim / 32;
+  // A fresh body over the same arguments (plus the shared blocks).
+  fn.getBody().dropAllReferences();
+  fn.getBody().getBlocks().clear();
+  SmallVector<Type> inputs(fn.getFunctionType().getInputs());
+  inputs.push_back(lanes.sharedType);
+  fn.setType(b.getFunctionType(inputs, {}));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value q = entry->getArgument(0), rows = entry->getArgument(1),
+        idx = entry->getArgument(2), sink = entry->getArgument(3),
+        scale = entry->getArgument(4), out = entry->getArgument(5),
+        shared = entry->getArguments().back();
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        block = indexConst(b, loc, kAttentionBlock), cols = indexConst(b, loc, headDim);
+  Value zeroF = f32Const(b, loc, 0.f), negInf = f32Const(b, loc, -kInf),
+        startMax = f32Const(b, loc, -1e30f),
+        zeroI32 = intConst(b, loc, b.getI32Type(), 0);
+  Value i = lanes.row(b, loc), h = lanes.head(b, loc), lane = lanes.lane(b, loc),
+        warp = lanes.warp(b, loc);
+  Value n = memref::DimOp::create(b, loc, q, zero);
+  Value numIdx = memref::DimOp::create(b, loc, idx, one);
+  // Warps past the rows or heads run the loops (their barriers) idle.
+  Value active = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, i, n),
+                      cmpI(b, loc, arith::CmpIPredicate::slt, h,
+                           indexConst(b, loc, heads)));
+  auto scores = [&](Value slot) {
+    return memref::LoadOp::create(b, loc, shared, ValueRange{warp, zero, slot}).getResult();
+  };
+  auto probs = [&](Value slot) {
+    return memref::LoadOp::create(b, loc, shared, ValueRange{warp, one, slot}).getResult();
+  };
+  // if cond -> types { then } else { otherwise }, at b's insertion point.
+  auto select = [&](Value cond, TypeRange types, function_ref<SmallVector<Value>()> then,
+                    function_ref<SmallVector<Value>()> otherwise) {
+    auto op = scf::IfOp::create(b, loc, types, cond, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(op.thenBlock());
+      scf::YieldOp::create(b, loc, then());
+      b.setInsertionPointToStart(op.elseBlock());
+      scf::YieldOp::create(b, loc, otherwise());
+    }
+    return op;
+  };
+  // Lane l owns channels l, l + 32, ... (neighbouring lanes, neighbouring
+  // channels of a row).
+  auto channel = [&](int64_t m) {
+    return arith::AddIOp::create(b, loc, lane, indexConst(b, loc, 32 * m)).getResult();
+  };
+  SmallVector<Value> init{startMax, zeroF};
+  for (int64_t m = 0; m < perLane; ++m)
+    init.push_back(zeroF);
+  auto blocks = loop(b, loc, zero, numIdx, block, init,
+                     [&](Value blk, ValueRange state) -> SmallVector<Value> {
+    Value prevMax = state[0], sumExp = state[1];
+    SmallVector<Value> acc(state.drop_front(2));
+    Value blockEnd = arith::MinSIOp::create(
+        b, loc, numIdx, arith::AddIOp::create(b, loc, blk, block));
+    Value count = arith::SubIOp::create(b, loc, blockEnd, blk);
+    // Scores: lane l takes slots l and l + 32 (-inf where the index is -1).
+    for (int64_t half = 0; half < 2; ++half) {
+      Value slot = arith::AddIOp::create(b, loc, lane, indexConst(b, loc, 32 * half));
+      Value inBlock = andI(b, loc, active, cmpI(b, loc, arith::CmpIPredicate::slt, slot, count));
+      auto s = select(inBlock, TypeRange{f32}, [&]() -> SmallVector<Value> {
+        Value k = arith::AddIOp::create(b, loc, blk, slot);
+        Value j = memref::LoadOp::create(b, loc, idx, ValueRange{i, k});
+        Value valid = cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32);
+        auto dotted = select(valid, TypeRange{f32}, [&]() -> SmallVector<Value> {
+          Value r = arith::IndexCastOp::create(b, loc, indexType, j);
+          auto dot = loop(b, loc, zero, cols, one, {zeroF},
+                          [&](Value e, ValueRange d) -> SmallVector<Value> {
+            Value prod = arith::MulFOp::create(b, loc, loadF32(b, loc, q, ValueRange{i, h, e}),
+                                               loadF32(b, loc, rows, ValueRange{r, e}));
+            return {arith::AddFOp::create(b, loc, d[0], prod)};
+          });
+          return {arith::MulFOp::create(b, loc, dot.getResult(0), scale)};
+        }, [&]() -> SmallVector<Value> { return {negInf}; });
+        return {dotted.getResult(0)};
+      }, [&]() -> SmallVector<Value> { return {negInf}; });
+      memref::StoreOp::create(b, loc, s.getResult(0), shared, ValueRange{warp, zero, slot});
+    }
+    lanes.barrier(b, loc);
+    // The block's max in index order (a -1 index's -inf leaves it as is).
+    auto bm = loop(b, loc, zero, count, one, {negInf},
+                   [&](Value k, ValueRange m) -> SmallVector<Value> {
+      return {stdMax(b, loc, m[0], scores(k))};
+    });
+    Value newMax = stdMax(b, loc, prevMax, bm.getResult(0));
+    Value rescale = emitExp32(b, loc, arith::SubFOp::create(b, loc, prevMax, newMax));
+    for (Value &a : acc)
+      a = arith::MulFOp::create(b, loc, a, rescale);
+    // Probabilities of the lane's slots.
+    for (int64_t half = 0; half < 2; ++half) {
+      Value slot = arith::AddIOp::create(b, loc, lane, indexConst(b, loc, 32 * half));
+      auto inBlock = scf::IfOp::create(
+          b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, slot, count), /*withElse=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(inBlock.thenBlock());
+      Value p = emitExp32(b, loc, arith::SubFOp::create(b, loc, scores(slot), newMax));
+      memref::StoreOp::create(b, loc, p, shared, ValueRange{warp, one, slot});
+    }
+    lanes.barrier(b, loc);
+    // fp32 probabilities into the block sum, bf16 ones into P.V, in index
+    // order.
+    SmallVector<Value> pvInit{zeroF};
+    pvInit.append(acc.begin(), acc.end());
+    SmallVector<Type> accTypes(size_t(perLane), f32);
+    auto pv = loop(b, loc, zero, count, one, pvInit,
+                   [&](Value k, ValueRange st) -> SmallVector<Value> {
+      Value p = probs(k);
+      Value sum = arith::AddFOp::create(b, loc, st[0], p);
+      SmallVector<Value> cur(st.drop_front(1));
+      auto used = select(active, TypeRange{b.getI1Type()}, [&]() -> SmallVector<Value> {
+        Value j = memref::LoadOp::create(b, loc, idx,
+                                         ValueRange{i, arith::AddIOp::create(b, loc, blk, k)});
+        return {cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32)};
+      }, [&]() -> SmallVector<Value> {
+        return {arith::ConstantOp::create(b, loc, b.getBoolAttr(false)).getResult()};
+      });
+      auto next = select(used.getResult(0), accTypes, [&]() -> SmallVector<Value> {
+        Value j = memref::LoadOp::create(b, loc, idx,
+                                         ValueRange{i, arith::AddIOp::create(b, loc, blk, k)});
+        Value r = arith::IndexCastOp::create(b, loc, indexType, j);
+        Value pb = roundBf16(b, loc, p);
+        SmallVector<Value> updated;
+        for (int64_t m = 0; m < perLane; ++m) {
+          Value prod = arith::MulFOp::create(b, loc, pb,
+                                             loadF32(b, loc, rows, ValueRange{r, channel(m)}));
+          updated.push_back(arith::AddFOp::create(b, loc, cur[size_t(m)], prod));
+        }
+        return updated;
+      }, [&]() -> SmallVector<Value> { return cur; });
+      SmallVector<Value> result{sum};
+      result.append(next.getResults().begin(), next.getResults().end());
+      return result;
+    });
+    // Before the next block's scores overwrite what the lanes read.
+    lanes.barrier(b, loc);
+    Value newSum = arith::AddFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, sumExp, rescale), pv.getResult(0));
+    SmallVector<Value> next{newMax, newSum};
+    for (int64_t m = 0; m < perLane; ++m)
+      next.push_back(pv.getResult(unsigned(1 + m)));
+    return next;
+  });
+  auto store = scf::IfOp::create(b, loc, active, /*withElse=*/false);
+  b.setInsertionPointToStart(store.thenBlock());
+  Value maxScore = blocks.getResult(0);
+  Value sinkTerm = emitExp32(
+      b, loc, arith::SubFOp::create(b, loc, memref::LoadOp::create(b, loc, sink, h), maxScore));
+  Value total = arith::AddFOp::create(b, loc, blocks.getResult(1), sinkTerm);
+  for (int64_t m = 0; m < perLane; ++m) {
+    Value v = arith::DivFOp::create(b, loc, blocks.getResult(unsigned(2 + m)), total);
+    memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, v), out,
+                            ValueRange{i, h, channel(m)});
+  }
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
+}
+
 func::FuncOp buildScaleRowsKernel(ModuleOp module, const std::string &name,
                                   int64_t columns, float scale) {
   OpBuilder b(module.getContext());

@@ -18,6 +18,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace csa::codegen {
@@ -36,6 +37,27 @@ namespace csa::codegen {
 mlir::func::FuncOp buildSparseAttentionKernel(mlir::ModuleOp module,
                                               const std::string &name,
                                               int64_t heads, int64_t headDim);
+
+/// How the warp form of sparse attention is spread over GPU threads: a warp
+/// (32 lanes) per (row, head); `warp` is its index in the block, `barrier`
+/// synchronizes the block (every lane reaches every barrier).
+struct AttentionWarpLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, head, lane, warp;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// Appended to the kernel's arguments: memref<warps x 2 x 64 x f32> in
+  /// shared memory (each warp's block of scores and probabilities).
+  mlir::Type sharedType;
+};
+
+/// Replaces the body of `fn` (from buildSparseAttentionKernel; headDim a
+/// multiple of 32) with the warp form: the lanes score a block's 64 indices
+/// two each (each dot in D order), take the block max and the sum of the
+/// probabilities in index order from shared memory, and each lane keeps
+/// headDim / 32 channels of the accumulator in registers (P.V in index
+/// order per channel). The same operations in the same order as the host
+/// kernel, so the same bits.
+void buildSparseAttentionWarpBody(mlir::func::FuncOp fn, int64_t heads,
+                                  int64_t headDim, const AttentionWarpLanes &lanes);
 
 /// `name(q: memref<?xHxDxbf16>, keys: memref<?xDxbf16>, w: memref<?xHxbf16>,
 ///       visible: memref<?xi64>, out: memref<?x?xf32>)` (H = heads, D = dim):

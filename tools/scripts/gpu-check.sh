@@ -97,7 +97,7 @@ RUN
 chmod +x gpu-run/run-reduced.sh
 cat > gpu-run/run-full.sh <<'RUN'
 #!/usr/bin/env bash
-# Written by tools/scripts/gpu-check.sh. Not yet run on a GPU (docs/gpu.md).
+# Written by tools/scripts/gpu-check.sh (docs/gpu.md).
 # The full-dimension variant h200-full (released schedule and widths, 40
 # layers, 64 of the 384 routed experts): its 64.2 GB of random weights are
 # written once to RAM ($CSA_FULL_CKPT, default /dev/shm/h200-full: the
@@ -108,6 +108,7 @@ cat > gpu-run/run-full.sh <<'RUN'
 #            (csa-run --context), median of the steps, on the GPU;
 #   prefill  prompts of 4K and 32K random token ids ($CSA_FULL_PREFILL),
 #            after a --warmup (the weights' upload, untimed).
+# CSA_FULL_ARGS adds csa-run options to every run (e.g. --profile).
 # CSA_FULL_BUDGET=S gives the weight generation and each run at most the
 # seconds left of S since the script started (leave the device call a margin
 # for its own copying); a run cut short or skipped says so.
@@ -138,7 +139,7 @@ run() {
   local seconds
   seconds=$(left)
   if [ "$seconds" -lt 10 ]; then echo "skipped: CSA_FULL_BUDGET=$budget s spent"; return 1; fi
-  timeout -k 10 "$seconds" ./csa-run "$variant.csa" --weights="$ck" "$@"
+  timeout -k 10 "$seconds" ./csa-run "$variant.csa" --weights="$ck" ${CSA_FULL_ARGS:-} "$@"
   local rc=$?
   [ $rc -eq 124 ] && echo "cut short: CSA_FULL_BUDGET=$budget s spent"
   return $rc

@@ -438,13 +438,20 @@ private:
     else
       (void)driver->release(ptr);
   }
+public:
+  /// Bytes copied each way so far (the profile's transfers).
+  uint64_t bytesToDevice = 0, bytesToHost = 0;
+
+private:
   void upload(cuda::DevicePtr dst, const void *src, size_t bytes) {
+    bytesToDevice += bytes;
     if (emulated())
       std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
     else
       check(driver->copyToDevice(dst, src, bytes));
   }
   void download(void *dst, cuda::DevicePtr src, size_t bytes) {
+    bytesToHost += bytes;
     if (emulated())
       std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
     else
@@ -1401,6 +1408,8 @@ Executor::Impl::run(std::vector<Step> &steps) {
   for (Step &step : steps) {
     absl::Status st;
     const auto stepStart = std::chrono::steady_clock::now();
+    const uint64_t toDeviceBefore = runner ? runner->bytesToDevice : 0,
+                   toHostBefore = runner ? runner->bytesToHost : 0;
     try {
       st = step.driver(*this, step);
       if (options.profile && runner)
@@ -1431,6 +1440,10 @@ Executor::Impl::run(std::vector<Step> &steps) {
       e.seconds += std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - stepStart)
                        .count();
+      if (runner) {
+        e.bytesToDevice += runner->bytesToDevice - toDeviceBefore;
+        e.bytesToHost += runner->bytesToHost - toHostBefore;
+      }
     }
     for (Tensor *t : step.release) {
       liveBytes -= std::min<uint64_t>(liveBytes, t->data.capacity());

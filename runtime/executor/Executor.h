@@ -84,6 +84,8 @@ struct ProfileEntry {
   std::string step; ///< "op kernel"
   int64_t calls = 0;
   double seconds = 0;
+  /// The GPU path's copies during the step (0 on the CPU).
+  uint64_t bytesToDevice = 0, bytesToHost = 0;
 };
 
 class Executor {

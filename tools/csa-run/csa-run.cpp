@@ -59,7 +59,8 @@ int usage() {
          "--warmup runs a 1-token prefill first, untimed (the GPU's weight\n"
          "upload), so prefill and decode times exclude one-time costs.\n"
          "--profile times every plan step (the GPU synchronized after each)\n"
-         "and prints the time per op and kernel over the whole run.\n";
+         "and prints the time per op and kernel over the whole run (on the GPU,\n"
+         "also the bytes each kind of step copied to and from the device).\n";
   return 2;
 }
 
@@ -381,6 +382,26 @@ int main(int argc, char **argv) {
       std::printf("  %10.3f ms %7lld %5.1f%%  %s\n", e.seconds * 1e3,
                   (long long)e.calls, total > 0 ? 100 * e.seconds / total : 0.0,
                   e.step.c_str());
+    // The GPU path: what each kind of step copied between host and device.
+    std::vector<runtime::ProfileEntry> copying;
+    double toDevice = 0, toHost = 0;
+    for (const runtime::ProfileEntry &e : rows) {
+      toDevice += double(e.bytesToDevice);
+      toHost += double(e.bytesToHost);
+      if (e.bytesToDevice + e.bytesToHost > 0)
+        copying.push_back(e);
+    }
+    if (!copying.empty()) {
+      std::sort(copying.begin(), copying.end(), [](const auto &a, const auto &b) {
+        return a.bytesToDevice + a.bytesToHost > b.bytesToDevice + b.bytesToHost;
+      });
+      std::printf("transfers: %.3f MB to the device, %.3f MB to the host "
+                  "(MB to the device, MB to the host, step; the largest 12)\n",
+                  toDevice / 1e6, toHost / 1e6);
+      for (size_t i = 0; i < copying.size() && i < 12; ++i)
+        std::printf("  %12.3f %12.3f  %s\n", double(copying[i].bytesToDevice) / 1e6,
+                    double(copying[i].bytesToHost) / 1e6, copying[i].step.c_str());
+    }
   }
   return 0;
 }

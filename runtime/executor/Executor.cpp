@@ -924,9 +924,9 @@ struct Executor::Impl {
     hostRefilled(t.ptr());
     return t;
   }
-  /// Scratch that the step's first kernel on it writes whole (so its bytes
-  /// are not uploaded on the GPU path). Only for buffers the host never
-  /// writes and never reads without onHost.
+  /// Scratch whose every element that is read was first written by a kernel
+  /// of the step (so its bytes are not uploaded on the GPU path). Only for
+  /// buffers the host never writes and never reads without onHost.
   Tensor &kernelScratch(const std::string &name, int64_t elementBytes,
                         std::vector<int64_t> dims) {
     Tensor &t = scratch(name, elementBytes, std::move(dims));
@@ -934,7 +934,7 @@ struct Executor::Impl {
       runner->deviceWillWrite(t.ptr());
     return t;
   }
-  /// result() for a value the step's kernel writes whole: no upload.
+  /// result() for a value the step's kernels write whole: no upload.
   Tensor &kernelResult(Step &s, size_t i, int64_t elementBytes,
                        std::vector<int64_t> dims, int64_t base) {
     Tensor &t = result(s, i, elementBytes, std::move(dims), base);

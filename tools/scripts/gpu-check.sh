@@ -10,8 +10,10 @@
 # several row counts, and runs compute-sanitizer memcheck and racecheck;
 # run-plan.sh runs the compiled tiny plan with the PTX kernels (csa-run
 # --device=cuda, the correctness mode) against the CPU executor, and under
-# both sanitizers; bench.sh times the released-width kernels and their
-# PyTorch peers (bench/gpu/torch_peers.py).
+# both sanitizers; run-quick.sh is a shorter set of both (about 150 s);
+# run-reduced.sh and run-full.sh run the released widths (docs/gpu.md);
+# bench.sh times the released-width kernels and their PyTorch peers
+# (bench/gpu/torch_peers.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
@@ -184,6 +186,47 @@ echo "== done ($(date +%T))"
 exit $status
 RUN
 chmod +x gpu-run/run-full.sh
+cat > gpu-run/run-quick.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. The correctness checks in about
+# 150 s, to leave a device call room for run-full.sh: tiny's kernels at 37
+# and 300 rows, reduced's at 3 (no LM head) and its FP8/FP4 linears at 19,
+# both sanitizers on tiny's kernels and on its whole plan (5 tokens), the
+# tiny plan against the CPU executor for prompts of 5 and 21 tokens, and
+# run-reduced.sh.
+set -uo pipefail
+out=${OUT:-.}
+status=0
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+check() { # name, csa-gpu-check arguments
+  local name=$1; shift
+  ./csa-gpu-check "$@" > "$out/$name.txt" 2>&1 || status=1
+  echo "$name: $(tail -1 "$out/$name.txt")"
+}
+check tiny-rows37 --host=tiny.so --ptx=tiny.ptx --rows=37 --seed=37
+check tiny-rows300 --host=tiny.so --ptx=tiny.ptx --rows=300 --seed=300
+check reduced-rows3 --host=reduced.so --ptx=reduced.ptx --rows=3 --seed=3 --exclude=x129280
+check reduced-rows19-linear --host=reduced.so --ptx=reduced.ptx --rows=19 --seed=19 --filter=linear_fp
+for tool in memcheck racecheck; do
+  "$cs" --tool "$tool" ./csa-gpu-check --host=tiny.so --ptx=tiny.ptx --rows=9 > "$out/$tool.txt" 2>&1 || status=1
+  echo "$tool, kernels: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool.txt")"
+  "$cs" --tool "$tool" ./csa-run tiny.csa --random-weights=7 --prompt=1,2,3,4,5 --max-new-tokens=3 --device=cuda > "$out/$tool-plan.txt" 2>&1 || status=1
+  echo "$tool, tiny plan: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-plan.txt")"
+done
+strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
+for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
+  n=$(echo "$prompt" | tr ',' '\n' | wc -l)
+  for device in cpu cuda; do
+    ./csa-run tiny.csa --random-weights=7 --prompt="$prompt" --max-new-tokens=32 --print-logits=5 --device=$device > "$out/$device-$n.txt" 2>&1 || status=1
+  done
+  first=$(diff <(strip "$out/cpu-$n.txt") <(strip "$out/cuda-$n.txt") | head -1)
+  echo "tiny plan, prompt $n, cuda: ${first:-identical to the CPU executor (top-5 logits, 32 tokens)}"
+  [ -z "$first" ] || status=1
+done
+./run-reduced.sh || status=1
+exit $status
+RUN
+chmod +x gpu-run/run-quick.sh
 cat > gpu-run/run-plan.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The whole tiny plan on the GPU.

@@ -690,12 +690,13 @@ Value paddedColumn(OpBuilder &b, Location loc, Value col) {
 /// The weight of an FP8/FP4 kernel as a global pointer to its first byte,
 /// and whether it is 16-byte aligned (device allocations are; the 16-byte
 /// block loads need it, and every row is, since K % 32 == 0).
-std::pair<Value, Value> quantizedWeightBase(OpBuilder &b, Location loc, Value w) {
+std::pair<Value, Value> quantizedWeightBase(OpBuilder &b, Location loc, Value w,
+                                            unsigned addressSpace) {
   auto meta = memref::ExtractStridedMetadataOp::create(b, loc, w);
   Value start = arith::AddIOp::create(
       b, loc, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, w), meta.getOffset());
   Value base = LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/1),
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), addressSpace),
       arith::IndexCastUIOp::create(b, loc, b.getI64Type(), start).getResult(),
       LLVM::DereferenceableAttr());
   Value aligned = arith::CmpIOp::create(
@@ -807,7 +808,7 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
   }
   Value wBase, aligned;
   if (quantized)
-    std::tie(wBase, aligned) = quantizedWeightBase(b, loc, w);
+    std::tie(wBase, aligned) = quantizedWeightBase(b, loc, w, lanes.weightAddressSpace);
   // kPartialLanes lanes per output: lane `sub` computes the fp32 partials of
   // 32-blocks sub, sub + 32, ... of the output's K (its group's, for G > 1),
   // each over its block in order (contiguous weight bytes across the lanes).
@@ -982,7 +983,7 @@ void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
   SmallVector<Type> accTypes(size_t(rowsPerTile), f32);
   Value wBase, aligned;
   if (quantized)
-    std::tie(wBase, aligned) = quantizedWeightBase(b, loc, w);
+    std::tie(wBase, aligned) = quantizedWeightBase(b, loc, w, lanes.weightAddressSpace);
   Value zero = f32c(b, loc, 0.f);
   scf::ForOp chunkLoop = forLoop(
       b, loc, 0, chunks, zeros,

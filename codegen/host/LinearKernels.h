@@ -105,6 +105,9 @@ struct LinearLanes {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row,
       firstOutput, lane, lanes;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// The address space of the FP8/FP4 weight's 16-byte loads (1: NVPTX
+  /// global; 0 where the form runs on the host, in tests).
+  unsigned weightAddressSpace = 1;
   /// Appended to the kernel's arguments, in the group's shared memory: the
   /// quantized row (FP8/FP4 only), memref<K / 32 x (32 + kLinearRowPad) x
   /// bf16> flattened (each 32-block padded, so that lanes reading the same
@@ -139,6 +142,7 @@ struct LinearTileLanes {
       outputTile, lane;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
   int64_t rowsPerTile = 8, outputsPerTile = 128, chunk = 1024;
+  unsigned weightAddressSpace = 1; ///< as LinearLanes
   mlir::Type sharedActType;
 };
 

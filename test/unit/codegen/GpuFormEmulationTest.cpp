@@ -1,0 +1,361 @@
+//===- GpuFormEmulationTest.cpp - The GPU forms, run by host threads ------===//
+//
+// The GPU forms of the linear and attention kernels (the bodies the NVPTX
+// back end gives a thread per lane) built for the host instead, their lane
+// indices and barriers calls into this test: a "launch" runs one host thread
+// per GPU thread of a block, with a real barrier, one block after another.
+// Each form must give the host kernel's bits on fresh random inputs, so the
+// lane arithmetic, shared-memory phases, 16-byte weight loads and the order
+// of every sum are checked without a GPU (the device runs them for real:
+// tools/scripts/gpu-check.sh).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/AttentionKernels.h"
+#include "codegen/host/LinearKernels.h"
+#include "test/unit/codegen/KernelTestSupport.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <pthread.h>
+#include <thread>
+
+using namespace csa::codegen;
+using namespace csa::codegen::testing;
+using namespace mlir;
+
+namespace {
+thread_local int64_t simtThread = 0, simtBlockX = 0, simtBlockY = 0;
+thread_local pthread_barrier_t *simtBarrier = nullptr;
+} // namespace
+
+// What the forms' lane callbacks call (the test binary exports them).
+extern "C" {
+int64_t csa_simt_thread() { return simtThread; }
+int64_t csa_simt_block_x() { return simtBlockX; }
+int64_t csa_simt_block_y() { return simtBlockY; }
+void csa_simt_barrier() { pthread_barrier_wait(simtBarrier); }
+}
+
+namespace {
+
+/// A grid of gridX x gridY blocks of `threads` threads: `call(shared)` on
+/// each, every block with its own zeroed `sharedBytes` of shared memory.
+void launch(int64_t gridX, int64_t gridY, int64_t threads, size_t sharedBytes,
+            const std::function<void(void *)> &call) {
+  for (int64_t bx = 0; bx < gridX; ++bx)
+    for (int64_t by = 0; by < gridY; ++by) {
+      std::vector<uint8_t> shared(sharedBytes + 64, 0);
+      pthread_barrier_t barrier;
+      pthread_barrier_init(&barrier, nullptr, unsigned(threads));
+      std::vector<std::thread> pool;
+      for (int64_t t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          simtThread = t;
+          simtBlockX = bx;
+          simtBlockY = by;
+          simtBarrier = &barrier;
+          call(shared.data());
+        });
+      for (std::thread &th : pool)
+        th.join();
+      pthread_barrier_destroy(&barrier);
+    }
+}
+
+/// The lane callbacks: calls of the exported functions above.
+struct Simt {
+  func::FuncOp thread, blockX, blockY, barrier;
+  explicit Simt(ModuleOp m) {
+    OpBuilder b(m.getBodyRegion());
+    Type index = b.getIndexType();
+    auto declare = [&](const char *name, TypeRange results) {
+      auto f = func::FuncOp::create(b, m.getLoc(), name, b.getFunctionType({}, results));
+      f.setPrivate();
+      return f;
+    };
+    thread = declare("csa_simt_thread", index);
+    blockX = declare("csa_simt_block_x", index);
+    blockY = declare("csa_simt_block_y", index);
+    barrier = declare("csa_simt_barrier", {});
+  }
+  std::function<Value(OpBuilder &, Location)> value(func::FuncOp f) const {
+    return [f](OpBuilder &b, Location loc) -> Value {
+      return func::CallOp::create(b, loc, f, ValueRange{}).getResult(0);
+    };
+  }
+  std::function<void(OpBuilder &, Location)> sync() const {
+    return [f = barrier](OpBuilder &b, Location loc) {
+      func::CallOp::create(b, loc, f, ValueRange{});
+    };
+  }
+};
+
+uint32_t bits(uint16_t v) { return v; }
+
+/// Weight bytes of `spec` (codes in [100, 140]: every E4M3 exponent near 1,
+/// NaN 0x7F among them; any byte for FP4) and its scales.
+struct LinearCase {
+  LinearKernelSpec spec;
+  int64_t rows = 11;
+  bool misaligned = false; ///< the weight at an odd address: the scalar loads
+};
+
+void expectTiledMatchesHost(const LinearCase &c, bool perOutput) {
+  const LinearKernelSpec &spec = c.spec;
+  const bool quantized = linearNeedsSharedRow(spec);
+  const bool fp8Dense = spec.format == LinearFormat::FP8AsBF16;
+  const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
+  const int64_t tile = linearTileOutputs(spec, 64), chunk = 64, rowsPerTile = 8;
+  const int64_t outputsPerBlock = 2; // per-output form: 2 warps
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildLinearKernel(m, "host", spec);
+    func::FuncOp form = buildLinearKernel(m, "form", spec);
+    MLIRContext *ctx = m.getContext();
+    if (perOutput) {
+      LinearLanes lanes;
+      lanes.row = simt.value(simt.blockX);
+      lanes.firstOutput = [&, by = simt.value(simt.blockY)](OpBuilder &b, Location loc) -> Value {
+        return arith::MulIOp::create(b, loc, by(b, loc),
+                                     arith::ConstantIndexOp::create(b, loc, outputsPerBlock));
+      };
+      lanes.lane = simt.value(simt.thread);
+      lanes.lanes = [&](OpBuilder &b, Location loc) -> Value {
+        return arith::ConstantIndexOp::create(b, loc, 32 * outputsPerBlock);
+      };
+      lanes.barrier = simt.sync();
+      lanes.weightAddressSpace = 0;
+      if (quantized)
+        lanes.sharedRowType =
+            MemRefType::get({k / 32 * (32 + kLinearRowPad)}, BFloat16Type::get(ctx));
+      lanes.sharedPartialsType = MemRefType::get({outputsPerBlock, linearPartials(spec)},
+                                                 Float32Type::get(ctx));
+      buildLinearPerOutputBody(form, spec, lanes);
+    } else {
+      LinearTileLanes lanes;
+      lanes.rowTile = simt.value(simt.blockX);
+      lanes.outputTile = simt.value(simt.blockY);
+      lanes.lane = simt.value(simt.thread);
+      lanes.barrier = simt.sync();
+      lanes.rowsPerTile = rowsPerTile;
+      lanes.outputsPerTile = tile;
+      lanes.chunk = chunk;
+      lanes.weightAddressSpace = 0;
+      lanes.sharedActType = MemRefType::get({chunk, rowsPerTile}, Float32Type::get(ctx));
+      buildLinearTiledBody(form, spec, lanes);
+    }
+  });
+  ASSERT_TRUE(perOutput || tile > 0) << "no tile for this spec";
+  // Inputs.
+  std::mt19937 gen(uint32_t(k * 31 + n + c.rows));
+  const int64_t rows = c.rows;
+  std::vector<uint16_t> x = randomBf16(size_t(rows * k), uint32_t(k + n));
+  std::vector<float> xf(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xf[i] = nx::bf16ToFloat(x[i]);
+  const bool fp4 = spec.format == LinearFormat::FP4E2M1;
+  const int64_t kg = k / g;
+  const int64_t wCols = quantized ? (fp4 ? k / 2 : k) : kg;
+  const int64_t wBytes = spec.format == LinearFormat::BF16 || spec.format == LinearFormat::F32
+                             ? (spec.weightF32 ? 4 : 2)
+                             : 1;
+  std::vector<uint8_t> wStore(size_t(n * wCols * wBytes) + 32);
+  uint8_t *wData = wStore.data() + (16 - reinterpret_cast<uintptr_t>(wStore.data()) % 16) % 16 +
+                   (c.misaligned ? 1 : 0);
+  std::uniform_int_distribution<int> code(100, 140), any(0, 255);
+  std::vector<uint16_t> wBf16 = randomBf16(size_t(n * wCols), uint32_t(n), 0.5f);
+  for (int64_t i = 0; i < n * wCols; ++i) {
+    if (wBytes == 2)
+      std::memcpy(wData + i * 2, &wBf16[size_t(i)], 2);
+    else if (wBytes == 4) {
+      float v = nx::bf16ToFloat(wBf16[size_t(i)]);
+      std::memcpy(wData + i * 4, &v, 4);
+    } else
+      wData[i] = uint8_t(fp4 ? any(gen) : code(gen));
+  }
+  const int64_t scaleRows = spec.format == LinearFormat::FP4E2M1 ? n : (n + 31) / 32;
+  const int64_t scaleCols = (quantized ? k : kg + 31) / 32;
+  std::vector<int8_t> scale(size_t(scaleRows * scaleCols));
+  std::uniform_int_distribution<int> exponent(120, 130);
+  for (int8_t &s : scale)
+    s = int8_t(exponent(gen));
+  const bool f32Out = spec.format == LinearFormat::F32;
+  std::vector<uint16_t> yHost(size_t(rows * n), 0x7FC1), yForm(size_t(rows * n), 0x7FC1);
+  std::vector<float> yHostF(size_t(rows * n), -1.f), yFormF(size_t(rows * n), -1.f);
+  // Descriptors (the same bytes for both kernels).
+  auto dx = describe<2>(x, {rows, k});
+  auto dxf = describe<2>(xf, {rows, k});
+  void *xDesc = spec.inputF32 ? static_cast<void *>(&dxf) : static_cast<void *>(&dx);
+  Descriptor<2, uint8_t> dw{wData, wData, 0, {n, wCols}, {wCols, 1}};
+  auto ds = describe<2>(scale, {scaleRows, scaleCols});
+  auto y = [&](bool host) -> void * {
+    static thread_local Descriptor<2, uint16_t> d;
+    static thread_local Descriptor<2, float> df;
+    if (f32Out) {
+      df = describe<2>(host ? yHostF : yFormF, {rows, n});
+      return &df;
+    }
+    d = describe<2>(host ? yHost : yForm, {rows, n});
+    return &d;
+  };
+  const bool scaled = quantized || fp8Dense;
+  using Fn3 = void (*)(void *, void *, void *);
+  using Fn4 = void (*)(void *, void *, void *, void *);
+  using Fn5 = void (*)(void *, void *, void *, void *, void *);
+  using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
+  void *host = lib.symbol("host"), *form = lib.symbol("form");
+  ASSERT_TRUE(host && form);
+  if (scaled)
+    reinterpret_cast<Fn4>(host)(xDesc, &dw, &ds, y(true));
+  else
+    reinterpret_cast<Fn3>(host)(xDesc, &dw, y(true));
+  if (perOutput) {
+    const int64_t partials = linearPartials(spec);
+    const size_t rowBytes = size_t(k / 32 * (32 + kLinearRowPad) * 2);
+    const size_t partialBytes = size_t(outputsPerBlock * partials * 4);
+    launch(rows, (n + outputsPerBlock - 1) / outputsPerBlock, 32 * outputsPerBlock,
+           (quantized ? rowBytes : 0) + partialBytes, [&](void *shared) {
+      uint8_t *base = static_cast<uint8_t *>(shared);
+      Descriptor<1, uint16_t> dRow{reinterpret_cast<uint16_t *>(base),
+                                   reinterpret_cast<uint16_t *>(base), 0,
+                                   {int64_t(rowBytes / 2)}, {1}};
+      float *p = reinterpret_cast<float *>(base + (quantized ? (rowBytes + 15) / 16 * 16 : 0));
+      Descriptor<2, float> dPart{p, p, 0, {outputsPerBlock, partials}, {partials, 1}};
+      void *out = y(false);
+      if (quantized)
+        reinterpret_cast<Fn6>(form)(xDesc, &dw, &ds, out, &dRow, &dPart);
+      else if (scaled)
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, &ds, out, &dPart);
+      else
+        reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dPart);
+    });
+  } else {
+    launch((rows + rowsPerTile - 1) / rowsPerTile, (n + tile - 1) / tile, tile,
+           size_t(chunk * rowsPerTile * 4), [&](void *shared) {
+      float *a = static_cast<float *>(shared);
+      Descriptor<2, float> dAct{a, a, 0, {chunk, rowsPerTile}, {rowsPerTile, 1}};
+      void *out = y(false);
+      if (scaled)
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, &ds, out, &dAct);
+      else
+        reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dAct);
+    });
+  }
+  for (size_t i = 0; i < yHost.size(); ++i) {
+    if (f32Out) {
+      const float u = yHostF[i], v = yFormF[i];
+      if (std::isnan(u) && std::isnan(v))
+        continue;
+      ASSERT_EQ(nx::floatBits(u), nx::floatBits(v)) << "element " << i;
+    } else {
+      const uint16_t u = yHost[i], v = yForm[i];
+      if (std::isnan(nx::bf16ToFloat(u)) && std::isnan(nx::bf16ToFloat(v)))
+        continue;
+      ASSERT_EQ(bits(u), bits(v)) << "element " << i;
+    }
+  }
+}
+
+LinearKernelSpec specOf(LinearFormat f, int64_t k, int64_t n, int64_t groups = 1,
+                        bool inputF32 = false) {
+  LinearKernelSpec s;
+  s.format = f;
+  s.inFeatures = k;
+  s.outFeatures = n;
+  s.groups = groups;
+  s.inputF32 = inputF32;
+  return s;
+}
+
+} // namespace
+
+TEST(GpuFormEmulation, TiledLinearMatchesTheHostKernel) {
+  // K over three 64-channel chunks, a last row tile of 3 and a last output
+  // tile of 8; FP8/FP4 by 16-byte loads, then at an odd address (scalar).
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 72), 11, misaligned}, false);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 40), 11, misaligned}, false);
+  }
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 32, 1, true), 5}, false);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 48), 9}, false);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 9}, false);
+  expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, false);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 10}, false);
+}
+
+TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 7), 3, misaligned}, true);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 5), 2, misaligned}, true);
+  }
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 6), 2}, true);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, true);
+}
+
+TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
+  // 3 heads on 2-warp blocks (an idle warp), 64 channels (2 a lane), 150
+  // indices (a last block of 22) with -1 among them.
+  constexpr int64_t heads = 3, dim = 64, warps = 2, n = 5, numIdx = 150, table = 40;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildSparseAttentionKernel(m, "host", heads, dim);
+    func::FuncOp form = buildSparseAttentionKernel(m, "form", heads, dim);
+    AttentionWarpLanes lanes;
+    auto thread = simt.value(simt.thread), blockY = simt.value(simt.blockY);
+    lanes.row = simt.value(simt.blockX);
+    lanes.lane = [thread](OpBuilder &b, Location loc) -> Value {
+      return arith::RemUIOp::create(b, loc, thread(b, loc),
+                                    arith::ConstantIndexOp::create(b, loc, 32));
+    };
+    lanes.warp = [thread](OpBuilder &b, Location loc) -> Value {
+      return arith::DivUIOp::create(b, loc, thread(b, loc),
+                                    arith::ConstantIndexOp::create(b, loc, 32));
+    };
+    lanes.head = [blockY, &lanes](OpBuilder &b, Location loc) -> Value {
+      return arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, blockY(b, loc),
+                                arith::ConstantIndexOp::create(b, loc, warps)),
+          lanes.warp(b, loc));
+    };
+    lanes.barrier = simt.sync();
+    lanes.sharedType = MemRefType::get({warps, 2, 64}, Float32Type::get(m.getContext()));
+    buildSparseAttentionWarpBody(form, heads, dim, lanes);
+  });
+  std::vector<uint16_t> q = randomBf16(size_t(n * heads * dim), 3, 0.5f);
+  std::vector<uint16_t> rows = randomBf16(size_t(table * dim), 4, 0.5f);
+  std::vector<int32_t> idx(size_t(n * numIdx));
+  std::mt19937 gen(5);
+  std::uniform_int_distribution<int> pick(-1, int(table) - 1);
+  for (int32_t &v : idx)
+    v = pick(gen);
+  std::vector<float> sink = {0.25f, -1.f, 2.f};
+  const float scale = 0.125f;
+  std::vector<uint16_t> outHost(q.size(), 0), outForm(q.size(), 0);
+  auto dq = describe<3>(q, {n, heads, dim});
+  auto dr = describe<2>(rows, {table, dim});
+  auto di = describe<2>(idx, {n, numIdx});
+  auto dsink = describe<1>(sink, {heads});
+  auto doutHost = describe<3>(outHost, {n, heads, dim});
+  auto doutForm = describe<3>(outForm, {n, heads, dim});
+  using Host = void (*)(void *, void *, void *, void *, float, void *);
+  using Form = void (*)(void *, void *, void *, void *, float, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  host(&dq, &dr, &di, &dsink, scale, &doutHost);
+  launch(n, (heads + warps - 1) / warps, 32 * warps, size_t(warps * 2 * 64 * 4),
+         [&](void *shared) {
+    float *s = static_cast<float *>(shared);
+    Descriptor<3, float> dShared{s, s, 0, {warps, 2, 64}, {128, 64, 1}};
+    form(&dq, &dr, &di, &dsink, scale, &doutForm, &dShared);
+  });
+  for (size_t i = 0; i < outHost.size(); ++i)
+    ASSERT_EQ(bits(outHost[i]), bits(outForm[i])) << "element " << i;
+}

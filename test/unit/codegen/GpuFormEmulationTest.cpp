@@ -298,10 +298,9 @@ TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, true);
 }
 
-TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
-  // 3 heads on 2-warp blocks (an idle warp), 64 channels (2 a lane), 150
-  // indices (a last block of 22) with -1 among them.
-  constexpr int64_t heads = 3, dim = 64, warps = 2, n = 5, numIdx = 150, table = 40;
+namespace {
+void expectAttentionWarpFormMatchesHost(int64_t heads, int64_t dim, int64_t warps,
+                                        int64_t n, int64_t numIdx, int64_t table) {
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
     buildSparseAttentionKernel(m, "host", heads, dim);
@@ -317,7 +316,7 @@ TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
       return arith::DivUIOp::create(b, loc, thread(b, loc),
                                     arith::ConstantIndexOp::create(b, loc, 32));
     };
-    lanes.head = [blockY, &lanes](OpBuilder &b, Location loc) -> Value {
+    lanes.head = [blockY, warps, &lanes](OpBuilder &b, Location loc) -> Value {
       return arith::AddIOp::create(
           b, loc,
           arith::MulIOp::create(b, loc, blockY(b, loc),
@@ -335,13 +334,15 @@ TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
   std::uniform_int_distribution<int> pick(-1, int(table) - 1);
   for (int32_t &v : idx)
     v = pick(gen);
-  std::vector<float> sink = {0.25f, -1.f, 2.f};
+  std::vector<float> sinks(static_cast<size_t>(heads), 0.f);
+  for (int64_t h = 0; h < heads; ++h)
+    sinks[size_t(h)] = 0.25f * float(h % 5) - 0.5f;
   const float scale = 0.125f;
   std::vector<uint16_t> outHost(q.size(), 0), outForm(q.size(), 0);
   auto dq = describe<3>(q, {n, heads, dim});
   auto dr = describe<2>(rows, {table, dim});
   auto di = describe<2>(idx, {n, numIdx});
-  auto dsink = describe<1>(sink, {heads});
+  auto dsink = describe<1>(sinks, {heads});
   auto doutHost = describe<3>(outHost, {n, heads, dim});
   auto doutForm = describe<3>(outForm, {n, heads, dim});
   using Host = void (*)(void *, void *, void *, void *, float, void *);
@@ -358,4 +359,13 @@ TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
   });
   for (size_t i = 0; i < outHost.size(); ++i)
     ASSERT_EQ(bits(outHost[i]), bits(outForm[i])) << "element " << i;
+}
+} // namespace
+
+TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
+  // 3 heads on 2-warp blocks (an idle warp), 64 channels (2 a lane), 150
+  // indices (a last block of 22) with -1 among them.
+  expectAttentionWarpFormMatchesHost(3, 64, 2, 5, 150, 40);
+  // The released widths: 64 heads x 512 (16 channels a lane), 4 warps.
+  expectAttentionWarpFormMatchesHost(64, 512, 4, 2, 130, 300);
 }

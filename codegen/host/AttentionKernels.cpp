@@ -250,12 +250,7 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), indexType = b.getIndexType();
   const int64_t perLane = headDim / 32;
   // A fresh body over the same arguments (plus the shared blocks).
-  fn.getBody().dropAllReferences();
-  fn.getBody().getBlocks().clear();
-  SmallVector<Type> inputs(fn.getFunctionType().getInputs());
-  inputs.push_back(lanes.sharedType);
-  fn.setType(b.getFunctionType(inputs, {}));
-  Block *entry = fn.addEntryBlock();
+  Block *entry = freshBody(fn, {lanes.sharedType});
   b.setInsertionPointToStart(entry);
   Value q = entry->getArgument(0), rows = entry->getArgument(1),
         idx = entry->getArgument(2), sink = entry->getArgument(3),

@@ -34,6 +34,17 @@ inline mlir::func::FuncOp startKernel(mlir::OpBuilder &b, mlir::ModuleOp module,
   return fn;
 }
 
+/// Replaces the body of kernel `fn` with an empty entry block over its
+/// arguments followed by `extra` (a GPU form's shared buffers).
+inline mlir::Block *freshBody(mlir::func::FuncOp fn, llvm::ArrayRef<mlir::Type> extra) {
+  fn.getBody().dropAllReferences();
+  fn.getBody().getBlocks().clear();
+  llvm::SmallVector<mlir::Type> inputs(fn.getFunctionType().getInputs());
+  inputs.append(extra.begin(), extra.end());
+  fn.setType(mlir::FunctionType::get(fn.getContext(), inputs, {}));
+  return fn.addEntryBlock();
+}
+
 inline mlir::Value f32Const(mlir::OpBuilder &b, mlir::Location loc, float v) {
   return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
 }

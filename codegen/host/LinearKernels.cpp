@@ -759,14 +759,11 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
   const int64_t kBlocks = linearPartials(spec);
   Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
   // A fresh body over the same arguments (plus the shared buffers).
-  fn.getBody().dropAllReferences();
-  fn.getBody().getBlocks().clear();
-  SmallVector<Type> inputs(fn.getFunctionType().getInputs());
+  SmallVector<Type> sharedTypes;
   if (quantized)
-    inputs.push_back(lanes.sharedRowType);
-  inputs.push_back(lanes.sharedPartialsType);
-  fn.setType(b.getFunctionType(inputs, {}));
-  Block *entry = fn.addEntryBlock();
+    sharedTypes.push_back(lanes.sharedRowType);
+  sharedTypes.push_back(lanes.sharedPartialsType);
+  Block *entry = freshBody(fn, sharedTypes);
   b.setInsertionPointToStart(entry);
   const bool withScale = quantized || fp8Dense;
   Value x = entry->getArgument(0), w = entry->getArgument(1),
@@ -945,12 +942,7 @@ void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
   const int64_t chunks = (kg + chunk - 1) / chunk;
   Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
   // A fresh body over the same arguments (plus the shared activations).
-  fn.getBody().dropAllReferences();
-  fn.getBody().getBlocks().clear();
-  SmallVector<Type> inputs(fn.getFunctionType().getInputs());
-  inputs.push_back(lanes.sharedActType);
-  fn.setType(b.getFunctionType(inputs, {}));
-  Block *entry = fn.addEntryBlock();
+  Block *entry = freshBody(fn, {lanes.sharedActType});
   b.setInsertionPointToStart(entry);
   const bool withScale = quantized || fp8Dense;
   Value x = entry->getArgument(0), w = entry->getArgument(1),

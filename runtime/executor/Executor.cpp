@@ -344,6 +344,19 @@ public:
     pendingWrites.clear();
   }
   void markConstant(const void *p) { constants.insert(uintptr_t(p)); }
+  /// Uploads the buffer holding `p` now (a weight, before the first run
+  /// needs it: a decode step that routes to an expert for the first time
+  /// would otherwise copy its weights inside the step).
+  void preload(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    Mirror &m = mirror(start, end);
+    if (m.current == Current::Host) {
+      upload(m.device, reinterpret_cast<const void *>(start), end - start);
+      m.current = Current::Both;
+    }
+  }
   int32_t launch(const KernelRef &k, std::vector<GpuArg> &args);
   /// Before the host reads or writes the buffer holding `p`: its device
   /// bytes come back if they are newer; the host's are current afterwards.
@@ -774,6 +787,7 @@ struct Executor::Impl {
   uint64_t liveBytes = 0, peakBytes = 0;
   std::vector<Step> prefillSteps, decodeSteps;
   std::map<std::string, ProfileEntry> profileTotals; ///< options.profile
+  bool weightsResident = false; ///< GPU: every weight uploaded
 
   // The state of the entry point being run.
   Sequence *seq = nullptr;
@@ -1388,6 +1402,19 @@ Executor::Impl::run(std::vector<Step> &steps) {
   for (auto &[id, cache] : seq->caches)
     hostRefilled(cache.bytes.data());
   hostRefilled(tokens.ptr());
+  if (runner && !weightsResident) {
+    // Every weight goes to the device in the first run (csa-run --warmup
+    // takes it out of the timings), not when a step first uses it.
+    try {
+      for (auto &[name, view] : weights)
+        runner->preload(view.data);
+    } catch (const std::exception &e) {
+      currentRunner = previousRunner;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("uploading the weights to the GPU: ", e.what()));
+    }
+    weightsResident = true;
+  }
   auto finish = [&]() -> absl::Status {
     absl::Status st;
     try {

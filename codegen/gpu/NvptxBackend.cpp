@@ -80,6 +80,18 @@ std::string typeString(Type type) {
   return s;
 }
 
+// The thread and block indices the GPU forms' lanes are made of.
+Value blockX(OpBuilder &b, Location loc) {
+  return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+}
+Value blockY(OpBuilder &b, Location loc) {
+  return gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+}
+Value threadX(OpBuilder &b, Location loc) {
+  return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+}
+void blockBarrier(OpBuilder &b, Location loc) { gpu::BarrierOp::create(b, loc); }
+
 /// The global thread index (x) as an index value.
 Value globalThreadId(OpBuilder &b, Location loc) {
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -459,25 +471,23 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     if (attentionHeads > 0) {
       const int64_t warps = std::min<int64_t>(options.blockSize / 32, attentionHeads);
       AttentionWarpLanes lanes;
-      lanes.row = [](OpBuilder &b, Location loc) -> Value {
-        return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-      };
+      lanes.row = blockX;
       lanes.lane = [](OpBuilder &b, Location loc) -> Value {
-        return arith::RemUIOp::create(b, loc, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x),
+        return arith::RemUIOp::create(b, loc, threadX(b, loc),
                                       arith::ConstantIndexOp::create(b, loc, 32));
       };
       lanes.warp = [](OpBuilder &b, Location loc) -> Value {
-        return arith::DivUIOp::create(b, loc, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x),
+        return arith::DivUIOp::create(b, loc, threadX(b, loc),
                                       arith::ConstantIndexOp::create(b, loc, 32));
       };
       lanes.head = [warps, &lanes](OpBuilder &b, Location loc) -> Value {
         return arith::AddIOp::create(
             b, loc,
-            arith::MulIOp::create(b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::y),
+            arith::MulIOp::create(b, loc, blockY(b, loc),
                                   arith::ConstantIndexOp::create(b, loc, warps)),
             lanes.warp(b, loc));
       };
-      lanes.barrier = [](OpBuilder &b, Location loc) { gpu::BarrierOp::create(b, loc); };
+      lanes.barrier = blockBarrier;
       lanes.sharedType = MemRefType::get({warps, 2, 64}, b.getF32Type(),
                                          MemRefLayoutAttrInterface{}, workgroup);
       buildSparseAttentionWarpBody(fn, attentionHeads, attentionDim, lanes);
@@ -489,18 +499,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.sharedBytes = warps * 2 * 64 * 4;
     } else if (tiled) {
       LinearTileLanes lanes;
-      lanes.rowTile = [](OpBuilder &b, Location loc) -> Value {
-        return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-      };
-      lanes.outputTile = [](OpBuilder &b, Location loc) -> Value {
-        return gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-      };
-      lanes.lane = [](OpBuilder &b, Location loc) -> Value {
-        return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-      };
-      lanes.barrier = [](OpBuilder &b, Location loc) {
-        gpu::BarrierOp::create(b, loc);
-      };
+      lanes.rowTile = blockX;
+      lanes.outputTile = blockY;
+      lanes.lane = threadX;
+      lanes.barrier = blockBarrier;
       lanes.rowsPerTile = options.tileRows;
       lanes.outputsPerTile = linearTileOutputs(*tiled, options.tileOutputs);
       // No more shared memory than the group's K needs (in 32-blocks).
@@ -520,23 +522,16 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.minRows = options.tileMinRows;
     } else if (linear) {
       LinearLanes lanes;
-      lanes.row = [](OpBuilder &b, Location loc) -> Value {
-        return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-      };
+      lanes.row = blockX;
       lanes.firstOutput = [outputsPerBlock](OpBuilder &b, Location loc) -> Value {
-        return arith::MulIOp::create(
-            b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::y),
-            arith::ConstantIndexOp::create(b, loc, outputsPerBlock));
+        return arith::MulIOp::create(b, loc, blockY(b, loc),
+                                     arith::ConstantIndexOp::create(b, loc, outputsPerBlock));
       };
-      lanes.lane = [](OpBuilder &b, Location loc) -> Value {
-        return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-      };
+      lanes.lane = threadX;
       lanes.lanes = [](OpBuilder &b, Location loc) -> Value {
         return gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
       };
-      lanes.barrier = [](OpBuilder &b, Location loc) {
-        gpu::BarrierOp::create(b, loc);
-      };
+      lanes.barrier = blockBarrier;
       if (sharedRow)
         lanes.sharedRowType =
             MemRefType::get({linear->inFeatures / 32 * (32 + kLinearRowPad)}, b.getBF16Type(),

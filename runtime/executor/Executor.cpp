@@ -1225,9 +1225,11 @@ absl::Status Executor::Impl::loadGpu() {
     return module.status();
   try {
     json meta = json::parse(jsonFile);
+    std::map<std::string, json> argumentsOf; ///< by kernel name
     for (const json &k : meta.at("kernels")) {
       GpuKernel g;
       const std::string name = k.at("name").get<std::string>();
+      argumentsOf[name] = k.at("arguments");
       auto fn = driver->function(*module, name);
       if (!fn.ok())
         return fn.status();
@@ -1251,12 +1253,7 @@ absl::Status Executor::Impl::loadGpu() {
       const std::string of = k.at("replaces").get<std::string>();
       const int64_t minRows = k.at("min_rows").get<int64_t>();
       auto it = gpuKernels.find("_mlir_ciface_" + of);
-      if (it == gpuKernels.end() || minRows < 1 || k.at("arguments") != [&] {
-            for (const json &o : meta.at("kernels"))
-              if (o.at("name") == of)
-                return o.at("arguments");
-            return json();
-          }())
+      if (it == gpuKernels.end() || minRows < 1 || k.at("arguments") != argumentsOf[of])
         return absl::InvalidArgumentError(absl::StrCat(
             where, "kernels/kernels.json: kernel '", name, "' replaces '", of,
             "', which is not a kernel with the same arguments (or min_rows < 1)"));

@@ -63,6 +63,31 @@ float uniform(uint64_t h) {
   return float(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
+// The generator's hot loop over a run of elements: plain arithmetic over an
+// array, so it vectorizes; on x86-64 it is also built for AVX2 and AVX-512
+// and the loader picks the widest the CPU has (the machine that generates a
+// checkpoint is not the one that built the tool). Same values as noise(draw).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CSA_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CSA_CPU_CLONES
+#endif
+
+/// out[i] = sigma * noise(draw(key, first + i)).
+CSA_CPU_CLONES
+void noiseRun(uint64_t key, uint64_t first, int64_t n, float sigma,
+              float *out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t z = key + (first + uint64_t(i) + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    const uint64_t h = z ^ (z >> 31);
+    const int32_t sum = int32_t(h & 0xFFFF) + int32_t((h >> 16) & 0xFFFF) +
+                        int32_t((h >> 32) & 0xFFFF) + int32_t(h >> 48);
+    out[i] = sigma * ((float(sum) + 2.0f - 131072.0f) * (1.7320508f / 65536.0f));
+  }
+}
+
 /// Everything a filler needs, captured by value.
 struct Generator {
   TensorKind kind = TensorKind::Linear;
@@ -116,9 +141,37 @@ struct Generator {
       out[size_t(C)] = std::ldexp(1.0f, -blockExp(R, C));
   }
 
+  /// Whether value() is sigma * noise (every kind but the small ones).
+  bool isNoise() const {
+    switch (kind) {
+    case TensorKind::Norm:
+    case TensorKind::EngramGate:
+    case TensorKind::AttnSink:
+    case TensorKind::RouterBias:
+    case TensorKind::HcScale:
+    case TensorKind::HcBase:
+      return false;
+    default:
+      return true;
+    }
+  }
+
+  /// out[i] = value(first + i) for i < n.
+  void values(uint64_t first, int64_t n, float *out) const {
+    if (isNoise()) {
+      noiseRun(valueKey, first, n, sigma, out);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = value(first + uint64_t(i));
+  }
+
+  /// Elements per batch of values (kept on the stack, in the L1 cache).
+  static constexpr int64_t kBatch = 2048;
+
   /// Bytes [offset, offset + size) of the tensor. Quantized data is walked
   /// row by row and block by block, so the scale of a block is computed
-  /// once per row, not once per element.
+  /// once per row, not once per element; values come in batches.
   void fill(uint64_t offset, uint64_t size, uint8_t *dst) const {
     if (isScale) {
       for (uint64_t i = 0; i < size; ++i) {
@@ -129,6 +182,7 @@ struct Generator {
       }
       return;
     }
+    alignas(64) float batch[kBatch];
     const uint64_t end = offset + size;
     std::vector<float> mult;
     int64_t cachedBlockRow = -1;
@@ -142,10 +196,12 @@ struct Generator {
         const int64_t stop = std::min<int64_t>(cols, c0 + int64_t(end - e));
         for (int64_t c = c0; c < stop;) {
           const int64_t block = c / blockCols;
-          const int64_t segment = std::min(stop, (block + 1) * blockCols);
-          const float m = mult[size_t(block)];
-          for (; c < segment; ++c, ++e)
-            dst[e - offset] = numerics::encodeE4M3(value(e) * m);
+          const int64_t n =
+              std::min({stop, (block + 1) * blockCols, c + kBatch}) - c;
+          values(e, n, batch);
+          numerics::encodeE4M3Scaled(batch, mult[size_t(block)], n, dst + (e - offset));
+          c += n;
+          e += uint64_t(n);
         }
       }
       return;
@@ -161,14 +217,12 @@ struct Generator {
             std::min<int64_t>(bytesPerRow, j0 + int64_t(end - b));
         for (int64_t j = j0; j < stop;) {
           const int64_t block = j / bytesPerBlock;
-          const int64_t segment = std::min(stop, (block + 1) * bytesPerBlock);
-          const float m = mult[size_t(block)];
-          for (; j < segment; ++j, ++b) {
-            const uint64_t e = uint64_t(r * cols + 2 * j);
-            dst[b - offset] =
-                numerics::packE2M1(numerics::encodeE2M1(value(e) * m),
-                                   numerics::encodeE2M1(value(e + 1) * m));
-          }
+          const int64_t n =
+              std::min({stop, (block + 1) * bytesPerBlock, j + kBatch / 2}) - j;
+          values(uint64_t(r * cols + 2 * j), 2 * n, batch);
+          numerics::encodeE2M1PairsScaled(batch, mult[size_t(block)], n, dst + (b - offset));
+          j += n;
+          b += uint64_t(n);
         }
       }
       return;
@@ -176,17 +230,18 @@ struct Generator {
     case WeightStorage::Plain:
       break;
     }
-    if (dtype == DType::F32) {
-      for (uint64_t i = 0; i < size; i += 4) {
-        float v = value((offset + i) / 4);
-        std::memcpy(dst + i, &v, 4); // little-endian hosts only
-      }
-    } else { // BF16
-      for (uint64_t i = 0; i < size; i += 2) {
-        uint16_t bits = numerics::floatToBf16(value((offset + i) / 2));
-        dst[i] = uint8_t(bits);
-        dst[i + 1] = uint8_t(bits >> 8);
-      }
+    // Whole elements: a filler is called on element boundaries.
+    const int64_t width = dtype == DType::F32 ? 4 : 2;
+    for (uint64_t i = 0; i < size;) {
+      const int64_t n = std::min<int64_t>(kBatch, int64_t(size - i) / width);
+      if (n == 0)
+        break; // (never: fillers split at element boundaries)
+      values((offset + i) / uint64_t(width), n, batch);
+      if (dtype == DType::F32)
+        std::memcpy(dst + i, batch, size_t(n) * 4); // little-endian hosts only
+      else
+        numerics::floatToBf16Bytes(batch, n, dst + i);
+      i += uint64_t(n * width);
     }
   }
 };

@@ -95,5 +95,81 @@ std::uint8_t encodeUe8m0(float x) {
   return static_cast<std::uint8_t>(code > 0xFE ? 0xFE : code);
 }
 
+//===----------------------------------------------------------------------===//
+// Batch encoders
+//===----------------------------------------------------------------------===//
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CSA_CPU_CLONES                                                         \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CSA_CPU_CLONES
+#endif
+
+namespace {
+/// roundMagnitude for one format, as selects: a shift past the significand
+/// (clamped to 31) leaves q = 0 and no carry, as the branch there does.
+template <int ManBits, int Bias>
+inline std::uint32_t roundMagnitudeSelect(std::uint32_t absBits) {
+  const std::int32_t field = std::int32_t(absBits >> 23);
+  const std::uint32_t significand =
+      (absBits & 0x7FFFFF) | (field != 0 ? 0x800000u : 0u);
+  const std::int32_t exponent = (field != 0 ? field : 1) - 127;
+  const std::int32_t target = exponent < 1 - Bias ? 1 - Bias : exponent;
+  std::int32_t shift = 23 - ManBits + (target - exponent);
+  shift = shift > 31 ? 31 : shift;
+  const std::uint32_t q = significand >> shift;
+  const std::uint32_t rem = significand & ((1u << shift) - 1);
+  const std::uint32_t half = 1u << (shift - 1);
+  const std::uint32_t up = (rem > half) | ((rem == half) & (q & 1));
+  return (std::uint32_t(target + Bias - 1) << ManBits) + q + up;
+}
+} // namespace
+
+CSA_CPU_CLONES
+void encodeE4M3Scaled(const float *v, float m, std::int64_t n,
+                      std::uint8_t *dst) {
+  const std::uint32_t maxBits = floatBits(kE4M3Max);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t bits = floatBits(v[i] * m), absBits = bits & 0x7FFFFFFF;
+    const std::uint32_t sign = (bits >> 24) & 0x80;
+    const std::uint32_t code =
+        absBits > 0x7F800000 ? kE4M3NaN
+        : absBits > maxBits  ? sign | 0x7E
+                             : sign | roundMagnitudeSelect<3, 7>(absBits);
+    dst[i] = std::uint8_t(code);
+  }
+}
+
+CSA_CPU_CLONES
+void encodeE2M1PairsScaled(const float *v, float m, std::int64_t pairs,
+                           std::uint8_t *dst) {
+  const std::uint32_t maxBits = floatBits(kE2M1Max);
+  for (std::int64_t j = 0; j < pairs; ++j) {
+    std::uint32_t code[2];
+    for (int k = 0; k < 2; ++k) {
+      const std::uint32_t bits = floatBits(v[2 * j + k] * m),
+                          absBits = bits & 0x7FFFFFFF;
+      const std::uint32_t sign = (bits >> 28) & 0x8;
+      code[k] = absBits > 0x7F800000 ? 0u
+                : absBits > maxBits  ? sign | 0x7
+                                     : sign | roundMagnitudeSelect<1, 1>(absBits);
+    }
+    dst[j] = std::uint8_t(code[0] | (code[1] << 4));
+  }
+}
+
+CSA_CPU_CLONES
+void floatToBf16Bytes(const float *v, std::int64_t n, std::uint8_t *dst) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t bits = floatBits(v[i]);
+    const std::uint32_t rounded =
+        (bits & 0x7FFFFFFF) > 0x7F800000 ? (bits | 0x00400000)
+                                         : bits + 0x7FFF + ((bits >> 16) & 1);
+    dst[2 * i] = std::uint8_t(rounded >> 16);
+    dst[2 * i + 1] = std::uint8_t(rounded >> 24);
+  }
+}
+
 } // namespace numerics
 } // namespace csa

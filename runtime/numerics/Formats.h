@@ -184,6 +184,23 @@ inline std::uint8_t ceilPow2Ue8m0(float x) {
   return static_cast<std::uint8_t>(code > 0xFF ? 0xFF : code);
 }
 
+//===----------------------------------------------------------------------===//
+// Batch encoders
+//===----------------------------------------------------------------------===//
+
+// The encoders above over arrays, for bulk conversion (a generated or
+// converted checkpoint). Same bytes for every input, NaN and infinity
+// included; built without calls or branches so they vectorize (on x86-64 also
+// as AVX2 and AVX-512 clones picked at load time).
+
+/// dst[i] = encodeE4M3(v[i] * m).
+void encodeE4M3Scaled(const float *v, float m, std::int64_t n, std::uint8_t *dst);
+/// dst[j] = packE2M1(encodeE2M1(v[2j] * m), encodeE2M1(v[2j + 1] * m)).
+void encodeE2M1PairsScaled(const float *v, float m, std::int64_t pairs,
+                           std::uint8_t *dst);
+/// dst[2i], dst[2i + 1] = floatToBf16(v[i]), little-endian.
+void floatToBf16Bytes(const float *v, std::int64_t n, std::uint8_t *dst);
+
 } // namespace numerics
 } // namespace csa
 

@@ -379,3 +379,56 @@ TEST(Products, E2M1TimesE4M3IsExactInBf16) {
   }
   EXPECT_EQ(checked, 16 * 254);
 }
+
+//===----------------------------------------------------------------------===//
+// Batch encoders: the scalar encoders' bytes for every input
+//===----------------------------------------------------------------------===//
+
+/// Inputs covering every rounding boundary of the three formats: each of the
+/// 2^16 values of sign, exponent and the top 7 mantissa bits (E4M3 and E2M1
+/// round inside those) with low halves at and around the bf16 tie (bit 15),
+/// at zero and one (exact ties of the narrow formats and just above) and at
+/// the top; NaNs and infinities included.
+std::vector<float> boundaryInputs() {
+  std::vector<float> out;
+  const std::uint32_t lows[] = {0,      1,      2,      0x7FFF, 0x8000,
+                                0x8001, 0xFFFE, 0xFFFF, 0x1234, 0xC001};
+  for (std::uint32_t high = 0; high < 0x10000; ++high)
+    for (std::uint32_t low : lows)
+      out.push_back(floatFromBits(high << 16 | low));
+  return out;
+}
+
+TEST(BatchEncoders, E4M3MatchesTheScalarEncoder) {
+  const std::vector<float> in = boundaryInputs();
+  std::vector<std::uint8_t> out(in.size());
+  for (float m : {1.0f, 0.125f, 32.0f}) {
+    encodeE4M3Scaled(in.data(), m, std::int64_t(in.size()), out.data());
+    for (size_t i = 0; i < in.size(); ++i)
+      ASSERT_EQ(out[i], encodeE4M3(in[i] * m))
+          << "bits 0x" << std::hex << floatBits(in[i]) << " m " << m;
+  }
+}
+
+TEST(BatchEncoders, E2M1PairsMatchTheScalarEncoder) {
+  const std::vector<float> in = boundaryInputs();
+  std::vector<std::uint8_t> out(in.size() / 2);
+  for (float m : {1.0f, 0.25f, 8.0f}) {
+    encodeE2M1PairsScaled(in.data(), m, std::int64_t(out.size()), out.data());
+    for (size_t j = 0; j < out.size(); ++j)
+      ASSERT_EQ(out[j], packE2M1(encodeE2M1(in[2 * j] * m),
+                                 encodeE2M1(in[2 * j + 1] * m)))
+          << "bits 0x" << std::hex << floatBits(in[2 * j]) << ", 0x"
+          << floatBits(in[2 * j + 1]) << " m " << m;
+  }
+}
+
+TEST(BatchEncoders, Bf16BytesMatchTheScalarConversion) {
+  const std::vector<float> in = boundaryInputs();
+  std::vector<std::uint8_t> out(2 * in.size());
+  floatToBf16Bytes(in.data(), std::int64_t(in.size()), out.data());
+  for (size_t i = 0; i < in.size(); ++i)
+    ASSERT_EQ(std::uint16_t(out[2 * i] | out[2 * i + 1] << 8),
+              floatToBf16(in[i]))
+        << "bits 0x" << std::hex << floatBits(in[i]);
+}

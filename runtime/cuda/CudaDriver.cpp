@@ -34,6 +34,7 @@ struct Driver::Api {
   CUresult (*cuMemcpyHtoD)(DevicePtr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, DevicePtr, size_t);
   CUresult (*cuMemcpyDtoD)(DevicePtr, DevicePtr, size_t);
+  CUresult (*cuMemsetD8)(DevicePtr, unsigned char, size_t);
   CUresult (*cuLaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, void *, void **,
                              void **);
@@ -90,6 +91,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuMemcpyHtoD_v2", reinterpret_cast<void **>(&api.cuMemcpyHtoD)},
       {"cuMemcpyDtoH_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoH)},
       {"cuMemcpyDtoD_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoD)},
+      {"cuMemsetD8_v2", reinterpret_cast<void **>(&api.cuMemsetD8)},
       {"cuLaunchKernel", reinterpret_cast<void **>(&api.cuLaunchKernel)},
       {"cuCtxSynchronize", reinterpret_cast<void **>(&api.cuCtxSynchronize)},
       {"cuGetErrorString", reinterpret_cast<void **>(&api.cuGetErrorString)},
@@ -195,6 +197,10 @@ absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {
 
 absl::Status Driver::copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
   return check(*api_, api_->cuMemcpyDtoD(dst, src, bytes), "cuMemcpyDtoD");
+}
+
+absl::Status Driver::fill(DevicePtr dst, uint8_t byte, size_t bytes) {
+  return check(*api_, api_->cuMemsetD8(dst, byte, bytes), "cuMemsetD8");
 }
 
 absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,

@@ -84,6 +84,8 @@ public:
   absl::Status copyToDevice(DevicePtr dst, const void *src, size_t bytes);
   absl::Status copyToHost(void *dst, DevicePtr src, size_t bytes);
   absl::Status copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes);
+  /// Sets `bytes` bytes from `dst` to `byte` (ordered like the copies).
+  absl::Status fill(DevicePtr dst, uint8_t byte, size_t bytes);
   /// Launches on the default stream; `params` as cuLaunchKernel takes them.
   absl::Status launch(Function fn, const LaunchShape &shape, void **params);
   absl::Status synchronize();

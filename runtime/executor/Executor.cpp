@@ -374,12 +374,30 @@ public:
   }
   /// The next kernel given the buffer holding `p` writes all of it before
   /// anything reads it (a fresh result or scratch): nothing is uploaded, and
-  /// the host's bytes are stale until a toHost.
+  /// the host's bytes are stale until a toHost. Emulated, the mirror is
+  /// filled with 0xFF bytes (NaN, -1) first, so an element a kernel leaves
+  /// unwritten changes the output instead of passing on stale bytes.
   void deviceWillWrite(const void *p) {
     uintptr_t start = 0, end = 0;
     if (!p || !bounds.range(p, start, end))
       return;
-    mirror(start, end).current = Current::Device;
+    Mirror &m = mirror(start, end);
+    m.current = Current::Device;
+    if (emulated())
+      std::memset(reinterpret_cast<void *>(uintptr_t(m.device)), 0xFF, m.bytes);
+  }
+  /// The buffer holding `p` becomes zeros on the device (an accumulator a
+  /// kernel adds to), without copying the host's bytes.
+  void zeroOnDevice(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    Mirror &m = mirror(start, end);
+    if (emulated())
+      std::memset(reinterpret_cast<void *>(uintptr_t(m.device)), 0, m.bytes);
+    else
+      check(driver->fill(m.device, 0, m.bytes));
+    m.current = Current::Device;
   }
   /// Copies `bytes` from `src` to the whole buffer starting at `dst` on the
   /// device, when src's buffer is current there (a RoPE or slice of a value
@@ -948,6 +966,17 @@ struct Executor::Impl {
       runner->deviceWillWrite(t.ptr());
     return t;
   }
+  /// Scratch of zeros that kernels accumulate into: zeroed on the device
+  /// on the GPU path (no upload), on the host otherwise.
+  Tensor &kernelZeros(const std::string &name, int64_t elementBytes,
+                      std::vector<int64_t> dims) {
+    Tensor &t = scratch(name, elementBytes, std::move(dims));
+    if (runner)
+      runner->zeroOnDevice(t.ptr());
+    else
+      std::fill(t.data.begin(), t.data.end(), 0);
+    return t;
+  }
   /// result() for a value the step's kernels write whole: no upload.
   Tensor &kernelResult(Step &s, size_t i, int64_t elementBytes,
                        std::vector<int64_t> dims, int64_t base) {
@@ -1504,7 +1533,7 @@ absl::Status Executor::Impl::embed(Step &s) {
   Tensor &tok = tensor(s, 0);
   const checkpoint::TensorView &table = weight(s, 1);
   const int64_t n = tok.rows(), dim = attr(s, "dim");
-  Tensor &out = result(s, 2, 2, {n, dim}, tok.base);
+  Tensor &out = kernelResult(s, 2, 2, {n, dim}, tok.base);
   auto dt = desc<1>(tok.ptr(), {n});
   auto dw = desc<2>(table.data, {table.shape[0], dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
@@ -1515,7 +1544,7 @@ absl::Status Executor::Impl::embed(Step &s) {
 absl::Status Executor::Impl::hcExpand(Step &s) {
   Tensor &h = tensor(s, 0);
   const int64_t n = h.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
-  Tensor &out = result(s, 1, 2, {n, hc, dim}, h.base);
+  Tensor &out = kernelResult(s, 1, 2, {n, hc, dim}, h.base);
   auto dh = desc<2>(h.ptr(), {n, dim});
   auto dout = desc<3>(out.ptr(), {n, hc, dim});
   invoke(s, "main", &dh, &dout);
@@ -1526,9 +1555,9 @@ absl::Status Executor::Impl::hcMix(Step &s) {
   Tensor &x = tensor(s, 0);
   const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
   const int64_t mix = (2 + hc) * hc;
-  Tensor &pre = result(s, 4, 4, {n, hc}, x.base);
-  Tensor &post = result(s, 5, 4, {n, hc}, x.base);
-  Tensor &comb = result(s, 6, 4, {n, hc, hc}, x.base);
+  Tensor &pre = kernelResult(s, 4, 4, {n, hc}, x.base);
+  Tensor &post = kernelResult(s, 5, 4, {n, hc}, x.base);
+  Tensor &comb = kernelResult(s, 6, 4, {n, hc, hc}, x.base);
   // The mix+1 long sums (dots and sum of squares), then the rest per row.
   Tensor &sums = kernelScratch("hc_mix.sums", 4, {n, mix + 1});
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
@@ -1547,7 +1576,7 @@ absl::Status Executor::Impl::hcMix(Step &s) {
 absl::Status Executor::Impl::hcCollapse(Step &s) {
   Tensor &x = tensor(s, 0), &pre = tensor(s, 1);
   const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
-  Tensor &out = result(s, 2, 2, {n, dim}, x.base);
+  Tensor &out = kernelResult(s, 2, 2, {n, dim}, x.base);
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
   auto dpre = desc<2>(pre.ptr(), {n, hc});
   auto dout = desc<2>(out.ptr(), {n, dim});
@@ -1559,7 +1588,7 @@ absl::Status Executor::Impl::hcUpdate(Step &s) {
   Tensor &x = tensor(s, 0), &y = tensor(s, 1), &post = tensor(s, 2),
          &comb = tensor(s, 3);
   const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
-  Tensor &out = result(s, 4, 2, {n, hc, dim}, x.base);
+  Tensor &out = kernelResult(s, 4, 2, {n, hc, dim}, x.base);
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
   auto dy = desc<2>(y.ptr(), {n, dim});
   auto dpost = desc<2>(post.ptr(), {n, hc});
@@ -1574,7 +1603,7 @@ absl::Status Executor::Impl::rmsNorm(Step &s) {
   Tensor &x = tensor(s, 0);
   const int64_t dim = attr(s, "dim"), rows = x.numel() / dim;
   std::vector<int64_t> dims = x.dims;
-  Tensor &out = result(s, 2, 2, dims, x.base);
+  Tensor &out = kernelResult(s, 2, 2, dims, x.base);
   auto dx = desc<2>(x.ptr(), {rows, dim});
   auto dw = desc<1>(weight(s, 1).data, {dim});
   auto dout = desc<2>(out.ptr(), {rows, dim});
@@ -1618,7 +1647,7 @@ absl::Status Executor::Impl::quantize(Step &s) {
   if (!t || t->shape.size() != 2 || t->shape.back() < 1)
     return absl::InvalidArgumentError("the quantized rows must be an i8 [rows, row_bytes] transient");
   const int64_t rowBytes = t->shape.back();
-  Tensor &out = result(s, 1, 1, {rows, rowBytes}, x.base);
+  Tensor &out = kernelResult(s, 1, 1, {rows, rowBytes}, x.base);
   auto dx = desc<2>(x.ptr(), {rows, dim});
   auto dout = desc<2>(out.ptr(), {rows, rowBytes});
   invoke(s, "main", &dx, &dout);
@@ -1753,9 +1782,9 @@ absl::Status Executor::Impl::compress(Step &s) {
   const int64_t n = x.rows();
   if (ratio == 1) {
     // [x, position, wkv, norm, out]
-    Tensor &latent = scratch("compress.latent", 2, {n, dim});
+    Tensor &latent = kernelScratch("compress.latent", 2, {n, dim});
     linear(s, "linear", x.ptr(), n, in, 2, false, latent.ptr(), dim);
-    Tensor &out = result(s, 4, 2, {n, dim}, *pos);
+    Tensor &out = kernelResult(s, 4, 2, {n, dim}, *pos);
     auto dl = desc<2>(latent.ptr(), {n, dim});
     auto dw = desc<1>(weight(s, 3).data, {dim});
     auto dout = desc<2>(out.ptr(), {n, dim});
@@ -1764,12 +1793,12 @@ absl::Status Executor::Impl::compress(Step &s) {
   }
   // [x, position, state, wkv, wgate, norm, out]
   CacheState &state = cache(s, 2);
-  Tensor &kv = scratch("compress.kv", 4, {n, dim});
-  Tensor &score = scratch("compress.score", 4, {n, dim});
+  Tensor &kv = kernelScratch("compress.kv", 4, {n, dim});
+  Tensor &score = kernelScratch("compress.score", 4, {n, dim});
   linear(s, "linear", x.ptr(), n, in, 3, false, kv.ptr(), dim);
   linear(s, "linear", x.ptr(), n, in, 4, false, score.ptr(), dim);
   const int64_t groups = (*pos + n) / ratio - *pos / ratio;
-  Tensor &pooled = scratch("compress.pooled", 2, {groups, dim});
+  Tensor &pooled = kernelScratch("compress.pooled", 2, {groups, dim});
   float *stateKv = reinterpret_cast<float *>(state.bytes.data());
   float *stateScore = stateKv + ratio * dim;
   auto dkv = desc<2>(kv.ptr(), {n, dim});
@@ -1779,7 +1808,7 @@ absl::Status Executor::Impl::compress(Step &s) {
   auto dp = desc<2>(pooled.ptr(), {groups, dim});
   invoke(s, "pool", &dkv, &dscore, &dsk,
          &dss, int64_t(*pos), &dp);
-  Tensor &out = result(s, 6, 2, {groups, dim}, *pos / ratio);
+  Tensor &out = kernelResult(s, 6, 2, {groups, dim}, *pos / ratio);
   auto dw = desc<1>(weight(s, 5).data, {dim});
   auto dout = desc<2>(out.ptr(), {groups, dim});
   invoke(s, "norm", &dp, &dw, &dout);
@@ -1795,22 +1824,22 @@ absl::Status Executor::Impl::indexScore(Step &s) {
                 ratio = attr(s, "ratio");
   const int64_t keyBytes = b.indexRowBytes;
   // Queries through FP4 (E2M1, UE8M0 per 32), as the released indexer.
-  Tensor &qRows = scratch("index.qrows", 1, {n * heads, keyBytes});
-  Tensor &qDeq = scratch("index.q", 2, {n, heads, dim});
+  Tensor &qRows = kernelScratch("index.qrows", 1, {n * heads, keyBytes});
+  Tensor &qDeq = kernelScratch("index.q", 2, {n, heads, dim});
   auto dq = desc<2>(q.ptr(), {n * heads, dim});
   auto dqr = desc<2>(qRows.ptr(), {n * heads, keyBytes});
   auto dqd = desc<2>(qDeq.ptr(), {n * heads, dim});
   invoke(s, "quantize", &dq, &dqr);
   invoke(s, "dequantize", &dqr, &dqd);
   // Head weights times (heads * dim)^-1/2.
-  Tensor &ws = scratch("index.w", 2, {n, heads});
+  Tensor &ws = kernelScratch("index.w", 2, {n, heads});
   auto dw = desc<2>(w.ptr(), {n, heads});
   auto dws = desc<2>(ws.ptr(), {n, heads});
   invoke(s, "scale", &dw, &dws);
   // The keys written so far.
   const int64_t width = (q.base + n) / ratio;
   const int64_t numKeys = std::min(width, c.indexEntries);
-  Tensor &keys = scratch("index.keys", 2, {numKeys, dim});
+  Tensor &keys = kernelScratch("index.keys", 2, {numKeys, dim});
   Tensor &keyRows =
       gatherParts("index.key_rows", c, b, b.mainRowBytes, keyBytes, numKeys);
   auto dkr = desc<2>(keyRows.ptr(), {numKeys, keyBytes});
@@ -1818,7 +1847,7 @@ absl::Status Executor::Impl::indexScore(Step &s) {
   if (numKeys > 0)
     invoke(s, "dequantize", &dkr, &dk);
   Tensor &visible = visibleEntries(q.base, n, ratio);
-  Tensor &out = result(s, 3, 4, {n, width}, q.base);
+  Tensor &out = kernelResult(s, 3, 4, {n, width}, q.base);
   auto dqq = desc<3>(qDeq.ptr(), {n, heads, dim});
   auto dv = desc<1>(visible.ptr(), {n});
   auto dout = desc<2>(out.ptr(), {n, width});
@@ -1832,7 +1861,7 @@ absl::Status Executor::Impl::hsiSelect(Step &s) {
   const int64_t n = scores.rows(), width = scores.dims.at(1),
                 ratio = attr(s, "ratio"), blockSize = attr(s, "block_size");
   Tensor &visible = visibleEntries(scores.base, n, ratio);
-  Tensor &mask = result(s, 1, 1, {n, width}, scores.base);
+  Tensor &mask = kernelResult(s, 1, 1, {n, width}, scores.base);
   // Each block's score, then each block ranks itself.
   const int64_t numBlocks = (width + blockSize - 1) / blockSize;
   Tensor &blocks = kernelScratch("hsi.blocks", 4, {n, numBlocks});
@@ -1851,7 +1880,7 @@ absl::Status Executor::Impl::topk(Step &s) {
   const int64_t n = scores.rows(), width = scores.dims.at(1),
                 ratio = attr(s, "ratio"), k = attr(s, "k");
   Tensor &visible = visibleEntries(scores.base, n, ratio);
-  Tensor &out = result(s, masked ? 2 : 1, 4, {n, k}, scores.base);
+  Tensor &out = kernelResult(s, masked ? 2 : 1, 4, {n, k}, scores.base);
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
   auto dout = desc<2>(out.ptr(), {n, k});
@@ -1993,7 +2022,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
             sel[j] < 0 ? -1 : int32_t(windowRows + slot[size_t(sel[j])]);
     }
   }
-  Tensor &out = result(s, outArg, 2, {n, heads, dim}, q.base);
+  Tensor &out = kernelResult(s, outArg, 2, {n, heads, dim}, q.base);
   auto dq = desc<3>(q.ptr(), {n, heads, dim});
   auto drows = desc<2>(rows.ptr(), {windowRows + entries, dim});
   auto didx = desc<2>(idx.ptr(), {n, width});
@@ -2028,8 +2057,7 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto dw = desc<2>(wts.ptr(), {n, topK});
     invoke(s, "route", &dl, &db, &di, &dw);
   }
-  Tensor &y = scratch("moe.y", 4, {n, dim});
-  std::fill(y.data.begin(), y.data.end(), 0);
+  Tensor &y = kernelZeros("moe.y", 4, {n, dim});
   // Each expert's tokens in token order, with their routing weights: one
   // list per expert, ascending expert (a counting sort of the routing, once
   // per layer; the gather kernel copies the rows).
@@ -2106,7 +2134,7 @@ absl::Status Executor::Impl::moe(Step &s) {
   }
   linear(s, "shared_out", h.ptr(), n, inter, sharedArg + sStep, sharedScales,
          o.ptr(), dim);
-  Tensor &out = result(s, outArg, 2, {n, dim}, x.base);
+  Tensor &out = kernelResult(s, outArg, 2, {n, dim}, x.base);
   auto dsh = desc<2>(o.ptr(), {n, dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
   invoke(s, "finish", &dy, &dsh, &dout);
@@ -2142,20 +2170,20 @@ absl::Status Executor::Impl::engram(Step &s) {
   Tensor &hist = scratch("engram.history", 4, {last - first});
   std::memcpy(hist.ptr(), seq->history.data() + first,
               size_t(last - first) * sizeof(int32_t));
-  Tensor &ids = scratch("engram.ids", 8, {n, cols});
+  Tensor &ids = kernelScratch("engram.ids", 8, {n, cols});
   auto dt = desc<1>(hist.ptr(), {last - first});
   auto dmap = desc<1>(engramMap.data(), {vocab});
   auto dids = desc<2>(ids.ptr(), {n, cols});
   invoke(s, "hash", &dt, &dmap, int64_t(first),
          int64_t(*pos), &dids);
   const checkpoint::TensorView &table = weight(s, 3), &tableScale = weight(s, 4);
-  Tensor &rows = scratch("engram.rows", 2, {n, cols * headDim});
+  Tensor &rows = kernelScratch("engram.rows", 2, {n, cols * headDim});
   auto dtab = desc<2>(table.data, {table.shape[0], headDim});
   auto dts = desc<2>(tableScale.data, {tableScale.shape[0], headDim / 32});
   auto drows = desc<2>(rows.ptr(), {n, cols * headDim});
   invoke(s, "gather", &dids, &dtab, &dts,
          &drows);
-  Tensor &kv = scratch("engram.kv", 2, {n, (hc + 1) * dim});
+  Tensor &kv = kernelScratch("engram.kv", 2, {n, (hc + 1) * dim});
   linear(s, "linear", rows.ptr(), n, cols * headDim, 5, true, kv.ptr(),
          (hc + 1) * dim);
   auto copied = resultCopyOf(s, 9, streams, 0, 2, {n, hc, dim}, streams.base);
@@ -2179,7 +2207,7 @@ absl::Status Executor::Impl::lmHead(Step &s) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the head's input is not [rows >= 1, ", dim, "]"));
   const uint16_t *in = x.as<uint16_t>() + (lastOnly ? (x.rows() - 1) * dim : 0);
-  Tensor &out = result(s, 2, 4, {rows, vocabOut}, x.base);
+  Tensor &out = kernelResult(s, 2, 4, {rows, vocabOut}, x.base);
   linear(s, "main", in, rows, dim, 1, false, out.ptr(), vocabOut);
   return absl::OkStatus();
 }

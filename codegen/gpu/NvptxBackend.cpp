@@ -176,6 +176,50 @@ int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
   return rowsArg;
 }
 
+/// Kernels whose body is one loop over a constant number of independent
+/// channels (each walks the rows in order, carrying its own state), so each
+/// channel can be a thread: the compressor's pooling.
+bool channelParallel(StringRef name) {
+  return name.starts_with("compress_pool_");
+}
+
+/// Gives each iteration of the single top-level loop of `fn` (from 0 by 1 to
+/// a constant, no results, nothing else in the entry block but constants and
+/// the return) a thread. Returns the trip count, or -1 (fn untouched).
+int64_t distributeChannels(func::FuncOp fn) {
+  Block &entry = fn.getBody().front();
+  scf::ForOp loop;
+  for (Operation &op : entry) {
+    if (auto f = dyn_cast<scf::ForOp>(op)) {
+      if (loop)
+        return -1;
+      loop = f;
+    } else if (!isa<arith::ConstantOp, func::ReturnOp>(op)) {
+      return -1;
+    }
+  }
+  if (!loop || loop.getNumResults() != 0)
+    return -1;
+  auto lb = getConstantIntValue(loop.getLowerBound());
+  auto ub = getConstantIntValue(loop.getUpperBound());
+  auto step = getConstantIntValue(loop.getStep());
+  if (!lb || *lb != 0 || !ub || *ub < 1 || !step || *step != 1)
+    return -1;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Value gid = globalThreadId(b, loc);
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, gid,
+                                        loop.getUpperBound());
+  auto guard = scf::IfOp::create(b, loc, inRange, /*withElse=*/false);
+  OpBuilder inner = OpBuilder::atBlockTerminator(guard.thenBlock());
+  IRMapping map;
+  map.map(loop.getInductionVar(), gid);
+  for (Operation &op : loop.getBody()->without_terminator())
+    inner.clone(op, map);
+  loop->erase();
+  return *ub;
+}
+
 /// Static shared memory a kernel may declare without opting in (48 KiB).
 constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
@@ -554,6 +598,11 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.blockSize = options.blockSize;
       info.rowsArgument = rowsArg;
       info.elementsPerRow = elementsPerRow;
+    } else if (int64_t channels = 0;
+               channelParallel(name) && (channels = distributeChannels(fn)) > 0) {
+      info.launch = "channels";
+      info.blockSize = std::min<int64_t>(options.blockSize, channels);
+      info.outputs = channels;
     } else if (rowParallel(name) &&
                (rowsArg = distributeRows(fn, rowsPerThread)) >= 0) {
       info.launch = "rows";
@@ -775,6 +824,9 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
       launch["rows_argument"] = k.rowsArgument;
       launch["outputs"] = k.outputs;
       launch["outputs_per_block"] = k.outputsPerBlock;
+    } else if (k.launch == "channels") {
+      // grid.x = ceil(channels / block): a thread per channel, any rows.
+      launch["channels"] = k.outputs;
     } else if (k.launch == "row_tiles") {
       // grid = (ceil(dim(argument rows_argument, 0) / rows_per_block),
       // ceil(outputs / outputs_per_block)).

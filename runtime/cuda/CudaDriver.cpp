@@ -224,6 +224,8 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
   } else if (rule.rule == "row_outputs") {
     gridX = rows;
     gridY = ceilDiv(rule.outputs, rule.outputsPerBlock);
+  } else if (rule.rule == "channels") {
+    gridX = ceilDiv(rule.outputs, rule.block);
   } else if (rule.rule == "row_tiles") {
     gridX = ceilDiv(rows, rule.rowsPerBlock);
     gridY = ceilDiv(rule.outputs, rule.outputsPerBlock);
@@ -253,7 +255,7 @@ launchShapeFor(const LaunchRule &rule,
     return (*sizes)[size_t(dim)];
   };
   int64_t rows = 0;
-  if (rule.rule != "single") {
+  if (rule.rule != "single" && rule.rule != "channels") {
     auto r = dimension(rule.rowsArgument, 0, "rows_argument");
     if (!r.ok())
       return r.status();

@@ -40,7 +40,7 @@ struct LaunchRule {
   int64_t block = 1;
   int64_t rowsArgument = -1; ///< rows, row_outputs: dim 0 of this argument
   int64_t rowsPerThread = 1; ///< rows
-  int64_t outputs = 0;       ///< row_outputs, row_tiles
+  int64_t outputs = 0;       ///< row_outputs, row_tiles; channels: the count
   int64_t outputsPerBlock = 1; ///< row_outputs, row_tiles
   int64_t rowsPerBlock = 1;    ///< row_tiles
   int64_t elementsPerRow = 1;  ///< row_elements: constant trip counts

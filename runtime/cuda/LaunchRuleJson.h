@@ -41,13 +41,21 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
     return bad("rule is missing");
   rule.rule = launch["rule"].get<std::string>();
   if (rule.rule != "rows" && rule.rule != "row_elements" &&
-      rule.rule != "row_outputs" && rule.rule != "row_tiles" && rule.rule != "single")
-    return bad(absl::StrCat(
-        "rule '", rule.rule, "' is not rows, row_elements, row_outputs, row_tiles or single"));
+      rule.rule != "row_outputs" && rule.rule != "row_tiles" &&
+      rule.rule != "channels" && rule.rule != "single")
+    return bad(absl::StrCat("rule '", rule.rule,
+                            "' is not rows, row_elements, row_outputs, "
+                            "row_tiles, channels or single"));
   if (absl::Status st = integer("block", 1, 1024, rule.block); !st.ok())
     return st;
   if (rule.rule == "single")
     return rule;
+  if (rule.rule == "channels") {
+    if (absl::Status st = integer("channels", 1, int64_t(1) << 31, rule.outputs);
+        !st.ok())
+      return st;
+    return rule;
+  }
   const int64_t lastArgument = int64_t(numArguments) - 1;
   if (absl::Status st = integer("rows_argument", 0, lastArgument, rule.rowsArgument);
       !st.ok())

@@ -306,7 +306,8 @@ class GpuRunner {
 public:
   GpuRunner(cuda::Driver *driver, const Bounds &bounds)
       : driver(driver), bounds(bounds),
-        syncEach(std::getenv("CSA_CUDA_SYNC") != nullptr) {}
+        syncEach(std::getenv("CSA_CUDA_SYNC") != nullptr),
+        trace(std::getenv("CSA_CUDA_TRACE") != nullptr) {}
   ~GpuRunner() {
     for (auto &[start, m] : mirrors)
       releaseDevice(m.device);
@@ -472,9 +473,18 @@ private:
 public:
   /// Bytes copied each way so far (the profile's transfers).
   uint64_t bytesToDevice = 0, bytesToHost = 0;
+  /// The kernel whose arguments are being placed (CSA_CUDA_TRACE=1 names it
+  /// with each copy; null: a preload or a download the host asked for).
+  const std::string *placing = nullptr;
 
 private:
+  void traceCopy(const char *direction, size_t bytes) {
+    if (trace)
+      std::fprintf(stderr, "csa-cuda: %s %zu bytes (%s)\n", direction, bytes,
+                   placing ? placing->c_str() : "outside a kernel");
+  }
   void upload(cuda::DevicePtr dst, const void *src, size_t bytes) {
+    traceCopy("upload", bytes);
     bytesToDevice += bytes;
     if (emulated())
       std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
@@ -482,6 +492,7 @@ private:
       check(driver->copyToDevice(dst, src, bytes));
   }
   void download(void *dst, cuda::DevicePtr src, size_t bytes) {
+    traceCopy("download", bytes);
     bytesToHost += bytes;
     if (emulated())
       std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
@@ -505,6 +516,7 @@ private:
   cuda::Driver *driver; ///< null: emulated
   const Bounds &bounds;
   const bool syncEach;
+  const bool trace; ///< CSA_CUDA_TRACE: every copy on stderr
   std::map<uintptr_t, Mirror> mirrors;
   std::set<uintptr_t> constants;
   cuda::DevicePtr status = 0; ///< a kernel's returned value
@@ -688,6 +700,17 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
                                 std::to_string(sizeof...(A)));
   size_t i = 0;
   (checkArg(k, i++, args), ...);
+  struct Placing { // names the kernel in CSA_CUDA_TRACE lines
+    GpuRunner *runner;
+    Placing(GpuRunner *r, const std::string &name) : runner(r) {
+      if (runner)
+        runner->placing = &name;
+    }
+    ~Placing() {
+      if (runner)
+        runner->placing = nullptr;
+    }
+  } placing(k.runner, k.name);
   if (k.runner && k.runner->emulated()) {
     std::vector<std::shared_ptr<void>> keep;
     auto fn = reinterpret_cast<R (*)(A...)>(k.fn);

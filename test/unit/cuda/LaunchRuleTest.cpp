@@ -119,6 +119,20 @@ TEST(LaunchRule, ShapeFromTheArguments) {
             "dimensions");
 }
 
+TEST(LaunchRule, ChannelsGiveEachChannelAThreadWhateverTheRows) {
+  auto rule = parseLaunchRule(
+      json{{"rule", "channels"}, {"block", 128}, {"channels", 512}}, "k", 2);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  std::vector<int64_t> rows = {4096, 512};
+  auto shape = csa::cuda::launchShapeFor(
+      *rule, [&](int64_t) { return &rows; });
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->gridX, 4u);
+  EXPECT_EQ(shape->blockX, 128u);
+  rows[0] = 1;
+  EXPECT_EQ(csa::cuda::launchShapeFor(*rule, [&](int64_t) { return &rows; })->gridX, 4u);
+}
+
 TEST(LaunchRule, MalformedRulesNameTheField) {
   auto message = [](const json &launch) {
     auto rule = parseLaunchRule(launch, "k", 2);
@@ -139,7 +153,9 @@ TEST(LaunchRule, MalformedRulesNameTheField) {
             "kernel 'k': launch.rows_argument is 5, not in [0, 1]");
   EXPECT_EQ(message(json{{"rule", "warps"}, {"block", 32}}),
             "kernel 'k': launch.rule 'warps' is not rows, row_elements, row_outputs, "
-            "row_tiles or single");
+            "row_tiles, channels or single");
+  EXPECT_EQ(message(json{{"rule", "channels"}, {"block", 128}}),
+            "kernel 'k': launch.channels is missing");
   EXPECT_EQ(message(json{{"rule", "row_tiles"}, {"block", 128}, {"rows_argument", 0},
                          {"outputs", 8}, {"outputs_per_block", 64}, {"rows_per_block", 8}}),
             "kernel 'k': launch.block is 128, not outputs_per_block (64)");

@@ -1995,7 +1995,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
       }
   }
   const int64_t entries = int64_t(used.size());
-  Tensor &rows = scratch("attention.rows", 2, {windowRows + entries, dim});
+  Tensor &rows = kernelScratch("attention.rows", 2, {windowRows + entries, dim});
   {
     const uint8_t *src = ringEmptyBefore ? fresh.as<uint8_t>() : ring.bytes.data();
     auto dr = desc<2>(src, {windowRows, rowBytes});

@@ -47,8 +47,17 @@
 
 namespace {
 
+/// The value every i64 argument gets (a position, a stride or a step: 1 is
+/// valid for each). Kernels with an i64 argument and a memref with two
+/// dynamic dimensions are not run: the second has no value to synthesize
+/// (RoPE's row width).
+constexpr int64_t kScalarValue = 1;
+
 struct Arg {
-  std::string element; ///< bf16, f32, i8
+  std::string element; ///< bf16, f32, i8; i64: a scalar
+  bool scalar = false;
+  int64_t value = 0; ///< a scalar's value
+  int dynamicDims = 0;
   std::vector<int64_t> shape;
   int64_t elementBytes = 0;
   std::vector<uint8_t> host, gpu;
@@ -61,8 +70,15 @@ struct Arg {
   }
 };
 
-/// "memref<?x64xbf16>" -> shape and element; false for anything else.
-bool parseMemref(const std::string &type, int64_t rows, Arg &arg) {
+/// "memref<?x64xbf16>" -> shape and element; "i64" -> a scalar (see
+/// kScalarValue); false for anything else.
+bool parseArgument(const std::string &type, int64_t rows, Arg &arg) {
+  if (type == "i64") {
+    arg.element = type;
+    arg.scalar = true;
+    arg.value = kScalarValue;
+    return true;
+  }
   if (type.rfind("memref<", 0) != 0 || type.back() != '>' ||
       type.find("strided") != std::string::npos || type.find(',') != std::string::npos)
     return false;
@@ -76,8 +92,10 @@ bool parseMemref(const std::string &type, int64_t rows, Arg &arg) {
     return false;
   arg.element = items.back();
   items.pop_back();
-  for (const std::string &d : items)
+  for (const std::string &d : items) {
     arg.shape.push_back(d == "?" ? rows : std::stoll(d));
+    arg.dynamicDims += d == "?";
+  }
   if (arg.element == "bf16")
     arg.elementBytes = 2;
   else if (arg.element == "f32")
@@ -213,12 +231,17 @@ int main(int argc, char **argv) {
     bool ok = !k["status_parameter"].get<bool>();
     for (const auto &t : k["arguments"]) {
       Arg arg;
-      if (!ok || !parseMemref(t.get<std::string>(), rows, arg)) {
+      if (!ok || !parseArgument(t.get<std::string>(), rows, arg)) {
         ok = false;
         break;
       }
       args.push_back(std::move(arg));
     }
+    const bool anyScalar = std::any_of(args.begin(), args.end(),
+                                       [](const Arg &a) { return a.scalar; });
+    for (const Arg &a : args)
+      if (anyScalar && a.dynamicDims > 1)
+        ok = false;
     // A row-tiled form is checked against the host kernel it replaces.
     const std::string hostName =
         k.contains("replaces") ? k["replaces"].get<std::string>() : name;
@@ -231,6 +254,8 @@ int main(int argc, char **argv) {
     std::normal_distribution<float> normal(0.f, 1.f);
     std::uniform_int_distribution<int> code(100, 140);
     for (Arg &a : args) {
+      if (a.scalar)
+        continue;
       a.host.resize(size_t(a.count() * a.elementBytes));
       for (int64_t i = 0; i < a.count(); ++i) {
         if (a.element == "bf16") {
@@ -249,6 +274,10 @@ int main(int argc, char **argv) {
     std::vector<std::vector<int64_t>> descs;
     std::vector<void *> hostArgs;
     for (Arg &a : args) {
+      if (a.scalar) {
+        descs.push_back({});
+        continue;
+      }
       std::vector<int64_t> d(3 + 2 * a.shape.size());
       void *p = a.host.data();
       std::memcpy(&d[0], &p, 8);
@@ -262,8 +291,11 @@ int main(int argc, char **argv) {
       }
       descs.push_back(std::move(d));
     }
-    for (auto &d : descs)
-      hostArgs.push_back(d.data());
+    // A scalar goes where a descriptor pointer would: both are INTEGER-class
+    // 8-byte arguments in the x86-64 and AArch64 calling conventions.
+    for (size_t i = 0; i < args.size(); ++i)
+      hostArgs.push_back(args[i].scalar ? reinterpret_cast<void *>(args[i].value)
+                                        : descs[i].data());
     callHost(hostFn, hostArgs);
     // GPU: the same descriptors, expanded into parameters.
     auto fn = gpu.function(*module, name);
@@ -274,6 +306,10 @@ int main(int argc, char **argv) {
     }
     std::vector<int64_t> values;
     for (Arg &a : args) {
+      if (a.scalar) {
+        values.push_back(a.value);
+        continue;
+      }
       auto ptr = gpu.allocate(a.gpu.size());
       if (!ptr.ok() || !gpu.copyToDevice(*ptr, a.gpu.data(), a.gpu.size()).ok()) {
         std::cerr << "device allocation or copy failed\n";
@@ -302,9 +338,10 @@ int main(int argc, char **argv) {
       std::cerr << "csa-gpu-check: error: " << rule.status().message() << "\n";
       return 1;
     }
-    auto launchOf = csa::cuda::launchShapeFor(*rule, [&](int64_t i) {
-      return &args[size_t(i)].shape;
-    });
+    auto launchOf = csa::cuda::launchShapeFor(
+        *rule, [&](int64_t i) -> const std::vector<int64_t> * {
+          return args[size_t(i)].scalar ? nullptr : &args[size_t(i)].shape;
+        });
     if (!launchOf.ok()) {
       std::cerr << "csa-gpu-check: error: kernel '" << name
                 << "': " << launchOf.status().message() << "\n";
@@ -324,6 +361,8 @@ int main(int argc, char **argv) {
     int64_t elements = 0, bad = 0;
     double maxDiff = 0;
     for (Arg &a : args) {
+      if (a.scalar)
+        continue;
       (void)gpu.copyToHost(a.gpu.data(), a.device, a.gpu.size());
       for (int64_t i = 0; i < a.count(); ++i) {
         ++elements;
@@ -389,6 +428,8 @@ int main(int argc, char **argv) {
       double bytes = 0;
       std::string shapes;
       for (const Arg &a : args) {
+        if (a.scalar)
+          continue;
         bytes += double(a.host.size());
         shapes += (shapes.empty() ? "" : " ") + std::to_string(a.count()) + "x" +
                   a.element;
@@ -421,9 +462,11 @@ int main(int argc, char **argv) {
                      flops / seconds / 1e12, roofline / seconds, shapes.c_str());
     }
     for (Arg &a : args)
-      (void)gpu.release(a.device);
+      if (!a.scalar)
+        (void)gpu.release(a.device);
   }
-  std::printf("not run (scalar, index or strided arguments): %zu kernels:",
+  std::printf("not run (f32 or index arguments, a status, strided views, or "
+              "an i64 with a [?, ?] memref): %zu kernels:",
               notRun.size());
   for (const std::string &n : notRun)
     std::printf(" %s", n.c_str());

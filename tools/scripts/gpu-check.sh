@@ -87,7 +87,7 @@ cat > gpu-run/run-reduced.sh <<'RUN'
 # on the GPU: 3 prompt tokens, 2 new ones, top-3 logits compared as text.
 set -uo pipefail
 out=${OUT:-.}
-strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
+strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median"; }
 run() { ./csa-run reduced.csa --random-weights=7 --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 "$@"; }
 run --device=cpu > "$out/reduced-cpu.txt" 2>&1 || exit 1
 run --device=cuda > "$out/reduced-cuda.txt" 2>&1 || exit 1
@@ -146,7 +146,7 @@ run() {
   [ $rc -eq 124 ] && echo "cut short: CSA_FULL_BUDGET=$budget s spent"
   return $rc
 }
-strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
+strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median"; }
 for phase in $phases; do
   echo "== $phase ($(date +%T))"
   case $phase in
@@ -213,7 +213,7 @@ for tool in memcheck racecheck; do
   "$cs" --tool "$tool" ./csa-run tiny.csa --random-weights=7 --prompt=1,2,3,4,5 --max-new-tokens=3 --device=cuda > "$out/$tool-plan.txt" 2>&1 || status=1
   echo "$tool, tiny plan: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-plan.txt")"
 done
-strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
+strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median"; }
 for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   n=$(echo "$prompt" | tr ',' '\n' | wc -l)
   for device in cpu cuda; do
@@ -233,7 +233,7 @@ cat > gpu-run/run-plan.sh <<'RUN'
 set -uo pipefail
 out=${OUT:-.}
 status=0
-strip() { grep -v -e "ms (" -e "bytes" -e "median" "$1"; }
+strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median"; }
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   n=$(echo "$prompt" | tr ',' '\n' | wc -l)

@@ -512,7 +512,30 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         attentionHeads = q.getDimSize(1);
         attentionDim = q.getDimSize(2);
       }
-    if (attentionHeads > 0) {
+    // Top-k ranks: a block of 256 threads per row selects by radix (the
+    // row_outputs rule with 8 "outputs", the block's warps).
+    auto topk = fn->getAttrOfType<DictionaryAttr>(kTopKRankAttr);
+    if (topk && attentionHeads == 0) {
+      constexpr int64_t kTopKThreads = 256;
+      TopKBlockLanes lanes;
+      lanes.row = blockX;
+      lanes.thread = threadX;
+      lanes.threads = kTopKThreads;
+      lanes.barrier = blockBarrier;
+      lanes.histType = MemRefType::get({256}, b.getI32Type(), MemRefLayoutAttrInterface{},
+                                       workgroup);
+      lanes.stateType = MemRefType::get({2}, b.getI64Type(), MemRefLayoutAttrInterface{},
+                                        workgroup);
+      buildTopKRankBlockBody(fn, topk.getAs<IntegerAttr>("k").getInt(),
+                             topk.getAs<BoolAttr>("masked").getValue(), lanes);
+      fn->removeAttr(kTopKRankAttr);
+      info.launch = "row_outputs";
+      info.blockSize = kTopKThreads;
+      info.rowsArgument = 0;
+      info.outputs = kTopKThreads / 32;
+      info.outputsPerBlock = kTopKThreads / 32;
+      info.sharedBytes = 256 * 4 + 2 * 8;
+    } else if (attentionHeads > 0) {
       const int64_t warps = std::min<int64_t>(options.blockSize / 32, attentionHeads);
       AttentionWarpLanes lanes;
       lanes.row = blockX;

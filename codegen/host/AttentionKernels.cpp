@@ -492,6 +492,9 @@ func::FuncOp buildTopKRankKernel(ModuleOp module, const std::string &name,
     args.push_back(flagType);
   args.push_back(flagType);
   func::FuncOp fn = startKernel(b, module, name, args);
+  fn->setAttr(kTopKRankAttr,
+              b.getDictionaryAttr({b.getNamedAttr("k", b.getI64IntegerAttr(k)),
+                                   b.getNamedAttr("masked", b.getBoolAttr(masked))}));
   Value scores = fn.getArgument(0);
   Value mask = masked ? fn.getArgument(1) : Value();
   Value picked = fn.getArgument(masked ? 2 : 1);
@@ -524,6 +527,148 @@ func::FuncOp buildTopKRankKernel(ModuleOp module, const std::string &name,
   });
   func::ReturnOp::create(b, loc);
   return fn;
+}
+
+void buildTopKRankBlockBody(func::FuncOp fn, int64_t k, bool masked,
+                            const TopKBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Type i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type(),
+       indexType = b.getIndexType();
+  Block *entry = freshBody(fn, {lanes.histType, lanes.stateType});
+  b.setInsertionPointToStart(entry);
+  const unsigned numArgs = fn.getNumArguments();
+  Value scores = entry->getArgument(0);
+  Value mask = masked ? entry->getArgument(1) : Value();
+  Value picked = entry->getArgument(masked ? 2 : 1);
+  Value hist = entry->getArgument(numArgs - 2), state = entry->getArgument(numArgs - 1);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        stride = indexConst(b, loc, lanes.threads), bins = indexConst(b, loc, 256);
+  auto c64 = [&](int64_t v) { return intConst(b, loc, i64, v); };
+  Value i = lanes.row(b, loc), tid = lanes.thread(b, loc);
+  Value n = memref::DimOp::create(b, loc, scores, zero);
+  Value width = memref::DimOp::create(b, loc, scores, one);
+  // Every thread of a block has the same row: a block past the rows skips
+  // everything, barriers included.
+  auto active = scf::IfOp::create(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, i, n),
+                                  /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  Value rank = arith::IndexCastOp::create(
+      b, loc, i64, arith::MinSIOp::create(b, loc, indexConst(b, loc, k), width));
+  // (is NaN, key) of position t.
+  auto keyOf = [&](Value t) -> std::pair<Value, Value> {
+    Value s = memref::LoadOp::create(b, loc, scores, ValueRange{i, t});
+    if (masked) {
+      Value m = memref::LoadOp::create(b, loc, mask, ValueRange{i, t});
+      s = arith::SelectOp::create(b, loc,
+                                  cmpI(b, loc, arith::CmpIPredicate::eq, m,
+                                       intConst(b, loc, i8, 0)),
+                                  f32Const(b, loc, -kInf), s);
+    }
+    Value nan = cmpF(b, loc, arith::CmpFPredicate::UNO, s, s);
+    // -0 == +0 in the order: one key.
+    Value isZero = cmpF(b, loc, arith::CmpFPredicate::OEQ, s, f32Const(b, loc, 0.f));
+    Value bits = arith::BitcastOp::create(
+        b, loc, i32, arith::SelectOp::create(b, loc, isZero, f32Const(b, loc, 0.f), s));
+    Value negative = cmpI(b, loc, arith::CmpIPredicate::slt, bits, intConst(b, loc, i32, 0));
+    Value order = arith::SelectOp::create(
+        b, loc, negative, arith::XOrIOp::create(b, loc, bits, intConst(b, loc, i32, -1)),
+        arith::OrIOp::create(b, loc, bits, intConst(b, loc, i32, int32_t(0x80000000u))));
+    Value high = arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, order),
+                                       c64(32));
+    Value low = arith::SubIOp::create(b, loc, c64(0xFFFFFFFFll),
+                                      arith::IndexCastOp::create(b, loc, i64, t));
+    return {nan, arith::OrIOp::create(b, loc, high, low)};
+  };
+  // for (t = tid; t < end; t += threads) body(t)
+  auto strided = [&](Value end, function_ref<void(Value)> body) {
+    loop(b, loc, tid, end, stride, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
+      body(t);
+      return {};
+    });
+  };
+  Value isFirst = cmpI(b, loc, arith::CmpIPredicate::eq, tid, zero);
+  // Passes: (prefix, remaining); remaining < 0: fewer keys than the rank.
+  auto passes = loop(b, loc, zero, indexConst(b, loc, 8), one, {c64(0), rank},
+                     [&](Value p, ValueRange st) -> SmallVector<Value> {
+    Value prefix = st[0], remaining = st[1];
+    Value p64 = arith::IndexCastOp::create(b, loc, i64, p);
+    Value shift = arith::SubIOp::create(b, loc, c64(56),
+                                        arith::MulIOp::create(b, loc, p64, c64(8)));
+    // The digits above this pass's: all ones above shift + 8 (none at p = 0).
+    Value above = arith::SelectOp::create(
+        b, loc, cmpI(b, loc, arith::CmpIPredicate::eq, p64, c64(0)), c64(0),
+        arith::ShLIOp::create(b, loc, c64(-1),
+                              arith::AddIOp::create(b, loc, shift, c64(8))));
+    strided(bins, [&](Value j) {
+      memref::StoreOp::create(b, loc, intConst(b, loc, i32, 0), hist, ValueRange{j});
+    });
+    lanes.barrier(b, loc);
+    strided(width, [&](Value t) {
+      auto [nan, key] = keyOf(t);
+      Value match = andI(b, loc, arith::XOrIOp::create(b, loc, nan, intConst(b, loc, b.getI1Type(), 1)),
+                         cmpI(b, loc, arith::CmpIPredicate::eq,
+                              arith::AndIOp::create(b, loc, key, above), prefix));
+      auto ifMatch = scf::IfOp::create(b, loc, match, /*withElse=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(ifMatch.thenBlock()->getTerminator());
+      Value digit = arith::IndexCastOp::create(
+          b, loc, indexType,
+          arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, key, shift), c64(255)));
+      memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
+                                  intConst(b, loc, i32, 1), hist, ValueRange{digit});
+    });
+    lanes.barrier(b, loc);
+    // Thread 0: the digit of the remaining-th key, from the highest bin down.
+    auto first = scf::IfOp::create(b, loc, isFirst, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(first.thenBlock()->getTerminator());
+      Value falseV = intConst(b, loc, b.getI1Type(), 0);
+      auto scan = loop(b, loc, zero, bins, one, {c64(0), c64(0), c64(0), falseV},
+                       [&](Value j, ValueRange sc) -> SmallVector<Value> {
+        Value cum = sc[0];
+        Value bin = arith::SubIOp::create(b, loc, indexConst(b, loc, 255), j);
+        Value count = arith::ExtUIOp::create(
+            b, loc, i64, memref::LoadOp::create(b, loc, hist, ValueRange{bin}));
+        Value next = arith::AddIOp::create(b, loc, cum, count);
+        Value hit = andI(b, loc, arith::XOrIOp::create(b, loc, sc[3], intConst(b, loc, b.getI1Type(), 1)),
+                         cmpI(b, loc, arith::CmpIPredicate::sge, next, remaining));
+        Value bin64 = arith::IndexCastOp::create(b, loc, i64, bin);
+        return {next, arith::SelectOp::create(b, loc, hit, bin64, sc[1]),
+                arith::SelectOp::create(b, loc, hit,
+                                        arith::SubIOp::create(b, loc, remaining, cum), sc[2]),
+                orI(b, loc, sc[3], hit)};
+      });
+      Value found = andI(b, loc, scan.getResult(3),
+                         cmpI(b, loc, arith::CmpIPredicate::sge, remaining, c64(1)));
+      Value newPrefix = arith::SelectOp::create(
+          b, loc, found,
+          arith::OrIOp::create(b, loc, prefix,
+                               arith::ShLIOp::create(b, loc, scan.getResult(1), shift)),
+          prefix);
+      Value newRemaining = arith::SelectOp::create(b, loc, found, scan.getResult(2), c64(-1));
+      memref::StoreOp::create(b, loc, newPrefix, state, ValueRange{zero});
+      memref::StoreOp::create(b, loc, newRemaining, state, ValueRange{one});
+    }
+    lanes.barrier(b, loc);
+    SmallVector<Value> out{memref::LoadOp::create(b, loc, state, ValueRange{zero}),
+                           memref::LoadOp::create(b, loc, state, ValueRange{one})};
+    return out;
+  });
+  // All picked when fewer keys than the rank (threshold 0); else the keys
+  // from the rank-th's up.
+  Value threshold = arith::SelectOp::create(
+      b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, passes.getResult(1), c64(0)), c64(0),
+      passes.getResult(0));
+  strided(width, [&](Value t) {
+    auto [nan, key] = keyOf(t);
+    Value pick = orI(b, loc, nan, cmpI(b, loc, arith::CmpIPredicate::uge, key, threshold));
+    memref::StoreOp::create(b, loc, arith::ExtUIOp::create(b, loc, i8, pick), picked,
+                            ValueRange{i, t});
+  });
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 func::FuncOp buildTopKCompactKernel(ModuleOp module, const std::string &name,

@@ -89,6 +89,33 @@ mlir::func::FuncOp buildTopKRankKernel(mlir::ModuleOp module,
                                        const std::string &name, int64_t k,
                                        bool masked = false);
 
+/// The attribute buildTopKRankKernel puts on its function: {k, masked}, so
+/// that a backend can build the block form of any top-k rank kernel.
+inline constexpr const char *kTopKRankAttr = "csa.topk_rank";
+
+/// Where the block form of a top-k rank runs: a block per row.
+struct TopKBlockLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, thread;
+  int64_t threads = 256; ///< the block's threads
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// Appended to the kernel's arguments, in shared memory: memref<256xi32>
+  /// (a digit histogram) and memref<2xi64> (the selection's state).
+  mlir::Type histType, stateType;
+};
+
+/// Replaces the body of `fn` (from buildTopKRankKernel) with the block form:
+/// each position's key is its score's order bits (-0 as +0) above its
+/// inverted position, so the reference's order (higher score, then lower
+/// position) is the keys' descending order with no ties; eight passes of an
+/// 8-bit radix select (a shared histogram, counted with atomic adds) find
+/// the key of the min(k, T)-th position, and a position is picked iff its key
+/// is not below it. NaN scores are picked and count ahead of nothing, as in
+/// the host kernel; with fewer other positions than min(k, T), all are
+/// picked. The same picks as the host kernel's count of positions ahead, in
+/// O(T) a row instead of O(T x k).
+void buildTopKRankBlockBody(mlir::func::FuncOp fn, int64_t k, bool masked,
+                            const TopKBlockLanes &lanes);
+
 /// `name(picked: memref<?x?xi8>, visible: memref<?xi64>,
 ///       out: memref<?xkxi32>)`: per row, the picked positions in ascending
 /// order, each position t >= visible[i] written as -1; the columns past the

@@ -369,3 +369,91 @@ TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
   // The released widths: 64 heads x 512 (16 channels a lane), 4 warps.
   expectAttentionWarpFormMatchesHost(64, 512, 4, 2, 130, 300);
 }
+
+namespace {
+/// The block form of a top-k rank against the host kernel on `scores`
+/// (n x width), with `threads` threads a block.
+void expectTopKBlockFormMatchesHost(int64_t k, bool masked, int64_t threads, int64_t n,
+                                    int64_t width, std::vector<float> scores,
+                                    std::vector<int8_t> mask) {
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildTopKRankKernel(m, "host", k, masked);
+    func::FuncOp form = buildTopKRankKernel(m, "form", k, masked);
+    TopKBlockLanes lanes;
+    lanes.row = simt.value(simt.blockX);
+    lanes.thread = simt.value(simt.thread);
+    lanes.threads = threads;
+    lanes.barrier = simt.sync();
+    lanes.histType = MemRefType::get({256}, IntegerType::get(m.getContext(), 32));
+    lanes.stateType = MemRefType::get({2}, IntegerType::get(m.getContext(), 64));
+    buildTopKRankBlockBody(form, k, masked, lanes);
+  });
+  std::vector<int8_t> pickedHost(size_t(n * width), 7), pickedForm(size_t(n * width), 7);
+  auto ds = describe<2>(scores, {n, width});
+  auto dm = describe<2>(mask, {n, width});
+  auto dh = describe<2>(pickedHost, {n, width});
+  auto df = describe<2>(pickedForm, {n, width});
+  void *host = lib.symbol("host"), *form = lib.symbol("form");
+  ASSERT_TRUE(host && form);
+  using Host2 = void (*)(void *, void *);
+  using Host3 = void (*)(void *, void *, void *);
+  using Form4 = void (*)(void *, void *, void *, void *);
+  using Form5 = void (*)(void *, void *, void *, void *, void *);
+  if (masked)
+    reinterpret_cast<Host3>(host)(&ds, &dm, &dh);
+  else
+    reinterpret_cast<Host2>(host)(&ds, &dh);
+  launch(n, 1, threads, 256 * 4 + 64, [&](void *shared) {
+    int32_t *h = static_cast<int32_t *>(shared);
+    int64_t *st = reinterpret_cast<int64_t *>(static_cast<uint8_t *>(shared) + 1024);
+    Descriptor<1, int32_t> dHist{h, h, 0, {256}, {1}};
+    Descriptor<1, int64_t> dState{st, st, 0, {2}, {1}};
+    if (masked)
+      reinterpret_cast<Form5>(form)(&ds, &dm, &df, &dHist, &dState);
+    else
+      reinterpret_cast<Form4>(form)(&ds, &df, &dHist, &dState);
+  });
+  int64_t pickedCount = 0;
+  for (size_t i = 0; i < pickedHost.size(); ++i) {
+    ASSERT_EQ(int(pickedHost[i]), int(pickedForm[i]))
+        << "row " << i / size_t(width) << " position " << i % size_t(width);
+    pickedCount += pickedHost[i];
+  }
+  EXPECT_GT(pickedCount, 0);
+}
+} // namespace
+
+TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
+  std::mt19937 gen(11);
+  // Scores with ties (a few distinct values), -0 and +0, -inf, a NaN.
+  const int64_t n = 4, width = 300;
+  std::vector<float> scores(size_t(n * width));
+  std::uniform_int_distribution<int> level(-6, 6);
+  for (float &s : scores)
+    s = 0.5f * float(level(gen));
+  for (int64_t t = 0; t < width; t += 7)
+    scores[size_t(t)] = -0.0f; // row 0: -0 among +0
+  for (int64_t t = 0; t < width; t += 5)
+    scores[size_t(width + t)] = -std::numeric_limits<float>::infinity();
+  scores[size_t(2 * width + 17)] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<int8_t> mask(scores.size());
+  std::uniform_int_distribution<int> coin(0, 3);
+  for (int8_t &m : mask)
+    m = int8_t(coin(gen) != 0);
+  for (bool masked : {false, true}) {
+    expectTopKBlockFormMatchesHost(16, masked, 32, n, width, scores, mask);
+    expectTopKBlockFormMatchesHost(100, masked, 64, n, width, scores, mask);
+  }
+  // Fewer positions than k: every position is picked.
+  std::vector<float> few(scores.begin(), scores.begin() + 3 * 10);
+  std::vector<int8_t> fewMask(mask.begin(), mask.begin() + 3 * 10);
+  expectTopKBlockFormMatchesHost(16, false, 32, 3, 10, few, fewMask);
+  // Distinct random scores, the released k.
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> wide(size_t(2 * 2000));
+  for (float &s : wide)
+    s = normal(gen);
+  std::vector<int8_t> wideMask(wide.size(), 1);
+  expectTopKBlockFormMatchesHost(512, false, 64, 2, 2000, wide, wideMask);
+}

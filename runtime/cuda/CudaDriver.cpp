@@ -35,6 +35,7 @@ struct Driver::Api {
   CUresult (*cuMemcpyDtoH)(void *, DevicePtr, size_t);
   CUresult (*cuMemcpyDtoD)(DevicePtr, DevicePtr, size_t);
   CUresult (*cuMemsetD8)(DevicePtr, unsigned char, size_t);
+  CUresult (*cuMemcpy2D)(const void *); ///< a CUDA_MEMCPY2D (Memcpy2D below)
   CUresult (*cuLaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, void *, void **,
                              void **);
@@ -92,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuMemcpyDtoH_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoH)},
       {"cuMemcpyDtoD_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoD)},
       {"cuMemsetD8_v2", reinterpret_cast<void **>(&api.cuMemsetD8)},
+      {"cuMemcpy2D_v2", reinterpret_cast<void **>(&api.cuMemcpy2D)},
       {"cuLaunchKernel", reinterpret_cast<void **>(&api.cuLaunchKernel)},
       {"cuCtxSynchronize", reinterpret_cast<void **>(&api.cuCtxSynchronize)},
       {"cuGetErrorString", reinterpret_cast<void **>(&api.cuGetErrorString)},
@@ -197,6 +199,39 @@ absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {
 
 absl::Status Driver::copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
   return check(*api_, api_->cuMemcpyDtoD(dst, src, bytes), "cuMemcpyDtoD");
+}
+
+namespace {
+/// cuda.h's CUDA_MEMCPY2D (the _v2 layout), for device-to-device copies.
+struct Memcpy2D {
+  size_t srcXInBytes = 0, srcY = 0;
+  int srcMemoryType = 0;
+  const void *srcHost = nullptr;
+  DevicePtr srcDevice = 0;
+  void *srcArray = nullptr;
+  size_t srcPitch = 0;
+  size_t dstXInBytes = 0, dstY = 0;
+  int dstMemoryType = 0;
+  void *dstHost = nullptr;
+  DevicePtr dstDevice = 0;
+  void *dstArray = nullptr;
+  size_t dstPitch = 0;
+  size_t widthInBytes = 0, height = 0;
+};
+constexpr int kMemoryTypeDevice = 2; ///< CU_MEMORYTYPE_DEVICE
+} // namespace
+
+absl::Status Driver::copyRowsOnDevice(DevicePtr dst, size_t dstPitch, DevicePtr src,
+                                      size_t srcPitch, size_t width, size_t rows) {
+  Memcpy2D m;
+  m.srcMemoryType = m.dstMemoryType = kMemoryTypeDevice;
+  m.srcDevice = src;
+  m.srcPitch = srcPitch;
+  m.dstDevice = dst;
+  m.dstPitch = dstPitch;
+  m.widthInBytes = width;
+  m.height = rows;
+  return check(*api_, api_->cuMemcpy2D(&m), "cuMemcpy2D");
 }
 
 absl::Status Driver::fill(DevicePtr dst, uint8_t byte, size_t bytes) {

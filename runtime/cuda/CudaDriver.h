@@ -84,6 +84,10 @@ public:
   absl::Status copyToDevice(DevicePtr dst, const void *src, size_t bytes);
   absl::Status copyToHost(void *dst, DevicePtr src, size_t bytes);
   absl::Status copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes);
+  /// `rows` rows of `width` bytes from `src` (rows `srcPitch` bytes apart)
+  /// to `dst` (rows `dstPitch` apart), both on the device.
+  absl::Status copyRowsOnDevice(DevicePtr dst, size_t dstPitch, DevicePtr src,
+                                size_t srcPitch, size_t width, size_t rows);
   /// Sets `bytes` bytes from `dst` to `byte` (ordered like the copies).
   absl::Status fill(DevicePtr dst, uint8_t byte, size_t bytes);
   /// Launches on the default stream; `params` as cuLaunchKernel takes them.

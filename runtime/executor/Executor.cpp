@@ -422,6 +422,46 @@ public:
     d.current = Current::Device;
     return true;
   }
+  /// Parts of a cache's entries gathered into the whole buffer at `dst`, on
+  /// the device: part [offset, offset + rowBytes) of entry which[r] (or r)
+  /// of the cache at `cache` (entries `entryBytes` apart) to row r, a 2D copy
+  /// per run of consecutive entries. False (nothing done) when the cache's
+  /// bytes are not current on the device: the host gathers.
+  bool gatherOnDevice(void *dst, const void *cache, size_t entryBytes, size_t offset,
+                      size_t rowBytes, int64_t count, const std::vector<int32_t> *which) {
+    uintptr_t ss = 0, se = 0, ds = 0, de = 0;
+    if (count < 1 || !bounds.range(cache, ss, se) || !bounds.range(dst, ds, de) ||
+        uintptr_t(cache) != ss || uintptr_t(dst) != ds ||
+        de - ds < size_t(count) * rowBytes)
+      return false;
+    auto it = mirrors.find(ss);
+    if (it == mirrors.end() || it->second.bytes != se - ss ||
+        it->second.current == Current::Host)
+      return false;
+    const cuda::DevicePtr from = it->second.device;
+    Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
+    for (int64_t r = 0; r < count;) {
+      const int64_t first = which ? (*which)[size_t(r)] : r;
+      int64_t run = 1;
+      while (r + run < count && (which ? (*which)[size_t(r + run)] : r + run) == first + run)
+        ++run;
+      const cuda::DevicePtr src = from + size_t(first) * entryBytes + offset;
+      const cuda::DevicePtr out = d.device + size_t(r) * rowBytes;
+      if (size_t(first + run) * entryBytes > it->second.bytes)
+        throw std::out_of_range("a cache gather reads past the cache");
+      if (emulated()) {
+        for (int64_t k = 0; k < run; ++k)
+          std::memcpy(reinterpret_cast<void *>(uintptr_t(out + size_t(k) * rowBytes)),
+                      reinterpret_cast<const void *>(uintptr_t(src + size_t(k) * entryBytes)),
+                      rowBytes);
+      } else {
+        check(driver->copyRowsOnDevice(out, rowBytes, src, entryBytes, rowBytes, size_t(run)));
+      }
+      r += run;
+    }
+    d.current = Current::Device;
+    return true;
+  }
   /// The host rewrote (or reallocated) the buffer holding `p`.
   void hostWrote(const void *p) {
     uintptr_t start = 0, end = 0;
@@ -1015,6 +1055,12 @@ struct Executor::Impl {
                       const CacheBuffer &b, int64_t offset, int64_t rowBytes,
                       int64_t count, const std::vector<int32_t> *which = nullptr) {
     Tensor &t = scratch(name, 1, {count, rowBytes});
+    // On the GPU path the cache stays on the device (a decode step at 128K
+    // context would otherwise download and re-upload it whole).
+    if (count == 0 ||
+        (runner && runner->gatherOnDevice(t.ptr(), c.bytes.data(), size_t(b.entryBytes),
+                                          size_t(offset), size_t(rowBytes), count, which)))
+      return t;
     onHost(c.bytes.data());
     for (int64_t r = 0; r < count; ++r) {
       const int64_t e = which ? (*which)[size_t(r)] : r;

@@ -10,7 +10,7 @@
 # several row counts, and runs compute-sanitizer memcheck and racecheck;
 # run-plan.sh runs the compiled tiny plan with the PTX kernels (csa-run
 # --device=cuda, the correctness mode) against the CPU executor, and under
-# both sanitizers; run-quick.sh is a shorter set of both (about 150 s);
+# both sanitizers; run-quick.sh is a shorter set of both (about 190 s);
 # run-reduced.sh and run-full.sh run the released widths (docs/gpu.md);
 # bench.sh times the released-width kernels and their PyTorch peers
 # (bench/gpu/torch_peers.py).
@@ -189,7 +189,7 @@ chmod +x gpu-run/run-full.sh
 cat > gpu-run/run-quick.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The correctness checks in about
-# 150 s, to leave a device call room for run-full.sh: tiny's kernels at 37
+# 190 s (188 s measured), to leave a device call room for run-full.sh: tiny's kernels at 37
 # and 300 rows, reduced's at 3 (no LM head) and its FP8/FP4 linears at 19,
 # both sanitizers on tiny's kernels and on its whole plan (5 tokens), the
 # tiny plan against the CPU executor for prompts of 5 and 21 tokens, and

@@ -170,6 +170,28 @@ public:
     return reduce(idx(0), idx(hi), init, body);
   }
 
+  /// reduce(hi, init, body) with `unroll` iterations per loop trip, in the
+  /// same order (the same sum): a trip's loads do not wait for its adds, so a
+  /// GPU thread walking a long chain keeps `unroll` loads in flight. A plain
+  /// reduce when `unroll` does not divide `hi`.
+  mlir::Value reduceUnrolled(int64_t hi, int64_t unroll, mlir::Value init,
+                             const std::function<mlir::Value(mlir::Value, mlir::Value)>
+                                 &body) {
+    if (unroll <= 1 || hi % unroll != 0)
+      return reduce(hi, init, body);
+    auto op = mlir::scf::ForOp::create(b, loc, idx(0), idx(hi), idx(unroll),
+                                       mlir::ValueRange{init});
+    {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(op.getBody());
+      mlir::Value acc = op.getRegionIterArg(0);
+      for (int64_t u = 0; u < unroll; ++u)
+        acc = body(addi(op.getInductionVar(), idx(u)), acc);
+      mlir::scf::YieldOp::create(b, loc, acc);
+    }
+    return op.getResult(0);
+  }
+
   mlir::OpBuilder &b;
   mlir::Location loc;
 };

@@ -56,6 +56,11 @@ func::FuncOp buildHcExpandKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
+namespace {
+/// Iterations per trip of the long sums (one thread walks each on the GPU).
+constexpr int64_t kChainUnroll = 8;
+} // namespace
+
 func::FuncOp buildHcMixSumsKernel(ModuleOp module, const std::string &name,
                                   int64_t hc, int64_t dim) {
   OpBuilder b(module.getContext());
@@ -79,7 +84,7 @@ func::FuncOp buildHcMixSumsKernel(ModuleOp module, const std::string &name,
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(branch.thenBlock()->getTerminator());
         Value dot = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
-          return k.reduce(dim, acc, [&](Value e, Value a) {
+          return k.reduceUnrolled(dim, kChainUnroll, acc, [&](Value e, Value a) {
             Value col = k.addi(k.muli(i, k.idx(dim)), e);
             return k.add(a, k.mul(k.loadF32(x, {n, i, e}), k.load(fnW, {j, col})));
           });
@@ -87,7 +92,7 @@ func::FuncOp buildHcMixSumsKernel(ModuleOp module, const std::string &name,
         k.store(dot, sums, {n, j});
         b.setInsertionPoint(branch.elseBlock()->getTerminator());
         Value sq = k.reduce(hc, k.f32(0.f), [&](Value i, Value acc) {
-          return k.reduce(dim, acc, [&](Value e, Value a) {
+          return k.reduceUnrolled(dim, kChainUnroll, acc, [&](Value e, Value a) {
             Value v = k.loadF32(x, {n, i, e});
             return k.add(a, k.mul(v, v));
           });

@@ -2,7 +2,9 @@
 #include "codegen/gpu/NvptxBackend.h"
 
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/HostKernels.h"
 #include "codegen/host/LinearKernels.h"
+#include "codegen/host/MhcKernels.h"
 #include "passes/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -465,6 +467,19 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     copy->setAttr(kTiledOf, fn.getSymNameAttr());
     entries.push_back(copy);
   }
+  // So does each mHC mix-sums kernel: a tile of rows and all their sums a
+  // block (prefill), where the kernel itself has a block per sum (decode).
+  for (size_t i = 0, e = entries.size(); i < e; ++i) {
+    func::FuncOp fn = entries[i];
+    if (!fn->hasAttr(kHcMixSumsAttr))
+      continue;
+    OpBuilder cb(context);
+    cb.setInsertionPointAfter(fn);
+    auto copy = cast<func::FuncOp>(cb.clone(*fn));
+    copy.setSymName((fn.getSymName() + "_tiled").str());
+    copy->setAttr(kTiledOf, fn.getSymNameAttr());
+    entries.push_back(copy);
+  }
   for (func::FuncOp fn : entries) {
     const std::string name = fn.getSymName().str();
     PtxKernel info;
@@ -515,7 +530,77 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // Top-k ranks: a block of 256 threads per row selects by radix (the
     // row_outputs rule with 8 "outputs", the block's warps).
     auto topk = fn->getAttrOfType<DictionaryAttr>(kTopKRankAttr);
-    if (topk && attentionHeads == 0) {
+    // mHC mix sums: a block per (tile of rows, group of sums), the operands
+    // staged in shared memory for the threads that walk the sums.
+    auto mixSums = fn->getAttrOfType<DictionaryAttr>(kHcMixSumsAttr);
+    HcMixSumsBlockLanes mixLanes;
+    int64_t mixHc = 0, mixDim = 0;
+    const bool rowTiledMix = mixSums && !info.replaces.empty();
+    if (mixSums) {
+      mixHc = mixSums.getAs<IntegerAttr>("hc").getInt();
+      mixDim = mixSums.getAs<IntegerAttr>("dim").getInt();
+      fn->removeAttr(kHcMixSumsAttr);
+      mixLanes.threads = 256;
+      mixLanes.rowsPerTile = rowTiledMix ? options.tileRows : 1;
+      mixLanes.chainsPerBlock = rowTiledMix ? (2 + mixHc) * mixHc + 1 : 1;
+      mixLanes.chunk = hcMixSumsChunk(mixHc, mixDim, mixLanes.rowsPerTile,
+                                      mixLanes.chainsPerBlock, kMaxStaticSharedBytes);
+      if (mixLanes.chunk == 0 ||
+          mixLanes.rowsPerTile * mixLanes.chainsPerBlock > mixLanes.threads) {
+        if (rowTiledMix)
+          return fn.emitError("the row-tiled form of this mix-sums kernel does not fit");
+        mixSums = {}; // does not fit: the rows rule below
+      }
+    }
+    // RMS norms: a block per row, the row staged in shared memory.
+    auto rmsNorm = fn->getAttrOfType<DictionaryAttr>(kRmsNormAttr);
+    if (rmsNorm) {
+      fn->removeAttr(kRmsNormAttr);
+      if (rmsNorm.getAs<IntegerAttr>("dim").getInt() * 4 + 4 > kMaxStaticSharedBytes)
+        rmsNorm = {}; // does not fit: the rows rule below
+    }
+    if (rmsNorm) {
+      const int64_t dim = rmsNorm.getAs<IntegerAttr>("dim").getInt();
+      RmsNormBlockLanes lanes;
+      lanes.row = blockX;
+      lanes.thread = threadX;
+      lanes.threads = std::min<int64_t>(256, (dim + 31) / 32 * 32);
+      lanes.barrier = blockBarrier;
+      lanes.sharedRowType = MemRefType::get({dim}, b.getF32Type(),
+                                            MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedScaleType = MemRefType::get({1}, b.getF32Type(),
+                                              MemRefLayoutAttrInterface{}, workgroup);
+      buildRmsNormBlockBody(fn, dim,
+                            rmsNorm.getAs<FloatAttr>("eps").getValueAsDouble(), lanes);
+      info.launch = "row_tiles";
+      info.blockSize = lanes.threads;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = 1;
+      info.outputs = 1;
+      info.outputsPerBlock = 1;
+      info.sharedBytes = dim * 4 + 4;
+    } else if (mixSums) {
+      mixLanes.rowTile = blockX;
+      mixLanes.chainGroup = blockY;
+      mixLanes.thread = threadX;
+      mixLanes.barrier = blockBarrier;
+      mixLanes.sharedWeightType =
+          MemRefType::get({mixLanes.chainsPerBlock, mixLanes.chunk + 1}, b.getF32Type(),
+                          MemRefLayoutAttrInterface{}, workgroup);
+      mixLanes.sharedStreamsType =
+          MemRefType::get({mixLanes.rowsPerTile, mixLanes.chunk + 1}, b.getF32Type(),
+                          MemRefLayoutAttrInterface{}, workgroup);
+      buildHcMixSumsBlockBody(fn, mixHc, mixDim, mixLanes);
+      info.launch = "row_tiles";
+      info.blockSize = mixLanes.threads;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = mixLanes.rowsPerTile;
+      info.outputs = (2 + mixHc) * mixHc + 1;
+      info.outputsPerBlock = mixLanes.chainsPerBlock;
+      info.sharedBytes =
+          (mixLanes.rowsPerTile + mixLanes.chainsPerBlock) * (mixLanes.chunk + 1) * 4;
+      info.minRows = rowTiledMix ? options.tileMinRows : 0;
+    } else if (topk && attentionHeads == 0) {
       constexpr int64_t kTopKThreads = 256;
       TopKBlockLanes lanes;
       lanes.row = blockX;

@@ -78,7 +78,70 @@ func::FuncOp buildRmsNormKernel(ModuleOp module, const std::string &name,
   }
   b.setInsertionPointAfter(rowLoop);
   func::ReturnOp::create(b, loc);
+  fn->setAttr(kRmsNormAttr,
+              b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                                   b.getNamedAttr("eps", b.getF64FloatAttr(eps))}));
   return fn;
+}
+
+void buildRmsNormBlockBody(func::FuncOp fn, int64_t dim, double eps,
+                           const RmsNormBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {lanes.sharedRowType, lanes.sharedScaleType});
+  b.setInsertionPointToStart(entry);
+  KernelBuilder k(b, loc);
+  Value x = entry->getArgument(0), w = entry->getArgument(1), y = entry->getArgument(2),
+        sharedRow = entry->getArgument(3), sharedScale = entry->getArgument(4);
+  const int64_t threads = lanes.threads;
+  auto ult = [&](Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
+  };
+  Value r = lanes.row(b, loc), tid = lanes.thread(b, loc);
+  // A block past the rows (the grid has at least one) skips everything.
+  auto active = scf::IfOp::create(b, loc, ult(r, k.dim(x, 0)), /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  // Element tid + s * threads of the row is this thread's s-th; its loads
+  // come first (from a clamped column), then the stores that exist.
+  SmallVector<std::pair<Value, Value>> staged; // (column, valid)
+  SmallVector<Value> values;
+  for (int64_t s = 0; s * threads < dim; ++s) {
+    Value c = k.addi(tid, k.idx(s * threads));
+    staged.push_back({c, ult(c, k.idx(dim))});
+    values.push_back(k.loadF32(x, {r, arith::MinUIOp::create(b, loc, c, k.idx(dim - 1))}));
+  }
+  auto forEachOwn = [&](const std::function<void(size_t)> &body) {
+    for (size_t s = 0; s < staged.size(); ++s) {
+      auto ifValid = scf::IfOp::create(b, loc, staged[s].second, /*withElse=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+      body(s);
+    }
+  };
+  forEachOwn([&](size_t s) { k.store(values[s], sharedRow, {staged[s].first}); });
+  lanes.barrier(b, loc);
+  // The host kernel's sum of squares, mean, and 1 / sqrt, on thread 0.
+  auto first = scf::IfOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0)),
+      /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(first.thenBlock()->getTerminator());
+    Value sum = k.reduceUnrolled(dim, 8, k.f32(0.f), [&](Value c, Value acc) {
+      Value v = k.load(sharedRow, {c});
+      return k.add(acc, k.mul(v, v));
+    });
+    Value var = k.add(k.div(sum, k.f32(float(dim))), k.f32(float(eps)));
+    k.store(k.div(k.f32(1.f), k.sqrt(var)), sharedScale, {k.idx(0)});
+  }
+  lanes.barrier(b, loc);
+  Value inv = k.load(sharedScale, {k.idx(0)});
+  forEachOwn([&](size_t s) {
+    Value c = staged[s].first;
+    k.storeBf16(k.mul(k.loadF32(w, {c}), k.mul(values[s], inv)), y, {r, c});
+  });
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 func::FuncOp buildRopeKernel(ModuleOp module, const std::string &name,

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,29 @@ void loadHostKernelDialects(mlir::MLIRContext &context);
 mlir::func::FuncOp buildRmsNormKernel(mlir::ModuleOp module,
                                       const std::string &name, int64_t dim,
                                       double eps);
+
+/// The attribute buildRmsNormKernel puts on its function: {dim, eps}, so
+/// that a backend can build the block form of any RMS norm kernel.
+inline constexpr const char *kRmsNormAttr = "csa.rms_norm";
+
+/// Where the block form of an RMS norm runs: a block per row.
+struct RmsNormBlockLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, thread;
+  int64_t threads = 256;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// Appended to the kernel's arguments, in shared memory: memref<D x f32>
+  /// (the row) and memref<1 x f32> (its 1 / rms).
+  mlir::Type sharedRowType, sharedScaleType;
+};
+
+/// Replaces the body of `fn` (from buildRmsNormKernel) with the block form:
+/// the block loads its row into shared memory (each thread its elements, all
+/// loads issued before any store), one thread walks the sum of squares there
+/// in the host kernel's order (the same bits), and every thread scales its
+/// elements. One thread walking the row in global memory waited for each
+/// load in turn (266 us for 5120 elements on the H200).
+void buildRmsNormBlockBody(mlir::func::FuncOp fn, int64_t dim, double eps,
+                           const RmsNormBlockLanes &lanes);
 
 /// `name(x: memref<?x?xbf16>, position: i64, stride: i64, rowsPerPosition:
 /// i64)`, in place: row r is rotated at position + (r / rowsPerPosition) *

@@ -102,7 +102,133 @@ func::FuncOp buildHcMixSumsKernel(ModuleOp module, const std::string &name,
     });
   });
   k.finish();
+  fn->setAttr(kHcMixSumsAttr,
+              b.getDictionaryAttr({b.getNamedAttr("hc", b.getI64IntegerAttr(hc)),
+                                   b.getNamedAttr("dim", b.getI64IntegerAttr(dim))}));
   return fn;
+}
+
+int64_t hcMixSumsChunk(int64_t hc, int64_t dim, int64_t rowsPerTile,
+                       int64_t chainsPerBlock, int64_t maxSharedBytes) {
+  const int64_t width = hc * dim;
+  for (int64_t chunk = 4096; chunk >= 32; chunk /= 2)
+    if (width % chunk == 0 &&
+        (rowsPerTile + chainsPerBlock) * (chunk + 1) * 4 <= maxSharedBytes)
+      return chunk;
+  return 0;
+}
+
+void buildHcMixSumsBlockBody(func::FuncOp fn, int64_t hc, int64_t dim,
+                             const HcMixSumsBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {lanes.sharedWeightType, lanes.sharedStreamsType});
+  b.setInsertionPointToStart(entry);
+  KernelBuilder k(b, loc);
+  const int64_t mix = (2 + hc) * hc, width = hc * dim;
+  const int64_t rows = lanes.rowsPerTile, chains = lanes.chainsPerBlock,
+                chunk = lanes.chunk, threads = lanes.threads;
+  Value x = entry->getArgument(0), fnW = entry->getArgument(1),
+        sums = entry->getArgument(2), sharedW = entry->getArgument(3),
+        sharedX = entry->getArgument(4);
+  auto divu = [&](Value a, int64_t d) {
+    return arith::DivUIOp::create(b, loc, a, k.idx(d)).getResult();
+  };
+  auto remu = [&](Value a, int64_t d) {
+    return arith::RemUIOp::create(b, loc, a, k.idx(d)).getResult();
+  };
+  auto ult = [&](Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
+  };
+  auto minu = [&](Value a, Value c) {
+    return arith::MinUIOp::create(b, loc, a, c).getResult();
+  };
+  auto andI = [&](Value a, Value c) {
+    return arith::AndIOp::create(b, loc, a, c).getResult();
+  };
+  Value n = k.dim(x, 0), tid = lanes.thread(b, loc);
+  Value row0 = k.muli(lanes.rowTile(b, loc), k.idx(rows));
+  Value chain0 = k.muli(lanes.chainGroup(b, loc), k.idx(chains));
+  // Every thread of a block has the same tile: a block past the rows (the
+  // grid has at least one) skips everything, barriers included.
+  auto active = scf::IfOp::create(b, loc, ult(row0, n), /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  Value lastRow = arith::SubIOp::create(b, loc, n, k.idx(1));
+  // This thread's sum: (row r of the tile, sum j of the group).
+  Value r = divu(tid, chains), jl = remu(tid, chains);
+  Value row = k.addi(row0, r), j = k.addi(chain0, jl);
+  Value isChain = andI(andI(ult(tid, k.idx(rows * chains)), ult(row, n)),
+                       ult(j, k.idx(mix + 1)));
+  Value isSquares = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, j,
+                                          k.idx(mix));
+  auto chunks = scf::ForOp::create(b, loc, k.idx(0), k.idx(width), k.idx(chunk),
+                                   ValueRange{k.f32(0.f)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(chunks.getBody());
+    Value c = chunks.getInductionVar();
+    // The stage: element `slot` of `total` is thread (slot mod threads)'s.
+    // Every load comes first, from a clamped (in-bounds) place; the stores
+    // after, for the elements that exist.
+    struct Staged {
+      Value valid, value, sharedRow, column;
+    };
+    SmallVector<Staged> staged;
+    auto stage = [&](int64_t total, const std::function<Staged(Value)> &at) {
+      for (int64_t s = 0; s * threads < total; ++s) {
+        Value slot = k.addi(tid, k.idx(s * threads));
+        Staged st = at(minu(slot, k.idx(total - 1)));
+        st.valid = ult(slot, k.idx(total));
+        staged.push_back(st);
+      }
+    };
+    stage(chains * chunk, [&](Value slot) {
+      Value jr = divu(slot, chunk), e = remu(slot, chunk);
+      // The group's rows past fn's (the sum of squares) load fn's last.
+      Value wRow = minu(k.addi(chain0, jr), k.idx(mix - 1));
+      return Staged{{}, k.load(fnW, {wRow, k.addi(c, e)}), jr, e};
+    });
+    const size_t weightSlots = staged.size();
+    stage(rows * chunk, [&](Value slot) {
+      Value rr = divu(slot, chunk), e = remu(slot, chunk);
+      Value col = k.addi(c, e);
+      Value v = k.loadF32(x, {minu(k.addi(row0, rr), lastRow), divu(col, dim),
+                              remu(col, dim)});
+      return Staged{{}, v, rr, e};
+    });
+    for (size_t s = 0; s < staged.size(); ++s) {
+      auto ifValid = scf::IfOp::create(b, loc, staged[s].valid, /*withElse=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+      k.store(staged[s].value, s < weightSlots ? sharedW : sharedX,
+              {staged[s].sharedRow, staged[s].column});
+    }
+    lanes.barrier(b, loc);
+    Value acc = chunks.getRegionIterArg(0);
+    auto walk = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, isChain,
+                                  /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(walk.thenBlock());
+      // The host kernel's operations: acc + x * fn (or x * x), in order.
+      Value sum = k.reduceUnrolled(chunk, kChainUnroll, acc, [&](Value e, Value a) {
+        Value v = k.load(sharedX, {r, e});
+        Value m = arith::SelectOp::create(b, loc, isSquares, v, k.load(sharedW, {jl, e}));
+        return k.add(a, k.mul(v, m));
+      });
+      scf::YieldOp::create(b, loc, sum);
+      b.setInsertionPointToStart(walk.elseBlock());
+      scf::YieldOp::create(b, loc, acc);
+    }
+    // The next stage overwrites what the chains read.
+    lanes.barrier(b, loc);
+    scf::YieldOp::create(b, loc, walk.getResult(0));
+  }
+  auto write = scf::IfOp::create(b, loc, isChain, /*withElse=*/false);
+  b.setInsertionPoint(write.thenBlock()->getTerminator());
+  k.store(chunks.getResult(0), sums, {row, j});
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 func::FuncOp buildHcMixKernel(ModuleOp module, const std::string &name,

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <functional>
 #include <string>
 
 namespace csa::codegen {
@@ -33,6 +34,42 @@ mlir::func::FuncOp buildHcExpandKernel(mlir::ModuleOp module,
 mlir::func::FuncOp buildHcMixSumsKernel(mlir::ModuleOp module,
                                         const std::string &name, int64_t hc,
                                         int64_t dim);
+
+/// The attribute buildHcMixSumsKernel puts on its function: {hc, dim}, so
+/// that a backend can build the block form of any mix-sums kernel.
+inline constexpr const char *kHcMixSumsAttr = "csa.hc_mix_sums";
+
+/// Where the block form of a mix-sums kernel runs: a block per (tile of
+/// `rowsPerTile` rows, group of `chainsPerBlock` of the MIX + 1 sums).
+struct HcMixSumsBlockLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> rowTile,
+      chainGroup, thread;
+  int64_t threads = 256, rowsPerTile = 1, chainsPerBlock = 1;
+  int64_t chunk = 256; ///< elements of the flattened streams a stage holds
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// Appended to the kernel's arguments, in shared memory:
+  /// memref<chainsPerBlock x (chunk+1) x f32> (fn's rows of the group) and
+  /// memref<rowsPerTile x (chunk+1) x f32> (the tile's streams); the padding
+  /// element puts neighbouring rows in different banks.
+  mlir::Type sharedWeightType, sharedStreamsType;
+};
+
+/// The largest chunk (a multiple of 32 dividing HC x D, at most 4096) whose
+/// shared buffers fit `maxSharedBytes`, or 0 if none does.
+int64_t hcMixSumsChunk(int64_t hc, int64_t dim, int64_t rowsPerTile,
+                       int64_t chainsPerBlock, int64_t maxSharedBytes);
+
+/// Replaces the body of `fn` (from buildHcMixSumsKernel) with the block form.
+/// One thread walks each sum as the host kernel does (the same chain of fp32
+/// operations, so the same bits), but it reads the operands from shared
+/// memory: for each chunk of the flattened streams, all threads of the block
+/// first load the group's fn rows and the tile's streams (every load issued
+/// before any is stored, so the block has them all in flight), meet at a
+/// barrier, and the chain threads add the chunk. A thread walking fn from
+/// global memory waited for each load in turn (1 ms a call on the H200 for
+/// 24 sums of 20480).
+void buildHcMixSumsBlockBody(mlir::func::FuncOp fn, int64_t hc, int64_t dim,
+                             const HcMixSumsBlockLanes &lanes);
 
 /// `name(sums: memref<?x(MIX+1)xf32>, base: memref<MIXxf32>,
 /// scale: memref<3xf32>, pre: memref<?xHCxf32>, post: memref<?xHCxf32>,

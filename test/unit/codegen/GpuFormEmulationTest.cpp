@@ -11,7 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/HostKernels.h"
 #include "codegen/host/LinearKernels.h"
+#include "codegen/host/MhcKernels.h"
 #include "test/unit/codegen/KernelTestSupport.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -456,4 +458,132 @@ TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
     s = normal(gen);
   std::vector<int8_t> wideMask(wide.size(), 1);
   expectTopKBlockFormMatchesHost(512, false, 64, 2, 2000, wide, wideMask);
+}
+
+namespace {
+/// The block form of an mHC mix-sums kernel (a block per tile of `tileRows`
+/// rows and group of `chains` sums, `threads` threads, shared chunks of
+/// `chunk`) against the host kernel on fresh random streams and fn.
+void expectHcMixSumsBlockFormMatchesHost(int64_t hc, int64_t dim, int64_t n,
+                                         int64_t tileRows, int64_t chains,
+                                         int64_t chunk, int64_t threads, uint32_t seed) {
+  const int64_t mix = (2 + hc) * hc, width = hc * dim;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildHcMixSumsKernel(m, "host", hc, dim);
+    func::FuncOp form = buildHcMixSumsKernel(m, "form", hc, dim);
+    HcMixSumsBlockLanes lanes;
+    lanes.rowTile = simt.value(simt.blockX);
+    lanes.chainGroup = simt.value(simt.blockY);
+    lanes.thread = simt.value(simt.thread);
+    lanes.threads = threads;
+    lanes.rowsPerTile = tileRows;
+    lanes.chainsPerBlock = chains;
+    lanes.chunk = chunk;
+    lanes.barrier = simt.sync();
+    Type f32 = Float32Type::get(m.getContext());
+    lanes.sharedWeightType = MemRefType::get({chains, chunk + 1}, f32);
+    lanes.sharedStreamsType = MemRefType::get({tileRows, chunk + 1}, f32);
+    buildHcMixSumsBlockBody(form, hc, dim, lanes);
+  });
+  std::vector<uint16_t> x = randomBf16(size_t(n * width), seed);
+  std::mt19937 gen(seed + 1);
+  std::normal_distribution<float> normal(0.f, 0.05f);
+  std::vector<float> fnW(size_t(mix * width));
+  for (float &v : fnW)
+    v = normal(gen);
+  std::vector<float> sumsHost(size_t(n * (mix + 1)), -1.f),
+      sumsForm(size_t(n * (mix + 1)), -1.f);
+  auto dx = describe<3>(x, {n, hc, dim});
+  auto dw = describe<2>(fnW, {mix, width});
+  auto dh = describe<2>(sumsHost, {n, mix + 1});
+  auto df = describe<2>(sumsForm, {n, mix + 1});
+  using Host = void (*)(void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  host(&dx, &dw, &dh);
+  const size_t wBytes = size_t(chains * (chunk + 1) * 4);
+  launch((n + tileRows - 1) / tileRows, (mix + 1 + chains - 1) / chains, threads,
+         wBytes + size_t(tileRows * (chunk + 1) * 4), [&](void *shared) {
+    float *sw = static_cast<float *>(shared), *sx = sw + chains * (chunk + 1);
+    Descriptor<2, float> dW{sw, sw, 0, {chains, chunk + 1}, {chunk + 1, 1}};
+    Descriptor<2, float> dX{sx, sx, 0, {tileRows, chunk + 1}, {chunk + 1, 1}};
+    form(&dx, &dw, &df, &dW, &dX);
+  });
+  for (size_t i = 0; i < sumsHost.size(); ++i) {
+    uint32_t h, f;
+    std::memcpy(&h, &sumsHost[i], 4);
+    std::memcpy(&f, &sumsForm[i], 4);
+    ASSERT_EQ(h, f) << "row " << i / size_t(mix + 1) << " sum " << i % size_t(mix + 1);
+  }
+}
+} // namespace
+
+TEST(GpuFormEmulation, HcMixSumsBlockFormMatchesTheHostKernel) {
+  // hc 4 (24 dot products and a sum of squares a row), 96 channels a
+  // stream: chunks of 64 cross the streams' boundaries.
+  // The decode form: a block per (row, sum).
+  expectHcMixSumsBlockFormMatchesHost(4, 96, 3, 1, 1, 64, 32, 21);
+  // The row-tiled form: 4 rows x all 25 sums a block of 128 threads (28
+  // idle), the last tile partial; 2 x 13 sums (one group partial).
+  expectHcMixSumsBlockFormMatchesHost(4, 96, 7, 4, 25, 128, 128, 22);
+  expectHcMixSumsBlockFormMatchesHost(4, 96, 5, 2, 13, 64, 32, 23);
+  EXPECT_EQ(hcMixSumsChunk(4, 5120, 1, 1, 48 * 1024), 4096);
+  EXPECT_EQ(hcMixSumsChunk(4, 5120, 8, 25, 48 * 1024), 256);
+  EXPECT_EQ(hcMixSumsChunk(4, 24, 1, 1, 48 * 1024), 32);
+  EXPECT_EQ(hcMixSumsChunk(3, 7, 1, 1, 48 * 1024), 0);
+}
+
+namespace {
+/// The block form of an RMS norm (a block of `threads` per row) against the
+/// host kernel on fresh random rows.
+void expectRmsNormBlockFormMatchesHost(int64_t dim, int64_t n, int64_t threads,
+                                       uint32_t seed) {
+  const double eps = 1e-6;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildRmsNormKernel(m, "host", dim, eps);
+    func::FuncOp form = buildRmsNormKernel(m, "form", dim, eps);
+    RmsNormBlockLanes lanes;
+    lanes.row = simt.value(simt.blockX);
+    lanes.thread = simt.value(simt.thread);
+    lanes.threads = threads;
+    lanes.barrier = simt.sync();
+    Type f32 = Float32Type::get(m.getContext());
+    lanes.sharedRowType = MemRefType::get({dim}, f32);
+    lanes.sharedScaleType = MemRefType::get({1}, f32);
+    buildRmsNormBlockBody(form, dim, eps, lanes);
+  });
+  std::vector<uint16_t> x = randomBf16(size_t(n * dim), seed),
+                        w = randomBf16(size_t(dim), seed + 1);
+  std::vector<uint16_t> yHost(x.size(), 0), yForm(x.size(), 0);
+  auto dx = describe<2>(x, {n, dim});
+  auto dw = describe<1>(w, {dim});
+  auto dh = describe<2>(yHost, {n, dim});
+  auto df = describe<2>(yForm, {n, dim});
+  using Host = void (*)(void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  host(&dx, &dw, &dh);
+  launch(n, 1, threads, size_t(dim * 4 + 4), [&](void *shared) {
+    float *row = static_cast<float *>(shared), *scale = row + dim;
+    Descriptor<1, float> dRow{row, row, 0, {dim}, {1}};
+    Descriptor<1, float> dScale{scale, scale, 0, {1}, {1}};
+    form(&dx, &dw, &df, &dRow, &dScale);
+  });
+  for (size_t i = 0; i < yHost.size(); ++i)
+    ASSERT_EQ(bits(yHost[i]), bits(yForm[i])) << "row " << i / size_t(dim) << " element "
+                                              << i % size_t(dim);
+}
+} // namespace
+
+TEST(GpuFormEmulation, RmsNormBlockFormMatchesTheHostKernel) {
+  expectRmsNormBlockFormMatchesHost(512, 3, 64, 31);  // 8 elements a thread
+  expectRmsNormBlockFormMatchesHost(100, 2, 32, 32);  // a last partial slot
+  expectRmsNormBlockFormMatchesHost(7, 2, 32, 33);    // fewer elements than threads
+  expectRmsNormBlockFormMatchesHost(5120, 2, 256, 34); // the released hidden size
 }

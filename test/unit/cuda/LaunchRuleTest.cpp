@@ -156,9 +156,9 @@ TEST(LaunchRule, MalformedRulesNameTheField) {
             "row_tiles, channels or single");
   EXPECT_EQ(message(json{{"rule", "channels"}, {"block", 128}}),
             "kernel 'k': launch.channels is missing");
-  EXPECT_EQ(message(json{{"rule", "row_tiles"}, {"block", 128}, {"rows_argument", 0},
+  EXPECT_EQ(message(json{{"rule", "row_tiles"}, {"block", 32}, {"rows_argument", 0},
                          {"outputs", 8}, {"outputs_per_block", 64}, {"rows_per_block", 8}}),
-            "kernel 'k': launch.block is 128, not outputs_per_block (64)");
+            "kernel 'k': launch.outputs_per_block is 64, not in [1, 32]");
   EXPECT_EQ(message(json{{"rule", "row_tiles"}, {"block", 64}, {"rows_argument", 0},
                          {"outputs", 8}, {"outputs_per_block", 64}}),
             "kernel 'k': launch.rows_per_block is missing");

@@ -585,10 +585,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       mixLanes.thread = threadX;
       mixLanes.barrier = blockBarrier;
       mixLanes.sharedWeightType =
-          MemRefType::get({mixLanes.chainsPerBlock, mixLanes.chunk + 1}, b.getF32Type(),
+          MemRefType::get({mixLanes.chainsPerBlock, mixLanes.chunk + kHcMixSumsRowPad}, b.getF32Type(),
                           MemRefLayoutAttrInterface{}, workgroup);
       mixLanes.sharedStreamsType =
-          MemRefType::get({mixLanes.rowsPerTile, mixLanes.chunk + 1}, b.getF32Type(),
+          MemRefType::get({mixLanes.rowsPerTile, mixLanes.chunk + kHcMixSumsRowPad}, b.getF32Type(),
                           MemRefLayoutAttrInterface{}, workgroup);
       buildHcMixSumsBlockBody(fn, mixHc, mixDim, mixLanes);
       info.launch = "row_tiles";
@@ -598,7 +598,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputs = (2 + mixHc) * mixHc + 1;
       info.outputsPerBlock = mixLanes.chainsPerBlock;
       info.sharedBytes =
-          (mixLanes.rowsPerTile + mixLanes.chainsPerBlock) * (mixLanes.chunk + 1) * 4;
+          (mixLanes.rowsPerTile + mixLanes.chainsPerBlock) * (mixLanes.chunk + kHcMixSumsRowPad) * 4;
       info.minRows = rowTiledMix ? options.tileMinRows : 0;
     } else if (topk && attentionHeads == 0) {
       constexpr int64_t kTopKThreads = 256;
@@ -802,6 +802,14 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
   inGpu.addPass(createReconcileUnrealizedCastsPass());
   if (failed(pm.run(module)))
     return failure();
+  // Workgroup buffers start on 16 bytes: LLVM's load/store vectorizer turns
+  // a form's unrolled shared reads into 16-byte ld.shared.v4 where the
+  // offsets allow, and a buffer declared at 4 bytes need not be placed on 16
+  // (a second buffer at an odd float offset faulted: misaligned address).
+  gpuModule.walk([&](LLVM::GlobalOp global) {
+    if (global.getAddrSpace() == 3 && global.getAlignment().value_or(0) < 16)
+      global.setAlignment(16);
+  });
   return checkNvvmForChip(module, options.chip);
 }
 

@@ -113,7 +113,7 @@ int64_t hcMixSumsChunk(int64_t hc, int64_t dim, int64_t rowsPerTile,
   const int64_t width = hc * dim;
   for (int64_t chunk = 4096; chunk >= 32; chunk /= 2)
     if (width % chunk == 0 &&
-        (rowsPerTile + chainsPerBlock) * (chunk + 1) * 4 <= maxSharedBytes)
+        (rowsPerTile + chainsPerBlock) * (chunk + kHcMixSumsRowPad) * 4 <= maxSharedBytes)
       return chunk;
   return 0;
 }

@@ -48,11 +48,17 @@ struct HcMixSumsBlockLanes {
   int64_t chunk = 256; ///< elements of the flattened streams a stage holds
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
   /// Appended to the kernel's arguments, in shared memory:
-  /// memref<chainsPerBlock x (chunk+1) x f32> (fn's rows of the group) and
-  /// memref<rowsPerTile x (chunk+1) x f32> (the tile's streams); the padding
-  /// element puts neighbouring rows in different banks.
+  /// memref<chainsPerBlock x (chunk + kHcMixSumsRowPad) x f32> (fn's rows of
+  /// the group) and memref<rowsPerTile x (chunk + kHcMixSumsRowPad) x f32>
+  /// (the tile's streams).
   mlir::Type sharedWeightType, sharedStreamsType;
 };
+
+/// Floats after each row of the mix-sums form's shared buffers: every row
+/// starts on 16 bytes (LLVM reads 4 of a chain's floats with one
+/// ld.shared.v4), and the 16-byte reads of 8 threads on consecutive rows
+/// fall in 32 different banks.
+inline constexpr int64_t kHcMixSumsRowPad = 4;
 
 /// The largest chunk (a multiple of 32 dividing HC x D, at most 4096) whose
 /// shared buffers fit `maxSharedBytes`, or 0 if none does.

@@ -482,8 +482,8 @@ void expectHcMixSumsBlockFormMatchesHost(int64_t hc, int64_t dim, int64_t n,
     lanes.chunk = chunk;
     lanes.barrier = simt.sync();
     Type f32 = Float32Type::get(m.getContext());
-    lanes.sharedWeightType = MemRefType::get({chains, chunk + 1}, f32);
-    lanes.sharedStreamsType = MemRefType::get({tileRows, chunk + 1}, f32);
+    lanes.sharedWeightType = MemRefType::get({chains, chunk + kHcMixSumsRowPad}, f32);
+    lanes.sharedStreamsType = MemRefType::get({tileRows, chunk + kHcMixSumsRowPad}, f32);
     buildHcMixSumsBlockBody(form, hc, dim, lanes);
   });
   std::vector<uint16_t> x = randomBf16(size_t(n * width), seed);
@@ -504,12 +504,12 @@ void expectHcMixSumsBlockFormMatchesHost(int64_t hc, int64_t dim, int64_t n,
   auto *form = reinterpret_cast<Form>(lib.symbol("form"));
   ASSERT_TRUE(host && form);
   host(&dx, &dw, &dh);
-  const size_t wBytes = size_t(chains * (chunk + 1) * 4);
+  const size_t wBytes = size_t(chains * (chunk + kHcMixSumsRowPad) * 4);
   launch((n + tileRows - 1) / tileRows, (mix + 1 + chains - 1) / chains, threads,
-         wBytes + size_t(tileRows * (chunk + 1) * 4), [&](void *shared) {
-    float *sw = static_cast<float *>(shared), *sx = sw + chains * (chunk + 1);
-    Descriptor<2, float> dW{sw, sw, 0, {chains, chunk + 1}, {chunk + 1, 1}};
-    Descriptor<2, float> dX{sx, sx, 0, {tileRows, chunk + 1}, {chunk + 1, 1}};
+         wBytes + size_t(tileRows * (chunk + kHcMixSumsRowPad) * 4), [&](void *shared) {
+    float *sw = static_cast<float *>(shared), *sx = sw + chains * (chunk + kHcMixSumsRowPad);
+    Descriptor<2, float> dW{sw, sw, 0, {chains, chunk + kHcMixSumsRowPad}, {chunk + kHcMixSumsRowPad, 1}};
+    Descriptor<2, float> dX{sx, sx, 0, {tileRows, chunk + kHcMixSumsRowPad}, {chunk + kHcMixSumsRowPad, 1}};
     form(&dx, &dw, &df, &dW, &dX);
   });
   for (size_t i = 0; i < sumsHost.size(); ++i) {

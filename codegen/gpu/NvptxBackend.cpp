@@ -559,7 +559,27 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       if (rmsNorm.getAs<IntegerAttr>("dim").getInt() * 4 + 4 > kMaxStaticSharedBytes)
         rmsNorm = {}; // does not fit: the rows rule below
     }
-    if (rmsNorm) {
+    // Top-k compaction: a block per row, a segment of the row a thread.
+    auto compact = fn->getAttrOfType<DictionaryAttr>(kTopKCompactAttr);
+    if (compact)
+      fn->removeAttr(kTopKCompactAttr);
+    if (compact) {
+      TopKCompactLanes lanes;
+      lanes.row = blockX;
+      lanes.thread = threadX;
+      lanes.threads = 256;
+      lanes.barrier = blockBarrier;
+      lanes.offsetsType = MemRefType::get({lanes.threads + 1}, b.getI32Type(),
+                                          MemRefLayoutAttrInterface{}, workgroup);
+      buildTopKCompactBlockBody(fn, compact.getAs<IntegerAttr>("k").getInt(), lanes);
+      info.launch = "row_tiles";
+      info.blockSize = lanes.threads;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = 1;
+      info.outputs = 1;
+      info.outputsPerBlock = 1;
+      info.sharedBytes = (lanes.threads + 1) * 4;
+    } else if (rmsNorm) {
       const int64_t dim = rmsNorm.getAs<IntegerAttr>("dim").getInt();
       RmsNormBlockLanes lanes;
       lanes.row = blockX;

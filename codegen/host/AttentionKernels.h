@@ -123,6 +123,27 @@ void buildTopKRankBlockBody(mlir::func::FuncOp fn, int64_t k, bool masked,
 mlir::func::FuncOp buildTopKCompactKernel(mlir::ModuleOp module,
                                           const std::string &name, int64_t k);
 
+/// The attribute buildTopKCompactKernel puts on its function: {k}.
+inline constexpr const char *kTopKCompactAttr = "csa.topk_compact";
+
+/// Where the block form of a top-k compaction runs: a block per row.
+struct TopKCompactLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, thread;
+  int64_t threads = 256;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// Appended to the kernel's arguments, in shared memory:
+  /// memref<(threads + 1) x i32> (each thread's count, then the offsets).
+  mlir::Type offsetsType;
+};
+
+/// Replaces the body of `fn` (from buildTopKCompactKernel) with the block
+/// form: thread t takes the t-th of `threads` consecutive segments of the
+/// row, counts its picks, thread 0 turns the counts into offsets (in segment
+/// order), and each thread writes its picks from its offset; the same
+/// columns as the host kernel's walk of the row on one thread.
+void buildTopKCompactBlockBody(mlir::func::FuncOp fn, int64_t k,
+                               const TopKCompactLanes &lanes);
+
 /// HSI level 1, `selectCandidateBlocks(score row, visible[i], topBlocks,
 /// blockSize)`, in two kernels whose work is parallel per block.
 ///

@@ -587,3 +587,63 @@ TEST(GpuFormEmulation, RmsNormBlockFormMatchesTheHostKernel) {
   expectRmsNormBlockFormMatchesHost(7, 2, 32, 33);    // fewer elements than threads
   expectRmsNormBlockFormMatchesHost(5120, 2, 256, 34); // the released hidden size
 }
+
+namespace {
+/// The block form of a top-k compaction against the host kernel.
+void expectTopKCompactBlockFormMatchesHost(int64_t k, int64_t threads, int64_t n,
+                                           int64_t width, const std::vector<int8_t> &picks,
+                                           std::vector<int64_t> visible) {
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildTopKCompactKernel(m, "host", k);
+    func::FuncOp form = buildTopKCompactKernel(m, "form", k);
+    TopKCompactLanes lanes;
+    lanes.row = simt.value(simt.blockX);
+    lanes.thread = simt.value(simt.thread);
+    lanes.threads = threads;
+    lanes.barrier = simt.sync();
+    lanes.offsetsType = MemRefType::get({threads + 1}, IntegerType::get(m.getContext(), 32));
+    buildTopKCompactBlockBody(form, k, lanes);
+  });
+  std::vector<int8_t> picked(picks);
+  std::vector<int32_t> outHost(size_t(n * k), 7), outForm(size_t(n * k), 7);
+  auto dp = describe<2>(picked, {n, width});
+  auto dv = describe<1>(visible, {n});
+  auto dh = describe<2>(outHost, {n, k});
+  auto df = describe<2>(outForm, {n, k});
+  using Host = void (*)(void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  host(&dp, &dv, &dh);
+  launch(n, 1, threads, size_t(threads + 1) * 4, [&](void *shared) {
+    int32_t *o = static_cast<int32_t *>(shared);
+    Descriptor<1, int32_t> dOffsets{o, o, 0, {threads + 1}, {1}};
+    form(&dp, &dv, &df, &dOffsets);
+  });
+  int64_t written = 0;
+  for (size_t e = 0; e < outHost.size(); ++e) {
+    ASSERT_EQ(outHost[e], outForm[e]) << "row " << e / size_t(k) << " column " << e % size_t(k);
+    written += outHost[e] >= 0;
+  }
+  EXPECT_GT(written, 0);
+}
+} // namespace
+
+TEST(GpuFormEmulation, TopKCompactBlockFormMatchesTheHostKernel) {
+  std::mt19937 gen(41);
+  std::uniform_int_distribution<int> coin(0, 9);
+  const int64_t n = 3, width = 1000;
+  std::vector<int8_t> picks(size_t(n * width));
+  for (int8_t &p : picks)
+    p = int8_t(coin(gen) == 0); // about 100 a row
+  // Row 1: more picks than k (NaN scores); row 2: positions past visible.
+  for (int64_t t = 0; t < width; t += 3)
+    picks[size_t(width + t)] = 1;
+  expectTopKCompactBlockFormMatchesHost(128, 64, n, width, picks, {1000, 1000, 600});
+  // Segments shorter than the threads (width 50 over 64 threads), fewer
+  // picks than k.
+  std::vector<int8_t> few(picks.begin(), picks.begin() + 2 * 50);
+  expectTopKCompactBlockFormMatchesHost(16, 64, 2, 50, few, {50, 20});
+}

@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -869,6 +870,51 @@ struct Executor::Impl {
   std::vector<Step> prefillSteps, decodeSteps;
   std::map<std::string, ProfileEntry> profileTotals; ///< options.profile
   bool weightsResident = false; ///< GPU: every weight uploaded
+  /// Sequence::cachesHeldBy of the sequences whose caches this executor
+  /// keeps on its device (never reused by another executor).
+  const uint64_t id = nextExecutorId();
+  static uint64_t nextExecutorId() {
+    static std::atomic<uint64_t> next{1};
+    return next++;
+  }
+  /// Whether `s`'s caches may run here: held on no device, or on this one
+  /// at the addresses they have now.
+  absl::Status checkHeld(const Sequence &s) const {
+    if (s.cachesHeldBy == 0)
+      return absl::OkStatus();
+    if (s.cachesHeldBy != id || !runner)
+      return absl::FailedPreconditionError(
+          "the sequence's caches are on the GPU of another executor (or of one "
+          "that no longer exists): its host bytes are stale; call syncToHost "
+          "on that executor first");
+    for (const auto &[name, cache] : s.caches) {
+      auto it = s.cachesHeldAt.find(name);
+      if (it == s.cachesHeldAt.end() || it->second != cache.bytes.data())
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cache '", name, "' is not the buffer whose bytes are on the GPU: a "
+            "copy of a Sequence made while its caches were on the device holds "
+            "stale bytes; copy after syncToHost"));
+    }
+    return absl::OkStatus();
+  }
+  /// The device copies of `s`'s caches come back (`download`) or are
+  /// dropped, and `s` is held on no device.
+  void releaseHeld(Sequence &s, bool download) {
+    if (s.cachesHeldBy == id && runner) {
+      GpuRunner *previous = currentRunner;
+      currentRunner = runner.get();
+      for (auto &[name, cache] : s.caches) {
+        bounds.add(cache.bytes.data(), cache.bytes.size());
+        if (download)
+          runner->toHost(cache.bytes.data());
+        runner->forget(cache.bytes.data());
+        bounds.remove(cache.bytes.data());
+      }
+      currentRunner = previous;
+    }
+    s.cachesHeldBy = 0;
+    s.cachesHeldAt.clear();
+  }
 
   // The state of the entry point being run.
   Sequence *seq = nullptr;
@@ -1485,17 +1531,24 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
 absl::StatusOr<std::vector<float>>
 Executor::Impl::run(std::vector<Step> &steps) {
   auto start = std::chrono::steady_clock::now();
+  if (absl::Status st = checkHeld(*seq); !st.ok())
+    return st;
+  // Caches left on the device by the last run of this sequence stay there.
+  const bool held = seq->cachesHeldBy != 0;
   for (auto &[id, cache] : seq->caches)
     bounds.add(cache.bytes.data(), cache.bytes.size());
   if (!engramMap.empty())
     bounds.add(engramMap.data(), engramMap.size() * sizeof(int64_t));
-  // GPU: this sequence's caches and the tokens are current on the host (a
-  // mirror at the same address may hold another sequence's bytes); at the
-  // end the caches come back, so a Sequence always holds its own state.
+  // GPU: this sequence's caches (unless held on the device since its last
+  // run) and the tokens are current on the host (a mirror at the same
+  // address may hold another sequence's bytes); at the end the caches come
+  // back, so a Sequence holds its own state, or they stay on the device
+  // (keepCachesOnDevice) and the Sequence records it.
   GpuRunner *previousRunner = currentRunner;
   currentRunner = runner.get();
-  for (auto &[id, cache] : seq->caches)
-    hostRefilled(cache.bytes.data());
+  if (!held)
+    for (auto &[id, cache] : seq->caches)
+      hostRefilled(cache.bytes.data());
   hostRefilled(tokens.ptr());
   if (runner && !weightsResident) {
     // Every weight goes to the device in the first run (csa-run --warmup
@@ -1510,15 +1563,25 @@ Executor::Impl::run(std::vector<Step> &steps) {
     }
     weightsResident = true;
   }
-  auto finish = [&]() -> absl::Status {
+  auto finish = [&](bool ok) -> absl::Status {
     absl::Status st;
     try {
-      // The caches come back and their device copies go (a Sequence may be
-      // destroyed before the next run; the next run uploads them again).
-      for (auto &[id, cache] : seq->caches) {
-        onHost(cache.bytes.data());
-        if (runner)
-          runner->forget(cache.bytes.data());
+      // The caches stay on the device for the sequence's next run, or come
+      // back and their device copies go (a Sequence may be destroyed before
+      // the next run; the next run uploads them again). After a failed step
+      // they come back.
+      seq->cachesHeldAt.clear();
+      seq->cachesHeldBy = 0;
+      if (runner && ok && options.keepCachesOnDevice) {
+        seq->cachesHeldBy = id;
+        for (auto &[name, cache] : seq->caches)
+          seq->cachesHeldAt[name] = cache.bytes.data();
+      } else {
+        for (auto &[id, cache] : seq->caches) {
+          onHost(cache.bytes.data());
+          if (runner)
+            runner->forget(cache.bytes.data());
+        }
       }
       onHost(logits.ptr());
     } catch (const std::exception &e) {
@@ -1543,7 +1606,7 @@ Executor::Impl::run(std::vector<Step> &steps) {
           absl::StrCat("malformed step: ", e.what()));
     }
     if (!st.ok()) {
-      (void)finish();
+      (void)finish(false);
       for (auto &[id, cache] : seq->caches)
         bounds.remove(cache.bytes.data());
       return absl::Status(st.code(), absl::StrCat(step.where, " (", step.op,
@@ -1575,7 +1638,7 @@ Executor::Impl::run(std::vector<Step> &steps) {
     }
   }
   timing.peakTransientBytes = peakBytes;
-  absl::Status finished = finish();
+  absl::Status finished = finish(true);
   // The sequence's caches may be freed before the next run: only live memory
   // stays in the bounds.
   for (auto &[id, cache] : seq->caches)
@@ -2439,7 +2502,10 @@ Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
       !st.ok())
     return st;
   BoundsScope scope(&impl->bounds);
-  // A prefill starts from fresh caches, also after a failed one.
+  // A prefill starts from fresh caches, also after a failed one (the old
+  // ones' device copies, if this executor holds them, go).
+  if (sequence.cachesHeldBy == impl->id)
+    impl->releaseHeld(sequence, /*download=*/false);
   sequence = newSequence();
   impl->seq = &sequence;
   impl->position = 0;
@@ -2481,6 +2547,18 @@ absl::StatusOr<std::vector<float>> Executor::decode(Sequence &sequence,
   else
     sequence.history.pop_back();
   return logits;
+}
+
+absl::Status Executor::syncToHost(Sequence &sequence) {
+  if (absl::Status st = impl->checkHeld(sequence); !st.ok())
+    return st;
+  try {
+    BoundsScope scope(&impl->bounds);
+    impl->releaseHeld(sequence, /*download=*/true);
+  } catch (const std::exception &e) {
+    return absl::InternalError(absl::StrCat("reading the caches back from the GPU: ", e.what()));
+  }
+  return absl::OkStatus();
 }
 
 const artifact::Plan &Executor::plan() const { return impl->artifact->plan(); }

@@ -50,6 +50,13 @@ struct Sequence {
   int64_t position = 0;
   std::vector<int32_t> history;
   std::map<std::string, CacheState> caches;
+  /// Non-zero while the caches' current bytes stay on a GPU between runs
+  /// (ExecutorOptions::keepCachesOnDevice): the id of the executor holding
+  /// them, and each cache buffer's host address then. The host bytes are
+  /// stale until Executor::syncToHost; a copy of the Sequence (other
+  /// addresses) is rejected by the executor instead of running on them.
+  uint64_t cachesHeldBy = 0;
+  std::map<std::string, const void *> cachesHeldAt;
 
   /// Bytes the caches have allocated (global caches grow by doubling).
   uint64_t cacheBytes() const;
@@ -74,6 +81,11 @@ struct ExecutorOptions {
   /// yet (docs/gpu.md).
   enum class Device { Cpu, Cuda };
   Device device = Device::Cpu;
+  /// Cuda: a sequence's caches stay on the device at the end of a run (the
+  /// next run of that sequence uses them there) instead of coming back to
+  /// the Sequence and being uploaded again; Executor::syncToHost brings them
+  /// back (and frees their device copies) where the host needs them.
+  bool keepCachesOnDevice = false;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;
@@ -118,6 +130,12 @@ public:
                                              const std::vector<int32_t> &tokens);
   /// Runs one token at the sequence's position; returns its logits.
   absl::StatusOr<std::vector<float>> decode(Sequence &sequence, int32_t token);
+
+  /// Brings the caches of `sequence` back from the device
+  /// (ExecutorOptions::keepCachesOnDevice) and frees their device copies, so
+  /// that its host bytes are current; nothing to do for a sequence held on no
+  /// device. An error names a sequence held by another executor, or a copy.
+  absl::Status syncToHost(Sequence &sequence);
 
   const artifact::Plan &plan() const;
   int64_t vocabSize() const;

@@ -302,5 +302,72 @@ TEST(SyntheticSequence, HoldsValidRowsForItsPositionAndDecodesFromIt) {
   EXPECT_FALSE(ex.syntheticSequence(ex.plan().maxContext, 5).ok());
 }
 
+/// The GPU path's caches kept on the device between runs, with the device
+/// emulated (CSA_CUDA_EMULATE: host memory, host kernels, the same
+/// bookkeeping): the same logits as the CPU executor step after step, the
+/// same cache bytes once synced back; a copy of a held sequence and a
+/// sequence held by another executor are refused, not run on stale bytes.
+TEST(CachesOnDevice, StayBetweenRunsAndComeBackWithSyncToHost) {
+  test::TempDir dir;
+  auto variant = loadVariant("tiny");
+  ASSERT_TRUE(variant.ok()) << variant.status();
+  std::string artifactDir = dir / "model.csa";
+  ASSERT_EQ(compile("--variant=tiny --emit=artifact -o " + artifactDir, dir / "compile.log"), 0)
+      << readAll(dir / "compile.log");
+  LoadedModel cpu;
+  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, cpu));
+  ASSERT_EQ(setenv("CSA_CUDA_EMULATE", "1", 1), 0);
+  runtime::ExecutorOptions options;
+  options.device = runtime::ExecutorOptions::Device::Cuda;
+  options.keepCachesOnDevice = true;
+  auto gpu = runtime::Executor::create(*cpu.art, *cpu.ckpt, options);
+  auto other = runtime::Executor::create(*cpu.art, *cpu.ckpt, options);
+  unsetenv("CSA_CUDA_EMULATE");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE(other.ok()) << other.status();
+
+  const std::vector<int32_t> prompt = {5, 9, 2, 7, 11, 3, 8, 1, 4, 6, 10, 12, 13};
+  runtime::Sequence onCpu = cpu.executor->newSequence();
+  runtime::Sequence held = (*gpu)->newSequence();
+  auto a = cpu.executor->prefill(onCpu, prompt);
+  auto b = (*gpu)->prefill(held, prompt);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(firstDifference(*a, *b), -1);
+  EXPECT_NE(held.cachesHeldBy, 0u);
+  for (int32_t token : {3, 14, 15, 9, 2, 6}) {
+    a = cpu.executor->decode(onCpu, token);
+    b = (*gpu)->decode(held, token);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(firstDifference(*a, *b), -1) << "token " << token;
+  }
+  // A copy holds stale host bytes; another executor does not hold them.
+  runtime::Sequence copy = held;
+  auto refused = (*gpu)->decode(copy, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("copy"), std::string::npos) << refused.status();
+  refused = (*other)->decode(held, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("another executor"), std::string::npos)
+      << refused.status();
+  EXPECT_FALSE((*other)->syncToHost(held).ok());
+  // Back on the host: the CPU executor's bytes.
+  ASSERT_TRUE((*gpu)->syncToHost(held).ok());
+  EXPECT_EQ(held.cachesHeldBy, 0u);
+  int compared = 0;
+  for (const auto &[name, cache] : onCpu.caches) {
+    const runtime::CacheState &h = held.caches.at(name);
+    ASSERT_EQ(cache.bytes.size(), h.bytes.size()) << name;
+    EXPECT_EQ(std::memcmp(cache.bytes.data(), h.bytes.data(), cache.bytes.size()), 0) << name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+  // Synced, it runs anywhere: the next step on the other executor.
+  a = cpu.executor->decode(onCpu, 1);
+  b = (*other)->decode(held, 1);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status();
+  EXPECT_EQ(firstDifference(*a, *b), -1);
+}
+
 } // namespace
 } // namespace csa

@@ -151,8 +151,11 @@ int main(int argc, char **argv) {
     } else if (const char *v = value("--device")) {
       if (std::string(v) == "cpu")
         executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
-      else if (std::string(v) == "cuda")
+      else if (std::string(v) == "cuda") {
         executorOptions.device = runtime::ExecutorOptions::Device::Cuda;
+        // Each sequence's caches stay on the GPU between its steps.
+        executorOptions.keepCachesOnDevice = true;
+      }
       else
         return fail("--device is cpu or cuda, got '" + std::string(v) + "'");
     } else if (const char *v = value("--print-logits")) {

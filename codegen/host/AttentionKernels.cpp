@@ -65,6 +65,10 @@ Value orI(OpBuilder &b, Location loc, Value x, Value y) {
   return arith::OrIOp::create(b, loc, x, y);
 }
 
+/// Elements of a long dot product walked per loop trip (the same order): a
+/// GPU thread keeps a trip's loads in flight instead of waiting for each.
+constexpr int64_t kDotUnroll = 8;
+
 /// Body of a loop: (induction variable, iteration arguments) -> yielded.
 using LoopBody = function_ref<SmallVector<Value>(Value, ValueRange)>;
 
@@ -242,9 +246,6 @@ func::FuncOp buildSparseAttentionKernel(ModuleOp module,
   func::ReturnOp::create(b, loc);
   return fn;
 }
-
-/// Elements of a long dot product walked per loop trip in the GPU forms.
-constexpr int64_t kDotUnroll = 8;
 
 void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDim,
                                   const AttentionWarpLanes &lanes) {
@@ -466,12 +467,20 @@ func::FuncOp buildIndexScoreKernel(ModuleOp module, const std::string &name,
           [&](OpBuilder &, Location) {
             auto total = loop(b, loc, zero, numHeads, one, {zeroF},
                               [&](Value h, ValueRange sum) -> SmallVector<Value> {
-              auto dot = loop(b, loc, zero, cols, one, {zeroF},
-                              [&](Value e, ValueRange d) -> SmallVector<Value> {
-                Value prod = arith::MulFOp::create(
-                    b, loc, loadF32(b, loc, q, ValueRange{i, h, e}),
-                    loadF32(b, loc, keys, ValueRange{t, e}));
-                return {arith::AddFOp::create(b, loc, d[0], prod)};
+              // D order, kDotUnroll elements a trip (a GPU thread's loads of
+              // a trip do not wait for its adds).
+              const int64_t unroll = dim % kDotUnroll == 0 ? kDotUnroll : 1;
+              auto dot = loop(b, loc, zero, cols, indexConst(b, loc, unroll), {zeroF},
+                              [&](Value e0, ValueRange d) -> SmallVector<Value> {
+                Value acc = d[0];
+                for (int64_t u = 0; u < unroll; ++u) {
+                  Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, u));
+                  Value prod = arith::MulFOp::create(
+                      b, loc, loadF32(b, loc, q, ValueRange{i, h, e}),
+                      loadF32(b, loc, keys, ValueRange{t, e}));
+                  acc = arith::AddFOp::create(b, loc, acc, prod);
+                }
+                return {acc};
               });
               Value relu = stdMax(b, loc, roundBf16(b, loc, dot.getResult(0)), zeroF);
               Value weighted = arith::MulFOp::create(

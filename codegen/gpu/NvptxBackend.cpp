@@ -662,13 +662,15 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.barrier = blockBarrier;
       lanes.sharedType = MemRefType::get({warps, 2, 64}, b.getF32Type(),
                                          MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedQueryType = MemRefType::get({warps, attentionDim}, b.getF32Type(),
+                                              MemRefLayoutAttrInterface{}, workgroup);
       buildSparseAttentionWarpBody(fn, attentionHeads, attentionDim, lanes);
       info.launch = "row_outputs";
       info.blockSize = 32 * warps;
       info.rowsArgument = 0;
       info.outputs = attentionHeads;
       info.outputsPerBlock = warps;
-      info.sharedBytes = warps * 2 * 64 * 4;
+      info.sharedBytes = warps * 2 * 64 * 4 + warps * attentionDim * 4;
     } else if (tiled) {
       LinearTileLanes lanes;
       lanes.rowTile = blockX;

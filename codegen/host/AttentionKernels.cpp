@@ -15,6 +15,7 @@
 #include "codegen/host/Transcendental.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -254,12 +255,13 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), indexType = b.getIndexType();
   const int64_t perLane = headDim / 32;
   // A fresh body over the same arguments (plus the shared blocks).
-  Block *entry = freshBody(fn, {lanes.sharedType});
+  Block *entry = freshBody(fn, {lanes.sharedType, lanes.sharedQueryType});
   b.setInsertionPointToStart(entry);
+  const unsigned numArgs = entry->getNumArguments();
   Value q = entry->getArgument(0), rows = entry->getArgument(1),
         idx = entry->getArgument(2), sink = entry->getArgument(3),
         scale = entry->getArgument(4), out = entry->getArgument(5),
-        shared = entry->getArguments().back();
+        shared = entry->getArgument(numArgs - 2), sharedQ = entry->getArgument(numArgs - 1);
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
         block = indexConst(b, loc, kAttentionBlock), cols = indexConst(b, loc, headDim);
   Value zeroF = f32Const(b, loc, 0.f), negInf = f32Const(b, loc, -kInf),
@@ -297,6 +299,86 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
   auto channel = [&](int64_t m) {
     return arith::AddIOp::create(b, loc, lane, indexConst(b, loc, 32 * m)).getResult();
   };
+  // The warp's query head in shared memory, as f32 (every lane reads all
+  // of it for each of its dots).
+  for (int64_t m = 0; m < perLane; ++m) {
+    Value e = channel(m);
+    auto qv = select(active, TypeRange{f32}, [&]() -> SmallVector<Value> {
+      return {loadF32(b, loc, q, ValueRange{i, h, e})};
+    }, [&]() -> SmallVector<Value> { return {zeroF}; });
+    memref::StoreOp::create(b, loc, qv.getResult(0), sharedQ, ValueRange{warp, e});
+  }
+  lanes.barrier(b, loc);
+  // `rows` as a pointer, and whether its rows start on 16 bytes (device
+  // allocations do; headDim x 2 bytes is a multiple of 16).
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, rows);
+  Value rowsStart = arith::AddIOp::create(
+      b, loc, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, rows),
+      arith::MulIOp::create(b, loc, meta.getOffset(), indexConst(b, loc, 2)));
+  Value rowsBase = LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), lanes.rowsAddressSpace),
+      arith::IndexCastUIOp::create(b, loc, b.getI64Type(), rowsStart).getResult(),
+      LLVM::DereferenceableAttr());
+  Value rowsAligned = andI(
+      b, loc,
+      cmpI(b, loc, arith::CmpIPredicate::eq,
+           arith::RemUIOp::create(b, loc, rowsStart, indexConst(b, loc, 16)), zero),
+      arith::ConstantOp::create(b, loc, b.getBoolAttr(headDim % 8 == 0)));
+  // Row r's dot with the warp's query head, in D order.
+  auto dotWithRow = [&](Value r) -> Value {
+    auto vectorDot = [&]() -> SmallVector<Value> {
+      // 8 bf16 a 16-byte load; element 2w of a group is word w's low half.
+      auto words = VectorType::get({4}, b.getI32Type());
+      Type i32 = b.getI32Type();
+      auto dot = loop(b, loc, zero, cols, indexConst(b, loc, 8), {zeroF},
+                      [&](Value e0, ValueRange d) -> SmallVector<Value> {
+        Value at = arith::IndexCastUIOp::create(
+            b, loc, b.getI64Type(),
+            arith::MulIOp::create(
+                b, loc,
+                arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, r, cols), e0),
+                indexConst(b, loc, 2)));
+        Value ptr = LLVM::GEPOp::create(b, loc, rowsBase.getType(), b.getI8Type(), rowsBase,
+                                        ValueRange{at});
+        Value vec = LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16);
+        Value acc = d[0];
+        for (int64_t w = 0; w < 4; ++w) {
+          Value word = LLVM::ExtractElementOp::create(
+              b, loc, vec, LLVM::ConstantOp::create(b, loc, i32, int32_t(w)));
+          Value pair[2] = {
+              arith::ShLIOp::create(b, loc, word, intConst(b, loc, i32, 16)),
+              arith::AndIOp::create(b, loc, word, intConst(b, loc, i32, int32_t(0xFFFF0000u)))};
+          for (int64_t half = 0; half < 2; ++half) {
+            Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, 2 * w + half));
+            Value rowValue = arith::BitcastOp::create(b, loc, f32, pair[half]);
+            Value prod = arith::MulFOp::create(
+                b, loc, memref::LoadOp::create(b, loc, sharedQ, ValueRange{warp, e}),
+                rowValue);
+            acc = arith::AddFOp::create(b, loc, acc, prod);
+          }
+        }
+        return {acc};
+      });
+      return {dot.getResult(0)};
+    };
+    auto scalarDot = [&]() -> SmallVector<Value> {
+      const int64_t unroll = headDim % kDotUnroll == 0 ? kDotUnroll : 1;
+      auto dot = loop(b, loc, zero, cols, indexConst(b, loc, unroll), {zeroF},
+                      [&](Value e0, ValueRange d) -> SmallVector<Value> {
+        Value acc = d[0];
+        for (int64_t u = 0; u < unroll; ++u) {
+          Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, u));
+          Value prod = arith::MulFOp::create(
+              b, loc, memref::LoadOp::create(b, loc, sharedQ, ValueRange{warp, e}),
+              loadF32(b, loc, rows, ValueRange{r, e}));
+          acc = arith::AddFOp::create(b, loc, acc, prod);
+        }
+        return {acc};
+      });
+      return {dot.getResult(0)};
+    };
+    return select(rowsAligned, TypeRange{f32}, vectorDot, scalarDot).getResult(0);
+  };
   SmallVector<Value> init{startMax, zeroF};
   for (int64_t m = 0; m < perLane; ++m)
     init.push_back(zeroF);
@@ -317,22 +399,8 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
         Value valid = cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32);
         auto dotted = select(valid, TypeRange{f32}, [&]() -> SmallVector<Value> {
           Value r = arith::IndexCastOp::create(b, loc, indexType, j);
-          // D order, kDotUnroll elements a trip: a lane's loads of a trip do
-          // not wait for its adds (one element a trip, each waited for its
-          // load: 3 ms a decode call at 64 heads x 512 on the H200).
-          const int64_t unroll = headDim % kDotUnroll == 0 ? kDotUnroll : 1;
-          auto dot = loop(b, loc, zero, cols, indexConst(b, loc, unroll), {zeroF},
-                          [&](Value e0, ValueRange d) -> SmallVector<Value> {
-            Value acc = d[0];
-            for (int64_t u = 0; u < unroll; ++u) {
-              Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, u));
-              Value prod = arith::MulFOp::create(b, loc, loadF32(b, loc, q, ValueRange{i, h, e}),
-                                                 loadF32(b, loc, rows, ValueRange{r, e}));
-              acc = arith::AddFOp::create(b, loc, acc, prod);
-            }
-            return {acc};
-          });
-          return {arith::MulFOp::create(b, loc, dot.getResult(0), scale)};
+          Value dot = dotWithRow(r);
+          return {arith::MulFOp::create(b, loc, dot, scale)};
         }, [&]() -> SmallVector<Value> { return {negInf}; });
         return {dotted.getResult(0)};
       }, [&]() -> SmallVector<Value> { return {negInf}; });

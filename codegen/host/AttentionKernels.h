@@ -45,13 +45,18 @@ struct AttentionWarpLanes {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, head, lane, warp;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
   /// Appended to the kernel's arguments: memref<warps x 2 x 64 x f32> in
-  /// shared memory (each warp's block of scores and probabilities).
-  mlir::Type sharedType;
+  /// shared memory (each warp's block of scores and probabilities), then
+  /// memref<warps x headDim x f32> (each warp's query head, as f32).
+  mlir::Type sharedType, sharedQueryType;
+  /// Where `rows` lives for its 16-byte loads (1: CUDA global; 0 on a host).
+  unsigned rowsAddressSpace = 1;
 };
 
 /// Replaces the body of `fn` (from buildSparseAttentionKernel; headDim a
-/// multiple of 32) with the warp form: the lanes score a block's 64 indices
-/// two each (each dot in D order), take the block max and the sum of the
+/// multiple of 32) with the warp form: each warp stages its query head in
+/// shared memory, the lanes score a block's 64 indices two each (each dot in
+/// D order, the row read 16 bytes at a time when `rows` is 16-byte aligned),
+/// take the block max and the sum of the
 /// probabilities in index order from shared memory, and each lane keeps
 /// headDim / 32 channels of the accumulator in registers (P.V in index
 /// order per channel). The same operations in the same order as the host

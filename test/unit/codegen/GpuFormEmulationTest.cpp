@@ -302,7 +302,8 @@ TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
 
 namespace {
 void expectAttentionWarpFormMatchesHost(int64_t heads, int64_t dim, int64_t warps,
-                                        int64_t n, int64_t numIdx, int64_t table) {
+                                        int64_t n, int64_t numIdx, int64_t table,
+                                        bool misalignedRows = false) {
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
     buildSparseAttentionKernel(m, "host", heads, dim);
@@ -327,10 +328,20 @@ void expectAttentionWarpFormMatchesHost(int64_t heads, int64_t dim, int64_t warp
     };
     lanes.barrier = simt.sync();
     lanes.sharedType = MemRefType::get({warps, 2, 64}, Float32Type::get(m.getContext()));
+    lanes.sharedQueryType = MemRefType::get({warps, dim}, Float32Type::get(m.getContext()));
+    lanes.rowsAddressSpace = 0;
     buildSparseAttentionWarpBody(form, heads, dim, lanes);
   });
   std::vector<uint16_t> q = randomBf16(size_t(n * heads * dim), 3, 0.5f);
-  std::vector<uint16_t> rows = randomBf16(size_t(table * dim), 4, 0.5f);
+  std::vector<uint16_t> rowValues = randomBf16(size_t(table * dim), 4, 0.5f);
+  // The rows on 16 bytes (the form's 16-byte loads) or 2 bytes past them
+  // (its scalar loads).
+  std::vector<uint16_t> rowStore(rowValues.size() + 16);
+  uint16_t *rowsAt = rowStore.data();
+  while (reinterpret_cast<uintptr_t>(rowsAt) % 16 != 0)
+    ++rowsAt;
+  rowsAt += misalignedRows ? 1 : 0;
+  std::copy(rowValues.begin(), rowValues.end(), rowsAt);
   std::vector<int32_t> idx(size_t(n * numIdx));
   std::mt19937 gen(5);
   std::uniform_int_distribution<int> pick(-1, int(table) - 1);
@@ -342,22 +353,23 @@ void expectAttentionWarpFormMatchesHost(int64_t heads, int64_t dim, int64_t warp
   const float scale = 0.125f;
   std::vector<uint16_t> outHost(q.size(), 0), outForm(q.size(), 0);
   auto dq = describe<3>(q, {n, heads, dim});
-  auto dr = describe<2>(rows, {table, dim});
+  Descriptor<2> dr{rowsAt, rowsAt, 0, {table, dim}, {dim, 1}};
   auto di = describe<2>(idx, {n, numIdx});
   auto dsink = describe<1>(sinks, {heads});
   auto doutHost = describe<3>(outHost, {n, heads, dim});
   auto doutForm = describe<3>(outForm, {n, heads, dim});
   using Host = void (*)(void *, void *, void *, void *, float, void *);
-  using Form = void (*)(void *, void *, void *, void *, float, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, float, void *, void *, void *);
   auto *host = reinterpret_cast<Host>(lib.symbol("host"));
   auto *form = reinterpret_cast<Form>(lib.symbol("form"));
   ASSERT_TRUE(host && form);
   host(&dq, &dr, &di, &dsink, scale, &doutHost);
-  launch(n, (heads + warps - 1) / warps, 32 * warps, size_t(warps * 2 * 64 * 4),
+  launch(n, (heads + warps - 1) / warps, 32 * warps, size_t(warps * (2 * 64 + dim) * 4),
          [&](void *shared) {
-    float *s = static_cast<float *>(shared);
+    float *s = static_cast<float *>(shared), *sq = s + warps * 2 * 64;
     Descriptor<3, float> dShared{s, s, 0, {warps, 2, 64}, {128, 64, 1}};
-    form(&dq, &dr, &di, &dsink, scale, &doutForm, &dShared);
+    Descriptor<2, float> dQuery{sq, sq, 0, {warps, dim}, {dim, 1}};
+    form(&dq, &dr, &di, &dsink, scale, &doutForm, &dShared, &dQuery);
   });
   for (size_t i = 0; i < outHost.size(); ++i)
     ASSERT_EQ(bits(outHost[i]), bits(outForm[i])) << "element " << i;
@@ -370,6 +382,8 @@ TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
   expectAttentionWarpFormMatchesHost(3, 64, 2, 5, 150, 40);
   // The released widths: 64 heads x 512 (16 channels a lane), 4 warps.
   expectAttentionWarpFormMatchesHost(64, 512, 4, 2, 130, 300);
+  // Rows 2 bytes past 16: the scalar loads.
+  expectAttentionWarpFormMatchesHost(3, 64, 2, 5, 150, 40, /*misalignedRows=*/true);
 }
 
 namespace {

@@ -902,6 +902,38 @@ void buildTopKCompactBlockBody(func::FuncOp fn, int64_t k, const TopKCompactLane
   func::ReturnOp::create(b, loc);
 }
 
+func::FuncOp buildGatherCacheEntriesKernel(ModuleOp module, const std::string &name) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i8 = b.getI8Type(), i64 = b.getI64Type(), indexType = b.getIndexType();
+  const int64_t dyn = ShapedType::kDynamic;
+  func::FuncOp fn = startKernel(b, module, name,
+                                {MemRefType::get({dyn}, i8),
+                                 MemRefType::get({dyn}, b.getI32Type()),
+                                 MemRefType::get({dyn, dyn}, i8), i64, i64});
+  Value cache = fn.getArgument(0), which = fn.getArgument(1), out = fn.getArgument(2);
+  Value entryBytes = arith::IndexCastOp::create(b, loc, indexType, fn.getArgument(3));
+  Value offset = arith::IndexCastOp::create(b, loc, indexType, fn.getArgument(4));
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  Value n = memref::DimOp::create(b, loc, out, zero);
+  Value rowBytes = memref::DimOp::create(b, loc, out, one);
+  loop(b, loc, zero, n, one, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+    Value entry = arith::IndexCastOp::create(b, loc, indexType,
+                                             memref::LoadOp::create(b, loc, which, r));
+    Value first = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, entry, entryBytes), offset);
+    loop(b, loc, zero, rowBytes, one, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value byte = memref::LoadOp::create(b, loc, cache,
+                                          ValueRange{arith::AddIOp::create(b, loc, first, c)});
+      memref::StoreOp::create(b, loc, byte, out, ValueRange{r, c});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
 func::FuncOp buildHsiBlockScoresKernel(ModuleOp module, const std::string &name,
                                        int64_t blockSize) {
   OpBuilder b(module.getContext());

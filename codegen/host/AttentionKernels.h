@@ -128,6 +128,13 @@ void buildTopKRankBlockBody(mlir::func::FuncOp fn, int64_t k, bool masked,
 mlir::func::FuncOp buildTopKCompactKernel(mlir::ModuleOp module,
                                           const std::string &name, int64_t k);
 
+/// `name(cache: memref<?xi8>, which: memref<?xi32>, out: memref<?x?xi8>,
+///       entryBytes: i64, offset: i64)`: out[r, c] = cache[which[r] x
+/// entryBytes + offset + c], the parts of the entries a step reads (the
+/// selected main-KV rows of a global cache), gathered where the cache is.
+mlir::func::FuncOp buildGatherCacheEntriesKernel(mlir::ModuleOp module,
+                                                 const std::string &name);
+
 /// The attribute buildTopKCompactKernel puts on its function: {k}.
 inline constexpr const char *kTopKCompactAttr = "csa.topk_compact";
 

@@ -375,6 +375,9 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         s.use(main, "csa.sparse_attention", "selected rows", [&] {
           buildDequantizeRowsKernel(s.kernels, main, rowFormat(row), rowDim(row));
         }, "dequantize_selected");
+        s.use("gather_cache_entries", "csa.sparse_attention", "selected entries", [&] {
+          buildGatherCacheEntriesKernel(s.kernels, "gather_cache_entries");
+        }, "gather_selected");
       }
       std::string name = llvm::formatv("sparse_attention_{0}x{1}", heads, dim).str();
       s.use(name, "csa.sparse_attention", "", [&] { buildSparseAttentionKernel(s.kernels, name, heads, dim); });

@@ -2115,8 +2115,22 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   if (global && entries > 0) {
     CacheState &c = cache(s, 4);
     const CacheBuffer &b = cacheBuffer(s, 4);
-    Tensor &mainRows =
-        gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries, &used);
+    Tensor *gathered = nullptr;
+    if (s.kernels.count("gather_selected")) {
+      // A kernel gathers them where the cache is (on the GPU path one launch
+      // instead of a copy per run of consecutive entries).
+      Tensor &which = scratch("attention.which", 4, {entries});
+      std::memcpy(which.ptr(), used.data(), used.size() * sizeof(int32_t));
+      Tensor &rowsOut = kernelScratch("attention.main_rows", 1, {entries, b.mainRowBytes});
+      auto dc = desc<1>(c.bytes.data(), {int64_t(c.bytes.size())});
+      auto dw = desc<1>(which.ptr(), {entries});
+      auto dr = desc<2>(rowsOut.ptr(), {entries, b.mainRowBytes});
+      invoke(s, "gather_selected", &dc, &dw, &dr, int64_t(b.entryBytes), int64_t(0));
+      gathered = &rowsOut;
+    } else {
+      gathered = &gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries, &used);
+    }
+    Tensor &mainRows = *gathered;
     auto dm = desc<2>(mainRows.ptr(), {entries, b.mainRowBytes});
     auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
     invoke(s, "dequantize_selected", &dm, &dv);

@@ -327,36 +327,45 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
   // Row r's dot with the warp's query head, in D order.
   auto dotWithRow = [&](Value r) -> Value {
     auto vectorDot = [&]() -> SmallVector<Value> {
-      // 8 bf16 a 16-byte load; element 2w of a group is word w's low half.
+      // 32 bf16 a loop trip in four 16-byte loads, all issued before the
+      // trip's adds; element 2w of a load is its word w's low half.
       auto words = VectorType::get({4}, b.getI32Type());
       Type i32 = b.getI32Type();
-      auto dot = loop(b, loc, zero, cols, indexConst(b, loc, 8), {zeroF},
+      const int64_t perTrip = headDim % 32 == 0 ? 32 : 8;
+      auto dot = loop(b, loc, zero, cols, indexConst(b, loc, perTrip), {zeroF},
                       [&](Value e0, ValueRange d) -> SmallVector<Value> {
-        Value at = arith::IndexCastUIOp::create(
-            b, loc, b.getI64Type(),
-            arith::MulIOp::create(
-                b, loc,
-                arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, r, cols), e0),
-                indexConst(b, loc, 2)));
-        Value ptr = LLVM::GEPOp::create(b, loc, rowsBase.getType(), b.getI8Type(), rowsBase,
-                                        ValueRange{at});
-        Value vec = LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16);
-        Value acc = d[0];
-        for (int64_t w = 0; w < 4; ++w) {
-          Value word = LLVM::ExtractElementOp::create(
-              b, loc, vec, LLVM::ConstantOp::create(b, loc, i32, int32_t(w)));
-          Value pair[2] = {
-              arith::ShLIOp::create(b, loc, word, intConst(b, loc, i32, 16)),
-              arith::AndIOp::create(b, loc, word, intConst(b, loc, i32, int32_t(0xFFFF0000u)))};
-          for (int64_t half = 0; half < 2; ++half) {
-            Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, 2 * w + half));
-            Value rowValue = arith::BitcastOp::create(b, loc, f32, pair[half]);
-            Value prod = arith::MulFOp::create(
-                b, loc, memref::LoadOp::create(b, loc, sharedQ, ValueRange{warp, e}),
-                rowValue);
-            acc = arith::AddFOp::create(b, loc, acc, prod);
-          }
+        SmallVector<Value> vecs;
+        for (int64_t v = 0; v < perTrip / 8; ++v) {
+          Value at = arith::IndexCastUIOp::create(
+              b, loc, b.getI64Type(),
+              arith::MulIOp::create(
+                  b, loc,
+                  arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, r, cols),
+                                        arith::AddIOp::create(b, loc, e0,
+                                                              indexConst(b, loc, 8 * v))),
+                  indexConst(b, loc, 2)));
+          Value ptr = LLVM::GEPOp::create(b, loc, rowsBase.getType(), b.getI8Type(), rowsBase,
+                                          ValueRange{at});
+          vecs.push_back(LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16));
         }
+        Value acc = d[0];
+        for (int64_t v = 0; v < perTrip / 8; ++v)
+          for (int64_t w = 0; w < 4; ++w) {
+            Value word = LLVM::ExtractElementOp::create(
+                b, loc, vecs[size_t(v)], LLVM::ConstantOp::create(b, loc, i32, int32_t(w)));
+            Value pair[2] = {
+                arith::ShLIOp::create(b, loc, word, intConst(b, loc, i32, 16)),
+                arith::AndIOp::create(b, loc, word, intConst(b, loc, i32, int32_t(0xFFFF0000u)))};
+            for (int64_t half = 0; half < 2; ++half) {
+              Value e = arith::AddIOp::create(b, loc, e0,
+                                              indexConst(b, loc, 8 * v + 2 * w + half));
+              Value rowValue = arith::BitcastOp::create(b, loc, f32, pair[half]);
+              Value prod = arith::MulFOp::create(
+                  b, loc, memref::LoadOp::create(b, loc, sharedQ, ValueRange{warp, e}),
+                  rowValue);
+              acc = arith::AddFOp::create(b, loc, acc, prod);
+            }
+          }
         return {acc};
       });
       return {dot.getResult(0)};

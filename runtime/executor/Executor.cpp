@@ -472,6 +472,49 @@ public:
     if (it != mirrors.end())
       it->second.current = Current::Host;
   }
+  /// A device copy taken out of its mirror (detachDeviceCurrent).
+  struct Detached {
+    cuda::DevicePtr device = 0;
+    size_t bytes = 0;
+  };
+  /// The host buffer at `from` is about to be replaced by a larger one (a
+  /// cache that grows): when the device holds its current bytes, its mirror
+  /// is taken out and returned for adoptOnDevice; otherwise nothing (bytes
+  /// 0), and the host's bytes are the ones to keep.
+  Detached detachDeviceCurrent(const void *from) {
+    auto it = mirrors.find(uintptr_t(from));
+    if (it == mirrors.end() || it->second.current != Current::Device)
+      return {};
+    Detached d{it->second.device, it->second.bytes};
+    mirrors.erase(it);
+    return d;
+  }
+  /// The buffer [to, to + toBytes) that replaced a detached one holds its
+  /// bytes first and zeros after, on the device only (its host bytes are
+  /// stale until a toHost): a growing cache is not downloaded and uploaded.
+  void adoptOnDevice(void *to, size_t toBytes, Detached d) {
+    const uintptr_t start = uintptr_t(to);
+    if (auto it = mirrors.find(start); it != mirrors.end()) {
+      releaseDevice(it->second.device);
+      mirrors.erase(it);
+    }
+    const size_t keep = std::min(d.bytes, toBytes);
+    Mirror &m = mirrors[start];
+    m.device = allocateDevice(toBytes);
+    m.bytes = toBytes;
+    if (emulated()) {
+      std::memcpy(reinterpret_cast<void *>(uintptr_t(m.device)),
+                  reinterpret_cast<const void *>(uintptr_t(d.device)), keep);
+      std::memset(reinterpret_cast<void *>(uintptr_t(m.device + keep)), 0, toBytes - keep);
+    } else {
+      if (keep)
+        check(driver->copyOnDevice(m.device, d.device, keep));
+      if (toBytes > keep)
+        check(driver->fill(m.device + keep, 0, toBytes - keep));
+    }
+    releaseDevice(d.device);
+    m.current = Current::Device;
+  }
   /// The host buffer starting at `p` goes away (a cache about to grow).
   void forget(const void *p) {
     auto it = mirrors.find(uintptr_t(p));
@@ -1811,9 +1854,17 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
         "cache '", b.id, "' would need ", end, " entries; the plan allows ",
         capacity, " (max_context ", artifact->plan().maxContext, ")"));
   if (int64_t(c.bytes.size()) < end * b.entryBytes) {
-    onHost(c.bytes.data()); // the entries written so far, before they move
+    // The entries written so far move with the buffer: on the device when it
+    // holds them (a long context's cache is not downloaded and uploaded
+    // whole), else on the host.
+    GpuRunner::Detached moved;
     if (runner)
-      runner->forget(c.bytes.data());
+      moved = runner->detachDeviceCurrent(c.bytes.data());
+    if (moved.bytes == 0) {
+      onHost(c.bytes.data());
+      if (runner)
+        runner->forget(c.bytes.data());
+    }
     bounds.remove(c.bytes.data());
     c.bytes.resize(size_t(std::min(capacity, std::max<int64_t>(
                                                  end, 2 * int64_t(c.bytes.size()) /
@@ -1821,7 +1872,10 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
                           b.entryBytes),
                    0);
     bounds.add(c.bytes.data(), c.bytes.size());
-    hostRefilled(c.bytes.data());
+    if (moved.bytes != 0)
+      runner->adoptOnDevice(c.bytes.data(), c.bytes.size(), moved);
+    else
+      hostRefilled(c.bytes.data());
   }
   const int64_t entries = int64_t(c.bytes.size()) / b.entryBytes;
   const int64_t offset = part == "main" ? 0 : b.mainRowBytes;

@@ -451,27 +451,21 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                                  gpuModule)))
       return fn.emitError("cannot redirect the calls of this kernel");
   }
-  // Each linear kernel also gets its row-tiled form, `<name>_tiled`.
+  // Each linear kernel whose tile fits, and each mHC mix-sums kernel (whose
+  // own form has a block per sum, for decode), also gets its row-tiled form,
+  // `<name>_tiled`.
   constexpr const char *kTiledOf = "csa.tiled_of";
-  for (size_t i = 0, e = entries.size(); i < e; ++i) {
-    func::FuncOp fn = entries[i];
+  auto hasRowTiledForm = [&](func::FuncOp fn) {
+    if (fn->hasAttr(kHcMixSumsAttr))
+      return true;
     std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
-    if (!spec || linearTileOutputs(*spec, options.tileOutputs) == 0 ||
-        options.tileChunk % 32 != 0 || options.tileRows < 1 ||
-        options.tileChunk * options.tileRows * 4 > kMaxStaticSharedBytes)
-      continue;
-    OpBuilder cb(context);
-    cb.setInsertionPointAfter(fn);
-    auto copy = cast<func::FuncOp>(cb.clone(*fn));
-    copy.setSymName((fn.getSymName() + "_tiled").str());
-    copy->setAttr(kTiledOf, fn.getSymNameAttr());
-    entries.push_back(copy);
-  }
-  // So does each mHC mix-sums kernel: a tile of rows and all their sums a
-  // block (prefill), where the kernel itself has a block per sum (decode).
+    return spec && linearTileOutputs(*spec, options.tileOutputs) != 0 &&
+           options.tileChunk % 32 == 0 && options.tileRows >= 1 &&
+           options.tileChunk * options.tileRows * 4 <= kMaxStaticSharedBytes;
+  };
   for (size_t i = 0, e = entries.size(); i < e; ++i) {
     func::FuncOp fn = entries[i];
-    if (!fn->hasAttr(kHcMixSumsAttr))
+    if (!hasRowTiledForm(fn))
       continue;
     OpBuilder cb(context);
     cb.setInsertionPointAfter(fn);

@@ -84,6 +84,25 @@ scf::ForOp loop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
       });
 }
 
+/// sum over e of lhs(e) * rhs(e) for e from 0 to n - 1, in that order (fp32,
+/// a multiply then an add each), kDotUnroll elements a loop trip when they
+/// divide n: a GPU thread's loads of a trip do not wait for its adds.
+Value orderedDot(OpBuilder &b, Location loc, int64_t n, function_ref<Value(Value)> lhs,
+                 function_ref<Value(Value)> rhs) {
+  const int64_t unroll = n % kDotUnroll == 0 ? kDotUnroll : 1;
+  auto dot = loop(b, loc, indexConst(b, loc, 0), indexConst(b, loc, n),
+                  indexConst(b, loc, unroll), {f32Const(b, loc, 0.f)},
+                  [&](Value e0, ValueRange d) -> SmallVector<Value> {
+    Value acc = d[0];
+    for (int64_t u = 0; u < unroll; ++u) {
+      Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, u));
+      acc = arith::AddFOp::create(b, loc, acc, arith::MulFOp::create(b, loc, lhs(e), rhs(e)));
+    }
+    return {acc};
+  });
+  return dot.getResult(0);
+}
+
 /// The order of the reference's top-k: higher score first, then lower
 /// position. Returns how many of positions [0, count) come before (s, t) in
 /// that order, counting no further than `limit` (so (s, t) is among the
@@ -371,20 +390,12 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
       return {dot.getResult(0)};
     };
     auto scalarDot = [&]() -> SmallVector<Value> {
-      const int64_t unroll = headDim % kDotUnroll == 0 ? kDotUnroll : 1;
-      auto dot = loop(b, loc, zero, cols, indexConst(b, loc, unroll), {zeroF},
-                      [&](Value e0, ValueRange d) -> SmallVector<Value> {
-        Value acc = d[0];
-        for (int64_t u = 0; u < unroll; ++u) {
-          Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, u));
-          Value prod = arith::MulFOp::create(
-              b, loc, memref::LoadOp::create(b, loc, sharedQ, ValueRange{warp, e}),
-              loadF32(b, loc, rows, ValueRange{r, e}));
-          acc = arith::AddFOp::create(b, loc, acc, prod);
-        }
-        return {acc};
-      });
-      return {dot.getResult(0)};
+      return {orderedDot(
+          b, loc, headDim,
+          [&](Value e) -> Value {
+            return memref::LoadOp::create(b, loc, sharedQ, ValueRange{warp, e});
+          },
+          [&](Value e) { return loadF32(b, loc, rows, ValueRange{r, e}); })};
     };
     return select(rowsAligned, TypeRange{f32}, vectorDot, scalarDot).getResult(0);
   };
@@ -527,7 +538,7 @@ func::FuncOp buildIndexScoreKernel(ModuleOp module, const std::string &name,
   Value q = fn.getArgument(0), keys = fn.getArgument(1), w = fn.getArgument(2),
         visible = fn.getArgument(3), out = fn.getArgument(4);
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
-        numHeads = indexConst(b, loc, heads), cols = indexConst(b, loc, dim);
+        numHeads = indexConst(b, loc, heads);
   Value zeroF = f32Const(b, loc, 0.f), negInf = f32Const(b, loc, -kInf);
   Value n = memref::DimOp::create(b, loc, out, zero);
   Value width = memref::DimOp::create(b, loc, out, one);
@@ -544,22 +555,11 @@ func::FuncOp buildIndexScoreKernel(ModuleOp module, const std::string &name,
           [&](OpBuilder &, Location) {
             auto total = loop(b, loc, zero, numHeads, one, {zeroF},
                               [&](Value h, ValueRange sum) -> SmallVector<Value> {
-              // D order, kDotUnroll elements a trip (a GPU thread's loads of
-              // a trip do not wait for its adds).
-              const int64_t unroll = dim % kDotUnroll == 0 ? kDotUnroll : 1;
-              auto dot = loop(b, loc, zero, cols, indexConst(b, loc, unroll), {zeroF},
-                              [&](Value e0, ValueRange d) -> SmallVector<Value> {
-                Value acc = d[0];
-                for (int64_t u = 0; u < unroll; ++u) {
-                  Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, u));
-                  Value prod = arith::MulFOp::create(
-                      b, loc, loadF32(b, loc, q, ValueRange{i, h, e}),
-                      loadF32(b, loc, keys, ValueRange{t, e}));
-                  acc = arith::AddFOp::create(b, loc, acc, prod);
-                }
-                return {acc};
-              });
-              Value relu = stdMax(b, loc, roundBf16(b, loc, dot.getResult(0)), zeroF);
+              Value dot = orderedDot(
+                  b, loc, dim,
+                  [&](Value e) { return loadF32(b, loc, q, ValueRange{i, h, e}); },
+                  [&](Value e) { return loadF32(b, loc, keys, ValueRange{t, e}); });
+              Value relu = stdMax(b, loc, roundBf16(b, loc, dot), zeroF);
               Value weighted = arith::MulFOp::create(
                   b, loc, relu, loadF32(b, loc, w, ValueRange{i, h}));
               return {arith::AddFOp::create(b, loc, sum[0],

@@ -553,6 +553,17 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       if (rmsNorm.getAs<IntegerAttr>("dim").getInt() * 4 + 4 > kMaxStaticSharedBytes)
         rmsNorm = {}; // does not fit: the rows rule below
     }
+    // The block forms with a block of `threads` per row: row_tiles with one
+    // row and one "output" a block.
+    auto blockPerRow = [&](int64_t threads, int64_t sharedBytes) {
+      info.launch = "row_tiles";
+      info.blockSize = threads;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = 1;
+      info.outputs = 1;
+      info.outputsPerBlock = 1;
+      info.sharedBytes = sharedBytes;
+    };
     // Top-k compaction: a block per row, a segment of the row a thread.
     auto compact = fn->getAttrOfType<DictionaryAttr>(kTopKCompactAttr);
     if (compact)
@@ -566,13 +577,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.offsetsType = MemRefType::get({lanes.threads + 1}, b.getI32Type(),
                                           MemRefLayoutAttrInterface{}, workgroup);
       buildTopKCompactBlockBody(fn, compact.getAs<IntegerAttr>("k").getInt(), lanes);
-      info.launch = "row_tiles";
-      info.blockSize = lanes.threads;
-      info.rowsArgument = 0;
-      info.rowsPerBlock = 1;
-      info.outputs = 1;
-      info.outputsPerBlock = 1;
-      info.sharedBytes = (lanes.threads + 1) * 4;
+      blockPerRow(lanes.threads, (lanes.threads + 1) * 4);
     } else if (rmsNorm) {
       const int64_t dim = rmsNorm.getAs<IntegerAttr>("dim").getInt();
       RmsNormBlockLanes lanes;
@@ -586,13 +591,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                               MemRefLayoutAttrInterface{}, workgroup);
       buildRmsNormBlockBody(fn, dim,
                             rmsNorm.getAs<FloatAttr>("eps").getValueAsDouble(), lanes);
-      info.launch = "row_tiles";
-      info.blockSize = lanes.threads;
-      info.rowsArgument = 0;
-      info.rowsPerBlock = 1;
-      info.outputs = 1;
-      info.outputsPerBlock = 1;
-      info.sharedBytes = dim * 4 + 4;
+      blockPerRow(lanes.threads, dim * 4 + 4);
     } else if (mixSums) {
       mixLanes.rowTile = blockX;
       mixLanes.chainGroup = blockY;

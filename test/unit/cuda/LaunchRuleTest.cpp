@@ -39,6 +39,20 @@ TEST(LaunchRule, RowTilesGridIsRowTilesByOutputTiles) {
   EXPECT_EQ(launchShape(*rule, 0)->gridX, 1u);
 }
 
+TEST(LaunchRule, RowTilesBlocksMayHaveMoreThreadsThanOutputs) {
+  // The mHC mix sums' decode form: a block of 256 per (row, sum), 25 sums.
+  auto rule = parseLaunchRule(
+      json{{"rule", "row_tiles"}, {"block", 256}, {"rows_argument", 0},
+           {"rows_per_block", 1}, {"outputs", 25}, {"outputs_per_block", 1}},
+      "hc_mix_sums_4x5120", 3);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto shape = launchShape(*rule, 3);
+  ASSERT_TRUE(shape.ok());
+  EXPECT_EQ(shape->gridX, 3u);
+  EXPECT_EQ(shape->gridY, 25u);
+  EXPECT_EQ(shape->blockX, 256u);
+}
+
 TEST(LaunchRule, RowsGridCoversRowTilesPerThread) {
   auto rule = parseLaunchRule(json{{"rule", "rows"}, {"block", 128},
                                    {"rows_argument", 1}, {"rows_per_thread", 8}},

@@ -94,6 +94,16 @@ Value threadX(OpBuilder &b, Location loc) {
 }
 void blockBarrier(OpBuilder &b, Location loc) { gpu::BarrierOp::create(b, loc); }
 
+/// A block of `threads` per row: blockIdx.x, threadIdx.x, the block barrier.
+BlockRowLanes blockRowLanes(int64_t threads) {
+  BlockRowLanes lanes;
+  lanes.row = blockX;
+  lanes.thread = threadX;
+  lanes.threads = threads;
+  lanes.barrier = blockBarrier;
+  return lanes;
+}
+
 /// The global thread index (x) as an index value.
 Value globalThreadId(OpBuilder &b, Location loc) {
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -570,10 +580,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       fn->removeAttr(kTopKCompactAttr);
     if (compact) {
       TopKCompactLanes lanes;
-      lanes.row = blockX;
-      lanes.thread = threadX;
-      lanes.threads = 256;
-      lanes.barrier = blockBarrier;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(256);
       lanes.offsetsType = MemRefType::get({lanes.threads + 1}, b.getI32Type(),
                                           MemRefLayoutAttrInterface{}, workgroup);
       buildTopKCompactBlockBody(fn, compact.getAs<IntegerAttr>("k").getInt(), lanes);
@@ -581,10 +588,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     } else if (rmsNorm) {
       const int64_t dim = rmsNorm.getAs<IntegerAttr>("dim").getInt();
       RmsNormBlockLanes lanes;
-      lanes.row = blockX;
-      lanes.thread = threadX;
-      lanes.threads = std::min<int64_t>(256, (dim + 31) / 32 * 32);
-      lanes.barrier = blockBarrier;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(std::min<int64_t>(256, (dim + 31) / 32 * 32));
       lanes.sharedRowType = MemRefType::get({dim}, b.getF32Type(),
                                             MemRefLayoutAttrInterface{}, workgroup);
       lanes.sharedScaleType = MemRefType::get({1}, b.getF32Type(),
@@ -616,10 +620,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     } else if (topk && attentionHeads == 0) {
       constexpr int64_t kTopKThreads = 256;
       TopKBlockLanes lanes;
-      lanes.row = blockX;
-      lanes.thread = threadX;
-      lanes.threads = kTopKThreads;
-      lanes.barrier = blockBarrier;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(kTopKThreads);
       lanes.histType = MemRefType::get({256}, b.getI32Type(), MemRefLayoutAttrInterface{},
                                        workgroup);
       lanes.stateType = MemRefType::get({2}, b.getI64Type(), MemRefLayoutAttrInterface{},

@@ -14,6 +14,8 @@
 #ifndef CSA_CODEGEN_HOST_ATTENTIONKERNELS_H
 #define CSA_CODEGEN_HOST_ATTENTIONKERNELS_H
 
+#include "codegen/host/GpuFormLanes.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -99,10 +101,7 @@ mlir::func::FuncOp buildTopKRankKernel(mlir::ModuleOp module,
 inline constexpr const char *kTopKRankAttr = "csa.topk_rank";
 
 /// Where the block form of a top-k rank runs: a block per row.
-struct TopKBlockLanes {
-  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, thread;
-  int64_t threads = 256; ///< the block's threads
-  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+struct TopKBlockLanes : BlockRowLanes {
   /// Appended to the kernel's arguments, in shared memory: memref<256xi32>
   /// (a digit histogram) and memref<2xi64> (the selection's state).
   mlir::Type histType, stateType;
@@ -139,10 +138,7 @@ mlir::func::FuncOp buildGatherCacheEntriesKernel(mlir::ModuleOp module,
 inline constexpr const char *kTopKCompactAttr = "csa.topk_compact";
 
 /// Where the block form of a top-k compaction runs: a block per row.
-struct TopKCompactLanes {
-  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, thread;
-  int64_t threads = 256;
-  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+struct TopKCompactLanes : BlockRowLanes {
   /// Appended to the kernel's arguments, in shared memory:
   /// memref<(threads + 1) x i32> (each thread's count, then the offsets).
   mlir::Type offsetsType;

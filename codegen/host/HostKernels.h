@@ -10,6 +10,8 @@
 #ifndef CSA_CODEGEN_HOST_HOSTKERNELS_H
 #define CSA_CODEGEN_HOST_HOSTKERNELS_H
 
+#include "codegen/host/GpuFormLanes.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -33,10 +35,7 @@ mlir::func::FuncOp buildRmsNormKernel(mlir::ModuleOp module,
 inline constexpr const char *kRmsNormAttr = "csa.rms_norm";
 
 /// Where the block form of an RMS norm runs: a block per row.
-struct RmsNormBlockLanes {
-  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, thread;
-  int64_t threads = 256;
-  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+struct RmsNormBlockLanes : BlockRowLanes {
   /// Appended to the kernel's arguments, in shared memory: memref<D x f32>
   /// (the row) and memref<1 x f32> (its 1 / rms).
   mlir::Type sharedRowType, sharedScaleType;

@@ -94,6 +94,15 @@ struct Simt {
       func::CallOp::create(b, loc, f, ValueRange{});
     };
   }
+  /// A block of `threads` per row (block x).
+  BlockRowLanes blockRow(int64_t threads) const {
+    BlockRowLanes lanes;
+    lanes.row = value(blockX);
+    lanes.thread = value(thread);
+    lanes.threads = threads;
+    lanes.barrier = sync();
+    return lanes;
+  }
 };
 
 uint32_t bits(uint16_t v) { return v; }
@@ -397,10 +406,7 @@ void expectTopKBlockFormMatchesHost(int64_t k, bool masked, int64_t threads, int
     buildTopKRankKernel(m, "host", k, masked);
     func::FuncOp form = buildTopKRankKernel(m, "form", k, masked);
     TopKBlockLanes lanes;
-    lanes.row = simt.value(simt.blockX);
-    lanes.thread = simt.value(simt.thread);
-    lanes.threads = threads;
-    lanes.barrier = simt.sync();
+    static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
     lanes.histType = MemRefType::get({256}, IntegerType::get(m.getContext(), 32));
     lanes.stateType = MemRefType::get({2}, IntegerType::get(m.getContext(), 64));
     buildTopKRankBlockBody(form, k, masked, lanes);
@@ -561,10 +567,7 @@ void expectRmsNormBlockFormMatchesHost(int64_t dim, int64_t n, int64_t threads,
     buildRmsNormKernel(m, "host", dim, eps);
     func::FuncOp form = buildRmsNormKernel(m, "form", dim, eps);
     RmsNormBlockLanes lanes;
-    lanes.row = simt.value(simt.blockX);
-    lanes.thread = simt.value(simt.thread);
-    lanes.threads = threads;
-    lanes.barrier = simt.sync();
+    static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
     Type f32 = Float32Type::get(m.getContext());
     lanes.sharedRowType = MemRefType::get({dim}, f32);
     lanes.sharedScaleType = MemRefType::get({1}, f32);
@@ -612,10 +615,7 @@ void expectTopKCompactBlockFormMatchesHost(int64_t k, int64_t threads, int64_t n
     buildTopKCompactKernel(m, "host", k);
     func::FuncOp form = buildTopKCompactKernel(m, "form", k);
     TopKCompactLanes lanes;
-    lanes.row = simt.value(simt.blockX);
-    lanes.thread = simt.value(simt.thread);
-    lanes.threads = threads;
-    lanes.barrier = simt.sync();
+    static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
     lanes.offsetsType = MemRefType::get({threads + 1}, IntegerType::get(m.getContext(), 32));
     buildTopKCompactBlockBody(form, k, lanes);
   });

@@ -23,7 +23,18 @@ void loadHostKernelDialects(MLIRContext &context) {
 }
 
 namespace {
-
+/// 1 / sqrt(mean(x^2) + eps) of a row whose element c `at(c)` loads (as
+/// f32): the sum of squares in element order, 8 elements a loop trip when
+/// they divide the row (a GPU thread keeps a trip's loads in flight).
+Value rmsNormScale(KernelBuilder &k, int64_t dim, double eps,
+                   const std::function<Value(Value)> &at) {
+  Value sum = k.reduceUnrolled(dim, 8, k.f32(0.f), [&](Value c, Value acc) {
+    Value v = at(c);
+    return k.add(acc, k.mul(v, v));
+  });
+  Value var = k.add(k.div(sum, k.f32(float(dim))), k.f32(float(eps)));
+  return k.div(k.f32(1.f), k.sqrt(var));
+}
 } // namespace
 
 func::FuncOp buildRmsNormKernel(ModuleOp module, const std::string &name,
@@ -41,29 +52,8 @@ func::FuncOp buildRmsNormKernel(ModuleOp module, const std::string &name,
   auto rowLoop = scf::ForOp::create(b, loc, zero, rows, one);
   b.setInsertionPointToStart(rowLoop.getBody());
   Value r = rowLoop.getInductionVar();
-  // sum(x^2) in K order, fp32; 8 elements a trip when they divide the row
-  // (the same order: a GPU thread keeps 8 loads in flight).
-  const int64_t unroll = dim % 8 == 0 ? 8 : 1;
-  auto sumLoop = scf::ForOp::create(b, loc, zero, cols, indexConst(b, loc, unroll),
-                                    ValueRange{f32Const(b, loc, 0.f)});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(sumLoop.getBody());
-    Value acc = sumLoop.getRegionIterArg(0);
-    for (int64_t u = 0; u < unroll; ++u) {
-      Value c = arith::AddIOp::create(b, loc, sumLoop.getInductionVar(),
-                                      indexConst(b, loc, u));
-      Value v = loadF32(b, loc, x, ValueRange{r, c});
-      Value sq = arith::MulFOp::create(b, loc, v, v);
-      acc = arith::AddFOp::create(b, loc, acc, sq);
-    }
-    scf::YieldOp::create(b, loc, acc);
-  }
-  Value mean = arith::DivFOp::create(b, loc, sumLoop.getResult(0),
-                                     f32Const(b, loc, float(dim)));
-  Value var = arith::AddFOp::create(b, loc, mean, f32Const(b, loc, float(eps)));
-  Value inv = arith::DivFOp::create(b, loc, f32Const(b, loc, 1.f),
-                                    math::SqrtOp::create(b, loc, var));
+  KernelBuilder k(b, loc);
+  Value inv = rmsNormScale(k, dim, eps, [&](Value c) { return loadF32(b, loc, x, ValueRange{r, c}); });
   auto outLoop = scf::ForOp::create(b, loc, zero, cols, one);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -127,12 +117,8 @@ void buildRmsNormBlockBody(func::FuncOp fn, int64_t dim, double eps,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(first.thenBlock()->getTerminator());
-    Value sum = k.reduceUnrolled(dim, 8, k.f32(0.f), [&](Value c, Value acc) {
-      Value v = k.load(sharedRow, {c});
-      return k.add(acc, k.mul(v, v));
-    });
-    Value var = k.add(k.div(sum, k.f32(float(dim))), k.f32(float(eps)));
-    k.store(k.div(k.f32(1.f), k.sqrt(var)), sharedScale, {k.idx(0)});
+    k.store(rmsNormScale(k, dim, eps, [&](Value c) { return k.load(sharedRow, {c}); }),
+            sharedScale, {k.idx(0)});
   }
   lanes.barrier(b, loc);
   Value inv = k.load(sharedScale, {k.idx(0)});

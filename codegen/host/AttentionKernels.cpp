@@ -66,10 +66,6 @@ Value orI(OpBuilder &b, Location loc, Value x, Value y) {
   return arith::OrIOp::create(b, loc, x, y);
 }
 
-/// Elements of a long dot product walked per loop trip (the same order): a
-/// GPU thread keeps a trip's loads in flight instead of waiting for each.
-constexpr int64_t kDotUnroll = 8;
-
 /// Body of a loop: (induction variable, iteration arguments) -> yielded.
 using LoopBody = function_ref<SmallVector<Value>(Value, ValueRange)>;
 
@@ -85,22 +81,14 @@ scf::ForOp loop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
 }
 
 /// sum over e of lhs(e) * rhs(e) for e from 0 to n - 1, in that order (fp32,
-/// a multiply then an add each), kDotUnroll elements a loop trip when they
-/// divide n: a GPU thread's loads of a trip do not wait for its adds.
+/// a multiply then an add each), kChainUnroll elements a loop trip when they
+/// divide n.
 Value orderedDot(OpBuilder &b, Location loc, int64_t n, function_ref<Value(Value)> lhs,
                  function_ref<Value(Value)> rhs) {
-  const int64_t unroll = n % kDotUnroll == 0 ? kDotUnroll : 1;
-  auto dot = loop(b, loc, indexConst(b, loc, 0), indexConst(b, loc, n),
-                  indexConst(b, loc, unroll), {f32Const(b, loc, 0.f)},
-                  [&](Value e0, ValueRange d) -> SmallVector<Value> {
-    Value acc = d[0];
-    for (int64_t u = 0; u < unroll; ++u) {
-      Value e = arith::AddIOp::create(b, loc, e0, indexConst(b, loc, u));
-      acc = arith::AddFOp::create(b, loc, acc, arith::MulFOp::create(b, loc, lhs(e), rhs(e)));
-    }
-    return {acc};
+  KernelBuilder k(b, loc);
+  return k.reduceUnrolled(n, kChainUnroll, k.f32(0.f), [&](Value e, Value acc) {
+    return k.add(acc, k.mul(lhs(e), rhs(e)));
   });
-  return dot.getResult(0);
 }
 
 /// The order of the reference's top-k: higher score first, then lower

@@ -24,11 +24,11 @@ void loadHostKernelDialects(MLIRContext &context) {
 
 namespace {
 /// 1 / sqrt(mean(x^2) + eps) of a row whose element c `at(c)` loads (as
-/// f32): the sum of squares in element order, 8 elements a loop trip when
-/// they divide the row (a GPU thread keeps a trip's loads in flight).
+/// f32): the sum of squares in element order, kChainUnroll elements a loop
+/// trip when they divide the row.
 Value rmsNormScale(KernelBuilder &k, int64_t dim, double eps,
                    const std::function<Value(Value)> &at) {
-  Value sum = k.reduceUnrolled(dim, 8, k.f32(0.f), [&](Value c, Value acc) {
+  Value sum = k.reduceUnrolled(dim, kChainUnroll, k.f32(0.f), [&](Value c, Value acc) {
     Value v = at(c);
     return k.add(acc, k.mul(v, v));
   });

@@ -68,6 +68,11 @@ inline mlir::Value loadF32(mlir::OpBuilder &b, mlir::Location loc,
   return mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), v);
 }
 
+/// Elements of a long sequential fp32 sum (a dot product, a sum of squares)
+/// walked per loop trip, in the same order: a GPU thread then keeps a trip's
+/// loads in flight instead of waiting for each before its add.
+inline constexpr int64_t kChainUnroll = 8;
+
 class KernelBuilder {
 public:
   KernelBuilder(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}

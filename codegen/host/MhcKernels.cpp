@@ -56,11 +56,6 @@ func::FuncOp buildHcExpandKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
-namespace {
-/// Iterations per trip of the long sums (one thread walks each on the GPU).
-constexpr int64_t kChainUnroll = 8;
-} // namespace
-
 func::FuncOp buildHcMixSumsKernel(ModuleOp module, const std::string &name,
                                   int64_t hc, int64_t dim) {
   OpBuilder b(module.getContext());

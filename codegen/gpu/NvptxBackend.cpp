@@ -896,6 +896,12 @@ llvm::Expected<std::string> emitPtx(ModuleOp module,
       return f->getCallingConv() == llvm::CallingConv::PTX_Kernel;
     return false;
   });
+  // Each entry point's body is inlined into it whatever its size (LLVM's
+  // inliner gave up on the straight-line FP8/FP4 linears, and the call then
+  // passed the memrefs through the parameter stack).
+  for (llvm::Function &f : *llvmModule)
+    if (!f.isDeclaration() && f.getName().ends_with("_body"))
+      f.addFnAttr(llvm::Attribute::AlwaysInline);
 
   // O3 with the target's passes (NVVMReflect resolves libdevice's queries).
   llvm::LoopAnalysisManager lam;

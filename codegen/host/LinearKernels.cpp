@@ -210,22 +210,27 @@ Value blockedDot(OpBuilder &b, Location loc, int64_t k,
 /// One block of 32: `load(c)` gives element c as f32, `store(c, v)` receives
 /// the dequantized element as bf16, i.e. roundToBf16(roundToE4M3(x / s) * s)
 /// with s = 2^ceil(log2(max(amax, 1e-4) * fp32(1/448))).
+///
+/// Straight-line: each element is loaded once (the GPU forms' shared-row
+/// prologue is on every block's critical path), and x / s is computed as
+/// x * (1 / s). Both are the correctly rounded x * 2^-e, since s is a power
+/// of two whose reciprocal is exact (codes 0..254 give 2^-127..2^127, both
+/// ways; code 255, NaN, stays NaN): the same bits without a division.
 void emitActQuantBlock(OpBuilder &b, Location loc,
                        const std::function<Value(OpBuilder &, Value)> &load,
                        const std::function<void(OpBuilder &, Value, Value)> &store) {
   Type i32 = b.getI32Type(), bf16 = b.getBF16Type();
-  // blockAmax: max |x|, NaN ignored (the comparison is false), +-inf counted
-  // as FLT_MAX.
-  Value amax =
-      forLoop(b, loc, 0, kBlock, ValueRange{f32c(b, loc, 0.f)},
-              [&](OpBuilder &nb, Location nl, Value c, ValueRange acc) {
-                Value a = math::AbsFOp::create(nb, nl, load(nb, c));
-                Value gt = arith::CmpFOp::create(
-                    nb, nl, arith::CmpFPredicate::OGT, a, acc[0]);
-                return SmallVector<Value>{
-                    arith::SelectOp::create(nb, nl, gt, a, acc[0])};
-              })
-          .getResult(0);
+  SmallVector<Value> values;
+  for (int64_t c = 0; c < kBlock; ++c)
+    values.push_back(load(b, idx(b, loc, c)));
+  // blockAmax: max |x| in element order, NaN ignored (the comparison is
+  // false), +-inf counted as FLT_MAX.
+  Value amax = f32c(b, loc, 0.f);
+  for (Value v : values) {
+    Value a = math::AbsFOp::create(b, loc, v);
+    Value gt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, a, amax);
+    amax = arith::SelectOp::create(b, loc, gt, a, amax);
+  }
   Value fltMax = f32c(b, loc, FLT_MAX);
   Value isInf =
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, amax, fltMax);
@@ -248,16 +253,20 @@ void emitActQuantBlock(OpBuilder &b, Location loc,
       b, loc, exponent, arith::ExtUIOp::create(b, loc, i32, inexact));
   code = arith::MinUIOp::create(b, loc, code, i32c(b, loc, 0xFF));
   Value scale = decodeUe8m0(b, loc, code);
-  // The elements: x / s (a division, as the reference), E4M3 round trip,
-  // times s, stored as bf16.
-  forLoop(b, loc, 0, kBlock, ValueRange{},
-          [&](OpBuilder &nb, Location nl, Value c, ValueRange) {
-            Value q = arith::DivFOp::create(nb, nl, load(nb, c), scale);
-            Value r = emitRoundToE4M3(nb, nl, q);
-            Value d = arith::MulFOp::create(nb, nl, r, scale);
-            store(nb, c, arith::TruncFOp::create(nb, nl, bf16, d));
-            return SmallVector<Value>{};
-          });
+  // 1 / s = 2^(127 - (code - 127)): code 254 - code (255 stays NaN).
+  Value isNaNCode =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, code, i32c(b, loc, 0xFF));
+  Value inverse = decodeUe8m0(
+      b, loc,
+      arith::SelectOp::create(b, loc, isNaNCode, code,
+                              arith::SubIOp::create(b, loc, i32c(b, loc, 254), code)));
+  // The elements: x / s, E4M3 round trip, times s, stored as bf16.
+  for (int64_t c = 0; c < kBlock; ++c) {
+    Value q = arith::MulFOp::create(b, loc, values[size_t(c)], inverse);
+    Value r = emitRoundToE4M3(b, loc, q);
+    Value d = arith::MulFOp::create(b, loc, r, scale);
+    store(b, idx(b, loc, c), arith::TruncFOp::create(b, loc, bf16, d));
+  }
 }
 
 /// act_quant of 32-block `kb` of row `r` of x; `store(col, v)` receives each
@@ -705,11 +714,10 @@ std::pair<Value, Value> quantizedWeightBase(OpBuilder &b, Location loc, Value w,
   return {base, aligned};
 }
 
-/// The 32 codes (i32) of 32-block `kb` of weight row `j` (K channels), read
-/// with one (FP4) or two (FP8) 16-byte loads from `base` and decoded to f32
-/// without a table.
-SmallVector<Value> loadBlockValues(OpBuilder &b, Location loc, Value base, Value j,
-                                   Value kb, int64_t k, bool fp8) {
+/// The 16-byte words holding 32-block `kb` of weight row `j` (K channels):
+/// one (FP4) or two (FP8) 16-byte loads from `base`.
+SmallVector<Value> loadBlockWords(OpBuilder &b, Location loc, Value base, Value j,
+                                  Value kb, int64_t k, bool fp8) {
   const int64_t rowBytes = fp8 ? k : k / 2, blockBytes = fp8 ? kBlock : kBlock / 2;
   Value offset = arith::IndexCastUIOp::create(
       b, loc, b.getI64Type(),
@@ -717,19 +725,28 @@ SmallVector<Value> loadBlockValues(OpBuilder &b, Location loc, Value base, Value
           b, loc, arith::MulIOp::create(b, loc, j, idx(b, loc, rowBytes)),
           arith::MulIOp::create(b, loc, kb, idx(b, loc, blockBytes))));
   auto words = VectorType::get({4}, b.getI32Type());
-  SmallVector<Value> word;
+  SmallVector<Value> vectors;
   for (int64_t v = 0; v < blockBytes / 16; ++v) {
     Value at = arith::AddIOp::create(
         b, loc, offset, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(16 * v)));
     Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
                                     ValueRange{at});
-    Value vec = LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16,
-                                     /*isVolatile=*/false, /*isNonTemporal=*/false,
-                                     /*isInvariant=*/true);
+    vectors.push_back(LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16,
+                                           /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                           /*isInvariant=*/true));
+  }
+  return vectors;
+}
+
+/// The 32 codes of a block's words (loadBlockWords) decoded to f32 without
+/// a table.
+SmallVector<Value> decodeBlockWords(OpBuilder &b, Location loc, ValueRange vectors,
+                                    bool fp8) {
+  SmallVector<Value> word;
+  for (Value vec : vectors)
     for (int64_t i = 0; i < 4; ++i)
       word.push_back(LLVM::ExtractElementOp::create(
           b, loc, vec, LLVM::ConstantOp::create(b, loc, b.getI32Type(), int32_t(i))));
-  }
   SmallVector<Value> values;
   for (int64_t e = 0; e < kBlock; ++e) {
     // FP8: byte e; FP4: nibble e (element 2i is byte i's low nibble).
@@ -742,6 +759,14 @@ SmallVector<Value> loadBlockValues(OpBuilder &b, Location loc, Value base, Value
     values.push_back(fp8 ? decodeE4M3Arith(b, loc, code) : decodeE2M1Arith(b, loc, code));
   }
   return values;
+}
+
+/// The 32 codes (i32) of 32-block `kb` of weight row `j` (K channels), read
+/// with one (FP4) or two (FP8) 16-byte loads from `base` and decoded to f32
+/// without a table.
+SmallVector<Value> loadBlockValues(OpBuilder &b, Location loc, Value base, Value j,
+                                   Value kb, int64_t k, bool fp8) {
+  return decodeBlockWords(b, loc, loadBlockWords(b, loc, base, j, kb, k, fp8), fp8);
 }
 } // namespace
 
@@ -820,6 +845,9 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
         b, loc, arith::DivUIOp::create(b, loc, j, idx(b, loc, ng)),
         idx(b, loc, kg));
     Value scaleRow = fp8 ? arith::DivUIOp::create(b, loc, j, block).getResult() : j;
+    // The lane's partials one block at a time, element by element (any
+    // format, any alignment).
+    auto scalarLoop = [&](OpBuilder &b) {
     scf::ForOp::create(
         b, loc, sub, idx(b, loc, kBlocks), partialLanes, ValueRange{},
         [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
@@ -862,30 +890,68 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
       })
               .getResult(0);
       };
-      Value partial;
-      if (!quantized) {
-        partial = scalarPartial(b);
-      } else {
-        // 16-byte loads of the block's codes (neighbouring lanes read
-        // neighbouring blocks: whole lines), decoded without a table.
-        auto ifAligned = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, aligned,
-                                           /*withElse=*/true);
-        OpBuilder eb = OpBuilder::atBlockEnd(ifAligned.elseBlock());
-        scf::YieldOp::create(eb, loc, scalarPartial(eb));
-        OpBuilder vb = OpBuilder::atBlockEnd(ifAligned.thenBlock());
-        SmallVector<Value> values = loadBlockValues(vb, loc, wBase, j, kb, k, fp8);
-        Value at = arith::MulIOp::create(vb, loc, kb, idx(vb, loc, kBlock + kLinearRowPad));
-        Value p = f32c(vb, loc, 0.f);
-        for (int64_t e = 0; e < kBlock; ++e) {
-          Value a = loadF32(vb, loc, shared,
-                            ValueRange{arith::AddIOp::create(vb, loc, at, idx(vb, loc, e))});
-          Value wv = arith::MulFOp::create(vb, loc, values[size_t(e)], ws);
-          p = arith::AddFOp::create(vb, loc, p, arith::MulFOp::create(vb, loc, a, wv));
-        }
-        scf::YieldOp::create(vb, loc, p);
-        partial = ifAligned.getResult(0);
-      }
+      Value partial = scalarPartial(b);
       memref::StoreOp::create(b, loc, partial, partials, ValueRange{slot, kb});
+      scf::YieldOp::create(b, loc);
+    });
+    };
+    if (!quantized) {
+      scalarLoop(b);
+      return;
+    }
+    // FP8/FP4 with a 16-byte aligned weight (device allocations): the lane's
+    // blocks kPrefetchBlocks at a time, all their scale and 16-byte code loads
+    // issued before the first is used (a block's loads would otherwise wait
+    // for the previous block's arithmetic), each block's codes decoded
+    // without a table (neighbouring lanes read neighbouring blocks: whole
+    // lines). The partials are the scalar loop's, element for element.
+    auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
+    OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
+    scalarLoop(eb);
+    OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
+    const int64_t trips = (kBlocks + kPartialLanes - 1) / kPartialLanes;
+    const int64_t group = std::min<int64_t>(trips, kPrefetchBlocks);
+    scf::ForOp::create(
+        vb, loc, sub, idx(vb, loc, kBlocks), idx(vb, loc, kPartialLanes * group),
+        ValueRange{}, [&](OpBuilder &b, Location loc, Value kb0, ValueRange) {
+      SmallVector<Value> kbs, scales;
+      SmallVector<SmallVector<Value>> words;
+      Value lastBlock = idx(b, loc, kBlocks - 1);
+      for (int64_t u = 0; u < group; ++u) {
+        Value kb = arith::AddIOp::create(b, loc, kb0, idx(b, loc, kPartialLanes * u));
+        // Past the end: the last block is read again and not used.
+        Value read = u == 0 ? kb : arith::MinUIOp::create(b, loc, kb, lastBlock).getResult();
+        kbs.push_back(kb);
+        scales.push_back(loadCode(b, loc, s, ValueRange{scaleRow, read}));
+        words.push_back(loadBlockWords(b, loc, wBase, j, read, k, fp8));
+      }
+      for (int64_t u = 0; u < group; ++u) {
+        auto partialOf = [&, u](OpBuilder &b) {
+          Value ws = decodeUe8m0(b, loc, scales[size_t(u)]);
+          SmallVector<Value> values = decodeBlockWords(b, loc, words[size_t(u)], fp8);
+          Value at = arith::MulIOp::create(b, loc, kbs[size_t(u)],
+                                           idx(b, loc, kBlock + kLinearRowPad));
+          Value p = f32c(b, loc, 0.f);
+          for (int64_t e = 0; e < kBlock; ++e) {
+            Value a = loadF32(b, loc, shared,
+                              ValueRange{arith::AddIOp::create(b, loc, at, idx(b, loc, e))});
+            Value wv = arith::MulFOp::create(b, loc, values[size_t(e)], ws);
+            p = arith::AddFOp::create(b, loc, p, arith::MulFOp::create(b, loc, a, wv));
+          }
+          memref::StoreOp::create(b, loc, p, partials, ValueRange{slot, kbs[size_t(u)]});
+        };
+        if (u == 0) { // kb0 < kBlocks: the loop's condition
+          partialOf(b);
+          continue;
+        }
+        auto inRange = scf::IfOp::create(
+            b, loc,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, kbs[size_t(u)],
+                                  idx(b, loc, kBlocks)),
+            /*withElse=*/false);
+        OpBuilder ib = OpBuilder::atBlockTerminator(inRange.thenBlock());
+        partialOf(ib);
+      }
       scf::YieldOp::create(b, loc);
     });
   });

@@ -96,6 +96,9 @@ inline constexpr int64_t kLinearRowPad = 2;
 /// The per-output form: lanes per output (a warp), each computing the
 /// partials of every 32nd 32-block of K.
 inline constexpr int64_t kPartialLanes = 32;
+/// The per-output form's FP8/FP4 lanes load this many of their 32-blocks
+/// (scales and codes) before computing the first.
+inline constexpr int64_t kPrefetchBlocks = 4;
 
 /// How the per-output form is spread over parallel lanes (GPU threads): a
 /// group of `lanes` lanes works on row `row`; `barrier` synchronizes it.

@@ -304,6 +304,11 @@ TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
     SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
     expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 7), 3, misaligned}, true);
     expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 5), 2, misaligned}, true);
+    // Lanes with several blocks, loaded kPrefetchBlocks at a time: 66
+    // blocks (3 a lane, the third only for lanes 0 and 1) and 160 (5 a
+    // lane: a group of 4, then one more).
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 2112, 3), 2, misaligned}, true);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 5120, 2), 1, misaligned}, true);
   }
   expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 6), 2}, true);
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, true);

@@ -520,8 +520,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                    block % kPartialLanes != 0))
       linear.reset(); // does not fit: the rows rule below
     int64_t rowsArg = -1;
-    // Sparse attention: a warp per (row, head) when the head dimension
-    // splits over 32 lanes (the row_outputs rule: outputs are the heads).
+    // Sparse attention: a block per (row, head) when the head dimension is a
+    // multiple of 32 (the row_outputs rule: outputs are the heads).
     int64_t attentionHeads = 0, attentionDim = 0;
     if (name.rfind("sparse_attention_", 0) == 0 && type.getNumInputs() == 6)
       if (auto q = dyn_cast<MemRefType>(type.getInput(0)); q && q.getRank() == 3 &&
@@ -635,36 +635,26 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputsPerBlock = kTopKThreads / 32;
       info.sharedBytes = 256 * 4 + 2 * 8;
     } else if (attentionHeads > 0) {
-      const int64_t warps = std::min<int64_t>(options.blockSize / 32, attentionHeads);
-      AttentionWarpLanes lanes;
+      AttentionHeadLanes lanes;
       lanes.row = blockX;
-      lanes.lane = [](OpBuilder &b, Location loc) -> Value {
-        return arith::RemUIOp::create(b, loc, threadX(b, loc),
-                                      arith::ConstantIndexOp::create(b, loc, 32));
-      };
-      lanes.warp = [](OpBuilder &b, Location loc) -> Value {
-        return arith::DivUIOp::create(b, loc, threadX(b, loc),
-                                      arith::ConstantIndexOp::create(b, loc, 32));
-      };
-      lanes.head = [warps, &lanes](OpBuilder &b, Location loc) -> Value {
-        return arith::AddIOp::create(
-            b, loc,
-            arith::MulIOp::create(b, loc, blockY(b, loc),
-                                  arith::ConstantIndexOp::create(b, loc, warps)),
-            lanes.warp(b, loc));
-      };
+      lanes.head = blockY;
+      lanes.lane = threadX;
       lanes.barrier = blockBarrier;
-      lanes.sharedType = MemRefType::get({warps, 2, 64}, b.getF32Type(),
-                                         MemRefLayoutAttrInterface{}, workgroup);
-      lanes.sharedQueryType = MemRefType::get({warps, attentionDim}, b.getF32Type(),
-                                              MemRefLayoutAttrInterface{}, workgroup);
-      buildSparseAttentionWarpBody(fn, attentionHeads, attentionDim, lanes);
+      lanes.threads = attentionHeadThreads(attentionDim);
+      auto sharedOf = [&](int64_t size, Type element) {
+        return MemRefType::get({size}, element, MemRefLayoutAttrInterface{}, workgroup);
+      };
+      lanes.sharedScoresType = sharedOf(lanes.chunk, b.getF32Type());
+      lanes.sharedIndexType = sharedOf(lanes.chunk, b.getI32Type());
+      lanes.sharedProbsType = sharedOf(64, b.getF32Type());
+      lanes.sharedQueryType = sharedOf(attentionDim, b.getF32Type());
+      buildSparseAttentionHeadBody(fn, attentionHeads, attentionDim, lanes);
       info.launch = "row_outputs";
-      info.blockSize = 32 * warps;
+      info.blockSize = lanes.threads;
       info.rowsArgument = 0;
       info.outputs = attentionHeads;
-      info.outputsPerBlock = warps;
-      info.sharedBytes = warps * 2 * 64 * 4 + warps * attentionDim * 4;
+      info.outputsPerBlock = 1;
+      info.sharedBytes = (2 * lanes.chunk + 64 + attentionDim) * 4;
     } else if (tiled) {
       LinearTileLanes lanes;
       lanes.rowTile = blockX;

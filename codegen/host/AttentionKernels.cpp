@@ -255,39 +255,48 @@ func::FuncOp buildSparseAttentionKernel(ModuleOp module,
   return fn;
 }
 
-void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDim,
-                                  const AttentionWarpLanes &lanes) {
+int64_t attentionHeadThreads(int64_t headDim) {
+  if (headDim % 32 != 0)
+    return 0;
+  for (int64_t t = std::min<int64_t>(headDim, kAttentionHeadMaxThreads); t >= 32; t -= 32)
+    if (headDim % t == 0)
+      return t;
+  return 32;
+}
+
+void buildSparseAttentionHeadBody(func::FuncOp fn, int64_t heads, int64_t headDim,
+                                  const AttentionHeadLanes &lanes) {
   OpBuilder b(fn.getContext());
   Location loc = fn.getLoc();
-  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), indexType = b.getIndexType();
-  const int64_t perLane = headDim / 32;
-  // A fresh body over the same arguments (plus the shared blocks).
-  Block *entry = freshBody(fn, {lanes.sharedType, lanes.sharedQueryType});
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type(),
+       indexType = b.getIndexType();
+  const int64_t threads = lanes.threads, perLane = headDim / threads, chunk = lanes.chunk;
+  // Rows a lane's P.V loads ahead (its channels of each), at most 32 values.
+  const int64_t ahead = std::clamp<int64_t>(32 / perLane, 1, 16);
+  // A fresh body over the same arguments (plus the shared buffers).
+  Block *entry = freshBody(fn, {lanes.sharedScoresType, lanes.sharedIndexType,
+                                lanes.sharedProbsType, lanes.sharedQueryType});
   b.setInsertionPointToStart(entry);
   const unsigned numArgs = entry->getNumArguments();
   Value q = entry->getArgument(0), rows = entry->getArgument(1),
         idx = entry->getArgument(2), sink = entry->getArgument(3),
         scale = entry->getArgument(4), out = entry->getArgument(5),
-        shared = entry->getArgument(numArgs - 2), sharedQ = entry->getArgument(numArgs - 1);
+        sharedS = entry->getArgument(numArgs - 4), sharedJ = entry->getArgument(numArgs - 3),
+        sharedP = entry->getArgument(numArgs - 2), sharedQ = entry->getArgument(numArgs - 1);
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
-        block = indexConst(b, loc, kAttentionBlock), cols = indexConst(b, loc, headDim);
+        block = indexConst(b, loc, kAttentionBlock), cols = indexConst(b, loc, headDim),
+        step = indexConst(b, loc, threads);
   Value zeroF = f32Const(b, loc, 0.f), negInf = f32Const(b, loc, -kInf),
-        startMax = f32Const(b, loc, -1e30f),
-        zeroI32 = intConst(b, loc, b.getI32Type(), 0);
-  Value i = lanes.row(b, loc), h = lanes.head(b, loc), lane = lanes.lane(b, loc),
-        warp = lanes.warp(b, loc);
+        startMax = f32Const(b, loc, -1e30f), zeroI32 = intConst(b, loc, i32, 0),
+        minusOne = intConst(b, loc, i32, -1);
+  Value i = lanes.row(b, loc), h = lanes.head(b, loc), lane = lanes.lane(b, loc);
   Value n = memref::DimOp::create(b, loc, q, zero);
   Value numIdx = memref::DimOp::create(b, loc, idx, one);
-  // Warps past the rows or heads run the loops (their barriers) idle.
+  // A block past the rows or heads runs the loops (their barriers) idle;
+  // the condition is the same for all its threads.
   Value active = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, i, n),
                       cmpI(b, loc, arith::CmpIPredicate::slt, h,
                            indexConst(b, loc, heads)));
-  auto scores = [&](Value slot) {
-    return memref::LoadOp::create(b, loc, shared, ValueRange{warp, zero, slot}).getResult();
-  };
-  auto probs = [&](Value slot) {
-    return memref::LoadOp::create(b, loc, shared, ValueRange{warp, one, slot}).getResult();
-  };
   // if cond -> types { then } else { otherwise }, at b's insertion point.
   auto select = [&](Value cond, TypeRange types, function_ref<SmallVector<Value>()> then,
                     function_ref<SmallVector<Value>()> otherwise) {
@@ -301,19 +310,18 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
     }
     return op;
   };
-  // Lane l owns channels l, l + 32, ... (neighbouring lanes, neighbouring
-  // channels of a row).
+  // Lane l owns channels l, l + threads, ... (neighbouring lanes,
+  // neighbouring channels of a row).
   auto channel = [&](int64_t m) {
-    return arith::AddIOp::create(b, loc, lane, indexConst(b, loc, 32 * m)).getResult();
+    return arith::AddIOp::create(b, loc, lane, indexConst(b, loc, threads * m)).getResult();
   };
-  // The warp's query head in shared memory, as f32 (every lane reads all
-  // of it for each of its dots).
+  // The query head in shared memory, as f32 (every dot reads all of it).
   for (int64_t m = 0; m < perLane; ++m) {
     Value e = channel(m);
     auto qv = select(active, TypeRange{f32}, [&]() -> SmallVector<Value> {
       return {loadF32(b, loc, q, ValueRange{i, h, e})};
     }, [&]() -> SmallVector<Value> { return {zeroF}; });
-    memref::StoreOp::create(b, loc, qv.getResult(0), sharedQ, ValueRange{warp, e});
+    memref::StoreOp::create(b, loc, qv.getResult(0), sharedQ, ValueRange{e});
   }
   lanes.barrier(b, loc);
   // `rows` as a pointer, and whether its rows start on 16 bytes (device
@@ -331,13 +339,12 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
       cmpI(b, loc, arith::CmpIPredicate::eq,
            arith::RemUIOp::create(b, loc, rowsStart, indexConst(b, loc, 16)), zero),
       arith::ConstantOp::create(b, loc, b.getBoolAttr(headDim % 8 == 0)));
-  // Row r's dot with the warp's query head, in D order.
+  // Row r's dot with the query head, in D order.
   auto dotWithRow = [&](Value r) -> Value {
     auto vectorDot = [&]() -> SmallVector<Value> {
       // 32 bf16 a loop trip in four 16-byte loads, all issued before the
       // trip's adds; element 2w of a load is its word w's low half.
-      auto words = VectorType::get({4}, b.getI32Type());
-      Type i32 = b.getI32Type();
+      auto words = VectorType::get({4}, i32);
       const int64_t perTrip = headDim % 32 == 0 ? 32 : 8;
       auto dot = loop(b, loc, zero, cols, indexConst(b, loc, perTrip), {zeroF},
                       [&](Value e0, ValueRange d) -> SmallVector<Value> {
@@ -368,8 +375,7 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
                                               indexConst(b, loc, 8 * v + 2 * w + half));
               Value rowValue = arith::BitcastOp::create(b, loc, f32, pair[half]);
               Value prod = arith::MulFOp::create(
-                  b, loc, memref::LoadOp::create(b, loc, sharedQ, ValueRange{warp, e}),
-                  rowValue);
+                  b, loc, memref::LoadOp::create(b, loc, sharedQ, ValueRange{e}), rowValue);
               acc = arith::AddFOp::create(b, loc, acc, prod);
             }
           }
@@ -381,7 +387,7 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
       return {orderedDot(
           b, loc, headDim,
           [&](Value e) -> Value {
-            return memref::LoadOp::create(b, loc, sharedQ, ValueRange{warp, e});
+            return memref::LoadOp::create(b, loc, sharedQ, ValueRange{e});
           },
           [&](Value e) { return loadF32(b, loc, rows, ValueRange{r, e}); })};
     };
@@ -390,102 +396,131 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
   SmallVector<Value> init{startMax, zeroF};
   for (int64_t m = 0; m < perLane; ++m)
     init.push_back(zeroF);
-  auto blocks = loop(b, loc, zero, numIdx, block, init,
-                     [&](Value blk, ValueRange state) -> SmallVector<Value> {
-    Value prevMax = state[0], sumExp = state[1];
-    SmallVector<Value> acc(state.drop_front(2));
-    Value blockEnd = arith::MinSIOp::create(
-        b, loc, numIdx, arith::AddIOp::create(b, loc, blk, block));
-    Value count = arith::SubIOp::create(b, loc, blockEnd, blk);
-    // Scores: lane l takes slots l and l + 32 (-inf where the index is -1).
-    for (int64_t half = 0; half < 2; ++half) {
-      Value slot = arith::AddIOp::create(b, loc, lane, indexConst(b, loc, 32 * half));
-      Value inBlock = andI(b, loc, active, cmpI(b, loc, arith::CmpIPredicate::slt, slot, count));
-      auto s = select(inBlock, TypeRange{f32}, [&]() -> SmallVector<Value> {
-        Value k = arith::AddIOp::create(b, loc, blk, slot);
+  // Chunks of `chunk` indices: first all their scores (independent dots,
+  // spread over the lanes), then their blocks of 64 in order.
+  auto chunks = loop(b, loc, zero, numIdx, indexConst(b, loc, chunk), init,
+                     [&](Value c0, ValueRange chunkState) -> SmallVector<Value> {
+    Value chunkEnd = arith::MinSIOp::create(
+        b, loc, numIdx, arith::AddIOp::create(b, loc, c0, indexConst(b, loc, chunk)));
+    Value chunkCount = arith::SubIOp::create(b, loc, chunkEnd, c0);
+    // Scores: lane l takes slots l, l + threads, ... (-inf, index -1 where
+    // the index is -1).
+    loop(b, loc, lane, chunkCount, step, {}, [&](Value slot, ValueRange) -> SmallVector<Value> {
+      auto scored = select(active, TypeRange{f32, i32}, [&]() -> SmallVector<Value> {
+        Value k = arith::AddIOp::create(b, loc, c0, slot);
         Value j = memref::LoadOp::create(b, loc, idx, ValueRange{i, k});
         Value valid = cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32);
         auto dotted = select(valid, TypeRange{f32}, [&]() -> SmallVector<Value> {
           Value r = arith::IndexCastOp::create(b, loc, indexType, j);
-          Value dot = dotWithRow(r);
-          return {arith::MulFOp::create(b, loc, dot, scale)};
+          return {arith::MulFOp::create(b, loc, dotWithRow(r), scale)};
         }, [&]() -> SmallVector<Value> { return {negInf}; });
-        return {dotted.getResult(0)};
-      }, [&]() -> SmallVector<Value> { return {negInf}; });
-      memref::StoreOp::create(b, loc, s.getResult(0), shared, ValueRange{warp, zero, slot});
-    }
-    lanes.barrier(b, loc);
-    // The block's max in index order (a -1 index's -inf leaves it as is).
-    auto bm = loop(b, loc, zero, count, one, {negInf},
-                   [&](Value k, ValueRange m) -> SmallVector<Value> {
-      return {stdMax(b, loc, m[0], scores(k))};
+        return {dotted.getResult(0), arith::SelectOp::create(b, loc, valid, j, minusOne)};
+      }, [&]() -> SmallVector<Value> { return {negInf, minusOne}; });
+      memref::StoreOp::create(b, loc, scored.getResult(0), sharedS, ValueRange{slot});
+      memref::StoreOp::create(b, loc, scored.getResult(1), sharedJ, ValueRange{slot});
+      return {};
     });
-    Value newMax = stdMax(b, loc, prevMax, bm.getResult(0));
-    Value rescale = emitExp32(b, loc, arith::SubFOp::create(b, loc, prevMax, newMax));
-    for (Value &a : acc)
-      a = arith::MulFOp::create(b, loc, a, rescale);
-    // Probabilities of the lane's slots.
-    for (int64_t half = 0; half < 2; ++half) {
-      Value slot = arith::AddIOp::create(b, loc, lane, indexConst(b, loc, 32 * half));
-      auto inBlock = scf::IfOp::create(
-          b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, slot, count), /*withElse=*/false);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(inBlock.thenBlock());
-      Value p = emitExp32(b, loc, arith::SubFOp::create(b, loc, scores(slot), newMax));
-      memref::StoreOp::create(b, loc, p, shared, ValueRange{warp, one, slot});
-    }
     lanes.barrier(b, loc);
-    // fp32 probabilities into the block sum, bf16 ones into P.V, in index
-    // order.
-    SmallVector<Value> pvInit{zeroF};
-    pvInit.append(acc.begin(), acc.end());
-    SmallVector<Type> accTypes(size_t(perLane), f32);
-    auto pv = loop(b, loc, zero, count, one, pvInit,
-                   [&](Value k, ValueRange st) -> SmallVector<Value> {
-      Value p = probs(k);
-      Value sum = arith::AddFOp::create(b, loc, st[0], p);
-      SmallVector<Value> cur(st.drop_front(1));
-      auto used = select(active, TypeRange{b.getI1Type()}, [&]() -> SmallVector<Value> {
-        Value j = memref::LoadOp::create(b, loc, idx,
-                                         ValueRange{i, arith::AddIOp::create(b, loc, blk, k)});
-        return {cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32)};
-      }, [&]() -> SmallVector<Value> {
-        return {arith::ConstantOp::create(b, loc, b.getBoolAttr(false)).getResult()};
+    auto blocks = loop(b, loc, zero, chunkCount, block, chunkState,
+                       [&](Value blk, ValueRange state) -> SmallVector<Value> {
+      Value prevMax = state[0], sumExp = state[1];
+      SmallVector<Value> acc(state.drop_front(2));
+      Value blockEnd = arith::MinSIOp::create(
+          b, loc, chunkCount, arith::AddIOp::create(b, loc, blk, block));
+      Value count = arith::SubIOp::create(b, loc, blockEnd, blk);
+      // The block's max in index order (a -1 index's -inf leaves it as is).
+      auto bm = loop(b, loc, zero, count, one, {negInf},
+                     [&](Value k, ValueRange m) -> SmallVector<Value> {
+        Value s = memref::LoadOp::create(b, loc, sharedS,
+                                         ValueRange{arith::AddIOp::create(b, loc, blk, k)});
+        return {stdMax(b, loc, m[0], s)};
       });
-      auto next = select(used.getResult(0), accTypes, [&]() -> SmallVector<Value> {
-        Value j = memref::LoadOp::create(b, loc, idx,
-                                         ValueRange{i, arith::AddIOp::create(b, loc, blk, k)});
-        Value r = arith::IndexCastOp::create(b, loc, indexType, j);
-        Value pb = roundBf16(b, loc, p);
-        SmallVector<Value> updated;
-        for (int64_t m = 0; m < perLane; ++m) {
-          Value prod = arith::MulFOp::create(b, loc, pb,
-                                             loadF32(b, loc, rows, ValueRange{r, channel(m)}));
-          updated.push_back(arith::AddFOp::create(b, loc, cur[size_t(m)], prod));
+      Value newMax = stdMax(b, loc, prevMax, bm.getResult(0));
+      Value rescale = emitExp32(b, loc, arith::SubFOp::create(b, loc, prevMax, newMax));
+      for (Value &a : acc)
+        a = arith::MulFOp::create(b, loc, a, rescale);
+      // The block's probabilities, a lane each.
+      loop(b, loc, lane, count, step, {}, [&](Value k, ValueRange) -> SmallVector<Value> {
+        Value s = memref::LoadOp::create(b, loc, sharedS,
+                                         ValueRange{arith::AddIOp::create(b, loc, blk, k)});
+        Value p = emitExp32(b, loc, arith::SubFOp::create(b, loc, s, newMax));
+        memref::StoreOp::create(b, loc, p, sharedP, ValueRange{k});
+        return {};
+      });
+      lanes.barrier(b, loc);
+      // fp32 probabilities into the block sum, bf16 ones into P.V, in index
+      // order; the rows of `ahead` indices loaded before their adds.
+      SmallVector<Value> pvInit{zeroF};
+      pvInit.append(acc.begin(), acc.end());
+      // (Without rows every index is -1: nothing is loaded.)
+      auto pvLoop = [&](bool withRows) -> SmallVector<Value> {
+      auto pv = loop(b, loc, zero, count, indexConst(b, loc, ahead), pvInit,
+                     [&](Value k0, ValueRange st) -> SmallVector<Value> {
+        SmallVector<Value> inBlock, valid, p;
+        SmallVector<SmallVector<Value>> values;
+        for (int64_t u = 0; u < ahead; ++u) {
+          Value k = arith::AddIOp::create(b, loc, k0, indexConst(b, loc, u));
+          Value in = cmpI(b, loc, arith::CmpIPredicate::slt, k, count);
+          // Slots past the block read slot 0 and are not used.
+          Value kk = arith::SelectOp::create(b, loc, in, k, zero);
+          Value j = memref::LoadOp::create(b, loc, sharedJ,
+                                           ValueRange{arith::AddIOp::create(b, loc, blk, kk)});
+          Value ok = andI(b, loc, in, cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32));
+          Value r = arith::IndexCastOp::create(
+              b, loc, indexType, arith::SelectOp::create(b, loc, ok, j, zeroI32));
+          inBlock.push_back(in);
+          valid.push_back(ok);
+          p.push_back(memref::LoadOp::create(b, loc, sharedP, ValueRange{kk}));
+          SmallVector<Value> row;
+          for (int64_t m = 0; m < perLane; ++m)
+            row.push_back(withRows ? loadF32(b, loc, rows, ValueRange{r, channel(m)}) : zeroF);
+          values.push_back(row);
         }
-        return updated;
-      }, [&]() -> SmallVector<Value> { return cur; });
-      SmallVector<Value> result{sum};
-      result.append(next.getResults().begin(), next.getResults().end());
-      return result;
+        Value sum = st[0];
+        SmallVector<Value> cur(st.drop_front(1));
+        for (int64_t u = 0; u < ahead; ++u) {
+          sum = arith::SelectOp::create(b, loc, inBlock[size_t(u)],
+                                        arith::AddFOp::create(b, loc, sum, p[size_t(u)]), sum);
+          Value pb = roundBf16(b, loc, p[size_t(u)]);
+          for (int64_t m = 0; m < perLane; ++m) {
+            Value prod = arith::MulFOp::create(b, loc, pb, values[size_t(u)][size_t(m)]);
+            cur[size_t(m)] = arith::SelectOp::create(
+                b, loc, valid[size_t(u)], arith::AddFOp::create(b, loc, cur[size_t(m)], prod),
+                cur[size_t(m)]);
+          }
+        }
+        SmallVector<Value> result{sum};
+        result.append(cur.begin(), cur.end());
+        return result;
+      });
+      return SmallVector<Value>(pv.getResults().begin(), pv.getResults().end());
+      };
+      SmallVector<Type> pvTypes(size_t(1 + perLane), f32);
+      Value hasRows = cmpI(b, loc, arith::CmpIPredicate::sgt,
+                           memref::DimOp::create(b, loc, rows, zero), zero);
+      auto pv = select(hasRows, pvTypes, [&] { return pvLoop(true); },
+                       [&] { return pvLoop(false); });
+      // Before the next block's probabilities overwrite what the lanes read.
+      lanes.barrier(b, loc);
+      Value newSum = arith::AddFOp::create(
+          b, loc, arith::MulFOp::create(b, loc, sumExp, rescale), pv.getResult(0));
+      SmallVector<Value> next{newMax, newSum};
+      for (int64_t m = 0; m < perLane; ++m)
+        next.push_back(pv.getResult(unsigned(1 + m)));
+      return next;
     });
-    // Before the next block's scores overwrite what the lanes read.
-    lanes.barrier(b, loc);
-    Value newSum = arith::AddFOp::create(
-        b, loc, arith::MulFOp::create(b, loc, sumExp, rescale), pv.getResult(0));
-    SmallVector<Value> next{newMax, newSum};
-    for (int64_t m = 0; m < perLane; ++m)
-      next.push_back(pv.getResult(unsigned(1 + m)));
-    return next;
+    // (The blocks' last barrier orders the next chunk's scores after every
+    // read of this one's.)
+    return SmallVector<Value>(blocks.getResults().begin(), blocks.getResults().end());
   });
   auto store = scf::IfOp::create(b, loc, active, /*withElse=*/false);
   b.setInsertionPointToStart(store.thenBlock());
-  Value maxScore = blocks.getResult(0);
+  Value maxScore = chunks.getResult(0);
   Value sinkTerm = emitExp32(
       b, loc, arith::SubFOp::create(b, loc, memref::LoadOp::create(b, loc, sink, h), maxScore));
-  Value total = arith::AddFOp::create(b, loc, blocks.getResult(1), sinkTerm);
+  Value total = arith::AddFOp::create(b, loc, chunks.getResult(1), sinkTerm);
   for (int64_t m = 0; m < perLane; ++m) {
-    Value v = arith::DivFOp::create(b, loc, blocks.getResult(unsigned(2 + m)), total);
+    Value v = arith::DivFOp::create(b, loc, chunks.getResult(unsigned(2 + m)), total);
     memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, v), out,
                             ValueRange{i, h, channel(m)});
   }

@@ -40,31 +40,44 @@ mlir::func::FuncOp buildSparseAttentionKernel(mlir::ModuleOp module,
                                               const std::string &name,
                                               int64_t heads, int64_t headDim);
 
-/// How the warp form of sparse attention is spread over GPU threads: a warp
-/// (32 lanes) per (row, head); `warp` is its index in the block, `barrier`
+/// The most threads of the head form's block (one (row, head) a block).
+inline constexpr int64_t kAttentionHeadMaxThreads = 256;
+
+/// Threads of the head form for `headDim` (0 when it is not a multiple of
+/// 32): the most, up to kAttentionHeadMaxThreads, that divide it.
+int64_t attentionHeadThreads(int64_t headDim);
+
+/// How the head form of sparse attention is spread over parallel lanes (GPU
+/// threads): a block of `threads` lanes per (row, head); `barrier`
 /// synchronizes the block (every lane reaches every barrier).
-struct AttentionWarpLanes {
-  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, head, lane, warp;
+struct AttentionHeadLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, head, lane;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
-  /// Appended to the kernel's arguments: memref<warps x 2 x 64 x f32> in
-  /// shared memory (each warp's block of scores and probabilities), then
-  /// memref<warps x headDim x f32> (each warp's query head, as f32).
-  mlir::Type sharedType, sharedQueryType;
+  int64_t threads = 256;
+  /// Indices scored before their blocks are walked (a multiple of 64).
+  int64_t chunk = 1024;
+  /// Appended to the kernel's arguments, in shared memory:
+  /// memref<chunk x f32> (the chunk's scores), memref<chunk x i32> (its
+  /// indices), memref<64 x f32> (a block's probabilities) and
+  /// memref<headDim x f32> (the query head).
+  mlir::Type sharedScoresType, sharedIndexType, sharedProbsType, sharedQueryType;
   /// Where `rows` lives for its 16-byte loads (1: CUDA global; 0 on a host).
   unsigned rowsAddressSpace = 1;
 };
 
 /// Replaces the body of `fn` (from buildSparseAttentionKernel; headDim a
-/// multiple of 32) with the warp form: each warp stages its query head in
-/// shared memory, the lanes score a block's 64 indices two each (each dot in
-/// D order, the row read 16 bytes at a time when `rows` is 16-byte aligned),
-/// take the block max and the sum of the
-/// probabilities in index order from shared memory, and each lane keeps
-/// headDim / 32 channels of the accumulator in registers (P.V in index
-/// order per channel). The same operations in the same order as the host
-/// kernel, so the same bits.
-void buildSparseAttentionWarpBody(mlir::func::FuncOp fn, int64_t heads,
-                                  int64_t headDim, const AttentionWarpLanes &lanes);
+/// multiple of lanes.threads) with the head form: a block per (row, head)
+/// stages the query head in shared memory; for each chunk of indices its
+/// lanes compute all the scores (independent dots, each in D order, the row
+/// read 16 bytes at a time when `rows` is 16-byte aligned), then every lane
+/// walks the chunk's blocks of 64: the block max and the sum of the
+/// probabilities in index order, and P.V in index order for its headDim /
+/// threads channels, the rows of several indices loaded before their adds.
+/// The same operations in the same order as the host kernel, so the same
+/// bits, with a block's critical path of a few dots instead of the whole
+/// head's.
+void buildSparseAttentionHeadBody(mlir::func::FuncOp fn, int64_t heads,
+                                  int64_t headDim, const AttentionHeadLanes &lanes);
 
 /// `name(q: memref<?xHxDxbf16>, keys: memref<?xDxbf16>, w: memref<?xHxbf16>,
 ///       visible: memref<?xi64>, out: memref<?x?xf32>)` (H = heads, D = dim):

@@ -315,36 +315,27 @@ TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
 }
 
 namespace {
-void expectAttentionWarpFormMatchesHost(int64_t heads, int64_t dim, int64_t warps,
-                                        int64_t n, int64_t numIdx, int64_t table,
-                                        bool misalignedRows = false) {
+void expectAttentionHeadFormMatchesHost(int64_t heads, int64_t dim, int64_t threads,
+                                        int64_t chunk, int64_t n, int64_t numIdx,
+                                        int64_t table, bool misalignedRows = false) {
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
     buildSparseAttentionKernel(m, "host", heads, dim);
     func::FuncOp form = buildSparseAttentionKernel(m, "form", heads, dim);
-    AttentionWarpLanes lanes;
-    auto thread = simt.value(simt.thread), blockY = simt.value(simt.blockY);
+    AttentionHeadLanes lanes;
     lanes.row = simt.value(simt.blockX);
-    lanes.lane = [thread](OpBuilder &b, Location loc) -> Value {
-      return arith::RemUIOp::create(b, loc, thread(b, loc),
-                                    arith::ConstantIndexOp::create(b, loc, 32));
-    };
-    lanes.warp = [thread](OpBuilder &b, Location loc) -> Value {
-      return arith::DivUIOp::create(b, loc, thread(b, loc),
-                                    arith::ConstantIndexOp::create(b, loc, 32));
-    };
-    lanes.head = [blockY, warps, &lanes](OpBuilder &b, Location loc) -> Value {
-      return arith::AddIOp::create(
-          b, loc,
-          arith::MulIOp::create(b, loc, blockY(b, loc),
-                                arith::ConstantIndexOp::create(b, loc, warps)),
-          lanes.warp(b, loc));
-    };
+    lanes.head = simt.value(simt.blockY);
+    lanes.lane = simt.value(simt.thread);
     lanes.barrier = simt.sync();
-    lanes.sharedType = MemRefType::get({warps, 2, 64}, Float32Type::get(m.getContext()));
-    lanes.sharedQueryType = MemRefType::get({warps, dim}, Float32Type::get(m.getContext()));
+    lanes.threads = threads;
+    lanes.chunk = chunk;
+    Type f32 = Float32Type::get(m.getContext());
+    lanes.sharedScoresType = MemRefType::get({chunk}, f32);
+    lanes.sharedIndexType = MemRefType::get({chunk}, IntegerType::get(m.getContext(), 32));
+    lanes.sharedProbsType = MemRefType::get({64}, f32);
+    lanes.sharedQueryType = MemRefType::get({dim}, f32);
     lanes.rowsAddressSpace = 0;
-    buildSparseAttentionWarpBody(form, heads, dim, lanes);
+    buildSparseAttentionHeadBody(form, heads, dim, lanes);
   });
   std::vector<uint16_t> q = randomBf16(size_t(n * heads * dim), 3, 0.5f);
   std::vector<uint16_t> rowValues = randomBf16(size_t(table * dim), 4, 0.5f);
@@ -373,31 +364,40 @@ void expectAttentionWarpFormMatchesHost(int64_t heads, int64_t dim, int64_t warp
   auto doutHost = describe<3>(outHost, {n, heads, dim});
   auto doutForm = describe<3>(outForm, {n, heads, dim});
   using Host = void (*)(void *, void *, void *, void *, float, void *);
-  using Form = void (*)(void *, void *, void *, void *, float, void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, float, void *, void *, void *,
+                        void *, void *);
   auto *host = reinterpret_cast<Host>(lib.symbol("host"));
   auto *form = reinterpret_cast<Form>(lib.symbol("form"));
   ASSERT_TRUE(host && form);
   host(&dq, &dr, &di, &dsink, scale, &doutHost);
-  launch(n, (heads + warps - 1) / warps, 32 * warps, size_t(warps * (2 * 64 + dim) * 4),
-         [&](void *shared) {
-    float *s = static_cast<float *>(shared), *sq = s + warps * 2 * 64;
-    Descriptor<3, float> dShared{s, s, 0, {warps, 2, 64}, {128, 64, 1}};
-    Descriptor<2, float> dQuery{sq, sq, 0, {warps, dim}, {dim, 1}};
-    form(&dq, &dr, &di, &dsink, scale, &doutForm, &dShared, &dQuery);
+  launch(n, heads, threads, size_t((2 * chunk + 64 + dim) * 4), [&](void *shared) {
+    float *s = static_cast<float *>(shared);
+    int32_t *j = reinterpret_cast<int32_t *>(s + chunk);
+    float *p = s + 2 * chunk, *sq = p + 64;
+    Descriptor<1, float> dScores{s, s, 0, {chunk}, {1}};
+    Descriptor<1, int32_t> dIndex{j, j, 0, {chunk}, {1}};
+    Descriptor<1, float> dProbs{p, p, 0, {64}, {1}};
+    Descriptor<1, float> dQuery{sq, sq, 0, {dim}, {1}};
+    form(&dq, &dr, &di, &dsink, scale, &doutForm, &dScores, &dIndex, &dProbs, &dQuery);
   });
   for (size_t i = 0; i < outHost.size(); ++i)
     ASSERT_EQ(bits(outHost[i]), bits(outForm[i])) << "element " << i;
 }
 } // namespace
 
-TEST(GpuFormEmulation, SparseAttentionWarpFormMatchesTheHostKernel) {
-  // 3 heads on 2-warp blocks (an idle warp), 64 channels (2 a lane), 150
-  // indices (a last block of 22) with -1 among them.
-  expectAttentionWarpFormMatchesHost(3, 64, 2, 5, 150, 40);
-  // The released widths: 64 heads x 512 (16 channels a lane), 4 warps.
-  expectAttentionWarpFormMatchesHost(64, 512, 4, 2, 130, 300);
+TEST(GpuFormEmulation, SparseAttentionHeadFormMatchesTheHostKernel) {
+  // 64 channels on 32 lanes (2 a lane), chunks of 128: 150 indices are two
+  // chunks and blocks of 64, 64, 22 (a block cut by the chunk's end), with
+  // -1 among them.
+  expectAttentionHeadFormMatchesHost(3, 64, 32, 128, 5, 150, 40);
+  // 64 channels on 64 lanes, one chunk of 1024.
+  expectAttentionHeadFormMatchesHost(2, 64, 64, 1024, 3, 150, 40);
+  // The released widths: 64 heads x 512 on 256 lanes (2 channels a lane).
+  expectAttentionHeadFormMatchesHost(64, 512, attentionHeadThreads(512), 1024, 2, 130, 300);
   // Rows 2 bytes past 16: the scalar loads.
-  expectAttentionWarpFormMatchesHost(3, 64, 2, 5, 150, 40, /*misalignedRows=*/true);
+  expectAttentionHeadFormMatchesHost(3, 64, 32, 128, 5, 150, 40, /*misalignedRows=*/true);
+  // No rows, every index -1: nothing is read, the sink alone.
+  expectAttentionHeadFormMatchesHost(2, 64, 32, 128, 2, 70, 0);
 }
 
 namespace {

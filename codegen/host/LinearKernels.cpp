@@ -815,9 +815,39 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, rows);
   auto rowGuard = scf::IfOp::create(b, loc, rowInRange, /*withElse=*/false);
   b.setInsertionPoint(rowGuard.thenBlock()->getTerminator());
-  if (quantized) {
-    // act_quant of row r into the shared row as bf16 (the dequantized values
-    // are bf16 exactly), one 32-block per lane at a time.
+  if (quantized && !spec.inputF32) {
+    // A bf16 row is first copied into the shared row as it is (neighbouring
+    // lanes, neighbouring elements: whole lines, where a lane per 32-block
+    // would read 32 lines a load), then act_quant-ed there in place, one
+    // 32-block per lane at a time (each block read whole before it is
+    // written; the dequantized values are bf16 exactly).
+    scf::ForOp::create(
+        b, loc, lane, idx(b, loc, k), lanesPerRow, ValueRange{},
+        [&](OpBuilder &b, Location loc, Value e, ValueRange) {
+      Value v = memref::LoadOp::create(b, loc, x, ValueRange{r, e});
+      memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, e)});
+      scf::YieldOp::create(b, loc);
+    });
+    lanes.barrier(b, loc);
+    scf::ForOp::create(
+        b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},
+        [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
+      Value at = arith::MulIOp::create(b, loc, kb, idx(b, loc, kBlock + kLinearRowPad));
+      auto column = [&](OpBuilder &nb, Value c) -> Value {
+        return arith::AddIOp::create(nb, loc, at, c);
+      };
+      emitActQuantBlock(
+          b, loc,
+          [&](OpBuilder &nb, Value c) { return loadF32(nb, loc, shared, ValueRange{column(nb, c)}); },
+          [&](OpBuilder &nb, Value c, Value v) {
+            memref::StoreOp::create(nb, loc, v, shared, ValueRange{column(nb, c)});
+          });
+      scf::YieldOp::create(b, loc);
+    });
+    lanes.barrier(b, loc);
+  } else if (quantized) {
+    // act_quant of row r (f32) into the shared row as bf16, one 32-block per
+    // lane at a time.
     scf::ForOp::create(
         b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},
         [&](OpBuilder &b, Location loc, Value kb, ValueRange) {

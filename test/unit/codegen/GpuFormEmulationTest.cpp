@@ -310,6 +310,8 @@ TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
     expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 2112, 3), 2, misaligned}, true);
     expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 5120, 2), 1, misaligned}, true);
   }
+  // An f32 input (act_quant-ed from global memory, not copied first).
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 5, 1, true), 2}, true);
   expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 6), 2}, true);
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, true);
 }

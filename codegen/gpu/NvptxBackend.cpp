@@ -510,7 +510,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         tiled ? std::nullopt : linearSpecOf(fn);
     const bool sharedRow = linear && linearNeedsSharedRow(*linear);
     const int64_t block =
-        linear ? std::min(options.blockSize, linear->outFeatures * kPartialLanes) : 0;
+        linear ? std::min(options.linearBlockSize, linear->outFeatures * kPartialLanes) : 0;
     const int64_t outputsPerBlock = block / kPartialLanes;
     const int64_t sharedBytes =
         !linear ? 0

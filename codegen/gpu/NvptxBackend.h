@@ -52,9 +52,11 @@ struct NvptxOptions {
   int ptxVersion = 80; ///< PTX ISA version (80: PTX 8.0, what sm_90a needs)
   /// libdevice bitcode, linked for whatever __nv_ function a kernel calls.
   std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
-  /// Threads per block of rows and row_elements kernels, and the most of a
-  /// row_outputs kernel (4 warps, 4 outputs).
+  /// Threads per block of rows and row_elements kernels.
   int64_t blockSize = 128;
+  /// The most threads of a per-output linear's block (a warp an output, so
+  /// 4 outputs a block): more outputs share each block's act_quant-ed row.
+  int64_t linearBlockSize = 128;
   /// The row-tiled linear kernels: rows and outputs (threads) per block, the
   /// K chunk staged in shared memory, and the fewest rows they are used for.
   int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 2;

@@ -154,6 +154,12 @@ cl::opt<int> ptxVersion("ptx-version",
                         cl::desc("PTX ISA version of --emit=ptx, times 10 "
                                  "(80: PTX 8.0)"),
                         cl::init(80), cl::cat(category));
+cl::opt<int64_t> linearBlock(
+    "linear-block",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: the most threads of a "
+             "per-output linear kernel's block, a multiple of 32 (a warp an "
+             "output; default 128)"),
+    cl::init(128), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -349,6 +355,9 @@ int main(int argc, char **argv) {
       llvm::outs() << llvm::formatv("{0,-16} {1}\n", v.name, v.description);
     return 0;
   }
+  if (linearBlock < 32 || linearBlock > 1024 || linearBlock % 32 != 0)
+    return fail("--linear-block must be a multiple of 32 from 32 to 1024, got " +
+                llvm::Twine(linearBlock));
   for (int64_t context : contexts)
     if (context < 1)
       return fail("--context lengths must be >= 1, got " +
@@ -518,6 +527,7 @@ int main(int argc, char **argv) {
     csa::codegen::NvptxOptions options;
     options.chip = chip;
     options.ptxVersion = ptxVersion;
+    options.linearBlockSize = linearBlock;
     std::vector<csa::codegen::PtxKernel> gpuKernels;
     if (failed(csa::codegen::lowerKernelsToNvvm(*kernels, options, gpuKernels)))
       return fail("lowering the kernels to NVVM failed (see the diagnostics "
@@ -560,6 +570,7 @@ int main(int argc, char **argv) {
     csa::codegen::NvptxOptions options;
     options.chip = chip;
     options.ptxVersion = ptxVersion;
+    options.linearBlockSize = linearBlock;
     std::vector<csa::codegen::PtxKernel> info;
     if (failed(csa::codegen::lowerKernelsToNvvm(*gpuKernels, options, info)))
       return fail("lowering the kernels to NVVM failed (see the diagnostics "

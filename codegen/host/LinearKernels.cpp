@@ -821,13 +821,89 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
     // would read 32 lines a load), then act_quant-ed there in place, one
     // 32-block per lane at a time (each block read whole before it is
     // written; the dequantized values are bf16 exactly).
-    scf::ForOp::create(
-        b, loc, lane, idx(b, loc, k), lanesPerRow, ValueRange{},
-        [&](OpBuilder &b, Location loc, Value e, ValueRange) {
-      Value v = memref::LoadOp::create(b, loc, x, ValueRange{r, e});
-      memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, e)});
-      scf::YieldOp::create(b, loc);
-    });
+    // 16-byte loads of 8 elements, kCopyLoads of them issued before their
+    // stores, when the row starts on 16 bytes (device allocations; rows are
+    // 64-byte multiples); one element at a time otherwise.
+    Value xBase, xAligned;
+    {
+      auto meta = memref::ExtractStridedMetadataOp::create(b, loc, x);
+      Value start = arith::AddIOp::create(
+          b, loc, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, x),
+          arith::MulIOp::create(b, loc, meta.getOffset(), idx(b, loc, 2)));
+      xBase = LLVM::IntToPtrOp::create(
+          b, loc, LLVM::LLVMPointerType::get(b.getContext(), lanes.weightAddressSpace),
+          arith::IndexCastUIOp::create(b, loc, b.getI64Type(), start).getResult(),
+          LLVM::DereferenceableAttr());
+      xAligned = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::eq,
+          arith::RemUIOp::create(b, loc, start, idx(b, loc, 16)), idx(b, loc, 0));
+    }
+    auto ifAligned = scf::IfOp::create(b, loc, xAligned, /*withElse=*/true);
+    {
+      OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
+      scf::ForOp::create(
+          eb, loc, lane, idx(eb, loc, k), lanesPerRow, ValueRange{},
+          [&](OpBuilder &b, Location loc, Value e, ValueRange) {
+        Value v = memref::LoadOp::create(b, loc, x, ValueRange{r, e});
+        memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, e)});
+        scf::YieldOp::create(b, loc);
+      });
+    }
+    {
+      OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
+      constexpr int64_t kCopyLoads = 4;
+      const int64_t groups = k / 8;
+      Value lastGroup = idx(vb, loc, groups - 1);
+      Value tripStep = arith::MulIOp::create(vb, loc, lanesPerRow, idx(vb, loc, kCopyLoads));
+      scf::ForOp::create(
+          vb, loc, lane, idx(vb, loc, groups), tripStep, ValueRange{},
+          [&](OpBuilder &b, Location loc, Value g0, ValueRange) {
+        auto words = VectorType::get({4}, b.getI32Type());
+        auto halves = VectorType::get({8}, bf16);
+        SmallVector<Value> gs, vecs;
+        for (int64_t u = 0; u < kCopyLoads; ++u) {
+          Value g = u == 0 ? g0
+                           : arith::AddIOp::create(
+                                 b, loc, g0, arith::MulIOp::create(b, loc, lanesPerRow,
+                                                                   idx(b, loc, u)))
+                                 .getResult();
+          // Past the row: its last group is read again and not stored.
+          Value read = u == 0 ? g : arith::MinUIOp::create(b, loc, g, lastGroup).getResult();
+          Value at = arith::IndexCastUIOp::create(
+              b, loc, b.getI64Type(),
+              arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, r, idx(b, loc, 2 * k)),
+                                    arith::MulIOp::create(b, loc, read, idx(b, loc, 16))));
+          Value ptr = LLVM::GEPOp::create(b, loc, xBase.getType(), b.getI8Type(), xBase,
+                                          ValueRange{at});
+          gs.push_back(g);
+          vecs.push_back(LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16));
+        }
+        for (int64_t u = 0; u < kCopyLoads; ++u) {
+          auto store = [&, u](OpBuilder &b) {
+            Value v8 = LLVM::BitcastOp::create(b, loc, halves, vecs[size_t(u)]);
+            Value first = arith::MulIOp::create(b, loc, gs[size_t(u)], idx(b, loc, 8));
+            for (int64_t e = 0; e < 8; ++e) {
+              Value v = LLVM::ExtractElementOp::create(
+                  b, loc, v8, LLVM::ConstantOp::create(b, loc, b.getI32Type(), int32_t(e)));
+              Value col = arith::AddIOp::create(b, loc, first, idx(b, loc, e));
+              memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, col)});
+            }
+          };
+          if (u == 0) { // g0 < groups: the loop's condition
+            store(b);
+            continue;
+          }
+          auto inRow = scf::IfOp::create(
+              b, loc,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gs[size_t(u)],
+                                    idx(b, loc, groups)),
+              /*withElse=*/false);
+          OpBuilder ib = OpBuilder::atBlockTerminator(inRow.thenBlock());
+          store(ib);
+        }
+        scf::YieldOp::create(b, loc);
+      });
+    }
     lanes.barrier(b, loc);
     scf::ForOp::create(
         b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},

@@ -158,8 +158,8 @@ cl::opt<int64_t> linearBlock(
     "linear-block",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: the most threads of a "
              "per-output linear kernel's block, a multiple of 32 (a warp an "
-             "output; default 128)"),
-    cl::init(128), cl::cat(category));
+             "output; default 256)"),
+    cl::init(256), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "

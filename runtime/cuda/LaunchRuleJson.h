@@ -68,9 +68,11 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
           : integer("outputs", 1, int64_t(1) << 40, rule.outputs);
   if (st.ok() && rule.rule == "row_outputs") {
     st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);
-    // The kernel has a warp per output and its shared partials compiled in.
-    if (st.ok() && rule.block != 32 * rule.outputsPerBlock)
-      st = bad(absl::StrCat("block is ", rule.block, ", not 32 x outputs_per_block (",
+    // Whole warps per output (a linear a warp an output, attention a block
+    // per head), with its shared buffers compiled in for that block.
+    if (st.ok() && rule.block % (32 * rule.outputsPerBlock) != 0)
+      st = bad(absl::StrCat("block is ", rule.block,
+                            ", not a multiple of 32 x outputs_per_block (",
                             32 * rule.outputsPerBlock, ")"));
   }
   if (st.ok() && rule.rule == "row_tiles") {

@@ -25,6 +25,20 @@ TEST(LaunchRule, RowOutputsGridIsRowsByOutputBlocks) {
   EXPECT_FALSE(launchShape(*rule, 1).ok());
 }
 
+TEST(LaunchRule, RowOutputsBlocksMayHaveSeveralWarpsAnOutput) {
+  // Sparse attention's head form: a block of 256 per (row, head).
+  auto rule = parseLaunchRule(
+      json{{"rule", "row_outputs"}, {"block", 256}, {"rows_argument", 0},
+           {"outputs", 64}, {"outputs_per_block", 1}},
+      "sparse_attention_64x512", 6);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto shape = launchShape(*rule, 2);
+  ASSERT_TRUE(shape.ok());
+  EXPECT_EQ(shape->gridX, 2u);
+  EXPECT_EQ(shape->gridY, 64u);
+  EXPECT_EQ(shape->blockX, 256u);
+}
+
 TEST(LaunchRule, RowTilesGridIsRowTilesByOutputTiles) {
   auto rule = parseLaunchRule(
       json{{"rule", "row_tiles"}, {"block", 128}, {"rows_argument", 0},
@@ -161,7 +175,7 @@ TEST(LaunchRule, MalformedRulesNameTheField) {
             "kernel 'k': launch.outputs_per_block is 64, not in [1, 32]");
   EXPECT_EQ(message(json{{"rule", "row_outputs"}, {"block", 96}, {"rows_argument", 0},
                          {"outputs", 8}, {"outputs_per_block", 2}}),
-            "kernel 'k': launch.block is 96, not 32 x outputs_per_block (64)");
+            "kernel 'k': launch.block is 96, not a multiple of 32 x outputs_per_block (64)");
   EXPECT_EQ(message(json{{"rule", "rows"}, {"block", 32}, {"rows_argument", 5},
                          {"rows_per_thread", 1}}),
             "kernel 'k': launch.rows_argument is 5, not in [0, 1]");

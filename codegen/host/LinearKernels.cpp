@@ -696,6 +696,48 @@ Value paddedColumn(OpBuilder &b, Location loc, Value col) {
                             idx(b, loc, kLinearRowPad)));
 }
 
+/// Items first, first + stride, ... below `count`, `group` a loop trip: the
+/// trip's loads (`load(read)`; an item past the end reads the last item
+/// again) are all emitted before their uses (`use(item, loaded)`, only for
+/// items below `count`), so that they are in flight together.
+void forGroupsLoadedAhead(
+    OpBuilder &b, Location loc, Value first, int64_t count, Value stride, int64_t group,
+    const std::function<SmallVector<Value>(OpBuilder &, Value)> &load,
+    const std::function<void(OpBuilder &, Value, ValueRange)> &use) {
+  Value step = arith::MulIOp::create(b, loc, stride, idx(b, loc, group));
+  scf::ForOp::create(
+      b, loc, first, idx(b, loc, count), step, ValueRange{},
+      [&](OpBuilder &b, Location loc, Value item0, ValueRange) {
+    SmallVector<Value> items;
+    SmallVector<SmallVector<Value>> loaded;
+    Value last = idx(b, loc, count - 1);
+    for (int64_t u = 0; u < group; ++u) {
+      Value item = u == 0 ? item0
+                          : arith::AddIOp::create(
+                                b, loc, item0,
+                                arith::MulIOp::create(b, loc, stride, idx(b, loc, u)))
+                                .getResult();
+      Value read = u == 0 ? item : arith::MinUIOp::create(b, loc, item, last).getResult();
+      items.push_back(item);
+      loaded.push_back(load(b, read));
+    }
+    for (int64_t u = 0; u < group; ++u) {
+      if (u == 0) { // item0 < count: the loop's condition
+        use(b, items[0], loaded[0]);
+        continue;
+      }
+      auto inRange = scf::IfOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, items[size_t(u)],
+                                idx(b, loc, count)),
+          /*withElse=*/false);
+      OpBuilder ib = OpBuilder::atBlockTerminator(inRange.thenBlock());
+      use(ib, items[size_t(u)], loaded[size_t(u)]);
+    }
+    scf::YieldOp::create(b, loc);
+  });
+}
+
 /// The weight of an FP8/FP4 kernel as a global pointer to its first byte,
 /// and whether it is 16-byte aligned (device allocations are; the 16-byte
 /// block loads need it, and every row is, since K % 32 == 0).
@@ -852,57 +894,30 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
     {
       OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
       constexpr int64_t kCopyLoads = 4;
-      const int64_t groups = k / 8;
-      Value lastGroup = idx(vb, loc, groups - 1);
-      Value tripStep = arith::MulIOp::create(vb, loc, lanesPerRow, idx(vb, loc, kCopyLoads));
-      scf::ForOp::create(
-          vb, loc, lane, idx(vb, loc, groups), tripStep, ValueRange{},
-          [&](OpBuilder &b, Location loc, Value g0, ValueRange) {
-        auto words = VectorType::get({4}, b.getI32Type());
-        auto halves = VectorType::get({8}, bf16);
-        SmallVector<Value> gs, vecs;
-        for (int64_t u = 0; u < kCopyLoads; ++u) {
-          Value g = u == 0 ? g0
-                           : arith::AddIOp::create(
-                                 b, loc, g0, arith::MulIOp::create(b, loc, lanesPerRow,
-                                                                   idx(b, loc, u)))
-                                 .getResult();
-          // Past the row: its last group is read again and not stored.
-          Value read = u == 0 ? g : arith::MinUIOp::create(b, loc, g, lastGroup).getResult();
-          Value at = arith::IndexCastUIOp::create(
-              b, loc, b.getI64Type(),
-              arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, r, idx(b, loc, 2 * k)),
-                                    arith::MulIOp::create(b, loc, read, idx(b, loc, 16))));
-          Value ptr = LLVM::GEPOp::create(b, loc, xBase.getType(), b.getI8Type(), xBase,
-                                          ValueRange{at});
-          gs.push_back(g);
-          vecs.push_back(LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16));
-        }
-        for (int64_t u = 0; u < kCopyLoads; ++u) {
-          auto store = [&, u](OpBuilder &b) {
-            Value v8 = LLVM::BitcastOp::create(b, loc, halves, vecs[size_t(u)]);
-            Value first = arith::MulIOp::create(b, loc, gs[size_t(u)], idx(b, loc, 8));
+      auto words = VectorType::get({4}, vb.getI32Type());
+      auto halves = VectorType::get({8}, bf16);
+      forGroupsLoadedAhead(
+          vb, loc, lane, k / 8, lanesPerRow, kCopyLoads,
+          [&](OpBuilder &b, Value read) -> SmallVector<Value> {
+            Value at = arith::IndexCastUIOp::create(
+                b, loc, b.getI64Type(),
+                arith::AddIOp::create(b, loc,
+                                      arith::MulIOp::create(b, loc, r, idx(b, loc, 2 * k)),
+                                      arith::MulIOp::create(b, loc, read, idx(b, loc, 16))));
+            Value ptr = LLVM::GEPOp::create(b, loc, xBase.getType(), b.getI8Type(), xBase,
+                                            ValueRange{at});
+            return {LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16)};
+          },
+          [&](OpBuilder &b, Value g, ValueRange loaded) {
+            Value v8 = LLVM::BitcastOp::create(b, loc, halves, loaded[0]);
+            Value first = arith::MulIOp::create(b, loc, g, idx(b, loc, 8));
             for (int64_t e = 0; e < 8; ++e) {
               Value v = LLVM::ExtractElementOp::create(
                   b, loc, v8, LLVM::ConstantOp::create(b, loc, b.getI32Type(), int32_t(e)));
               Value col = arith::AddIOp::create(b, loc, first, idx(b, loc, e));
               memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, col)});
             }
-          };
-          if (u == 0) { // g0 < groups: the loop's condition
-            store(b);
-            continue;
-          }
-          auto inRow = scf::IfOp::create(
-              b, loc,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gs[size_t(u)],
-                                    idx(b, loc, groups)),
-              /*withElse=*/false);
-          OpBuilder ib = OpBuilder::atBlockTerminator(inRow.thenBlock());
-          store(ib);
-        }
-        scf::YieldOp::create(b, loc);
-      });
+          });
     }
     lanes.barrier(b, loc);
     scf::ForOp::create(
@@ -1016,27 +1031,18 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
     scalarLoop(eb);
     OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
     const int64_t trips = (kBlocks + kPartialLanes - 1) / kPartialLanes;
-    const int64_t group = std::min<int64_t>(trips, kPrefetchBlocks);
-    scf::ForOp::create(
-        vb, loc, sub, idx(vb, loc, kBlocks), idx(vb, loc, kPartialLanes * group),
-        ValueRange{}, [&](OpBuilder &b, Location loc, Value kb0, ValueRange) {
-      SmallVector<Value> kbs, scales;
-      SmallVector<SmallVector<Value>> words;
-      Value lastBlock = idx(b, loc, kBlocks - 1);
-      for (int64_t u = 0; u < group; ++u) {
-        Value kb = arith::AddIOp::create(b, loc, kb0, idx(b, loc, kPartialLanes * u));
-        // Past the end: the last block is read again and not used.
-        Value read = u == 0 ? kb : arith::MinUIOp::create(b, loc, kb, lastBlock).getResult();
-        kbs.push_back(kb);
-        scales.push_back(loadCode(b, loc, s, ValueRange{scaleRow, read}));
-        words.push_back(loadBlockWords(b, loc, wBase, j, read, k, fp8));
-      }
-      for (int64_t u = 0; u < group; ++u) {
-        auto partialOf = [&, u](OpBuilder &b) {
-          Value ws = decodeUe8m0(b, loc, scales[size_t(u)]);
-          SmallVector<Value> values = decodeBlockWords(b, loc, words[size_t(u)], fp8);
-          Value at = arith::MulIOp::create(b, loc, kbs[size_t(u)],
-                                           idx(b, loc, kBlock + kLinearRowPad));
+    forGroupsLoadedAhead(
+        vb, loc, sub, kBlocks, idx(vb, loc, kPartialLanes),
+        std::min<int64_t>(trips, kPrefetchBlocks),
+        [&](OpBuilder &b, Value read) {
+          SmallVector<Value> loaded{loadCode(b, loc, s, ValueRange{scaleRow, read})};
+          llvm::append_range(loaded, loadBlockWords(b, loc, wBase, j, read, k, fp8));
+          return loaded;
+        },
+        [&](OpBuilder &b, Value kb, ValueRange loaded) {
+          Value ws = decodeUe8m0(b, loc, loaded[0]);
+          SmallVector<Value> values = decodeBlockWords(b, loc, loaded.drop_front(), fp8);
+          Value at = arith::MulIOp::create(b, loc, kb, idx(b, loc, kBlock + kLinearRowPad));
           Value p = f32c(b, loc, 0.f);
           for (int64_t e = 0; e < kBlock; ++e) {
             Value a = loadF32(b, loc, shared,
@@ -1044,22 +1050,8 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
             Value wv = arith::MulFOp::create(b, loc, values[size_t(e)], ws);
             p = arith::AddFOp::create(b, loc, p, arith::MulFOp::create(b, loc, a, wv));
           }
-          memref::StoreOp::create(b, loc, p, partials, ValueRange{slot, kbs[size_t(u)]});
-        };
-        if (u == 0) { // kb0 < kBlocks: the loop's condition
-          partialOf(b);
-          continue;
-        }
-        auto inRange = scf::IfOp::create(
-            b, loc,
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, kbs[size_t(u)],
-                                  idx(b, loc, kBlocks)),
-            /*withElse=*/false);
-        OpBuilder ib = OpBuilder::atBlockTerminator(inRange.thenBlock());
-        partialOf(ib);
-      }
-      scf::YieldOp::create(b, loc);
-    });
+          memref::StoreOp::create(b, loc, p, partials, ValueRange{slot, kb});
+        });
   });
   lanes.barrier(b, loc);
   // The output's first lane adds the partials in block order, as the host

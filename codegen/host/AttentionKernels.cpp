@@ -326,19 +326,10 @@ void buildSparseAttentionHeadBody(func::FuncOp fn, int64_t heads, int64_t headDi
   lanes.barrier(b, loc);
   // `rows` as a pointer, and whether its rows start on 16 bytes (device
   // allocations do; headDim x 2 bytes is a multiple of 16).
-  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, rows);
-  Value rowsStart = arith::AddIOp::create(
-      b, loc, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, rows),
-      arith::MulIOp::create(b, loc, meta.getOffset(), indexConst(b, loc, 2)));
-  Value rowsBase = LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext(), lanes.rowsAddressSpace),
-      arith::IndexCastUIOp::create(b, loc, b.getI64Type(), rowsStart).getResult(),
-      LLVM::DereferenceableAttr());
-  Value rowsAligned = andI(
-      b, loc,
-      cmpI(b, loc, arith::CmpIPredicate::eq,
-           arith::RemUIOp::create(b, loc, rowsStart, indexConst(b, loc, 16)), zero),
-      arith::ConstantOp::create(b, loc, b.getBoolAttr(headDim % 8 == 0)));
+  Value rowsBase, rowsStartAligned; // (captured below: no structured binding in C++17)
+  std::tie(rowsBase, rowsStartAligned) = bytePointer(b, loc, rows, lanes.rowsAddressSpace);
+  Value rowsAligned = andI(b, loc, rowsStartAligned,
+                           arith::ConstantOp::create(b, loc, b.getBoolAttr(headDim % 8 == 0)));
   // Row r's dot with the query head, in D order.
   auto dotWithRow = [&](Value r) -> Value {
     auto vectorDot = [&]() -> SmallVector<Value> {

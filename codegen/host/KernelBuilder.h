@@ -11,12 +11,15 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 
 #include <functional>
+#include <tuple>
+#include <utility>
 
 namespace csa::codegen {
 
@@ -66,6 +69,33 @@ inline mlir::Value loadF32(mlir::OpBuilder &b, mlir::Location loc,
   if (v.getType().isF32())
     return v;
   return mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+/// A memref's first element as an LLVM pointer in `addressSpace` (for the
+/// GPU forms' 16-byte loads), and whether it lies on 16 bytes (device
+/// allocations do; the forms fall back to element loads otherwise).
+inline std::pair<mlir::Value, mlir::Value>
+bytePointer(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref,
+            unsigned addressSpace) {
+  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
+  const int64_t elementBytes = type.getElementTypeBitWidth() / 8;
+  auto meta = mlir::memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  mlir::Value offset = meta.getOffset();
+  if (elementBytes != 1)
+    offset = mlir::arith::MulIOp::create(b, loc, offset,
+                                         indexConst(b, loc, elementBytes));
+  mlir::Value start = mlir::arith::AddIOp::create(
+      b, loc, mlir::memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref),
+      offset);
+  mlir::Value base = mlir::LLVM::IntToPtrOp::create(
+      b, loc, mlir::LLVM::LLVMPointerType::get(b.getContext(), addressSpace),
+      mlir::arith::IndexCastUIOp::create(b, loc, b.getI64Type(), start).getResult(),
+      mlir::LLVM::DereferenceableAttr());
+  mlir::Value aligned = mlir::arith::CmpIOp::create(
+      b, loc, mlir::arith::CmpIPredicate::eq,
+      mlir::arith::RemUIOp::create(b, loc, start, indexConst(b, loc, 16)),
+      indexConst(b, loc, 0));
+  return {base, aligned};
 }
 
 /// Elements of a long sequential fp32 sum (a dot product, a sum of squares)

@@ -738,24 +738,6 @@ void forGroupsLoadedAhead(
   });
 }
 
-/// The weight of an FP8/FP4 kernel as a global pointer to its first byte,
-/// and whether it is 16-byte aligned (device allocations are; the 16-byte
-/// block loads need it, and every row is, since K % 32 == 0).
-std::pair<Value, Value> quantizedWeightBase(OpBuilder &b, Location loc, Value w,
-                                            unsigned addressSpace) {
-  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, w);
-  Value start = arith::AddIOp::create(
-      b, loc, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, w), meta.getOffset());
-  Value base = LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext(), addressSpace),
-      arith::IndexCastUIOp::create(b, loc, b.getI64Type(), start).getResult(),
-      LLVM::DereferenceableAttr());
-  Value aligned = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::eq,
-      arith::RemUIOp::create(b, loc, start, idx(b, loc, 16)), idx(b, loc, 0));
-  return {base, aligned};
-}
-
 /// The 16-byte words holding 32-block `kb` of weight row `j` (K channels):
 /// one (FP4) or two (FP8) 16-byte loads from `base`.
 SmallVector<Value> loadBlockWords(OpBuilder &b, Location loc, Value base, Value j,
@@ -857,69 +839,62 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, rows);
   auto rowGuard = scf::IfOp::create(b, loc, rowInRange, /*withElse=*/false);
   b.setInsertionPoint(rowGuard.thenBlock()->getTerminator());
-  if (quantized && !spec.inputF32) {
-    // A bf16 row is first copied into the shared row as it is (neighbouring
-    // lanes, neighbouring elements: whole lines, where a lane per 32-block
-    // would read 32 lines a load), then act_quant-ed there in place, one
-    // 32-block per lane at a time (each block read whole before it is
-    // written; the dequantized values are bf16 exactly).
-    // 16-byte loads of 8 elements, kCopyLoads of them issued before their
-    // stores, when the row starts on 16 bytes (device allocations; rows are
-    // 64-byte multiples); one element at a time otherwise.
-    Value xBase, xAligned;
-    {
-      auto meta = memref::ExtractStridedMetadataOp::create(b, loc, x);
-      Value start = arith::AddIOp::create(
-          b, loc, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, x),
-          arith::MulIOp::create(b, loc, meta.getOffset(), idx(b, loc, 2)));
-      xBase = LLVM::IntToPtrOp::create(
-          b, loc, LLVM::LLVMPointerType::get(b.getContext(), lanes.weightAddressSpace),
-          arith::IndexCastUIOp::create(b, loc, b.getI64Type(), start).getResult(),
-          LLVM::DereferenceableAttr());
-      xAligned = arith::CmpIOp::create(
-          b, loc, arith::CmpIPredicate::eq,
-          arith::RemUIOp::create(b, loc, start, idx(b, loc, 16)), idx(b, loc, 0));
+  if (quantized) {
+    // act_quant of row r into the shared row as bf16 (the dequantized values
+    // are bf16 exactly), one 32-block per lane at a time. A bf16 row is first
+    // copied there as it is (neighbouring lanes, neighbouring elements: whole
+    // lines, where a lane per 32-block would read 32 lines a load) and
+    // quantized in place (each block read whole before it is written); an
+    // f32 row is read from global memory.
+    if (!spec.inputF32) {
+      // 16-byte loads of 8 elements, kCopyLoads of them issued before their
+      // stores, when the row starts on 16 bytes (device allocations; rows are
+      // 64-byte multiples); one element at a time otherwise.
+      // (Not a structured binding: the lambdas below capture it, which C++17
+      // does not allow.)
+      Value xBase, xAligned;
+      std::tie(xBase, xAligned) = bytePointer(b, loc, x, lanes.weightAddressSpace);
+      auto ifAligned = scf::IfOp::create(b, loc, xAligned, /*withElse=*/true);
+      {
+        OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
+        scf::ForOp::create(
+            eb, loc, lane, idx(eb, loc, k), lanesPerRow, ValueRange{},
+            [&](OpBuilder &b, Location loc, Value e, ValueRange) {
+          Value v = memref::LoadOp::create(b, loc, x, ValueRange{r, e});
+          memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, e)});
+          scf::YieldOp::create(b, loc);
+        });
+      }
+      {
+        OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
+        constexpr int64_t kCopyLoads = 4;
+        auto words = VectorType::get({4}, vb.getI32Type());
+        auto halves = VectorType::get({8}, bf16);
+        forGroupsLoadedAhead(
+            vb, loc, lane, k / 8, lanesPerRow, kCopyLoads,
+            [&](OpBuilder &b, Value read) -> SmallVector<Value> {
+              Value at = arith::IndexCastUIOp::create(
+                  b, loc, b.getI64Type(),
+                  arith::AddIOp::create(b, loc,
+                                        arith::MulIOp::create(b, loc, r, idx(b, loc, 2 * k)),
+                                        arith::MulIOp::create(b, loc, read, idx(b, loc, 16))));
+              Value ptr = LLVM::GEPOp::create(b, loc, xBase.getType(), b.getI8Type(), xBase,
+                                              ValueRange{at});
+              return {LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16)};
+            },
+            [&](OpBuilder &b, Value g, ValueRange loaded) {
+              Value v8 = LLVM::BitcastOp::create(b, loc, halves, loaded[0]);
+              Value first = arith::MulIOp::create(b, loc, g, idx(b, loc, 8));
+              for (int64_t e = 0; e < 8; ++e) {
+                Value v = LLVM::ExtractElementOp::create(
+                    b, loc, v8, LLVM::ConstantOp::create(b, loc, b.getI32Type(), int32_t(e)));
+                Value col = arith::AddIOp::create(b, loc, first, idx(b, loc, e));
+                memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, col)});
+              }
+            });
+      }
+      lanes.barrier(b, loc);
     }
-    auto ifAligned = scf::IfOp::create(b, loc, xAligned, /*withElse=*/true);
-    {
-      OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
-      scf::ForOp::create(
-          eb, loc, lane, idx(eb, loc, k), lanesPerRow, ValueRange{},
-          [&](OpBuilder &b, Location loc, Value e, ValueRange) {
-        Value v = memref::LoadOp::create(b, loc, x, ValueRange{r, e});
-        memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, e)});
-        scf::YieldOp::create(b, loc);
-      });
-    }
-    {
-      OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
-      constexpr int64_t kCopyLoads = 4;
-      auto words = VectorType::get({4}, vb.getI32Type());
-      auto halves = VectorType::get({8}, bf16);
-      forGroupsLoadedAhead(
-          vb, loc, lane, k / 8, lanesPerRow, kCopyLoads,
-          [&](OpBuilder &b, Value read) -> SmallVector<Value> {
-            Value at = arith::IndexCastUIOp::create(
-                b, loc, b.getI64Type(),
-                arith::AddIOp::create(b, loc,
-                                      arith::MulIOp::create(b, loc, r, idx(b, loc, 2 * k)),
-                                      arith::MulIOp::create(b, loc, read, idx(b, loc, 16))));
-            Value ptr = LLVM::GEPOp::create(b, loc, xBase.getType(), b.getI8Type(), xBase,
-                                            ValueRange{at});
-            return {LLVM::LoadOp::create(b, loc, words, ptr, /*alignment=*/16)};
-          },
-          [&](OpBuilder &b, Value g, ValueRange loaded) {
-            Value v8 = LLVM::BitcastOp::create(b, loc, halves, loaded[0]);
-            Value first = arith::MulIOp::create(b, loc, g, idx(b, loc, 8));
-            for (int64_t e = 0; e < 8; ++e) {
-              Value v = LLVM::ExtractElementOp::create(
-                  b, loc, v8, LLVM::ConstantOp::create(b, loc, b.getI32Type(), int32_t(e)));
-              Value col = arith::AddIOp::create(b, loc, first, idx(b, loc, e));
-              memref::StoreOp::create(b, loc, v, shared, ValueRange{paddedColumn(b, loc, col)});
-            }
-          });
-    }
-    lanes.barrier(b, loc);
     scf::ForOp::create(
         b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},
         [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
@@ -929,29 +904,24 @@ void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
       };
       emitActQuantBlock(
           b, loc,
-          [&](OpBuilder &nb, Value c) { return loadF32(nb, loc, shared, ValueRange{column(nb, c)}); },
+          [&](OpBuilder &nb, Value c) {
+            if (spec.inputF32)
+              return loadF32(nb, loc, x,
+                             ValueRange{r, arith::AddIOp::create(
+                                               nb, loc,
+                                               arith::MulIOp::create(nb, loc, kb, block), c)});
+            return loadF32(nb, loc, shared, ValueRange{column(nb, c)});
+          },
           [&](OpBuilder &nb, Value c, Value v) {
             memref::StoreOp::create(nb, loc, v, shared, ValueRange{column(nb, c)});
           });
       scf::YieldOp::create(b, loc);
     });
     lanes.barrier(b, loc);
-  } else if (quantized) {
-    // act_quant of row r (f32) into the shared row as bf16, one 32-block per
-    // lane at a time.
-    scf::ForOp::create(
-        b, loc, lane, idx(b, loc, k / kBlock), lanesPerRow, ValueRange{},
-        [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
-      emitActQuantRowBlock(b, loc, x, r, kb, [&](OpBuilder &nb, Value col, Value v) {
-        memref::StoreOp::create(nb, loc, v, shared, ValueRange{paddedColumn(nb, loc, col)});
-      });
-      scf::YieldOp::create(b, loc);
-    });
-    lanes.barrier(b, loc);
   }
   Value wBase, aligned;
   if (quantized)
-    std::tie(wBase, aligned) = quantizedWeightBase(b, loc, w, lanes.weightAddressSpace);
+    std::tie(wBase, aligned) = bytePointer(b, loc, w, lanes.weightAddressSpace);
   // kPartialLanes lanes per output: lane `sub` computes the fp32 partials of
   // 32-blocks sub, sub + 32, ... of the output's K (its group's, for G > 1),
   // each over its block in order (contiguous weight bytes across the lanes).
@@ -1139,7 +1109,7 @@ void buildLinearTiledBody(func::FuncOp fn, const LinearKernelSpec &spec,
   SmallVector<Type> accTypes(size_t(rowsPerTile), f32);
   Value wBase, aligned;
   if (quantized)
-    std::tie(wBase, aligned) = quantizedWeightBase(b, loc, w, lanes.weightAddressSpace);
+    std::tie(wBase, aligned) = bytePointer(b, loc, w, lanes.weightAddressSpace);
   Value zero = f32c(b, loc, 0.f);
   scf::ForOp chunkLoop = forLoop(
       b, loc, 0, chunks, zeros,

@@ -57,6 +57,10 @@ namespace csa::codegen {
 
 namespace {
 
+/// The suffix of a kernel's body, the function its gpu.func entry point
+/// calls (always inlined into it by emitPtx).
+constexpr llvm::StringLiteral kBodySuffix = "_body";
+
 /// Kernels whose top-level loop iterations are independent (each writes its
 /// own rows): one GPU thread per iteration. Every other kernel runs on one
 /// thread (ordered ring stores, the compressor state, counting gathers,
@@ -493,7 +497,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.arguments.push_back(typeString(t));
     // The body becomes a device function; the entry point calls it.
     fn->removeAttr("llvm.emit_c_interface");
-    fn.setSymName(name + "_body");
+    fn.setSymName((name + kBodySuffix).str());
     fn.setPrivate();
     int64_t rowsPerThread = 1;
     auto workgroup =
@@ -890,7 +894,7 @@ llvm::Expected<std::string> emitPtx(ModuleOp module,
   // inliner gave up on the straight-line FP8/FP4 linears, and the call then
   // passed the memrefs through the parameter stack).
   for (llvm::Function &f : *llvmModule)
-    if (!f.isDeclaration() && f.getName().ends_with("_body"))
+    if (!f.isDeclaration() && f.getName().ends_with(kBodySuffix))
       f.addFnAttr(llvm::Attribute::AlwaysInline);
 
   // O3 with the target's passes (NVVMReflect resolves libdevice's queries).

@@ -159,7 +159,7 @@ cl::opt<int64_t> linearBlock(
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: the most threads of a "
              "per-output linear kernel's block, a multiple of 32 (a warp an "
              "output; default 256)"),
-    cl::init(256), cl::cat(category));
+    cl::init(csa::codegen::NvptxOptions{}.linearBlockSize), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -187,6 +187,16 @@ cl::list<int64_t> contexts(
     "context", cl::desc("Context lengths for the report's decode costs "
                         "(default 4096,32768,131072,1048576)"),
     cl::CommaSeparated, cl::cat(category));
+
+/// The NVPTX target's options from the command line (--emit=gpu|ptx and
+/// --with-ptx).
+csa::codegen::NvptxOptions nvptxOptions() {
+  csa::codegen::NvptxOptions options;
+  options.chip = chip;
+  options.ptxVersion = ptxVersion;
+  options.linearBlockSize = linearBlock;
+  return options;
+}
 
 int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "csa-compile") << message << "\n";
@@ -524,10 +534,7 @@ int main(int argc, char **argv) {
   }
   // The NVPTX target: the same kernels, mapped to threads, to PTX.
   if ((emitStage == Stage::Gpu || emitStage == Stage::Ptx) && kernels) {
-    csa::codegen::NvptxOptions options;
-    options.chip = chip;
-    options.ptxVersion = ptxVersion;
-    options.linearBlockSize = linearBlock;
+    const csa::codegen::NvptxOptions options = nvptxOptions();
     std::vector<csa::codegen::PtxKernel> gpuKernels;
     if (failed(csa::codegen::lowerKernelsToNvvm(*kernels, options, gpuKernels)))
       return fail("lowering the kernels to NVVM failed (see the diagnostics "
@@ -567,10 +574,7 @@ int main(int argc, char **argv) {
   std::string ptxText, ptxListing;
   if (emitStage == Stage::Artifact && withPtx && kernels) {
     OwningOpRef<ModuleOp> gpuKernels = kernels->clone();
-    csa::codegen::NvptxOptions options;
-    options.chip = chip;
-    options.ptxVersion = ptxVersion;
-    options.linearBlockSize = linearBlock;
+    const csa::codegen::NvptxOptions options = nvptxOptions();
     std::vector<csa::codegen::PtxKernel> info;
     if (failed(csa::codegen::lowerKernelsToNvvm(*gpuKernels, options, info)))
       return fail("lowering the kernels to NVVM failed (see the diagnostics "

@@ -1,5 +1,6 @@
 //===- CudaDriver.cpp - The CUDA driver API through dlopen ----------------===//
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/LaunchGraphs.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -16,6 +17,23 @@ constexpr CUresult kSuccess = 0;
 // cuModuleLoadDataEx options (cuda.h CUjit_option).
 constexpr int kJitErrorLogBuffer = 5;
 constexpr int kJitErrorLogBufferSizeBytes = 6;
+constexpr unsigned kStreamNonBlocking = 1; // CU_STREAM_NON_BLOCKING
+using Stream = void *;                     // CUstream
+using Graph = void *;                      // CUgraph
+using GraphExec = void *;                  // CUgraphExec
+using GraphNode = void *;                  // CUgraphNode
+
+/// cuda.h's CUDA_KERNEL_NODE_PARAMS (_v2).
+struct KernelNodeParams {
+  Function func = nullptr;
+  unsigned gridDimX = 1, gridDimY = 1, gridDimZ = 1;
+  unsigned blockDimX = 1, blockDimY = 1, blockDimZ = 1;
+  unsigned sharedMemBytes = 0;
+  void **kernelParams = nullptr;
+  void **extra = nullptr;
+  void *kern = nullptr; ///< CUkernel (unused: func is set)
+  void *ctx = nullptr;  ///< CUcontext (ignored when func is set)
+};
 } // namespace
 
 /// The driver entry points csa uses, resolved by name (the _v2 ABI where
@@ -31,15 +49,26 @@ struct Driver::Api {
   CUresult (*cuModuleGetFunction)(Function *, Module, const char *);
   CUresult (*cuMemAlloc)(DevicePtr *, size_t);
   CUresult (*cuMemFree)(DevicePtr);
-  CUresult (*cuMemcpyHtoD)(DevicePtr, const void *, size_t);
-  CUresult (*cuMemcpyDtoH)(void *, DevicePtr, size_t);
-  CUresult (*cuMemcpyDtoD)(DevicePtr, DevicePtr, size_t);
-  CUresult (*cuMemsetD8)(DevicePtr, unsigned char, size_t);
-  CUresult (*cuMemcpy2D)(const void *); ///< a CUDA_MEMCPY2D (Memcpy2D below)
   CUresult (*cuLaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, void *, void **,
                              void **);
-  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuStreamCreate)(Stream *, unsigned);
+  CUresult (*cuStreamDestroy)(Stream);
+  CUresult (*cuStreamSynchronize)(Stream);
+  CUresult (*cuMemcpyHtoDAsync)(DevicePtr, const void *, size_t, Stream);
+  CUresult (*cuMemcpyDtoHAsync)(void *, DevicePtr, size_t, Stream);
+  CUresult (*cuMemcpyDtoDAsync)(DevicePtr, DevicePtr, size_t, Stream);
+  CUresult (*cuMemsetD8Async)(DevicePtr, unsigned char, size_t, Stream);
+  CUresult (*cuMemcpy2DAsync)(const void *, Stream); ///< a Memcpy2D (below)
+  CUresult (*cuGraphCreate)(Graph *, unsigned);
+  CUresult (*cuGraphAddKernelNode)(GraphNode *, Graph, const GraphNode *, size_t,
+                                   const KernelNodeParams *);
+  CUresult (*cuGraphInstantiateWithFlags)(GraphExec *, Graph, unsigned long long);
+  CUresult (*cuGraphExecKernelNodeSetParams)(GraphExec, GraphNode,
+                                             const KernelNodeParams *);
+  CUresult (*cuGraphLaunch)(GraphExec, Stream);
+  CUresult (*cuGraphExecDestroy)(GraphExec);
+  CUresult (*cuGraphDestroy)(Graph);
   CUresult (*cuGetErrorString)(CUresult, const char **);
   CUresult (*cuCtxSetLimit)(int, size_t);
   CUresult (*cuEventCreate)(Event *, unsigned);
@@ -89,13 +118,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuModuleGetFunction", reinterpret_cast<void **>(&api.cuModuleGetFunction)},
       {"cuMemAlloc_v2", reinterpret_cast<void **>(&api.cuMemAlloc)},
       {"cuMemFree_v2", reinterpret_cast<void **>(&api.cuMemFree)},
-      {"cuMemcpyHtoD_v2", reinterpret_cast<void **>(&api.cuMemcpyHtoD)},
-      {"cuMemcpyDtoH_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoH)},
-      {"cuMemcpyDtoD_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoD)},
-      {"cuMemsetD8_v2", reinterpret_cast<void **>(&api.cuMemsetD8)},
-      {"cuMemcpy2D_v2", reinterpret_cast<void **>(&api.cuMemcpy2D)},
       {"cuLaunchKernel", reinterpret_cast<void **>(&api.cuLaunchKernel)},
-      {"cuCtxSynchronize", reinterpret_cast<void **>(&api.cuCtxSynchronize)},
       {"cuGetErrorString", reinterpret_cast<void **>(&api.cuGetErrorString)},
       {"cuCtxSetLimit", reinterpret_cast<void **>(&api.cuCtxSetLimit)},
       {"cuEventCreate", reinterpret_cast<void **>(&api.cuEventCreate)},
@@ -103,6 +126,23 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuEventSynchronize", reinterpret_cast<void **>(&api.cuEventSynchronize)},
       {"cuEventElapsedTime", reinterpret_cast<void **>(&api.cuEventElapsedTime)},
       {"cuEventDestroy_v2", reinterpret_cast<void **>(&api.cuEventDestroy)},
+      {"cuStreamCreate", reinterpret_cast<void **>(&api.cuStreamCreate)},
+      {"cuStreamDestroy_v2", reinterpret_cast<void **>(&api.cuStreamDestroy)},
+      {"cuStreamSynchronize", reinterpret_cast<void **>(&api.cuStreamSynchronize)},
+      {"cuMemcpyHtoDAsync_v2", reinterpret_cast<void **>(&api.cuMemcpyHtoDAsync)},
+      {"cuMemcpyDtoHAsync_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoHAsync)},
+      {"cuMemcpyDtoDAsync_v2", reinterpret_cast<void **>(&api.cuMemcpyDtoDAsync)},
+      {"cuMemsetD8Async", reinterpret_cast<void **>(&api.cuMemsetD8Async)},
+      {"cuMemcpy2DAsync_v2", reinterpret_cast<void **>(&api.cuMemcpy2DAsync)},
+      {"cuGraphCreate", reinterpret_cast<void **>(&api.cuGraphCreate)},
+      {"cuGraphAddKernelNode_v2", reinterpret_cast<void **>(&api.cuGraphAddKernelNode)},
+      {"cuGraphInstantiateWithFlags",
+       reinterpret_cast<void **>(&api.cuGraphInstantiateWithFlags)},
+      {"cuGraphExecKernelNodeSetParams_v2",
+       reinterpret_cast<void **>(&api.cuGraphExecKernelNodeSetParams)},
+      {"cuGraphLaunch", reinterpret_cast<void **>(&api.cuGraphLaunch)},
+      {"cuGraphExecDestroy", reinterpret_cast<void **>(&api.cuGraphExecDestroy)},
+      {"cuGraphDestroy", reinterpret_cast<void **>(&api.cuGraphDestroy)},
   };
   for (const Entry &e : entries) {
     *e.slot = dlsym(handle, e.name);
@@ -125,6 +165,12 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
                               "cuCtxSetCurrent");
       !st.ok())
     return st;
+  // A stream of its own: work on the legacy default stream would wait for
+  // (and hold up) every other stream of the context.
+  if (absl::Status st = check(api, api.cuStreamCreate(&driver->stream_, kStreamNonBlocking),
+                              "cuStreamCreate");
+      !st.ok())
+    return st;
   // The generated kernels allocate per-thread scratch with device-side
   // malloc (a linear's quantized activation tile: tile x K fp32); the default
   // 8 MB heap runs out at a few hundred threads of K = 7168.
@@ -140,7 +186,107 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
   return driver;
 }
 
+/// The Driver's graph calls, for LaunchGraphs.
+class Driver::GraphApi final : public GraphLauncher {
+public:
+  explicit GraphApi(Driver &driver) : driver_(driver) {}
+  absl::Status launchNow(const KernelLaunch &k) override {
+    return driver_.launchNow(k);
+  }
+  absl::StatusOr<GraphLauncher::Graph>
+  createGraph(const std::vector<KernelLaunch> &launches) override {
+    const Api &api = *driver_.api_;
+    auto entry = std::make_unique<Entry>();
+    if (absl::Status st = check(api, api.cuGraphCreate(&entry->graph, 0), "cuGraphCreate");
+        !st.ok())
+      return st;
+    for (const KernelLaunch &k : launches) {
+      std::vector<void *> params = paramPointers(k);
+      KernelNodeParams p = nodeParams(k, params);
+      GraphNode node = nullptr;
+      GraphNode *after = entry->nodes.empty() ? nullptr : &entry->nodes.back();
+      if (absl::Status st = check(api,
+                                  api.cuGraphAddKernelNode(&node, entry->graph, after,
+                                                           after ? 1 : 0, &p),
+                                  "cuGraphAddKernelNode");
+          !st.ok()) {
+        destroy(*entry);
+        return st;
+      }
+      entry->nodes.push_back(node);
+    }
+    if (absl::Status st = check(api, api.cuGraphInstantiateWithFlags(&entry->exec,
+                                                                     entry->graph, 0),
+                                "cuGraphInstantiate");
+        !st.ok()) {
+      destroy(*entry);
+      return st;
+    }
+    return static_cast<GraphLauncher::Graph>(entry.release());
+  }
+  absl::Status updateGraphNode(GraphLauncher::Graph graph, size_t node,
+                               const KernelLaunch &k) override {
+    const Api &api = *driver_.api_;
+    Entry &entry = *static_cast<Entry *>(graph);
+    std::vector<void *> params = paramPointers(k);
+    KernelNodeParams p = nodeParams(k, params);
+    return check(api,
+                 api.cuGraphExecKernelNodeSetParams(entry.exec, entry.nodes.at(node), &p),
+                 "cuGraphExecKernelNodeSetParams");
+  }
+  absl::Status launchGraph(GraphLauncher::Graph graph) override {
+    const Api &api = *driver_.api_;
+    return check(api,
+                 api.cuGraphLaunch(static_cast<Entry *>(graph)->exec, driver_.stream_),
+                 "cuGraphLaunch");
+  }
+  void destroyGraph(GraphLauncher::Graph graph) override {
+    std::unique_ptr<Entry> entry(static_cast<Entry *>(graph));
+    destroy(*entry);
+  }
+
+  /// Pointers to each parameter's slot, as cuLaunchKernel takes them.
+  static std::vector<void *> paramPointers(const KernelLaunch &k) {
+    std::vector<void *> params(k.params.size());
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i] = const_cast<uint64_t *>(&k.params[i]);
+    return params;
+  }
+
+private:
+  struct Entry {
+    Graph graph = nullptr;
+    GraphExec exec = nullptr;
+    std::vector<GraphNode> nodes;
+  };
+  static KernelNodeParams nodeParams(const KernelLaunch &k, std::vector<void *> &params) {
+    KernelNodeParams p;
+    p.func = k.fn;
+    p.gridDimX = k.shape.gridX;
+    p.gridDimY = k.shape.gridY;
+    p.blockDimX = k.shape.blockX;
+    p.sharedMemBytes = k.shape.sharedBytes;
+    p.kernelParams = params.data();
+    return p;
+  }
+  void destroy(Entry &entry) {
+    const Api &api = *driver_.api_;
+    if (entry.exec)
+      api.cuGraphExecDestroy(entry.exec);
+    if (entry.graph)
+      api.cuGraphDestroy(entry.graph);
+    entry = Entry();
+  }
+  Driver &driver_;
+};
+
+Driver::Driver() = default;
+
 Driver::~Driver() {
+  graphs_.reset(); // its graphs first, while the context lives
+  graphApi_.reset();
+  if (api_ && stream_)
+    api_->cuStreamDestroy(stream_);
   if (api_ && context_)
     api_->cuDevicePrimaryCtxRelease(device_);
   if (handle_)
@@ -186,19 +332,36 @@ absl::StatusOr<DevicePtr> Driver::allocate(size_t bytes) {
 }
 
 absl::Status Driver::release(DevicePtr ptr) {
+  // Launches still recorded may use the memory.
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
   return check(*api_, api_->cuMemFree(ptr), "cuMemFree");
 }
 
 absl::Status Driver::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
-  return check(*api_, api_->cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
+  // From pageable memory the driver stages `src` before returning: the
+  // caller may change it afterwards.
+  return check(*api_, api_->cuMemcpyHtoDAsync(dst, src, bytes, stream_),
+               "cuMemcpyHtoDAsync");
 }
 
 absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {
-  return check(*api_, api_->cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
+  if (absl::Status st = check(*api_, api_->cuMemcpyDtoHAsync(dst, src, bytes, stream_),
+                              "cuMemcpyDtoHAsync");
+      !st.ok())
+    return st;
+  return check(*api_, api_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
 }
 
 absl::Status Driver::copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
-  return check(*api_, api_->cuMemcpyDtoD(dst, src, bytes), "cuMemcpyDtoD");
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
+  return check(*api_, api_->cuMemcpyDtoDAsync(dst, src, bytes, stream_),
+               "cuMemcpyDtoDAsync");
 }
 
 namespace {
@@ -231,11 +394,16 @@ absl::Status Driver::copyRowsOnDevice(DevicePtr dst, size_t dstPitch, DevicePtr 
   m.dstPitch = dstPitch;
   m.widthInBytes = width;
   m.height = rows;
-  return check(*api_, api_->cuMemcpy2D(&m), "cuMemcpy2D");
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
+  return check(*api_, api_->cuMemcpy2DAsync(&m, stream_), "cuMemcpy2DAsync");
 }
 
 absl::Status Driver::fill(DevicePtr dst, uint8_t byte, size_t bytes) {
-  return check(*api_, api_->cuMemsetD8(dst, byte, bytes), "cuMemsetD8");
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
+  return check(*api_, api_->cuMemsetD8Async(dst, byte, bytes, stream_),
+               "cuMemsetD8Async");
 }
 
 absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
@@ -309,16 +477,54 @@ launchShapeFor(const LaunchRule &rule,
 }
 
 absl::Status Driver::launch(Function fn, const LaunchShape &shape, void **params) {
-  const unsigned gridX = shape.gridX, gridY = shape.gridY, blockX = shape.blockX,
-                 sharedBytes = shape.sharedBytes;
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
   return check(*api_,
-               api_->cuLaunchKernel(fn, gridX, gridY, 1, blockX, 1, 1, sharedBytes,
-                                    nullptr, params, nullptr),
+               api_->cuLaunchKernel(fn, shape.gridX, shape.gridY, 1, shape.blockX, 1, 1,
+                                    shape.sharedBytes, stream_, params, nullptr),
                "cuLaunchKernel");
 }
 
+absl::Status Driver::launchNow(const KernelLaunch &k) {
+  std::vector<void *> params = GraphApi::paramPointers(k);
+  return check(*api_,
+               api_->cuLaunchKernel(k.fn, k.shape.gridX, k.shape.gridY, 1, k.shape.blockX,
+                                    1, 1, k.shape.sharedBytes, stream_, params.data(),
+                                    nullptr),
+               "cuLaunchKernel");
+}
+
+absl::Status Driver::launch(const KernelLaunch &k) {
+  if (graphs_)
+    return graphs_->add(k);
+  return launchNow(k);
+}
+
 absl::Status Driver::synchronize() {
-  return check(*api_, api_->cuCtxSynchronize(), "cuCtxSynchronize");
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
+  return check(*api_, api_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+absl::Status Driver::batchLaunchesInGraphs(const LaunchGraphOptions &options) {
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
+  if (!graphApi_)
+    graphApi_ = std::make_unique<GraphApi>(*this);
+  graphs_ = std::make_unique<LaunchGraphs>(*graphApi_, options);
+  return absl::OkStatus();
+}
+
+absl::Status Driver::beginGraphRun(const std::string &entry) {
+  return graphs_ ? graphs_->begin(entry) : absl::OkStatus();
+}
+
+absl::Status Driver::flushLaunches() {
+  return graphs_ ? graphs_->flush() : absl::OkStatus();
+}
+
+LaunchGraphCounters Driver::graphCounters() const {
+  return graphs_ ? graphs_->counters() : LaunchGraphCounters();
 }
 
 absl::StatusOr<Event> Driver::createEvent() {
@@ -330,7 +536,9 @@ absl::StatusOr<Event> Driver::createEvent() {
 }
 
 absl::Status Driver::record(Event event) {
-  return check(*api_, api_->cuEventRecord(event, nullptr), "cuEventRecord");
+  if (absl::Status st = flushLaunches(); !st.ok())
+    return st;
+  return check(*api_, api_->cuEventRecord(event, stream_), "cuEventRecord");
 }
 
 absl::StatusOr<float> Driver::elapsedMs(Event start, Event end) {

@@ -30,6 +30,23 @@ using Event = void *;                 ///< CUevent
 /// A launch's grid (x, y), block (x) and dynamic shared memory.
 struct LaunchShape {
   unsigned gridX = 1, gridY = 1, blockX = 1, sharedBytes = 0;
+  bool operator==(const LaunchShape &o) const {
+    return gridX == o.gridX && gridY == o.gridY && blockX == o.blockX &&
+           sharedBytes == o.sharedBytes;
+  }
+};
+
+/// One kernel launch with its parameters' values: each parameter in its own
+/// 8-byte slot (an i32 or f32 in the slot's first 4 bytes, little-endian),
+/// so that a launch can be kept, compared and replayed.
+struct KernelLaunch {
+  Function fn = nullptr;
+  LaunchShape shape;
+  std::vector<uint64_t> params;
+  bool operator==(const KernelLaunch &o) const {
+    return fn == o.fn && shape == o.shape && params == o.params;
+  }
+  bool operator!=(const KernelLaunch &o) const { return !(*this == o); }
 };
 
 /// A kernel's launch rule as kernels.json states it (codegen/gpu/
@@ -63,6 +80,13 @@ absl::StatusOr<LaunchShape>
 launchShapeFor(const LaunchRule &rule,
                absl::FunctionRef<const std::vector<int64_t> *(int64_t)> sizesOf);
 
+class LaunchGraphs;
+struct LaunchGraphOptions;
+struct LaunchGraphCounters;
+
+/// The GPU work of a process: one device, its primary context, and one
+/// stream (non-blocking) that every copy, fill and launch below is ordered
+/// on; a download returns once its bytes are on the host.
 class Driver {
 public:
   /// Opens `library` (default libcuda.so.1), initializes device `ordinal`
@@ -90,11 +114,27 @@ public:
                                 size_t srcPitch, size_t width, size_t rows);
   /// Sets `bytes` bytes from `dst` to `byte` (ordered like the copies).
   absl::Status fill(DevicePtr dst, uint8_t byte, size_t bytes);
-  /// Launches on the default stream; `params` as cuLaunchKernel takes them.
+  /// Launches `fn`; `params` as cuLaunchKernel takes them.
   absl::Status launch(Function fn, const LaunchShape &shape, void **params);
+  /// Launches `k`, or, while launches are batched into graphs
+  /// (batchLaunchesInGraphs), records it for the next graph: it runs before
+  /// any later copy, fill, event or synchronization, which flush first.
+  absl::Status launch(const KernelLaunch &k);
   absl::Status synchronize();
 
-  /// Timing on the default stream: record two events around launches, then
+  /// From now on, consecutive launches with no other work between them run
+  /// as CUDA graphs (LaunchGraphs.h): a graph per run of launches, replayed
+  /// with only its changed nodes updated when the same run comes again.
+  absl::Status batchLaunchesInGraphs(const LaunchGraphOptions &options);
+  /// The start of a run of `entry` (a plan entry point): its runs of
+  /// launches are matched, in order, with those of its last run.
+  absl::Status beginGraphRun(const std::string &entry);
+  /// Issues the launches recorded so far (nothing when not batching).
+  absl::Status flushLaunches();
+  /// What the graphs did so far (zeros when not batching).
+  LaunchGraphCounters graphCounters() const;
+
+  /// Timing on the driver's stream: record two events around launches, then
   /// elapsedMs waits for the second and returns the milliseconds between.
   absl::StatusOr<Event> createEvent();
   absl::Status record(Event event);
@@ -102,13 +142,18 @@ public:
   void destroy(Event event);
 
   struct Api;
+  class GraphApi;
 
 private:
-  Driver() = default;
+  Driver();
+  absl::Status launchNow(const KernelLaunch &k);
   void *handle_ = nullptr;
   std::unique_ptr<Api> api_;
   int device_ = 0;
   void *context_ = nullptr;
+  void *stream_ = nullptr; ///< CUstream
+  std::unique_ptr<GraphApi> graphApi_;
+  std::unique_ptr<LaunchGraphs> graphs_; ///< null: launches go out at once
 };
 
 } // namespace csa::cuda

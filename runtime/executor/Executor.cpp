@@ -11,6 +11,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/LaunchGraphs.h"
 #include "runtime/cuda/LaunchRuleJson.h"
 #include "runtime/numerics/Quantize.h"
 
@@ -314,6 +315,7 @@ public:
       releaseDevice(m.device);
     if (status)
       releaseDevice(status);
+    releaseFreeBlocks();
   }
   bool emulated() const { return driver == nullptr; }
   /// Waits for every launch so far (profiling).
@@ -500,7 +502,7 @@ public:
     }
     const size_t keep = std::min(d.bytes, toBytes);
     Mirror &m = mirrors[start];
-    m.device = allocateDevice(toBytes);
+    m.device = allocateDevice(toBytes, &m.capacity);
     m.bytes = toBytes;
     if (emulated()) {
       std::memcpy(reinterpret_cast<void *>(uintptr_t(m.device)),
@@ -528,35 +530,73 @@ private:
   enum class Current { Host, Device, Both };
   struct Mirror {
     cuda::DevicePtr device = 0;
-    size_t bytes = 0;
+    size_t bytes = 0;    ///< the host buffer's
+    size_t capacity = 0; ///< the device block's
     Current current = Current::Host;
   };
   static void check(absl::Status st) {
     if (!st.ok())
       throw std::runtime_error(std::string(st.message()));
   }
-  // Device memory: the driver's, or host memory when emulated.
-  cuda::DevicePtr allocateDevice(size_t bytes) {
-    if (emulated()) {
-      auto block = std::make_unique<uint8_t[]>(std::max<size_t>(bytes, 1));
-      const auto ptr = cuda::DevicePtr(uintptr_t(block.get()));
-      emulatedMemory[ptr] = std::move(block);
+  // Device memory: the driver's, or host memory when emulated. Blocks are
+  // sized in steps of at most 1/8 of their size, and a released block is
+  // kept for the next request of its size: the pooled transients of one
+  // step come back at the next with the same sizes, and cuMemFree would
+  // wait for the GPU in the middle of a step.
+  static size_t blockBytes(size_t bytes) {
+    size_t step = 512;
+    while (step * 8 < bytes)
+      step *= 2;
+    return (std::max<size_t>(bytes, 1) + step - 1) / step * step;
+  }
+  cuda::DevicePtr allocateDevice(size_t bytes, size_t *granted = nullptr) {
+    const size_t block = blockBytes(bytes);
+    if (granted)
+      *granted = block;
+    if (auto it = freeBlocks.find(block); it != freeBlocks.end()) {
+      const cuda::DevicePtr ptr = it->second;
+      freeBlocks.erase(it);
       return ptr;
     }
-    auto ptr = driver->allocate(bytes);
-    if (!ptr.ok())
-      throw std::runtime_error(std::string(ptr.status().message()));
-    return *ptr;
+    ++deviceAllocations;
+    cuda::DevicePtr ptr = 0;
+    if (emulated()) {
+      auto memory = std::make_unique<uint8_t[]>(block);
+      ptr = cuda::DevicePtr(uintptr_t(memory.get()));
+      emulatedMemory[ptr] = std::move(memory);
+    } else {
+      auto allocated = driver->allocate(block);
+      if (!allocated.ok() && !freeBlocks.empty()) {
+        releaseFreeBlocks(); // what is kept for reuse, before giving up
+        allocated = driver->allocate(block);
+      }
+      if (!allocated.ok())
+        throw std::runtime_error(std::string(allocated.status().message()));
+      ptr = *allocated;
+    }
+    sizeOfBlock[ptr] = block;
+    return ptr;
   }
   void releaseDevice(cuda::DevicePtr ptr) {
-    if (emulated())
-      emulatedMemory.erase(ptr);
-    else
-      (void)driver->release(ptr);
+    auto it = sizeOfBlock.find(ptr);
+    if (it != sizeOfBlock.end())
+      freeBlocks.emplace(it->second, ptr);
+  }
+  void releaseFreeBlocks() {
+    for (auto &[bytes, ptr] : freeBlocks) {
+      sizeOfBlock.erase(ptr);
+      if (emulated())
+        emulatedMemory.erase(ptr);
+      else
+        (void)driver->release(ptr);
+    }
+    freeBlocks.clear();
   }
 public:
   /// Bytes copied each way so far (the profile's transfers).
   uint64_t bytesToDevice = 0, bytesToHost = 0;
+  /// Counts so far: kernel launches, copies each way, device allocations.
+  int64_t launches = 0, uploads = 0, downloads = 0, deviceAllocations = 0;
   /// The kernel whose arguments are being placed (CSA_CUDA_TRACE=1 names it
   /// with each copy; null: a preload or a download the host asked for).
   const std::string *placing = nullptr;
@@ -570,6 +610,7 @@ private:
   void upload(cuda::DevicePtr dst, const void *src, size_t bytes) {
     traceCopy("upload", bytes);
     bytesToDevice += bytes;
+    ++uploads;
     if (emulated())
       std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
     else
@@ -578,6 +619,7 @@ private:
   void download(void *dst, cuda::DevicePtr src, size_t bytes) {
     traceCopy("download", bytes);
     bytesToHost += bytes;
+    ++downloads;
     if (emulated())
       std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
     else
@@ -587,11 +629,14 @@ private:
     Mirror &m = mirrors[start];
     if (m.bytes != end - start) {
       // A new buffer, or one resized in place: the host's bytes are current.
-      if (m.device)
-        releaseDevice(m.device);
-      m.device = 0;
-      m.bytes = 0;
-      m.device = allocateDevice(end - start);
+      // A block that holds the new size is kept (a pooled transient at
+      // another shape).
+      if (!m.device || end - start > m.capacity) {
+        if (m.device)
+          releaseDevice(m.device);
+        m.device = 0;
+        m.device = allocateDevice(end - start, &m.capacity);
+      }
       m.bytes = end - start;
       m.current = Current::Host;
     }
@@ -605,6 +650,8 @@ private:
   std::set<uintptr_t> constants;
   cuda::DevicePtr status = 0; ///< a kernel's returned value
   std::map<cuda::DevicePtr, std::unique_ptr<uint8_t[]>> emulatedMemory;
+  std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
+  std::multimap<size_t, cuda::DevicePtr> freeBlocks; ///< released, by size
   std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
 };
 
@@ -617,10 +664,13 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
       chosen = t;
   }
   const GpuKernel &g = *chosen;
-  std::vector<int64_t> values;
-  values.reserve(args.size() * 12 + 8);
-  std::vector<float> floats;
-  floats.reserve(args.size());
+  // Each parameter in its own 8-byte slot (KernelLaunch): a memref is
+  // (allocated, aligned, offset, sizes..., strides...); an i32 or f32 takes
+  // the slot's first 4 bytes.
+  cuda::KernelLaunch launch;
+  launch.fn = g.fn;
+  std::vector<uint64_t> &slots = launch.params;
+  slots.reserve(args.size() * 12 + 8);
   std::vector<Mirror *> written;
   for (size_t i = 0; i < args.size(); ++i) {
     GpuArg &a = args[i];
@@ -628,7 +678,7 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
       uintptr_t start = 0, end = 0;
       const bool empty = std::any_of(a.sizes.begin(), a.sizes.end(),
                                      [](int64_t d) { return d == 0; });
-      int64_t device = 0;
+      uint64_t device = 0;
       if (!empty || bounds.range(a.aligned, start, end)) {
         if (!bounds.range(a.aligned, start, end))
           throw std::out_of_range("argument " + std::to_string(i) + " of " +
@@ -640,19 +690,23 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
         }
         if (!constants.count(start))
           written.push_back(&m); // the kernel may write any buffer it gets
-        device = int64_t(m.device + (uintptr_t(a.aligned) - start));
+        device = uint64_t(m.device + (uintptr_t(a.aligned) - start));
       }
-      values.push_back(device); // allocated
-      values.push_back(device); // aligned
-      values.push_back(a.offset);
+      slots.push_back(device); // allocated
+      slots.push_back(device); // aligned
+      slots.push_back(uint64_t(a.offset));
       for (int64_t v : a.sizes)
-        values.push_back(v);
+        slots.push_back(uint64_t(v));
       for (int64_t v : a.strides)
-        values.push_back(v);
+        slots.push_back(uint64_t(v));
     } else if (a.kind == GpuArg::F32) {
-      floats.push_back(a.f);
+      uint32_t bits = 0;
+      std::memcpy(&bits, &a.f, 4);
+      slots.push_back(bits);
+    } else if (a.kind == GpuArg::I32) {
+      slots.push_back(uint64_t(uint32_t(int32_t(a.i))));
     } else {
-      values.push_back(a.i);
+      slots.push_back(uint64_t(a.i));
     }
   }
   if (g.status) {
@@ -660,36 +714,19 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
       status = allocateDevice(4);
     int32_t zero = 0;
     upload(status, &zero, 4);
-    for (int64_t v : {int64_t(status), int64_t(status), int64_t(0), int64_t(1),
-                      int64_t(1)})
-      values.push_back(v);
+    for (uint64_t v : {uint64_t(status), uint64_t(status), uint64_t(0), uint64_t(1),
+                       uint64_t(1)})
+      slots.push_back(v);
   }
-  // Kernel parameters in order: pointers into `values` / `floats`.
-  std::vector<void *> params;
-  size_t vi = 0, fi = 0;
-  for (GpuArg &a : args) {
-    if (a.kind == GpuArg::Memref) {
-      for (size_t n = 0; n < 3 + 2 * a.sizes.size(); ++n)
-        params.push_back(&values[vi++]);
-    } else if (a.kind == GpuArg::F32) {
-      params.push_back(&floats[fi++]);
-    } else if (a.kind == GpuArg::I32) {
-      // An i32 parameter reads 4 bytes of the slot (little-endian).
-      params.push_back(&values[vi++]);
-    } else {
-      params.push_back(&values[vi++]);
-    }
-  }
-  if (g.status)
-    for (int n = 0; n < 5; ++n)
-      params.push_back(&values[vi++]);
   auto shape = cuda::launchShapeFor(g.launch, [&](int64_t i) {
     const GpuArg &a = args.at(size_t(i));
     return a.kind == GpuArg::Memref ? &a.sizes : nullptr;
   });
   if (!shape.ok())
     throw std::runtime_error(k.name + ": " + std::string(shape.status().message()));
-  check(driver->launch(g.fn, *shape, params.data()));
+  launch.shape = *shape;
+  ++launches;
+  check(driver->launch(launch));
   if (syncEach)
     check(driver->synchronize());
   for (Mirror *m : written)
@@ -801,10 +838,12 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     if constexpr (std::is_void_v<R>) {
       fn(onMirror(*k.runner, args, keep)...);
       k.runner->emulatedCallDone();
+      ++k.runner->launches;
       return;
     } else {
       R r = fn(onMirror(*k.runner, args, keep)...);
       k.runner->emulatedCallDone();
+      ++k.runner->launches;
       return r;
     }
   }
@@ -965,6 +1004,8 @@ struct Executor::Impl {
   Tensor tokens, logits;
 
   absl::Status load();
+  /// The GPU path's counts so far (GpuActivity; zeros on the CPU).
+  GpuActivity gpuActivity() const;
   absl::Status prepare(const std::vector<KernelCall> &calls, const char *entry,
                        std::vector<Step> &steps);
   absl::StatusOr<std::vector<float>> run(std::vector<Step> &steps);
@@ -1453,10 +1494,33 @@ absl::Status Executor::Impl::loadGpu() {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "kernels/kernels.json: ", e.what()));
   }
+  if (options.cudaGraphs) {
+    cuda::LaunchGraphOptions graphs;
+    graphs.maxLaunches = options.graphMaxLaunches;
+    if (absl::Status st = driver->batchLaunchesInGraphs(graphs); !st.ok())
+      return st;
+  }
   runner = std::make_unique<GpuRunner>(driver.get(), bounds);
   for (auto &[name, view] : weights)
     runner->markConstant(view.data);
   return absl::OkStatus();
+}
+
+GpuActivity Executor::Impl::gpuActivity() const {
+  GpuActivity a;
+  if (!runner)
+    return a;
+  a.launches = runner->launches;
+  a.uploads = runner->uploads;
+  a.downloads = runner->downloads;
+  a.deviceAllocations = runner->deviceAllocations;
+  if (driver) {
+    const cuda::LaunchGraphCounters g = driver->graphCounters();
+    a.graphLaunches = g.graphLaunches;
+    a.graphsBuilt = g.graphsBuilt;
+    a.graphNodesUpdated = g.nodesUpdated;
+  }
+  return a;
 }
 
 absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
@@ -1576,6 +1640,11 @@ Executor::Impl::run(std::vector<Step> &steps) {
   auto start = std::chrono::steady_clock::now();
   if (absl::Status st = checkHeld(*seq); !st.ok())
     return st;
+  const GpuActivity activityBefore = gpuActivity();
+  if (driver)
+    if (absl::Status st = driver->beginGraphRun(&steps == &decodeSteps ? "decode" : "prefill");
+        !st.ok())
+      return st;
   // Caches left on the device by the last run of this sequence stay there.
   const bool held = seq->cachesHeldBy != 0;
   for (auto &[id, cache] : seq->caches)
@@ -1689,6 +1758,16 @@ Executor::Impl::run(std::vector<Step> &steps) {
   if (!finished.ok())
     return finished;
   timing.steps = int64_t(steps.size());
+  const GpuActivity activity = gpuActivity();
+  timing.gpu.launches = activity.launches - activityBefore.launches;
+  timing.gpu.graphLaunches = activity.graphLaunches - activityBefore.graphLaunches;
+  timing.gpu.graphsBuilt = activity.graphsBuilt - activityBefore.graphsBuilt;
+  timing.gpu.graphNodesUpdated =
+      activity.graphNodesUpdated - activityBefore.graphNodesUpdated;
+  timing.gpu.uploads = activity.uploads - activityBefore.uploads;
+  timing.gpu.downloads = activity.downloads - activityBefore.downloads;
+  timing.gpu.deviceAllocations =
+      activity.deviceAllocations - activityBefore.deviceAllocations;
   timing.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -2450,6 +2529,10 @@ Executor::create(const artifact::Artifact &artifact,
         "artifact ", artifact.directory(), " was compiled for ",
         artifact::targetName(artifact.manifest().target),
         "; the CPU executor runs host-x86_64 artifacts"));
+  if (options.graphMaxLaunches < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ExecutorOptions::graphMaxLaunches must be >= 1, got ",
+        options.graphMaxLaunches));
   auto impl = std::make_unique<Impl>();
   impl->artifact = &artifact;
   impl->checkpoint = &checkpoint;

@@ -65,20 +65,31 @@ struct Sequence {
   uint64_t cacheBytesInUse(const artifact::Plan &plan) const;
 };
 
+/// What the GPU path did in a run (zeros on the CPU).
+struct GpuActivity {
+  int64_t launches = 0;          ///< kernel launches
+  int64_t graphLaunches = 0;     ///< CUDA graphs launched (cudaGraphs)
+  int64_t graphsBuilt = 0;       ///< graphs created and instantiated
+  int64_t graphNodesUpdated = 0; ///< launches changed in a kept graph
+  int64_t uploads = 0, downloads = 0;
+  int64_t deviceAllocations = 0; ///< cuMemAlloc calls (blocks are reused)
+};
+
 struct StepTiming {
   int64_t steps = 0;   ///< plan steps run
   double seconds = 0;  ///< wall time of the entry point
   /// The most bytes live transients held at once so far (buffers are
   /// returned to a pool after each transient's last use).
   uint64_t peakTransientBytes = 0;
+  GpuActivity gpu;
 };
 
 struct ExecutorOptions {
   /// Where the kernels run. Cuda runs the artifact's PTX (compiled with
-  /// csa-compile --with-ptx) through the CUDA driver: buffers stay on the
-  /// device between kernels and come back where the host reads them (top-k
-  /// sets, MoE counts, logits, caches at the end of a step); no CUDA graphs
-  /// yet (docs/gpu.md).
+  /// csa-compile --with-ptx) through the CUDA driver on a stream of its
+  /// own: buffers stay on the device between kernels and come back where the
+  /// host reads them (top-k sets, MoE counts, logits, caches at the end of a
+  /// step); see cudaGraphs and docs/gpu.md.
   enum class Device { Cpu, Cuda };
   Device device = Device::Cpu;
   /// Cuda: a sequence's caches stay on the device at the end of a run (the
@@ -86,6 +97,14 @@ struct ExecutorOptions {
   /// the Sequence and being uploaded again; Executor::syncToHost brings them
   /// back (and frees their device copies) where the host needs them.
   bool keepCachesOnDevice = false;
+  /// Cuda: each run of launches between two host reads goes to the GPU as
+  /// one CUDA graph, kept and updated in place for the next step (a decode
+  /// step reads top-k sets and MoE counts back, so it is a chain of graphs;
+  /// runtime/cuda/LaunchGraphs.h). Off: every kernel is its own launch.
+  bool cudaGraphs = true;
+  /// Cuda graphs: a run is issued once it holds this many launches, so the
+  /// GPU starts while the host records the rest.
+  int64_t graphMaxLaunches = 32;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;

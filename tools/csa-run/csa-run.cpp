@@ -42,7 +42,8 @@ int usage() {
          "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
-         "              [--device=cpu|cuda] [--context=P] [--warmup] [--profile]\n"
+         "              [--device=cpu|cuda] [--cuda-graphs=on|off|N]\n"
+         "              [--context=P] [--warmup] [--profile]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
          "checkpoint for the artifact's config (seeded, default 0) in a\n"
@@ -52,6 +53,9 @@ int usage() {
          "cache bytes the sequences hold. --device=cuda runs the artifact's\n"
          "PTX (csa-compile --with-ptx) on the GPU, bit-exact with --device=cpu\n"
          "(buffers stay on the device between kernels; docs/gpu.md).\n"
+         "--cuda-graphs (cuda; default on) launches each run of kernels between\n"
+         "two reads by the host as a CUDA graph, kept for the next step; N: at\n"
+         "most N kernels per graph (default 32); off: one launch per kernel.\n"
          "--context=P starts each sequence at position P with synthetic caches\n"
          "(random rows in the released byte formats) and runs the prompt one\n"
          "token at a time: decode latency at long contexts. The temporary\n"
@@ -161,6 +165,19 @@ int main(int argc, char **argv) {
     } else if (const char *v = value("--print-logits")) {
       if (!absl::SimpleAtoi(v, &printLogits) || printLogits < 0)
         return fail("--print-logits needs a count >= 0");
+    } else if (const char *v = value("--cuda-graphs")) {
+      int64_t most = 0;
+      if (std::string(v) == "off") {
+        executorOptions.cudaGraphs = false;
+      } else if (std::string(v) == "on") {
+        executorOptions.cudaGraphs = true;
+      } else if (absl::SimpleAtoi(v, &most) && most >= 2) {
+        executorOptions.cudaGraphs = true;
+        executorOptions.graphMaxLaunches = most;
+      } else {
+        return fail("--cuda-graphs is on, off or a launch count >= 2, got '" +
+                    std::string(v) + "'");
+      }
     } else if (arg == "--warmup") {
       warmup = true;
     } else if (arg == "--profile") {
@@ -374,6 +391,16 @@ int main(int argc, char **argv) {
               "buffers reused after each one's last use)\n",
               (unsigned long long)ex.lastTiming().peakTransientBytes,
               ex.plan().transients.size());
+  if (executorOptions.device == runtime::ExecutorOptions::Device::Cuda) {
+    const runtime::GpuActivity &g = ex.lastTiming().gpu;
+    std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "
+                "%lld launches updated), %lld uploads, %lld downloads, %lld "
+                "device allocations\n",
+                (long long)g.launches, (long long)g.graphLaunches,
+                (long long)g.graphsBuilt, (long long)g.graphNodesUpdated,
+                (long long)g.uploads, (long long)g.downloads,
+                (long long)g.deviceAllocations);
+  }
   if (executorOptions.profile) {
     const std::vector<runtime::ProfileEntry> rows = ex.profile();
     double total = 0;

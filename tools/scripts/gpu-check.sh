@@ -12,6 +12,7 @@
 # --device=cuda, the correctness mode) against the CPU executor, and under
 # both sanitizers; run-quick.sh is a shorter set of both (about 190 s);
 # run-reduced.sh and run-full.sh run the released widths (docs/gpu.md);
+# run-graphs.sh times decode steps with CUDA graphs off and on;
 # bench.sh times the released-width kernels and their PyTorch peers
 # (bench/gpu/torch_peers.py).
 set -euo pipefail
@@ -87,7 +88,7 @@ cat > gpu-run/run-reduced.sh <<'RUN'
 # on the GPU: 3 prompt tokens, 2 new ones, top-3 logits compared as text.
 set -uo pipefail
 out=${OUT:-.}
-strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median"; }
+strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median" -e "^gpu, "; }
 run() { ./csa-run reduced.csa --random-weights=7 --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 "$@"; }
 run --device=cpu > "$out/reduced-cpu.txt" 2>&1 || exit 1
 run --device=cuda > "$out/reduced-cuda.txt" 2>&1 || exit 1
@@ -146,7 +147,7 @@ run() {
   [ $rc -eq 124 ] && echo "cut short: CSA_FULL_BUDGET=$budget s spent"
   return $rc
 }
-strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median"; }
+strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median" -e "^gpu, "; }
 for phase in $phases; do
   echo "== $phase ($(date +%T))"
   case $phase in
@@ -213,7 +214,7 @@ for tool in memcheck racecheck; do
   "$cs" --tool "$tool" ./csa-run tiny.csa --random-weights=7 --prompt=1,2,3,4,5 --max-new-tokens=3 --device=cuda > "$out/$tool-plan.txt" 2>&1 || status=1
   echo "$tool, tiny plan: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-plan.txt")"
 done
-strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median"; }
+strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median" -e "^gpu, "; }
 for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   n=$(echo "$prompt" | tr ',' '\n' | wc -l)
   for device in cpu cuda; do
@@ -227,13 +228,45 @@ done
 exit $status
 RUN
 chmod +x gpu-run/run-quick.sh
+cat > gpu-run/run-graphs.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. Decode step latency of tiny and
+# reduced with CUDA graphs off, on (at most 32 launches a graph, the
+# default), and at most 8 and 128 a graph: the median of 32 steps after
+# --warmup, twice each in turn; every run must generate the same tokens.
+# reduced's weights are written once to $CSA_REDUCED_CKPT (/dev/shm/reduced).
+set -uo pipefail
+out=${OUT:-.}
+status=0
+ck=${CSA_REDUCED_CKPT:-/dev/shm/reduced}
+if [ ! -f "$ck/config.json" ]; then
+  ./csa-checkpoint generate --variant=reduced --out="$ck" --seed=7 > "$out/reduced-generate.txt" 2>&1 \
+    || { echo "generate failed:"; tail -3 "$out/reduced-generate.txt"; exit 1; }
+fi
+for v in tiny reduced; do
+  weights=--random-weights=7
+  [ "$v" = reduced ] && weights=--weights=$ck
+  for round in 1 2; do
+    for g in off on 8 128; do
+      log="$out/graphs-$v-$g-$round.txt"
+      ./csa-run "$v.csa" "$weights" --prompt=1,2,3 --max-new-tokens=33 --warmup --device=cuda --cuda-graphs=$g > "$log" 2>&1 || status=1
+      echo "$v graphs=$g: $(grep -h -e "decode step" "$log" | tr '\n' ' ')$(grep -h -e "^gpu, " -e "error" "$log")"
+      if ! cmp -s <(grep "^generated" "$out/graphs-$v-off-1.txt") <(grep "^generated" "$log"); then
+        echo "$v graphs=$g: other tokens than graphs=off"; status=1
+      fi
+    done
+  done
+done
+exit $status
+RUN
+chmod +x gpu-run/run-graphs.sh
 cat > gpu-run/run-plan.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The whole tiny plan on the GPU.
 set -uo pipefail
 out=${OUT:-.}
 status=0
-strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median"; }
+strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median" -e "^gpu, "; }
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   n=$(echo "$prompt" | tr ',' '\n' | wc -l)

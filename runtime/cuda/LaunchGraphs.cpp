@@ -1,0 +1,85 @@
+//===- LaunchGraphs.cpp - Runs of kernel launches as CUDA graphs ----------===//
+#include "runtime/cuda/LaunchGraphs.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace csa::cuda {
+
+LaunchGraphs::LaunchGraphs(GraphLauncher &gpu, const LaunchGraphOptions &options)
+    : gpu_(gpu), options_(options) {
+  options_.minLaunches = std::max<int64_t>(options_.minLaunches, 1);
+  options_.maxLaunches = std::max(options_.maxLaunches, options_.minLaunches);
+}
+
+LaunchGraphs::~LaunchGraphs() {
+  for (auto &[entry, slots] : slots_)
+    for (Slot &slot : slots)
+      if (slot.graph)
+        gpu_.destroyGraph(slot.graph);
+}
+
+absl::Status LaunchGraphs::begin(const std::string &entry) {
+  absl::Status st = flush();
+  current_ = &slots_[entry];
+  next_ = 0;
+  return st;
+}
+
+absl::Status LaunchGraphs::add(KernelLaunch k) {
+  ++counters_.launches;
+  pending_.push_back(std::move(k));
+  if (int64_t(pending_.size()) >= options_.maxLaunches)
+    return flush();
+  return absl::OkStatus();
+}
+
+absl::Status LaunchGraphs::flush() {
+  std::vector<KernelLaunch> run = std::move(pending_);
+  pending_.clear();
+  if (run.empty())
+    return absl::OkStatus();
+  if (int64_t(run.size()) < options_.minLaunches) {
+    for (const KernelLaunch &k : run) {
+      ++counters_.direct;
+      if (absl::Status st = gpu_.launchNow(k); !st.ok())
+        return st;
+    }
+    return absl::OkStatus();
+  }
+  if (!current_)
+    current_ = &slots_[""];
+  if (next_ == current_->size())
+    current_->emplace_back();
+  Slot &slot = (*current_)[next_++];
+  if (slot.graph && slot.launches.size() == run.size()) {
+    for (size_t i = 0; i < run.size(); ++i) {
+      if (run[i] == slot.launches[i])
+        continue;
+      if (absl::Status st = gpu_.updateGraphNode(slot.graph, i, run[i]); !st.ok()) {
+        // The graph may be half updated: build it afresh next time.
+        gpu_.destroyGraph(slot.graph);
+        slot.graph = nullptr;
+        slot.launches.clear();
+        return st;
+      }
+      ++counters_.nodesUpdated;
+      slot.launches[i] = std::move(run[i]);
+    }
+  } else {
+    if (slot.graph)
+      gpu_.destroyGraph(slot.graph);
+    slot.graph = nullptr;
+    slot.launches.clear();
+    auto graph = gpu_.createGraph(run);
+    if (!graph.ok())
+      return graph.status();
+    ++counters_.graphsBuilt;
+    slot.graph = *graph;
+    slot.launches = std::move(run);
+  }
+  ++counters_.graphLaunches;
+  return gpu_.launchGraph(slot.graph);
+}
+
+} // namespace csa::cuda

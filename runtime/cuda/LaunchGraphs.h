@@ -1,0 +1,100 @@
+//===- LaunchGraphs.h - Runs of kernel launches as CUDA graphs ---*- C++ -*-===//
+//
+// A decode step cannot be one CUDA graph: the host reads results in the
+// middle of it (a layer's top-k set, the MoE expert counts) and decides the
+// next launches from them. What can be a graph is each run of launches
+// between two such reads (vLLM's "piecewise" graphs). LaunchGraphs records
+// launches, and when the run ends (any copy, fill, event or wait; or
+// `maxLaunches` recorded) issues it as one graph launch.
+//
+// Graphs are kept per plan entry point and matched by their order within a
+// run of that entry: the k-th run of launches of this decode step reuses
+// the graph of the k-th of the last step. Launches that changed (a new
+// position, more cache entries, another expert's weights) are updated in the
+// instantiated graph node by node (cuGraphExecKernelNodeSetParams accepts a
+// new function, grid and parameters); a run of another length gets a new
+// graph. Runs shorter than `minLaunches` are launched directly.
+//
+// The CUDA calls are behind GraphLauncher, so that this bookkeeping is
+// tested without a GPU. Plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_RUNTIME_CUDA_LAUNCHGRAPHS_H
+#define CSA_RUNTIME_CUDA_LAUNCHGRAPHS_H
+
+#include "runtime/cuda/CudaDriver.h"
+
+#include "absl/status/status.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace csa::cuda {
+
+struct LaunchGraphOptions {
+  /// Runs of fewer launches go out one by one.
+  int64_t minLaunches = 2;
+  /// A run is issued once this many launches are recorded, so that the GPU
+  /// starts on a long run while the host records the rest.
+  int64_t maxLaunches = 32;
+};
+
+struct LaunchGraphCounters {
+  int64_t launches = 0;      ///< kernel launches recorded or issued
+  int64_t direct = 0;        ///< of those, launched one by one
+  int64_t graphLaunches = 0; ///< graphs launched
+  int64_t graphsBuilt = 0;   ///< graphs created and instantiated
+  int64_t nodesUpdated = 0;  ///< launches changed in an instantiated graph
+};
+
+/// What LaunchGraphs needs from the GPU (the Driver; a fake in tests).
+class GraphLauncher {
+public:
+  using Graph = void *;
+  virtual ~GraphLauncher() = default;
+  virtual absl::Status launchNow(const KernelLaunch &k) = 0;
+  /// A graph of `launches` in a chain (each after the one before, as on a
+  /// stream), instantiated.
+  virtual absl::StatusOr<Graph> createGraph(const std::vector<KernelLaunch> &launches) = 0;
+  /// Node `node` of the instantiated graph launches `k` from now on.
+  virtual absl::Status updateGraphNode(Graph graph, size_t node,
+                                       const KernelLaunch &k) = 0;
+  virtual absl::Status launchGraph(Graph graph) = 0;
+  virtual void destroyGraph(Graph graph) = 0;
+};
+
+class LaunchGraphs {
+public:
+  LaunchGraphs(GraphLauncher &gpu, const LaunchGraphOptions &options);
+  ~LaunchGraphs();
+  LaunchGraphs(const LaunchGraphs &) = delete;
+  LaunchGraphs &operator=(const LaunchGraphs &) = delete;
+
+  /// Starts a run of `entry`: issues what is recorded, and matches the
+  /// graphs that follow with those of `entry`'s last run, in order.
+  absl::Status begin(const std::string &entry);
+  /// Records `k`; issues the run once it holds maxLaunches.
+  absl::Status add(KernelLaunch k);
+  /// Issues the launches recorded so far.
+  absl::Status flush();
+  const LaunchGraphCounters &counters() const { return counters_; }
+
+private:
+  struct Slot {
+    GraphLauncher::Graph graph = nullptr;
+    std::vector<KernelLaunch> launches; ///< what the graph launches now
+  };
+  GraphLauncher &gpu_;
+  LaunchGraphOptions options_;
+  std::map<std::string, std::vector<Slot>> slots_; ///< by entry
+  std::vector<Slot> *current_ = nullptr;            ///< the running entry's
+  size_t next_ = 0;                                  ///< its next slot
+  std::vector<KernelLaunch> pending_;
+  LaunchGraphCounters counters_;
+};
+
+} // namespace csa::cuda
+
+#endif // CSA_RUNTIME_CUDA_LAUNCHGRAPHS_H

@@ -1,0 +1,204 @@
+//===- LaunchGraphsTest.cpp - Runs of launches as graphs, without a GPU ---===//
+//
+// A fake GraphLauncher keeps what each graph would launch; the tests check
+// that what runs (directly or through a graph) is exactly what was recorded,
+// in order, and how much graph work that took.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/LaunchGraphs.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+namespace {
+
+using csa::cuda::GraphLauncher;
+using csa::cuda::KernelLaunch;
+using csa::cuda::LaunchGraphOptions;
+using csa::cuda::LaunchGraphs;
+
+class FakeGpu : public GraphLauncher {
+public:
+  struct FakeGraph {
+    std::vector<KernelLaunch> nodes;
+  };
+  std::vector<KernelLaunch> ran; ///< every launch, in the order it ran
+  int created = 0, destroyed = 0, updates = 0, graphLaunches = 0;
+  bool failUpdates = false;
+  std::vector<std::unique_ptr<FakeGraph>> graphs;
+
+  absl::Status launchNow(const KernelLaunch &k) override {
+    ran.push_back(k);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Graph> createGraph(const std::vector<KernelLaunch> &launches) override {
+    ++created;
+    graphs.push_back(std::make_unique<FakeGraph>(FakeGraph{launches}));
+    return static_cast<Graph>(graphs.back().get());
+  }
+  absl::Status updateGraphNode(Graph graph, size_t node, const KernelLaunch &k) override {
+    if (failUpdates)
+      return absl::InternalError("update refused");
+    ++updates;
+    static_cast<FakeGraph *>(graph)->nodes.at(node) = k;
+    return absl::OkStatus();
+  }
+  absl::Status launchGraph(Graph graph) override {
+    ++graphLaunches;
+    for (const KernelLaunch &k : static_cast<FakeGraph *>(graph)->nodes)
+      ran.push_back(k);
+    return absl::OkStatus();
+  }
+  void destroyGraph(Graph graph) override {
+    ++destroyed;
+    static_cast<FakeGraph *>(graph)->nodes.clear();
+  }
+};
+
+KernelLaunch kernel(uintptr_t fn, std::vector<uint64_t> params, unsigned grid = 1) {
+  KernelLaunch k;
+  k.fn = reinterpret_cast<csa::cuda::Function>(fn);
+  k.shape.gridX = grid;
+  k.params = std::move(params);
+  return k;
+}
+
+/// One "step": launches a, b, c (c's parameter is the position), then
+/// flushes as a download would.
+void step(LaunchGraphs &graphs, uint64_t position) {
+  ASSERT_TRUE(graphs.begin("decode").ok());
+  ASSERT_TRUE(graphs.add(kernel(1, {7})).ok());
+  ASSERT_TRUE(graphs.add(kernel(2, {8, 9})).ok());
+  ASSERT_TRUE(graphs.add(kernel(3, {position})).ok());
+  ASSERT_TRUE(graphs.flush().ok());
+}
+
+TEST(LaunchGraphs, ARunIsOneGraphAndRunsWhatWasRecorded) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  step(graphs, 5);
+  ASSERT_EQ(gpu.ran.size(), 3u);
+  EXPECT_EQ(gpu.ran[0], kernel(1, {7}));
+  EXPECT_EQ(gpu.ran[1], kernel(2, {8, 9}));
+  EXPECT_EQ(gpu.ran[2], kernel(3, {5}));
+  EXPECT_EQ(gpu.created, 1);
+  EXPECT_EQ(gpu.graphLaunches, 1);
+  EXPECT_EQ(graphs.counters().launches, 3);
+  EXPECT_EQ(graphs.counters().direct, 0);
+}
+
+TEST(LaunchGraphs, NothingRunsBeforeTheFlush) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  ASSERT_TRUE(graphs.add(kernel(1, {1})).ok());
+  ASSERT_TRUE(graphs.add(kernel(2, {2})).ok());
+  EXPECT_TRUE(gpu.ran.empty());
+  ASSERT_TRUE(graphs.flush().ok());
+  EXPECT_EQ(gpu.ran.size(), 2u);
+  ASSERT_TRUE(graphs.flush().ok()); // nothing recorded: nothing runs again
+  EXPECT_EQ(gpu.ran.size(), 2u);
+}
+
+TEST(LaunchGraphs, TheNextStepUpdatesOnlyWhatChanged) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  step(graphs, 5);
+  step(graphs, 6);
+  EXPECT_EQ(gpu.created, 1);
+  EXPECT_EQ(gpu.updates, 1); // only c's position changed
+  ASSERT_EQ(gpu.ran.size(), 6u);
+  EXPECT_EQ(gpu.ran[5], kernel(3, {6}));
+  step(graphs, 6); // the same again: no update at all
+  EXPECT_EQ(gpu.updates, 1);
+  EXPECT_EQ(gpu.graphLaunches, 3);
+  EXPECT_EQ(graphs.counters().nodesUpdated, 1);
+}
+
+TEST(LaunchGraphs, AnUpdateMayChangeTheKernelAndItsGrid) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  ASSERT_TRUE(graphs.begin("prefill").ok());
+  ASSERT_TRUE(graphs.add(kernel(1, {1})).ok());
+  ASSERT_TRUE(graphs.add(kernel(2, {2}, 4)).ok());
+  ASSERT_TRUE(graphs.flush().ok());
+  ASSERT_TRUE(graphs.begin("prefill").ok());
+  ASSERT_TRUE(graphs.add(kernel(1, {1})).ok());
+  ASSERT_TRUE(graphs.add(kernel(9, {2}, 40)).ok()); // a row-tiled form instead
+  ASSERT_TRUE(graphs.flush().ok());
+  EXPECT_EQ(gpu.created, 1);
+  EXPECT_EQ(gpu.updates, 1);
+  EXPECT_EQ(gpu.ran.back(), kernel(9, {2}, 40));
+}
+
+TEST(LaunchGraphs, ARunOfAnotherLengthGetsANewGraph) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  step(graphs, 5);
+  ASSERT_TRUE(graphs.begin("decode").ok());
+  for (uint64_t i = 0; i < 4; ++i)
+    ASSERT_TRUE(graphs.add(kernel(1, {i})).ok());
+  ASSERT_TRUE(graphs.flush().ok());
+  EXPECT_EQ(gpu.created, 2);
+  EXPECT_EQ(gpu.destroyed, 1);
+  EXPECT_EQ(gpu.ran.size(), 7u);
+  EXPECT_EQ(gpu.ran.back(), kernel(1, {3}));
+}
+
+TEST(LaunchGraphs, EntriesKeepTheirOwnGraphs) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  step(graphs, 5);
+  ASSERT_TRUE(graphs.begin("prefill").ok());
+  for (uint64_t i = 0; i < 5; ++i)
+    ASSERT_TRUE(graphs.add(kernel(4, {i})).ok());
+  ASSERT_TRUE(graphs.flush().ok());
+  step(graphs, 6); // decode's graph is still there
+  EXPECT_EQ(gpu.created, 2);
+  EXPECT_EQ(gpu.destroyed, 0);
+  EXPECT_EQ(gpu.updates, 1);
+}
+
+TEST(LaunchGraphs, ShortRunsGoOutDirectly) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{/*minLaunches=*/3, /*maxLaunches=*/32});
+  ASSERT_TRUE(graphs.add(kernel(1, {1})).ok());
+  ASSERT_TRUE(graphs.add(kernel(2, {2})).ok());
+  ASSERT_TRUE(graphs.flush().ok());
+  EXPECT_EQ(gpu.created, 0);
+  EXPECT_EQ(gpu.ran.size(), 2u);
+  EXPECT_EQ(graphs.counters().direct, 2);
+}
+
+TEST(LaunchGraphs, ALongRunIsIssuedInPiecesOfMaxLaunches) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{/*minLaunches=*/2, /*maxLaunches=*/4});
+  for (uint64_t i = 0; i < 10; ++i)
+    ASSERT_TRUE(graphs.add(kernel(1, {i})).ok());
+  EXPECT_EQ(gpu.ran.size(), 8u); // two pieces of 4 went out while recording
+  ASSERT_TRUE(graphs.flush().ok());
+  ASSERT_EQ(gpu.ran.size(), 10u);
+  for (uint64_t i = 0; i < 10; ++i)
+    EXPECT_EQ(gpu.ran[i], kernel(1, {i}));
+  EXPECT_EQ(gpu.created, 3);
+}
+
+TEST(LaunchGraphs, AFailedUpdateIsReportedAndTheGraphRebuilt) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  step(graphs, 5);
+  gpu.failUpdates = true;
+  ASSERT_TRUE(graphs.begin("decode").ok());
+  ASSERT_TRUE(graphs.add(kernel(1, {7})).ok());
+  ASSERT_TRUE(graphs.add(kernel(3, {6})).ok());
+  ASSERT_TRUE(graphs.add(kernel(3, {6})).ok());
+  absl::Status st = graphs.flush();
+  EXPECT_EQ(st.message(), "update refused");
+  EXPECT_EQ(gpu.destroyed, 1);
+  gpu.failUpdates = false;
+  step(graphs, 7);
+  EXPECT_EQ(gpu.created, 2);
+  EXPECT_EQ(gpu.ran.back(), kernel(3, {7}));
+}
+
+} // namespace

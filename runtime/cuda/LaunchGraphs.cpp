@@ -13,16 +13,17 @@ LaunchGraphs::LaunchGraphs(GraphLauncher &gpu, const LaunchGraphOptions &options
 }
 
 LaunchGraphs::~LaunchGraphs() {
-  for (auto &[entry, slots] : slots_)
-    for (Slot &slot : slots)
-      if (slot.graph)
-        gpu_.destroyGraph(slot.graph);
+  for (auto &[name, entry] : entries_)
+    for (auto &[kernels, slots] : entry.graphs)
+      for (Slot &slot : slots)
+        if (slot.graph)
+          gpu_.destroyGraph(slot.graph);
 }
 
 absl::Status LaunchGraphs::begin(const std::string &entry) {
   absl::Status st = flush();
-  current_ = &slots_[entry];
-  next_ = 0;
+  current_ = &entries_[entry];
+  current_->used.clear();
   return st;
 }
 
@@ -48,11 +49,16 @@ absl::Status LaunchGraphs::flush() {
     return absl::OkStatus();
   }
   if (!current_)
-    current_ = &slots_[""];
-  if (next_ == current_->size())
-    current_->emplace_back();
-  Slot &slot = (*current_)[next_++];
-  if (slot.graph && slot.launches.size() == run.size()) {
+    current_ = &entries_[""];
+  Kernels kernels(run.size());
+  for (size_t i = 0; i < run.size(); ++i)
+    kernels[i] = run[i].fn;
+  std::vector<Slot> &slots = current_->graphs[kernels];
+  size_t &used = current_->used[kernels];
+  if (used == slots.size())
+    slots.emplace_back();
+  Slot &slot = slots[used++];
+  if (slot.graph) {
     for (size_t i = 0; i < run.size(); ++i) {
       if (run[i] == slot.launches[i])
         continue;
@@ -67,10 +73,6 @@ absl::Status LaunchGraphs::flush() {
       slot.launches[i] = std::move(run[i]);
     }
   } else {
-    if (slot.graph)
-      gpu_.destroyGraph(slot.graph);
-    slot.graph = nullptr;
-    slot.launches.clear();
     auto graph = gpu_.createGraph(run);
     if (!graph.ok())
       return graph.status();

@@ -7,13 +7,15 @@
 // launches, and when the run ends (any copy, fill, event or wait; or
 // `maxLaunches` recorded) issues it as one graph launch.
 //
-// Graphs are kept per plan entry point and matched by their order within a
-// run of that entry: the k-th run of launches of this decode step reuses
-// the graph of the k-th of the last step. Launches that changed (a new
-// position, more cache entries, another expert's weights) are updated in the
-// instantiated graph node by node (cuGraphExecKernelNodeSetParams accepts a
-// new function, grid and parameters); a run of another length gets a new
-// graph. Runs shorter than `minLaunches` are launched directly.
+// Graphs are kept per plan entry point and per sequence of kernels: the k-th
+// run of kernels f, g, h in this decode step reuses the graph of the k-th
+// run of f, g, h in an earlier step (steps differ in which runs they have:
+// a compressor completes a group every `ratio` tokens, a cache grows).
+// Launches that changed (a new position, more cache entries, another
+// expert's weights) are updated in the instantiated graph node by node
+// (cuGraphExecKernelNodeSetParams); only a sequence of kernels not seen
+// before builds a graph. Runs shorter than `minLaunches` are launched
+// directly.
 //
 // The CUDA calls are behind GraphLauncher, so that this bookkeeping is
 // tested without a GPU. Plain C++17, no LLVM.
@@ -86,11 +88,17 @@ private:
     GraphLauncher::Graph graph = nullptr;
     std::vector<KernelLaunch> launches; ///< what the graph launches now
   };
+  using Kernels = std::vector<Function>;
+  struct Entry {
+    /// Graphs by sequence of kernels: the k-th is for the k-th run of that
+    /// sequence in a run of the entry.
+    std::map<Kernels, std::vector<Slot>> graphs;
+    std::map<Kernels, size_t> used; ///< runs of each so far in this run
+  };
   GraphLauncher &gpu_;
   LaunchGraphOptions options_;
-  std::map<std::string, std::vector<Slot>> slots_; ///< by entry
-  std::vector<Slot> *current_ = nullptr;            ///< the running entry's
-  size_t next_ = 0;                                  ///< its next slot
+  std::map<std::string, Entry> entries_;
+  Entry *current_ = nullptr; ///< the running entry's
   std::vector<KernelLaunch> pending_;
   LaunchGraphCounters counters_;
 };

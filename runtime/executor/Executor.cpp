@@ -932,6 +932,13 @@ struct Executor::Impl {
     if (runner)
       runner->hostWrote(p);
   }
+  /// GPU runs: the host has filled the buffer holding `p`; its bytes go to
+  /// the device now instead of before the first kernel given it (an upload
+  /// ends the run of launches recorded before it).
+  void uploadNow(const void *p) {
+    if (runner)
+      runner->preload(p);
+  }
   int64_t vocab = 0;
   StepTiming timing;
 
@@ -1640,6 +1647,14 @@ Executor::Impl::run(std::vector<Step> &steps) {
   auto start = std::chrono::steady_clock::now();
   if (absl::Status st = checkHeld(*seq); !st.ok())
     return st;
+  // Every run hands out the free buffers in the same order (by address), so
+  // that a step's transients get the buffers they had in the last step: on
+  // the GPU, the same device addresses, and a kept graph's launches need no
+  // update (LaunchGraphs).
+  std::sort(pool.begin(), pool.end(),
+            [](const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
+              return std::less<const uint8_t *>()(a.data(), b.data());
+            });
   const GpuActivity activityBefore = gpuActivity();
   if (driver)
     if (absl::Status st = driver->beginGraphRun(&steps == &decodeSteps ? "decode" : "prefill");
@@ -2237,38 +2252,6 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
       }
   }
   const int64_t entries = int64_t(used.size());
-  Tensor &rows = kernelScratch("attention.rows", 2, {windowRows + entries, dim});
-  {
-    const uint8_t *src = ringEmptyBefore ? fresh.as<uint8_t>() : ring.bytes.data();
-    auto dr = desc<2>(src, {windowRows, rowBytes});
-    auto dv = desc<2>(rows.ptr(), {windowRows, dim});
-    if (windowRows > 0)
-      invoke(s, "dequantize_window", &dr, &dv);
-  }
-  if (global && entries > 0) {
-    CacheState &c = cache(s, 4);
-    const CacheBuffer &b = cacheBuffer(s, 4);
-    Tensor *gathered = nullptr;
-    if (s.kernels.count("gather_selected")) {
-      // A kernel gathers them where the cache is (on the GPU path one launch
-      // instead of a copy per run of consecutive entries).
-      Tensor &which = scratch("attention.which", 4, {entries});
-      std::memcpy(which.ptr(), used.data(), used.size() * sizeof(int32_t));
-      Tensor &rowsOut = kernelScratch("attention.main_rows", 1, {entries, b.mainRowBytes});
-      auto dc = desc<1>(c.bytes.data(), {int64_t(c.bytes.size())});
-      auto dw = desc<1>(which.ptr(), {entries});
-      auto dr = desc<2>(rowsOut.ptr(), {entries, b.mainRowBytes});
-      invoke(s, "gather_selected", &dc, &dw, &dr, int64_t(b.entryBytes), int64_t(0));
-      gathered = &rowsOut;
-    } else {
-      gathered = &gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries, &used);
-    }
-    Tensor &mainRows = *gathered;
-    auto dm = desc<2>(mainRows.ptr(), {entries, b.mainRowBytes});
-    auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
-    invoke(s, "dequantize_selected", &dm, &dv);
-  }
-
   // Indices per query: the window (in position order, -1 where nothing
   // is held), then the selected entries after the window rows.
   const int64_t width = windowWidth + k;
@@ -2301,6 +2284,45 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
             sel[j] < 0 ? -1 : int32_t(windowRows + slot[size_t(sel[j])]);
     }
   }
+  // The host's index lists go to the GPU now, before this step's launches,
+  // so that those are one run (one graph; LaunchGraphs).
+  Tensor *which = nullptr;
+  if (global && entries > 0 && s.kernels.count("gather_selected")) {
+    which = &scratch("attention.which", 4, {entries});
+    std::memcpy(which->ptr(), used.data(), used.size() * sizeof(int32_t));
+    uploadNow(which->ptr());
+  }
+  uploadNow(idx.ptr());
+  Tensor &rows = kernelScratch("attention.rows", 2, {windowRows + entries, dim});
+  {
+    const uint8_t *src = ringEmptyBefore ? fresh.as<uint8_t>() : ring.bytes.data();
+    auto dr = desc<2>(src, {windowRows, rowBytes});
+    auto dv = desc<2>(rows.ptr(), {windowRows, dim});
+    if (windowRows > 0)
+      invoke(s, "dequantize_window", &dr, &dv);
+  }
+  if (global && entries > 0) {
+    CacheState &c = cache(s, 4);
+    const CacheBuffer &b = cacheBuffer(s, 4);
+    Tensor *gathered = nullptr;
+    if (s.kernels.count("gather_selected")) {
+      // A kernel gathers them where the cache is (on the GPU path one launch
+      // instead of a copy per run of consecutive entries).
+      Tensor &rowsOut = kernelScratch("attention.main_rows", 1, {entries, b.mainRowBytes});
+      auto dc = desc<1>(c.bytes.data(), {int64_t(c.bytes.size())});
+      auto dw = desc<1>(which->ptr(), {entries});
+      auto dr = desc<2>(rowsOut.ptr(), {entries, b.mainRowBytes});
+      invoke(s, "gather_selected", &dc, &dw, &dr, int64_t(b.entryBytes), int64_t(0));
+      gathered = &rowsOut;
+    } else {
+      gathered = &gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries, &used);
+    }
+    Tensor &mainRows = *gathered;
+    auto dm = desc<2>(mainRows.ptr(), {entries, b.mainRowBytes});
+    auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
+    invoke(s, "dequantize_selected", &dm, &dv);
+  }
+
   Tensor &out = kernelResult(s, outArg, 2, {n, heads, dim}, q.base);
   auto dq = desc<3>(q.ptr(), {n, heads, dim});
   auto drows = desc<2>(rows.ptr(), {windowRows + entries, dim});
@@ -2363,6 +2385,13 @@ absl::Status Executor::Impl::moe(Step &s) {
         rowWeight.as<float>()[at] = wts.as<float>()[r * topK + slot];
       }
   }
+  Tensor &ones = scratch("moe.ones", 4, {n});
+  std::fill(ones.as<float>(), ones.as<float>() + n, 1.f);
+  // Right after the routing came back nothing waits to launch: the lists go
+  // to the GPU now, so the experts' launches below are one run.
+  uploadNow(rowIndex.ptr());
+  uploadNow(rowWeight.ptr());
+  uploadNow(ones.ptr());
   // An expert has at most n rows unless the routing repeats it in a row.
   int64_t capacity = n;
   for (int64_t e = 0; e < experts; ++e)
@@ -2402,8 +2431,6 @@ absl::Status Executor::Impl::moe(Step &s) {
   linear(s, "shared_in", x.ptr(), n, dim, sharedArg, sharedScales, g.ptr(), inter);
   linear(s, "shared_in", x.ptr(), n, dim, sharedArg + 2 * sStep, sharedScales,
          up.ptr(), inter);
-  Tensor &ones = scratch("moe.ones", 4, {n});
-  std::fill(ones.as<float>(), ones.as<float>() + n, 1.f);
   {
     auto dg = desc<2>(g.ptr(), {n, inter});
     auto du = desc<2>(up.ptr(), {n, inter});

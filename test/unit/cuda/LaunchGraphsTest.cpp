@@ -115,7 +115,7 @@ TEST(LaunchGraphs, TheNextStepUpdatesOnlyWhatChanged) {
   EXPECT_EQ(graphs.counters().nodesUpdated, 1);
 }
 
-TEST(LaunchGraphs, AnUpdateMayChangeTheKernelAndItsGrid) {
+TEST(LaunchGraphs, AnUpdateMayChangeAGrid) {
   FakeGpu gpu;
   LaunchGraphs graphs(gpu, LaunchGraphOptions{});
   ASSERT_TRUE(graphs.begin("prefill").ok());
@@ -124,14 +124,59 @@ TEST(LaunchGraphs, AnUpdateMayChangeTheKernelAndItsGrid) {
   ASSERT_TRUE(graphs.flush().ok());
   ASSERT_TRUE(graphs.begin("prefill").ok());
   ASSERT_TRUE(graphs.add(kernel(1, {1})).ok());
-  ASSERT_TRUE(graphs.add(kernel(9, {2}, 40)).ok()); // a row-tiled form instead
+  ASSERT_TRUE(graphs.add(kernel(2, {2}, 40)).ok()); // a longer prompt
   ASSERT_TRUE(graphs.flush().ok());
   EXPECT_EQ(gpu.created, 1);
   EXPECT_EQ(gpu.updates, 1);
-  EXPECT_EQ(gpu.ran.back(), kernel(9, {2}, 40));
+  EXPECT_EQ(gpu.ran.back(), kernel(2, {2}, 40));
 }
 
-TEST(LaunchGraphs, ARunOfAnotherLengthGetsANewGraph) {
+TEST(LaunchGraphs, AnotherSequenceOfKernelsGetsItsOwnGraph) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  step(graphs, 5);
+  ASSERT_TRUE(graphs.begin("decode").ok());
+  ASSERT_TRUE(graphs.add(kernel(1, {7})).ok());
+  ASSERT_TRUE(graphs.add(kernel(9, {8, 9})).ok()); // a row-tiled form instead
+  ASSERT_TRUE(graphs.add(kernel(3, {5})).ok());
+  ASSERT_TRUE(graphs.flush().ok());
+  EXPECT_EQ(gpu.created, 2);
+  EXPECT_EQ(gpu.updates, 0);
+  EXPECT_EQ(gpu.destroyed, 0);
+  EXPECT_EQ(gpu.ran.back(), kernel(3, {5}));
+  step(graphs, 6); // the first graph is still there
+  EXPECT_EQ(gpu.created, 2);
+  EXPECT_EQ(gpu.updates, 1);
+}
+
+TEST(LaunchGraphs, StepsWithOtherRunsKeepEachRunsGraph) {
+  // Every other step has an extra run (a compressor's group completes):
+  // the runs both kinds of step share keep their graphs.
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  for (uint64_t position = 0; position < 6; ++position) {
+    ASSERT_TRUE(graphs.begin("decode").ok());
+    if (position % 2) {
+      ASSERT_TRUE(graphs.add(kernel(4, {position})).ok());
+      ASSERT_TRUE(graphs.add(kernel(5, {position})).ok());
+      ASSERT_TRUE(graphs.flush().ok());
+    }
+    for (uint64_t run = 0; run < 2; ++run) { // the same kernels twice a step
+      ASSERT_TRUE(graphs.add(kernel(1, {run})).ok());
+      ASSERT_TRUE(graphs.add(kernel(2, {position})).ok());
+      ASSERT_TRUE(graphs.flush().ok());
+    }
+  }
+  // Built: (4, 5) once, (1, 2) once for each of its two runs a step.
+  EXPECT_EQ(gpu.created, 3);
+  // Updated: (4, 5) both nodes at positions 3 and 5; (1, 2) node 2 in both
+  // runs at positions 1 to 5.
+  EXPECT_EQ(gpu.updates, 2 * 2 + 2 * 5);
+  EXPECT_EQ(gpu.ran.back(), kernel(2, {5}));
+  EXPECT_EQ(gpu.ran[gpu.ran.size() - 2], kernel(1, {1}));
+}
+
+TEST(LaunchGraphs, ARunOfAnotherLengthGetsItsOwnGraph) {
   FakeGpu gpu;
   LaunchGraphs graphs(gpu, LaunchGraphOptions{});
   step(graphs, 5);
@@ -140,7 +185,7 @@ TEST(LaunchGraphs, ARunOfAnotherLengthGetsANewGraph) {
     ASSERT_TRUE(graphs.add(kernel(1, {i})).ok());
   ASSERT_TRUE(graphs.flush().ok());
   EXPECT_EQ(gpu.created, 2);
-  EXPECT_EQ(gpu.destroyed, 1);
+  EXPECT_EQ(gpu.destroyed, 0);
   EXPECT_EQ(gpu.ran.size(), 7u);
   EXPECT_EQ(gpu.ran.back(), kernel(1, {3}));
 }
@@ -190,7 +235,7 @@ TEST(LaunchGraphs, AFailedUpdateIsReportedAndTheGraphRebuilt) {
   gpu.failUpdates = true;
   ASSERT_TRUE(graphs.begin("decode").ok());
   ASSERT_TRUE(graphs.add(kernel(1, {7})).ok());
-  ASSERT_TRUE(graphs.add(kernel(3, {6})).ok());
+  ASSERT_TRUE(graphs.add(kernel(2, {8, 9})).ok());
   ASSERT_TRUE(graphs.add(kernel(3, {6})).ok());
   absl::Status st = graphs.flush();
   EXPECT_EQ(st.message(), "update refused");

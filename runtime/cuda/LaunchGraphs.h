@@ -40,7 +40,7 @@ struct LaunchGraphOptions {
   int64_t minLaunches = 2;
   /// A run is issued once this many launches are recorded, so that the GPU
   /// starts on a long run while the host records the rest.
-  int64_t maxLaunches = 32;
+  int64_t maxLaunches = 8;
 };
 
 struct LaunchGraphCounters {

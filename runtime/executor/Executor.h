@@ -104,7 +104,7 @@ struct ExecutorOptions {
   bool cudaGraphs = true;
   /// Cuda graphs: a run is issued once it holds this many launches, so the
   /// GPU starts while the host records the rest.
-  int64_t graphMaxLaunches = 32;
+  int64_t graphMaxLaunches = 8;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;

@@ -55,7 +55,7 @@ int usage() {
          "(buffers stay on the device between kernels; docs/gpu.md).\n"
          "--cuda-graphs (cuda; default on) launches each run of kernels between\n"
          "two reads by the host as a CUDA graph, kept for the next step; N: at\n"
-         "most N kernels per graph (default 32); off: one launch per kernel.\n"
+         "most N kernels per graph (default 8); off: one launch per kernel.\n"
          "--context=P starts each sequence at position P with synthetic caches\n"
          "(random rows in the released byte formats) and runs the prompt one\n"
          "token at a time: decode latency at long contexts. The temporary\n"

@@ -32,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 
@@ -289,6 +290,33 @@ struct KernelRef {
   GpuRunner *runner = nullptr;
 };
 
+/// Emulation's graphs: LaunchGraphs' bookkeeping on the emulated launches
+/// (which have run by then), so that which runs become graphs, which graphs
+/// are kept and which launches change between steps is visible without a
+/// GPU. CSA_CUDA_TRACE=1 names every launch changed in a kept graph.
+class CountingGraphLauncher final : public cuda::GraphLauncher {
+public:
+  explicit CountingGraphLauncher(bool trace) : trace(trace) {}
+  std::map<cuda::Function, std::string> names; ///< host kernel -> its name
+  absl::Status launchNow(const cuda::KernelLaunch &) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Graph> createGraph(const std::vector<cuda::KernelLaunch> &) override {
+    return static_cast<Graph>(new int(0));
+  }
+  absl::Status updateGraphNode(Graph, size_t node, const cuda::KernelLaunch &k) override {
+    if (trace)
+      std::fprintf(stderr, "csa-cuda: graph node %zu updated (%s)\n", node,
+                   names.count(k.fn) ? names[k.fn].c_str() : "?");
+    return absl::OkStatus();
+  }
+  absl::Status launchGraph(Graph) override { return absl::OkStatus(); }
+  void destroyGraph(Graph graph) override { delete static_cast<int *>(graph); }
+
+private:
+  const bool trace;
+};
+
 /// The GPU path (ExecutorOptions::Device::Cuda). Every buffer the plan hands
 /// to a kernel (weights, caches, transients) gets a device mirror, and the
 /// runner tracks which side holds its current bytes: a launch uploads only
@@ -303,13 +331,21 @@ struct KernelRef {
 /// Without a driver (CSA_CUDA_EMULATE=1) the "device" is separate host
 /// memory and a launch calls the host kernel on the mirrors: the same
 /// bookkeeping, checkable on a machine without a GPU (a missed download
-/// leaves the host with stale bytes and changes the output).
+/// leaves the host with stale bytes and changes the output). With
+/// `emulatedGraphs`, the launches also go through LaunchGraphs (counted,
+/// not replayed), split where the driver's would be.
 class GpuRunner {
 public:
-  GpuRunner(cuda::Driver *driver, const Bounds &bounds)
+  GpuRunner(cuda::Driver *driver, const Bounds &bounds,
+            const cuda::LaunchGraphOptions *emulatedGraphs = nullptr)
       : driver(driver), bounds(bounds),
         syncEach(std::getenv("CSA_CUDA_SYNC") != nullptr),
-        trace(std::getenv("CSA_CUDA_TRACE") != nullptr) {}
+        trace(std::getenv("CSA_CUDA_TRACE") != nullptr) {
+    if (emulated() && emulatedGraphs) {
+      countingLauncher = std::make_unique<CountingGraphLauncher>(trace);
+      graphs = std::make_unique<cuda::LaunchGraphs>(*countingLauncher, *emulatedGraphs);
+    }
+  }
   ~GpuRunner() {
     for (auto &[start, m] : mirrors)
       releaseDevice(m.device);
@@ -340,6 +376,36 @@ public:
     if (!constants.count(start))
       pendingWrites.push_back(&m);
     return reinterpret_cast<const void *>(m.device + (uintptr_t(p) - start));
+  }
+  /// Emulation with graphs: the launch of host kernel `fn` (named `name`)
+  /// with `params` (its arguments' mirror descriptors and scalars), recorded
+  /// for the graph bookkeeping.
+  void recordEmulated(void *fn, const std::string &name, std::vector<uint64_t> params) {
+    if (!graphs)
+      return;
+    cuda::KernelLaunch k;
+    k.fn = fn;
+    k.params = std::move(params);
+    countingLauncher->names.emplace(fn, name);
+    check(graphs->add(std::move(k)));
+  }
+  /// Emulation with graphs: a copy, fill or read ends the run of launches.
+  void endEmulatedRun() {
+    if (graphs)
+      check(graphs->flush());
+  }
+  /// The start of a run of `entry` (Driver::beginGraphRun).
+  void beginGraphRun(const std::string &entry) {
+    if (graphs)
+      check(graphs->begin(entry));
+    else if (driver)
+      check(driver->beginGraphRun(entry));
+  }
+  /// LaunchGraphs' counts: the driver's, or emulation's.
+  cuda::LaunchGraphCounters graphCounters() const {
+    if (graphs)
+      return graphs->counters();
+    return driver ? driver->graphCounters() : cuda::LaunchGraphCounters();
   }
   /// Emulation: the call ran; what it was given is current on the "device".
   void emulatedCallDone() {
@@ -397,6 +463,7 @@ public:
     if (!p || !bounds.range(p, start, end))
       return;
     Mirror &m = mirror(start, end);
+    endEmulatedRun();
     if (emulated())
       std::memset(reinterpret_cast<void *>(uintptr_t(m.device)), 0, m.bytes);
     else
@@ -417,6 +484,7 @@ public:
       return false;
     Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
     const cuda::DevicePtr from = it->second.device + (uintptr_t(src) - ss);
+    endEmulatedRun();
     if (emulated())
       std::memcpy(reinterpret_cast<void *>(uintptr_t(d.device)),
                   reinterpret_cast<const void *>(uintptr_t(from)), bytes);
@@ -443,6 +511,7 @@ public:
       return false;
     const cuda::DevicePtr from = it->second.device;
     Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
+    endEmulatedRun();
     for (int64_t r = 0; r < count;) {
       const int64_t first = which ? (*which)[size_t(r)] : r;
       int64_t run = 1;
@@ -501,6 +570,7 @@ public:
       mirrors.erase(it);
     }
     const size_t keep = std::min(d.bytes, toBytes);
+    endEmulatedRun();
     Mirror &m = mirrors[start];
     m.device = allocateDevice(toBytes, &m.capacity);
     m.bytes = toBytes;
@@ -559,6 +629,9 @@ private:
       return ptr;
     }
     ++deviceAllocations;
+    if (trace)
+      std::fprintf(stderr, "csa-cuda: allocate %zu bytes (%s)\n", block,
+                   placing ? placing->c_str() : "outside a kernel");
     cuda::DevicePtr ptr = 0;
     if (emulated()) {
       auto memory = std::make_unique<uint8_t[]>(block);
@@ -608,6 +681,7 @@ private:
                    placing ? placing->c_str() : "outside a kernel");
   }
   void upload(cuda::DevicePtr dst, const void *src, size_t bytes) {
+    endEmulatedRun();
     traceCopy("upload", bytes);
     bytesToDevice += bytes;
     ++uploads;
@@ -617,6 +691,7 @@ private:
       check(driver->copyToDevice(dst, src, bytes));
   }
   void download(void *dst, cuda::DevicePtr src, size_t bytes) {
+    endEmulatedRun();
     traceCopy("download", bytes);
     bytesToHost += bytes;
     ++downloads;
@@ -653,6 +728,8 @@ private:
   std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
   std::multimap<size_t, cuda::DevicePtr> freeBlocks; ///< released, by size
   std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
+  std::unique_ptr<CountingGraphLauncher> countingLauncher; ///< emulation
+  std::unique_ptr<cuda::LaunchGraphs> graphs;              ///< emulation
 };
 
 inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
@@ -813,6 +890,27 @@ T onMirror(GpuRunner &, T v, std::vector<std::shared_ptr<void>> &) {
   return v;
 }
 
+/// Emulation: an argument as a launch's parameter slots (KernelLaunch).
+template <int N> void appendParams(std::vector<uint64_t> &params, Desc<N> *d) {
+  params.push_back(uint64_t(uintptr_t(d->aligned)));
+  params.push_back(uint64_t(d->offset));
+  for (int i = 0; i < N; ++i)
+    params.push_back(uint64_t(d->sizes[i]));
+  for (int i = 0; i < N; ++i)
+    params.push_back(uint64_t(d->strides[i]));
+}
+inline void appendParams(std::vector<uint64_t> &params, int64_t v) {
+  params.push_back(uint64_t(v));
+}
+inline void appendParams(std::vector<uint64_t> &params, int32_t v) {
+  params.push_back(uint64_t(uint32_t(v)));
+}
+inline void appendParams(std::vector<uint64_t> &params, float v) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &v, 4);
+  params.push_back(bits);
+}
+
 template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
   if (sizeof...(A) != k.signature->size())
     throw std::invalid_argument(k.name + " takes " +
@@ -835,15 +933,21 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
   if (k.runner && k.runner->emulated()) {
     std::vector<std::shared_ptr<void>> keep;
     auto fn = reinterpret_cast<R (*)(A...)>(k.fn);
+    auto mirrored = std::make_tuple(onMirror(*k.runner, args, keep)...);
+    std::vector<uint64_t> params;
+    std::apply([&](auto... m) { (appendParams(params, m), ...); }, mirrored);
+    if constexpr (!std::is_void_v<R>)
+      k.runner->endEmulatedRun(); // the device path uploads a zero result
+    k.runner->recordEmulated(k.fn, k.name, std::move(params));
+    ++k.runner->launches;
     if constexpr (std::is_void_v<R>) {
-      fn(onMirror(*k.runner, args, keep)...);
+      std::apply(fn, mirrored);
       k.runner->emulatedCallDone();
-      ++k.runner->launches;
       return;
     } else {
-      R r = fn(onMirror(*k.runner, args, keep)...);
+      R r = std::apply(fn, mirrored);
       k.runner->emulatedCallDone();
-      ++k.runner->launches;
+      k.runner->endEmulatedRun(); // the device path downloads the result
       return r;
     }
   }
@@ -1437,7 +1541,10 @@ absl::Status Executor::Impl::load() {
 
 absl::Status Executor::Impl::loadGpu() {
   if (const char *e = std::getenv("CSA_CUDA_EMULATE"); e && std::string(e) == "1") {
-    runner = std::make_unique<GpuRunner>(nullptr, bounds);
+    cuda::LaunchGraphOptions graphs;
+    graphs.maxLaunches = options.graphMaxLaunches;
+    runner = std::make_unique<GpuRunner>(nullptr, bounds,
+                                         options.cudaGraphs ? &graphs : nullptr);
     for (auto &[name, view] : weights)
       runner->markConstant(view.data);
     return absl::OkStatus();
@@ -1521,8 +1628,8 @@ GpuActivity Executor::Impl::gpuActivity() const {
   a.uploads = runner->uploads;
   a.downloads = runner->downloads;
   a.deviceAllocations = runner->deviceAllocations;
-  if (driver) {
-    const cuda::LaunchGraphCounters g = driver->graphCounters();
+  {
+    const cuda::LaunchGraphCounters g = runner->graphCounters();
     a.graphLaunches = g.graphLaunches;
     a.graphsBuilt = g.graphsBuilt;
     a.graphNodesUpdated = g.nodesUpdated;
@@ -1656,10 +1763,13 @@ Executor::Impl::run(std::vector<Step> &steps) {
               return std::less<const uint8_t *>()(a.data(), b.data());
             });
   const GpuActivity activityBefore = gpuActivity();
-  if (driver)
-    if (absl::Status st = driver->beginGraphRun(&steps == &decodeSteps ? "decode" : "prefill");
-        !st.ok())
-      return st;
+  if (runner) {
+    try {
+      runner->beginGraphRun(&steps == &decodeSteps ? "decode" : "prefill");
+    } catch (const std::exception &e) {
+      return absl::InternalError(e.what());
+    }
+  }
   // Caches left on the device by the last run of this sequence stay there.
   const bool held = seq->cachesHeldBy != 0;
   for (auto &[id, cache] : seq->caches)

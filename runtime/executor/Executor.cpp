@@ -130,6 +130,12 @@ struct Tensor {
   std::vector<int64_t> dims;
   int64_t base = 0;
   int64_t elementBytes = 1;
+  /// The pooled buffer this value held last (compared, never read): a value
+  /// gets it again when it is free, so that from step to step every value
+  /// keeps its address, and on the GPU its device copy and the launches of
+  /// a kept graph stay as they were (one value that outgrows its buffer
+  /// moves alone instead of shifting the others).
+  const uint8_t *lastBuffer = nullptr;
 
   int64_t rows() const { return dims.empty() ? 0 : dims[0]; }
   int64_t numel() const {
@@ -144,7 +150,15 @@ struct Tensor {
       currentBounds->remove(data.data());
     // Keep at least one byte so that a 0-row value still has an address.
     const void *before = data.data();
-    data.resize(size_t(std::max<int64_t>(numel() * elementBytes, 1)));
+    const size_t bytes = size_t(std::max<int64_t>(numel() * elementBytes, 1));
+    // A buffer that must grow gets 1/8 more than asked (std::vector's
+    // resize grows to twice the bytes in use, which is exactly the request
+    // when a small value held the buffer last): a value that grows a little
+    // every few steps (a long context's index scores) does not move its
+    // buffer, and with it the device copy, each time.
+    if (bytes > data.capacity())
+      data.reserve(bytes + bytes / 8);
+    data.resize(bytes);
     if (before && before != data.data())
       forgetDeviceCopy(before); // the old bytes are freed: so is their copy
     if (currentBounds)
@@ -1059,6 +1073,8 @@ struct Executor::Impl {
     std::vector<Tensor *> release;
   };
   std::vector<std::vector<uint8_t>> pool; ///< free transient buffers
+  /// Every value's Tensor::lastBuffer (counted once per value).
+  std::multiset<const uint8_t *> claimedBuffers;
   uint64_t liveBytes = 0, peakBytes = 0;
   std::vector<Step> prefillSteps, decodeSteps;
   std::map<std::string, ProfileEntry> profileTotals; ///< options.profile
@@ -1201,11 +1217,31 @@ struct Executor::Impl {
     Tensor &t = tensor(s, i);
     const uint64_t before = t.data.capacity();
     if (before == 0 && !pool.empty()) {
-      t.data = std::move(pool.back());
-      pool.pop_back();
+      // The buffer this value had in the last run when it is free (it is,
+      // from the second step of a decode on); else a free one no value had
+      // last (a value of every 4th step would otherwise move another one
+      // each time it comes); else the last free one.
+      auto it = std::find_if(pool.begin(), pool.end(), [&](const std::vector<uint8_t> &b) {
+        return b.data() == t.lastBuffer;
+      });
+      for (auto i = pool.end(); it == pool.end() && i != pool.begin();) {
+        --i;
+        if (!claimedBuffers.count(i->data()))
+          it = i;
+      }
+      if (it == pool.end())
+        it = pool.end() - 1;
+      t.data = std::move(*it);
+      pool.erase(it);
     }
     t.elementBytes = elementBytes;
     t.resize(std::move(dims));
+    if (t.lastBuffer != t.data.data()) {
+      if (auto c = claimedBuffers.find(t.lastBuffer); c != claimedBuffers.end())
+        claimedBuffers.erase(c);
+      t.lastBuffer = t.data.data();
+      claimedBuffers.insert(t.lastBuffer);
+    }
     hostRefilled(t.ptr());
     t.base = base;
     liveBytes += t.data.capacity() - std::min<uint64_t>(before, t.data.capacity());
@@ -1754,10 +1790,8 @@ Executor::Impl::run(std::vector<Step> &steps) {
   auto start = std::chrono::steady_clock::now();
   if (absl::Status st = checkHeld(*seq); !st.ok())
     return st;
-  // Every run hands out the free buffers in the same order (by address), so
-  // that a step's transients get the buffers they had in the last step: on
-  // the GPU, the same device addresses, and a kept graph's launches need no
-  // update (LaunchGraphs).
+  // Every run hands out the free buffers in the same order (by address), for
+  // the values that have no buffer of their own yet (Tensor::lastBuffer).
   std::sort(pool.begin(), pool.end(),
             [](const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
               return std::less<const uint8_t *>()(a.data(), b.data());

@@ -283,7 +283,9 @@ private:
 Driver::Driver() = default;
 
 Driver::~Driver() {
-  graphs_.reset(); // its graphs first, while the context lives
+  if (api_ && stream_)
+    (void)synchronize(); // what is recorded runs, and finishes, first
+  graphs_.reset();       // its graphs first, while the context lives
   graphApi_.reset();
   if (api_ && stream_)
     api_->cuStreamDestroy(stream_);
@@ -341,8 +343,9 @@ absl::Status Driver::release(DevicePtr ptr) {
 absl::Status Driver::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
   if (absl::Status st = flushLaunches(); !st.ok())
     return st;
-  // From pageable memory the driver stages `src` before returning: the
-  // caller may change it afterwards.
+  // From pageable memory the driver copies `src` to a staging buffer before
+  // returning (CUDA's "API synchronization behavior", memcpy, asynchronous):
+  // the caller may change or free it afterwards.
   return check(*api_, api_->cuMemcpyHtoDAsync(dst, src, bytes, stream_),
                "cuMemcpyHtoDAsync");
 }

@@ -338,9 +338,10 @@ private:
 /// buffer it was given current on the device; the host side downloads a
 /// buffer only when the executor reads or changes it there (toHost: a top-k
 /// set, a row count, the logits, a cache that grows) and marks buffers it
-/// refills (hostWrote). Launches are asynchronous on the default stream; the
-/// copies order them. CSA_CUDA_SYNC=1 synchronizes after every launch, so a
-/// fault names its kernel.
+/// refills (hostWrote). Launches and copies are asynchronous and ordered on
+/// the driver's stream (launches may wait in a CUDA graph being recorded,
+/// LaunchGraphs.h); a download waits for them. CSA_CUDA_SYNC=1 synchronizes
+/// after every launch, so a fault names its kernel.
 ///
 /// Without a driver (CSA_CUDA_EMULATE=1) the "device" is separate host
 /// memory and a launch calls the host kernel on the mirrors: the same
@@ -623,10 +624,13 @@ private:
       throw std::runtime_error(std::string(st.message()));
   }
   // Device memory: the driver's, or host memory when emulated. Blocks are
-  // sized in steps of at most 1/8 of their size, and a released block is
-  // kept for the next request of its size: the pooled transients of one
-  // step come back at the next with the same sizes, and cuMemFree would
-  // wait for the GPU in the middle of a step.
+  // rounded up to a multiple of the smallest power of two (at least 512 B)
+  // that is at least 1/8 of the request (at most 1/4 added), and a released
+  // block is kept for the next request of its size: the pooled transients of
+  // one step come back at the next with the same sizes, and cuMemFree would
+  // wait for the GPU in the middle of a step. The kept blocks (a growing
+  // cache leaves its smaller ones) go back to the driver when an allocation
+  // fails, and when the runner goes.
   static size_t blockBytes(size_t bytes) {
     size_t step = 512;
     while (step * 8 < bytes)
@@ -640,6 +644,7 @@ private:
     if (auto it = freeBlocks.find(block); it != freeBlocks.end()) {
       const cuda::DevicePtr ptr = it->second;
       freeBlocks.erase(it);
+      freeSet.erase(ptr);
       return ptr;
     }
     ++deviceAllocations;
@@ -666,11 +671,17 @@ private:
   }
   void releaseDevice(cuda::DevicePtr ptr) {
     auto it = sizeOfBlock.find(ptr);
-    if (it != sizeOfBlock.end())
+    // (A block released twice would be handed to two owners.)
+    if (it != sizeOfBlock.end() && freeSet.insert(ptr).second)
       freeBlocks.emplace(it->second, ptr);
   }
   void releaseFreeBlocks() {
+    // Launches already issued may still read them (cuMemFree would wait
+    // too, but says nothing about graphs recorded and not issued).
+    if (!emulated() && !freeBlocks.empty())
+      (void)driver->synchronize();
     for (auto &[bytes, ptr] : freeBlocks) {
+      freeSet.erase(ptr);
       sizeOfBlock.erase(ptr);
       if (emulated())
         emulatedMemory.erase(ptr);
@@ -741,6 +752,7 @@ private:
   std::map<cuda::DevicePtr, std::unique_ptr<uint8_t[]>> emulatedMemory;
   std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
   std::multimap<size_t, cuda::DevicePtr> freeBlocks; ///< released, by size
+  std::set<cuda::DevicePtr> freeSet;                 ///< the same blocks
   std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
   std::unique_ptr<CountingGraphLauncher> countingLauncher; ///< emulation
   std::unique_ptr<cuda::LaunchGraphs> graphs;              ///< emulation
@@ -803,8 +815,7 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   if (g.status) {
     if (!status)
       status = allocateDevice(4);
-    int32_t zero = 0;
-    upload(status, &zero, 4);
+    check(driver->fill(status, 0, 4));
     for (uint64_t v : {uint64_t(status), uint64_t(status), uint64_t(0), uint64_t(1),
                        uint64_t(1)})
       slots.push_back(v);
@@ -951,7 +962,7 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     std::vector<uint64_t> params;
     std::apply([&](auto... m) { (appendParams(params, m), ...); }, mirrored);
     if constexpr (!std::is_void_v<R>)
-      k.runner->endEmulatedRun(); // the device path uploads a zero result
+      k.runner->endEmulatedRun(); // the device path zeroes the result first
     k.runner->recordEmulated(k.fn, k.name, std::move(params));
     ++k.runner->launches;
     if constexpr (std::is_void_v<R>) {
@@ -2700,9 +2711,10 @@ Executor::create(const artifact::Artifact &artifact,
         "artifact ", artifact.directory(), " was compiled for ",
         artifact::targetName(artifact.manifest().target),
         "; the CPU executor runs host-x86_64 artifacts"));
-  if (options.graphMaxLaunches < 1)
+  if (options.graphMaxLaunches < 2)
     return absl::InvalidArgumentError(absl::StrCat(
-        "ExecutorOptions::graphMaxLaunches must be >= 1, got ",
+        "ExecutorOptions::graphMaxLaunches must be >= 2 (a graph of one launch "
+        "is a launch), got ",
         options.graphMaxLaunches));
   auto impl = std::make_unique<Impl>();
   impl->artifact = &artifact;

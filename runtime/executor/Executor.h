@@ -102,8 +102,8 @@ struct ExecutorOptions {
   /// step reads top-k sets and MoE counts back, so it is a chain of graphs;
   /// runtime/cuda/LaunchGraphs.h). Off: every kernel is its own launch.
   bool cudaGraphs = true;
-  /// Cuda graphs: a run is issued once it holds this many launches, so the
-  /// GPU starts while the host records the rest.
+  /// Cuda graphs: a run is issued once it holds this many launches (>= 2),
+  /// so the GPU starts while the host records the rest.
   int64_t graphMaxLaunches = 8;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.

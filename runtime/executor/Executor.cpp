@@ -1031,7 +1031,8 @@ struct Executor::Impl {
   /// kernels/host.json: each kernel's argument types, by symbol.
   std::map<std::string, std::vector<ArgSignature>> signatures;
   Bounds bounds; ///< what kernels may be given (see Bounds)
-  ExecutorOptions options;
+  ExecutorOptions options; ///< device: Cpu or Cuda once loaded (Auto resolved)
+  std::string deviceNote;  ///< Auto on the CPU: why
   std::unique_ptr<cuda::Driver> driver;  ///< Device::Cuda
   std::unique_ptr<GpuRunner> runner;
   std::map<std::string, GpuKernel> gpuKernels; ///< by symbol (_mlir_ciface_)
@@ -1578,9 +1579,22 @@ absl::Status Executor::Impl::load() {
           "' has no dtype/shape; the CPU executor needs them (recompile)"));
     transients[t.id].elementBytes = t.elementBytes();
   }
-  if (options.device == ExecutorOptions::Device::Cuda)
-    if (absl::Status st = loadGpu(); !st.ok())
+  if (options.device != ExecutorOptions::Device::Cpu) {
+    absl::Status st = loadGpu();
+    if (!st.ok() && options.device == ExecutorOptions::Device::Auto &&
+        absl::IsFailedPrecondition(st)) {
+      // No driver, or no PTX in the artifact: the CPU runs the plan.
+      runner.reset();
+      driver.reset();
+      gpuKernels.clear();
+      deviceNote = std::string(st.message());
+      options.device = ExecutorOptions::Device::Cpu;
+    } else if (!st.ok()) {
       return st;
+    } else {
+      options.device = ExecutorOptions::Device::Cuda;
+    }
+  }
   if (absl::Status st = prepare(plan.prefill, "prefill", prefillSteps); !st.ok())
     return st;
   return prepare(plan.decode, "decode", decodeSteps);
@@ -2894,6 +2908,10 @@ absl::Status Executor::syncToHost(Sequence &sequence) {
   }
   return absl::OkStatus();
 }
+
+ExecutorOptions::Device Executor::device() const { return impl->options.device; }
+
+const std::string &Executor::deviceNote() const { return impl->deviceNote; }
 
 const artifact::Plan &Executor::plan() const { return impl->artifact->plan(); }
 int64_t Executor::vocabSize() const { return impl->vocab; }

@@ -90,7 +90,10 @@ struct ExecutorOptions {
   /// own: buffers stay on the device between kernels and come back where the
   /// host reads them (top-k sets, MoE counts, logits, caches at the end of a
   /// step); see cudaGraphs and docs/gpu.md.
-  enum class Device { Cpu, Cuda };
+  /// Auto: Cuda when the CUDA driver and the artifact's PTX are there, else
+  /// the CPU (Executor::device says which, deviceNote why); a GPU that is
+  /// there but fails (a JIT error) is an error, not a fallback.
+  enum class Device { Cpu, Cuda, Auto };
   Device device = Device::Cpu;
   /// Cuda: a sequence's caches stay on the device at the end of a run (the
   /// next run of that sequence uses them there) instead of coming back to
@@ -158,6 +161,12 @@ public:
 
   const artifact::Plan &plan() const;
   int64_t vocabSize() const;
+  /// Where the kernels run: Cpu or Cuda (ExecutorOptions::Device::Auto
+  /// resolved).
+  ExecutorOptions::Device device() const;
+  /// Auto that runs on the CPU: why the GPU is not used ("no NVIDIA
+  /// driver: ..."); empty otherwise.
+  const std::string &deviceNote() const;
   /// Timing of the last entry point run.
   const StepTiming &lastTiming() const;
   /// With ExecutorOptions::profile: time per step (op and kernel, host work

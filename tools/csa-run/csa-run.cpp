@@ -42,7 +42,7 @@ int usage() {
          "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
-         "              [--device=cpu|cuda] [--cuda-graphs=on|off|N]\n"
+         "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N]\n"
          "              [--context=P] [--warmup] [--profile]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
@@ -52,7 +52,9 @@ int usage() {
          "Prints the generated ids, prefill and decode times, tokens/s and the\n"
          "cache bytes the sequences hold. --device=cuda runs the artifact's\n"
          "PTX (csa-compile --with-ptx) on the GPU, bit-exact with --device=cpu\n"
-         "(buffers stay on the device between kernels; docs/gpu.md).\n"
+         "(buffers stay on the device between kernels; docs/gpu.md); --device=auto\n"
+         "does the same when there is an NVIDIA driver and the artifact has PTX,\n"
+         "and otherwise runs on the CPU and says why on stderr.\n"
          "--cuda-graphs (cuda; default on) launches each run of kernels between\n"
          "two reads by the host as a CUDA graph, kept for the next step; N: at\n"
          "most N kernels per graph (default 8); off: one launch per kernel.\n"
@@ -155,13 +157,15 @@ int main(int argc, char **argv) {
     } else if (const char *v = value("--device")) {
       if (std::string(v) == "cpu")
         executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
-      else if (std::string(v) == "cuda") {
-        executorOptions.device = runtime::ExecutorOptions::Device::Cuda;
+      else if (std::string(v) == "cuda" || std::string(v) == "auto") {
+        executorOptions.device = std::string(v) == "cuda"
+                                     ? runtime::ExecutorOptions::Device::Cuda
+                                     : runtime::ExecutorOptions::Device::Auto;
         // Each sequence's caches stay on the GPU between its steps.
         executorOptions.keepCachesOnDevice = true;
       }
       else
-        return fail("--device is cpu or cuda, got '" + std::string(v) + "'");
+        return fail("--device is cpu, cuda or auto, got '" + std::string(v) + "'");
     } else if (const char *v = value("--print-logits")) {
       if (!absl::SimpleAtoi(v, &printLogits) || printLogits < 0)
         return fail("--print-logits needs a count >= 0");
@@ -236,10 +240,12 @@ int main(int argc, char **argv) {
   auto executor = runtime::Executor::create(*art, *ckpt, executorOptions);
   if (!executor.ok())
     return fail(std::string(executor.status().message()) +
-                (executorOptions.device == runtime::ExecutorOptions::Device::Cuda
+                (executorOptions.device != runtime::ExecutorOptions::Device::Cpu
                      ? " (--device=cpu runs the CPU backend)"
                      : ""));
   runtime::Executor &ex = **executor;
+  if (!ex.deviceNote().empty())
+    std::cerr << "csa-run: --device=auto runs on the CPU: " << ex.deviceNote() << "\n";
 
   std::vector<runtime::Sequence> sequences;
   std::vector<sampling::Sampler> samplers;
@@ -391,7 +397,7 @@ int main(int argc, char **argv) {
               "buffers reused after each one's last use)\n",
               (unsigned long long)ex.lastTiming().peakTransientBytes,
               ex.plan().transients.size());
-  if (executorOptions.device == runtime::ExecutorOptions::Device::Cuda) {
+  if (ex.device() == runtime::ExecutorOptions::Device::Cuda) {
     const runtime::GpuActivity &g = ex.lastTiming().gpu;
     std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "
                 "%lld launches updated), %lld uploads, %lld downloads, %lld "

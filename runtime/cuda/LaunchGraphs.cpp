@@ -10,14 +10,21 @@ LaunchGraphs::LaunchGraphs(GraphLauncher &gpu, const LaunchGraphOptions &options
     : gpu_(gpu), options_(options) {
   options_.minLaunches = std::max<int64_t>(options_.minLaunches, 1);
   options_.maxLaunches = std::max(options_.maxLaunches, options_.minLaunches);
+  options_.maxGraphs = std::max<int64_t>(options_.maxGraphs, 1);
 }
 
-LaunchGraphs::~LaunchGraphs() {
-  for (auto &[name, entry] : entries_)
+LaunchGraphs::~LaunchGraphs() { dropAll(); }
+
+void LaunchGraphs::dropAll() {
+  for (auto &[name, entry] : entries_) {
     for (auto &[kernels, slots] : entry.graphs)
       for (Slot &slot : slots)
         if (slot.graph)
           gpu_.destroyGraph(slot.graph);
+    entry.graphs.clear();
+    entry.used.clear();
+  }
+  kept_ = 0;
 }
 
 absl::Status LaunchGraphs::begin(const std::string &entry) {
@@ -50,6 +57,10 @@ absl::Status LaunchGraphs::flush() {
   }
   if (!current_)
     current_ = &entries_[""];
+  if (kept_ >= options_.maxGraphs) {
+    counters_.graphsDropped += kept_;
+    dropAll();
+  }
   Kernels kernels(run.size());
   for (size_t i = 0; i < run.size(); ++i)
     kernels[i] = run[i].fn;
@@ -67,6 +78,7 @@ absl::Status LaunchGraphs::flush() {
         gpu_.destroyGraph(slot.graph);
         slot.graph = nullptr;
         slot.launches.clear();
+        --kept_;
         return st;
       }
       ++counters_.nodesUpdated;
@@ -77,6 +89,7 @@ absl::Status LaunchGraphs::flush() {
     if (!graph.ok())
       return graph.status();
     ++counters_.graphsBuilt;
+    ++kept_;
     slot.graph = *graph;
     slot.launches = std::move(run);
   }

@@ -41,6 +41,10 @@ struct LaunchGraphOptions {
   /// A run is issued once this many launches are recorded, so that the GPU
   /// starts on a long run while the host records the rest.
   int64_t maxLaunches = 8;
+  /// At most this many graphs are kept: past it, every kept graph is
+  /// destroyed and the runs build theirs again (a long-lived process whose
+  /// prompts keep bringing new sequences of kernels stays bounded).
+  int64_t maxGraphs = 4096;
 };
 
 struct LaunchGraphCounters {
@@ -49,6 +53,7 @@ struct LaunchGraphCounters {
   int64_t graphLaunches = 0; ///< graphs launched
   int64_t graphsBuilt = 0;   ///< graphs created and instantiated
   int64_t nodesUpdated = 0;  ///< launches changed in an instantiated graph
+  int64_t graphsDropped = 0; ///< destroyed at maxGraphs
 };
 
 /// What LaunchGraphs needs from the GPU (the Driver; a fake in tests).
@@ -100,7 +105,9 @@ private:
   std::map<std::string, Entry> entries_;
   Entry *current_ = nullptr; ///< the running entry's
   std::vector<KernelLaunch> pending_;
+  int64_t kept_ = 0; ///< graphs kept, over all entries
   LaunchGraphCounters counters_;
+  void dropAll();
 };
 
 } // namespace csa::cuda

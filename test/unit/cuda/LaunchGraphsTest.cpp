@@ -246,4 +246,26 @@ TEST(LaunchGraphs, AFailedUpdateIsReportedAndTheGraphRebuilt) {
   EXPECT_EQ(gpu.ran.back(), kernel(3, {7}));
 }
 
+TEST(LaunchGraphs, PastMaxGraphsEveryGraphIsDroppedAndBuiltAgain) {
+  FakeGpu gpu;
+  LaunchGraphOptions options;
+  options.maxGraphs = 2;
+  LaunchGraphs graphs(gpu, options);
+  for (uintptr_t fn = 1; fn <= 3; ++fn) { // three sequences of kernels
+    ASSERT_TRUE(graphs.add(kernel(fn, {1})).ok());
+    ASSERT_TRUE(graphs.add(kernel(fn, {2})).ok());
+    ASSERT_TRUE(graphs.flush().ok());
+  }
+  EXPECT_EQ(gpu.created, 3);
+  EXPECT_EQ(gpu.destroyed, 2); // the first two, before the third was built
+  EXPECT_EQ(graphs.counters().graphsDropped, 2);
+  ASSERT_EQ(gpu.ran.size(), 6u);
+  EXPECT_EQ(gpu.ran.back(), kernel(3, {2}));
+  ASSERT_TRUE(graphs.add(kernel(1, {1})).ok()); // built again
+  ASSERT_TRUE(graphs.add(kernel(1, {2})).ok());
+  ASSERT_TRUE(graphs.flush().ok());
+  EXPECT_EQ(gpu.created, 4);
+  EXPECT_EQ(gpu.destroyed, 2);
+}
+
 } // namespace

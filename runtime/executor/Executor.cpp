@@ -1143,8 +1143,9 @@ struct Executor::Impl {
   Tensor tokens, logits;
 
   absl::Status load();
-  /// The GPU path's counts so far (GpuActivity; zeros on the CPU).
-  GpuActivity gpuActivity() const;
+  /// The GPU path's counts so far, or since `since` (GpuActivity; zeros on
+  /// the CPU).
+  GpuActivity gpuActivity(const GpuActivity *since = nullptr) const;
   absl::Status prepare(const std::vector<KernelCall> &calls, const char *entry,
                        std::vector<Step> &steps);
   absl::StatusOr<std::vector<float>> run(std::vector<Step> &steps);
@@ -1681,20 +1682,20 @@ absl::Status Executor::Impl::loadGpu() {
   return absl::OkStatus();
 }
 
-GpuActivity Executor::Impl::gpuActivity() const {
+GpuActivity Executor::Impl::gpuActivity(const GpuActivity *since) const {
   GpuActivity a;
   if (!runner)
     return a;
-  a.launches = runner->launches;
-  a.uploads = runner->uploads;
-  a.downloads = runner->downloads;
-  a.deviceAllocations = runner->deviceAllocations;
-  {
-    const cuda::LaunchGraphCounters g = runner->graphCounters();
-    a.graphLaunches = g.graphLaunches;
-    a.graphsBuilt = g.graphsBuilt;
-    a.graphNodesUpdated = g.nodesUpdated;
-  }
+  const cuda::LaunchGraphCounters g = runner->graphCounters();
+  const GpuActivity zero;
+  const GpuActivity &b = since ? *since : zero;
+  a.launches = runner->launches - b.launches;
+  a.uploads = runner->uploads - b.uploads;
+  a.downloads = runner->downloads - b.downloads;
+  a.deviceAllocations = runner->deviceAllocations - b.deviceAllocations;
+  a.graphLaunches = g.graphLaunches - b.graphLaunches;
+  a.graphsBuilt = g.graphsBuilt - b.graphsBuilt;
+  a.graphNodesUpdated = g.nodesUpdated - b.graphNodesUpdated;
   return a;
 }
 
@@ -1942,16 +1943,7 @@ Executor::Impl::run(std::vector<Step> &steps) {
   if (!finished.ok())
     return finished;
   timing.steps = int64_t(steps.size());
-  const GpuActivity activity = gpuActivity();
-  timing.gpu.launches = activity.launches - activityBefore.launches;
-  timing.gpu.graphLaunches = activity.graphLaunches - activityBefore.graphLaunches;
-  timing.gpu.graphsBuilt = activity.graphsBuilt - activityBefore.graphsBuilt;
-  timing.gpu.graphNodesUpdated =
-      activity.graphNodesUpdated - activityBefore.graphNodesUpdated;
-  timing.gpu.uploads = activity.uploads - activityBefore.uploads;
-  timing.gpu.downloads = activity.downloads - activityBefore.downloads;
-  timing.gpu.deviceAllocations =
-      activity.deviceAllocations - activityBefore.deviceAllocations;
+  timing.gpu = gpuActivity(&activityBefore);
   timing.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -284,6 +284,36 @@ inline GpuArg gpuArg(float v) {
   return a;
 }
 
+/// `a` as a launch's parameter slots (cuda::KernelLaunch): a memref as
+/// (allocated, aligned, offset, sizes..., strides...) with both pointers
+/// `pointer` (its device address); an i32 or f32 in its slot's first 4
+/// bytes.
+inline void appendSlots(std::vector<uint64_t> &slots, const GpuArg &a, uint64_t pointer) {
+  switch (a.kind) {
+  case GpuArg::Memref:
+    slots.push_back(pointer);
+    slots.push_back(pointer);
+    slots.push_back(uint64_t(a.offset));
+    for (int64_t v : a.sizes)
+      slots.push_back(uint64_t(v));
+    for (int64_t v : a.strides)
+      slots.push_back(uint64_t(v));
+    return;
+  case GpuArg::F32: {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &a.f, 4);
+    slots.push_back(bits);
+    return;
+  }
+  case GpuArg::I32:
+    slots.push_back(uint64_t(uint32_t(int32_t(a.i))));
+    return;
+  case GpuArg::I64:
+    slots.push_back(uint64_t(a.i));
+    return;
+  }
+}
+
 /// How kernels.json says to launch a kernel.
 struct GpuKernel {
   cuda::Function fn = nullptr;
@@ -767,9 +797,6 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
       chosen = t;
   }
   const GpuKernel &g = *chosen;
-  // Each parameter in its own 8-byte slot (KernelLaunch): a memref is
-  // (allocated, aligned, offset, sizes..., strides...); an i32 or f32 takes
-  // the slot's first 4 bytes.
   cuda::KernelLaunch launch;
   launch.fn = g.fn;
   std::vector<uint64_t> &slots = launch.params;
@@ -777,11 +804,11 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   std::vector<Mirror *> written;
   for (size_t i = 0; i < args.size(); ++i) {
     GpuArg &a = args[i];
+    uint64_t device = 0;
     if (a.kind == GpuArg::Memref) {
       uintptr_t start = 0, end = 0;
       const bool empty = std::any_of(a.sizes.begin(), a.sizes.end(),
                                      [](int64_t d) { return d == 0; });
-      uint64_t device = 0;
       if (!empty || bounds.range(a.aligned, start, end)) {
         if (!bounds.range(a.aligned, start, end))
           throw std::out_of_range("argument " + std::to_string(i) + " of " +
@@ -795,22 +822,8 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
           written.push_back(&m); // the kernel may write any buffer it gets
         device = uint64_t(m.device + (uintptr_t(a.aligned) - start));
       }
-      slots.push_back(device); // allocated
-      slots.push_back(device); // aligned
-      slots.push_back(uint64_t(a.offset));
-      for (int64_t v : a.sizes)
-        slots.push_back(uint64_t(v));
-      for (int64_t v : a.strides)
-        slots.push_back(uint64_t(v));
-    } else if (a.kind == GpuArg::F32) {
-      uint32_t bits = 0;
-      std::memcpy(&bits, &a.f, 4);
-      slots.push_back(bits);
-    } else if (a.kind == GpuArg::I32) {
-      slots.push_back(uint64_t(uint32_t(int32_t(a.i))));
-    } else {
-      slots.push_back(uint64_t(a.i));
     }
+    appendSlots(slots, a, device);
   }
   if (g.status) {
     if (!status)
@@ -915,27 +928,6 @@ T onMirror(GpuRunner &, T v, std::vector<std::shared_ptr<void>> &) {
   return v;
 }
 
-/// Emulation: an argument as a launch's parameter slots (KernelLaunch).
-template <int N> void appendParams(std::vector<uint64_t> &params, Desc<N> *d) {
-  params.push_back(uint64_t(uintptr_t(d->aligned)));
-  params.push_back(uint64_t(d->offset));
-  for (int i = 0; i < N; ++i)
-    params.push_back(uint64_t(d->sizes[i]));
-  for (int i = 0; i < N; ++i)
-    params.push_back(uint64_t(d->strides[i]));
-}
-inline void appendParams(std::vector<uint64_t> &params, int64_t v) {
-  params.push_back(uint64_t(v));
-}
-inline void appendParams(std::vector<uint64_t> &params, int32_t v) {
-  params.push_back(uint64_t(uint32_t(v)));
-}
-inline void appendParams(std::vector<uint64_t> &params, float v) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &v, 4);
-  params.push_back(bits);
-}
-
 template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
   if (sizeof...(A) != k.signature->size())
     throw std::invalid_argument(k.name + " takes " +
@@ -960,7 +952,12 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     auto fn = reinterpret_cast<R (*)(A...)>(k.fn);
     auto mirrored = std::make_tuple(onMirror(*k.runner, args, keep)...);
     std::vector<uint64_t> params;
-    std::apply([&](auto... m) { (appendParams(params, m), ...); }, mirrored);
+    std::apply(
+        [&](auto... m) {
+          for (const GpuArg &a : {gpuArg(m)...})
+            appendSlots(params, a, uint64_t(uintptr_t(a.aligned)));
+        },
+        mirrored);
     if constexpr (!std::is_void_v<R>)
       k.runner->endEmulatedRun(); // the device path zeroes the result first
     k.runner->recordEmulated(k.fn, k.name, std::move(params));

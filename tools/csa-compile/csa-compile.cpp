@@ -21,6 +21,7 @@
 #include "models/variants/Variants.h"
 #include "passes/CostAnalysis.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -336,6 +337,7 @@ LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
     return failure();
   }
   module.print(out->os());
+  out->os() << "\n"; // as csa-opt ends a module
   out->keep();
   return success();
 }
@@ -451,7 +453,7 @@ int main(int argc, char **argv) {
 
   // Stage graph: cleanup of the built graph.
   if (stage == Stage::Graph) {
-    if (failed(runPipeline([](PassManager &pm) { pm.addPass(createCSEPass()); })))
+    if (failed(runPipeline(csa::buildGraphCleanupPipeline)))
       return fail("the graph pipeline failed");
     if (failed(dump("graph")))
       return 1;
@@ -483,33 +485,28 @@ int main(int argc, char **argv) {
     stage = target;
     return failed(dump(stageLabel)) ? StageResult::Failed : StageResult::Done;
   };
+  // The IR stages through the pipelines csa-opt registers under the same
+  // names (passes/Pipelines.h), so each dump can be reproduced there.
   // Stage expanded: modes into primitives, caches planned.
   if (advance(Stage::Expanded, "expanded", [](PassManager &pm) {
-        if (!noBoundedReplay && !noCed) {
-          csa::BoundedReplayOptions replay;
-          replay.startLayer = replayStartLayer;
-          replay.tail = replayTail;
-          pm.addPass(csa::createBoundedReplay(replay));
-        }
-        OpPassManager &fn = pm.nest<func::FuncOp>();
-        fn.addPass(csa::createExpandModes());
-        fn.addPass(createCanonicalizerPass());
-        fn.addPass(createCSEPass());
-        pm.addPass(csa::createPlanCaches());
+        csa::StagePipelineOptions options;
+        options.boundedReplay = !noBoundedReplay && !noCed;
+        options.replayStartLayer = replayStartLayer;
+        options.replayTail = replayTail;
+        csa::buildGraphToExpandedPipeline(pm, options);
       }) == StageResult::Failed)
     return 1;
   // Stage fused: kernel boundaries.
-  if (advance(Stage::Fused, "fused", [](PassManager &pm) {
-        pm.nest<func::FuncOp>().addPass(csa::createFuseKernels());
-      }) == StageResult::Failed)
+  if (advance(Stage::Fused, "fused", csa::buildExpandedToFusedPipeline) ==
+      StageResult::Failed)
     return 1;
   // Stage tiled: the target's tile parameters on every matrix product (ops
   // that already carry one keep it).
   if (advance(Stage::Tiled, "tiled", [](PassManager &pm) {
-        csa::TileKernelsOptions options;
+        csa::StagePipelineOptions options;
         options.target = "host";
         options.rows = tileRows;
-        pm.addPass(csa::createTileKernels(options));
+        csa::buildFusedToTiledPipeline(pm, options);
       }) == StageResult::Failed)
     return 1;
 
@@ -539,12 +536,19 @@ int main(int argc, char **argv) {
     if (failed(csa::codegen::lowerKernelsToNvvm(*kernels, options, gpuKernels)))
       return fail("lowering the kernels to NVVM failed (see the diagnostics "
                   "above)");
+    if (!dumpDir.empty()) {
+      llvm::SmallString<256> path(dumpDir);
+      llvm::sys::path::append(path, "gpu.mlir");
+      if (failed(writeStage(*kernels, path)))
+        return 1;
+    }
     if (emitStage == Stage::Gpu) {
       std::string error;
       auto out = openOutputFile(outputPath, &error);
       if (!out)
         return fail(error);
       kernels->print(out->os());
+      out->os() << "\n";
       out->keep();
       return 0;
     }
@@ -642,8 +646,10 @@ int main(int argc, char **argv) {
     out->os() << *ir;
   } else if (emitStage == Stage::Host && kernels) {
     kernels->print(out->os());
+    out->os() << "\n";
   } else {
     module->print(out->os());
+    out->os() << "\n";
   }
   out->keep();
   return 0;

@@ -1,17 +1,21 @@
 //===- csa-opt.cpp - The csa optimizer driver ------------------------------===//
 //
-// MlirOptMain with the csa dialect and passes, plus the upstream dialects our
-// IR uses (func, arith, tensor) and the generic upstream transforms
-// (canonicalize, cse, ...). Gives the standard flags: --pass-pipeline,
-// --mlir-print-ir-after-all, --mlir-timing, --verify-diagnostics, ...
+// MlirOptMain with the csa dialect, passes and pipelines, the upstream
+// dialects of every stage csa-compile dumps (graph .. tiled: func, arith,
+// tensor; host: memref, scf, math; gpu: gpu, nvvm, llvm), and the generic
+// upstream transforms (canonicalize, cse, ...). Gives the standard flags:
+// --pass-pipeline, --mlir-print-ir-after-all, --mlir-timing,
+// --verify-diagnostics, ...
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/Passes.h"
 #include "dialects/csa/CsaDialect.h"
 #include "passes/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/PrettyStackTrace.h"
@@ -21,11 +25,17 @@ int main(int argc, char **argv) {
                         "input file to the csa issue tracker.\n");
   mlir::registerTransformsPasses();
   csa::registerCsaPasses();
+  csa::codegen::registerCsaCodegenPasses();
+  csa::codegen::registerCsaPipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<csa::CsaDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
-                  mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect>();
+                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                  mlir::math::MathDialect, mlir::cf::ControlFlowDialect,
+                  mlir::index::IndexDialect, mlir::vector::VectorDialect,
+                  mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
+                  mlir::NVVM::NVVMDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "csa optimizer driver\n", registry));
 }

@@ -1,0 +1,127 @@
+//===- Passes.cpp - csa code generation passes and pipelines --------------===//
+//
+// Thin passes over the back ends' entry points (selectHostKernels,
+// lowerKernelsToNvvm), so that the kernel stages are reachable from a pass
+// pipeline as well as from csa-compile.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Passes.h"
+
+#include "codegen/gpu/NvptxBackend.h"
+#include "codegen/host/KernelSelection.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+namespace csa::codegen {
+
+#define GEN_PASS_DEF_SELECTHOSTKERNELS
+#define GEN_PASS_DEF_LOWERKERNELSTONVVM
+#include "codegen/Passes.h.inc"
+
+namespace {
+
+struct SelectHostKernelsPass
+    : public impl::SelectHostKernelsBase<SelectHostKernelsPass> {
+  void runOnOperation() override {
+    ModuleOp graph = getOperation();
+    OwningOpRef<ModuleOp> kernels = ModuleOp::create(graph.getLoc());
+    {
+      auto selected = selectHostKernels(graph, *kernels);
+      if (!selected) {
+        graph.emitError() << llvm::toString(selected.takeError());
+        return signalPassFailure();
+      }
+    }
+    // The module becomes the kernels module: its ops, its attributes (none of
+    // the graph's csa.* module attributes stay) and no symbol name.
+    graph.getBody()->clear();
+    graph.getBody()->getOperations().splice(
+        graph.getBody()->end(), kernels->getBody()->getOperations());
+    graph->setDiscardableAttrs(kernels->getOperation()->getDiscardableAttrDictionary());
+    graph.setSymNameAttr(kernels->getSymNameAttr());
+    graph.setSymVisibilityAttr(kernels->getSymVisibilityAttr());
+  }
+};
+
+struct LowerKernelsToNvvmPass
+    : public impl::LowerKernelsToNvvmBase<LowerKernelsToNvvmPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (linearBlock < 32 || linearBlock > 1024 || linearBlock % 32 != 0) {
+      getOperation().emitError()
+          << "csa-lower-kernels-to-nvvm: linear-block must be a multiple of "
+             "32 from 32 to 1024, got "
+          << static_cast<int64_t>(linearBlock);
+      return signalPassFailure();
+    }
+    NvptxOptions options;
+    options.chip = chip;
+    options.ptxVersion = ptxVersion;
+    options.linearBlockSize = linearBlock;
+    std::vector<PtxKernel> launchRules;
+    if (failed(lowerKernelsToNvvm(getOperation(), options, launchRules)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+KernelPipelineOptions HostPipelineCliOptions::get() const {
+  KernelPipelineOptions o;
+  o.boundedReplay = boundedReplay;
+  o.replayStartLayer = replayStartLayer;
+  o.replayTail = replayTail;
+  o.rows = rows;
+  return o;
+}
+
+KernelPipelineOptions NvptxPipelineCliOptions::get() const {
+  KernelPipelineOptions o;
+  o.boundedReplay = boundedReplay;
+  o.replayStartLayer = replayStartLayer;
+  o.replayTail = replayTail;
+  o.rows = rows;
+  o.chip = chip;
+  o.ptxVersion = ptxVersion;
+  o.linearBlock = linearBlock;
+  return o;
+}
+
+void buildHostPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
+  StagePipelineOptions stages = options;
+  stages.target = "host";
+  buildGraphToTiledPipeline(pm, stages);
+  pm.addPass(createSelectHostKernels());
+}
+
+void buildNvptxPipeline(OpPassManager &pm,
+                        const KernelPipelineOptions &options) {
+  buildHostPipeline(pm, options);
+  LowerKernelsToNvvmOptions lower;
+  lower.chip = options.chip;
+  lower.ptxVersion = options.ptxVersion;
+  lower.linearBlock = options.linearBlock;
+  pm.addPass(createLowerKernelsToNvvm(lower));
+}
+
+void registerCsaPipelines() {
+  registerCsaStagePipelines();
+  PassPipelineRegistration<HostPipelineCliOptions>(
+      "csa-host-pipeline",
+      "graph -> host stage: csa-graph-to-tiled (target=host), then "
+      "csa-select-host-kernels (csa-compile --emit=host)",
+      [](OpPassManager &pm, const HostPipelineCliOptions &o) {
+        buildHostPipeline(pm, o.get());
+      });
+  PassPipelineRegistration<NvptxPipelineCliOptions>(
+      "csa-nvptx-pipeline",
+      "graph -> gpu stage: csa-host-pipeline, then csa-lower-kernels-to-nvvm "
+      "(csa-compile --emit=gpu)",
+      [](OpPassManager &pm, const NvptxPipelineCliOptions &o) {
+        buildNvptxPipeline(pm, o.get());
+      });
+}
+
+} // namespace csa::codegen

@@ -1,0 +1,66 @@
+//===- Passes.td - csa code generation passes --------------*- tablegen -*-===//
+//
+// The passes that turn the tiled graph into kernels: they wrap the host and
+// NVPTX back ends so that csa-opt runs the same lowering csa-compile does
+// (docs/pipeline.md). Listed in pipeline order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_PASSES_TD
+#define CSA_CODEGEN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SelectHostKernels : Pass<"csa-select-host-kernels", "::mlir::ModuleOp"> {
+  let summary = "Replace an expanded (or fused, tiled) graph by the host "
+                "kernels it calls";
+  let description = [{
+    Builds the CPU kernel of every primitive op of the graph (linear FP8/FP4/
+    BF16, row formats, sparse attention, indexer, HSI, top-k, compressor,
+    mHC, MoE, Engram; codegen/host) as `func.func`s on memrefs, and replaces
+    the module's contents by them: the result is csa-compile's `host` stage
+    (`host.mlir` in a `--dump-dir`). The plan of kernel calls that binds the
+    graph's values to these kernels is not IR; csa-compile writes it into the
+    artifact (`plan.json`). Graph-level `csa.attention` left in the input is
+    an error: run csa-graph-to-expanded first.
+
+    Example:
+    ```
+    csa-opt tiled.mlir --csa-select-host-kernels -o host.mlir
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::LLVM::LLVMDialect"];
+}
+
+def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
+  let summary = "Move the host kernels into a gpu.module mapped to threads "
+                "and lower them to NVVM";
+  let description = [{
+    The NVPTX target (codegen/gpu): every kernel of a `host`-stage module is
+    moved into a `gpu.module` for `chip`, mapped to threads by its launch
+    form, and lowered through the gpu, NVVM and LLVM dialects; the NVVM ops
+    the chip lacks are rejected (csa-check-nvvm-target). The result is
+    csa-compile's `gpu` stage (`--emit=gpu`, `gpu.mlir` in a `--dump-dir`),
+    which `--emit=ptx` translates to PTX with LLVM's NVPTX back end.
+
+    Example:
+    ```
+    csa-opt host.mlir --csa-lower-kernels-to-nvvm='chip=sm_90a' -o gpu.mlir
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::LLVM::LLVMDialect"];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "The NVPTX chip">,
+    Option<"ptxVersion", "ptx-version", "int", /*default=*/"80",
+           "PTX ISA version times 10">,
+    Option<"linearBlock", "linear-block", "int64_t", /*default=*/"256",
+           "The most threads of a per-output linear kernel's block">,
+  ];
+}
+
+#endif // CSA_CODEGEN_PASSES_TD

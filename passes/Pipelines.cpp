@@ -1,0 +1,106 @@
+//===- Pipelines.cpp - The compiler's stage pipelines ---------------------===//
+#include "passes/Pipelines.h"
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace csa {
+
+StagePipelineOptions ExpandPipelineCliOptions::get() const {
+  StagePipelineOptions o;
+  o.boundedReplay = boundedReplay;
+  o.replayStartLayer = replayStartLayer;
+  o.replayTail = replayTail;
+  return o;
+}
+
+StagePipelineOptions TilePipelineCliOptions::get() const {
+  StagePipelineOptions o;
+  o.target = target;
+  o.rows = rows;
+  return o;
+}
+
+StagePipelineOptions StagePipelineCliOptions::get() const {
+  StagePipelineOptions o;
+  o.boundedReplay = boundedReplay;
+  o.replayStartLayer = replayStartLayer;
+  o.replayTail = replayTail;
+  o.target = target;
+  o.rows = rows;
+  return o;
+}
+
+void buildGraphCleanupPipeline(OpPassManager &pm) {
+  pm.addPass(createCSEPass());
+}
+
+void buildGraphToExpandedPipeline(OpPassManager &pm,
+                                  const StagePipelineOptions &options) {
+  if (options.boundedReplay) {
+    BoundedReplayOptions replay;
+    replay.startLayer = options.replayStartLayer;
+    replay.tail = options.replayTail;
+    pm.addPass(createBoundedReplay(replay));
+  }
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(createExpandModes());
+  // Mode expansion leaves duplicate constants and slices behind.
+  fn.addPass(createCanonicalizerPass());
+  fn.addPass(createCSEPass());
+  pm.addPass(createPlanCaches());
+}
+
+void buildExpandedToFusedPipeline(OpPassManager &pm) {
+  pm.nest<func::FuncOp>().addPass(createFuseKernels());
+}
+
+void buildFusedToTiledPipeline(OpPassManager &pm,
+                               const StagePipelineOptions &options) {
+  TileKernelsOptions tile;
+  tile.target = options.target;
+  tile.rows = options.rows;
+  pm.addPass(createTileKernels(tile));
+}
+
+void buildGraphToTiledPipeline(OpPassManager &pm,
+                               const StagePipelineOptions &options) {
+  buildGraphToExpandedPipeline(pm, options);
+  buildExpandedToFusedPipeline(pm);
+  buildFusedToTiledPipeline(pm, options);
+}
+
+void registerCsaStagePipelines() {
+  PassPipelineRegistration<ExpandPipelineCliOptions>(
+      "csa-graph-to-expanded",
+      "graph -> expanded stage: bounded replay, CSA2 modes into primitives, "
+      "canonicalize, CSE, cache planning (csa-compile --emit=expanded)",
+      [](OpPassManager &pm, const ExpandPipelineCliOptions &o) {
+        buildGraphToExpandedPipeline(pm, o.get());
+      });
+  PassPipelineRegistration<>(
+      "csa-expanded-to-fused",
+      "expanded -> fused stage: kernel regions (csa-compile --emit=fused)",
+      buildExpandedToFusedPipeline);
+  PassPipelineRegistration<TilePipelineCliOptions>(
+      "csa-fused-to-tiled",
+      "fused -> tiled stage: the target's lowering parameters "
+      "(csa-compile --emit=tiled)",
+      [](OpPassManager &pm, const TilePipelineCliOptions &o) {
+        buildFusedToTiledPipeline(pm, o.get());
+      });
+  PassPipelineRegistration<StagePipelineCliOptions>(
+      "csa-graph-to-tiled",
+      "graph -> tiled stage: csa-graph-to-expanded, csa-expanded-to-fused, "
+      "csa-fused-to-tiled",
+      [](OpPassManager &pm, const StagePipelineCliOptions &o) {
+        buildGraphToTiledPipeline(pm, o.get());
+      });
+}
+
+} // namespace csa

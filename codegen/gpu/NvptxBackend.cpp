@@ -249,7 +249,7 @@ bool elementParallel(StringRef name) {
       "swiglu_",         "moe_accumulate_", "moe_finish_", "engram_gate_",
       "engram_gather_",  "index_weights_scale_", "index_score_",
       "hc_mix_sums_",    "topk_rank_",    "hsi_block_scores_", "hsi_select_",
-      "moe_gather_",     "gather_cache_entries"};
+      "moe_gather_",     "gather_cache_entries", "attention_selected_index"};
   for (const char *p : prefixes)
     if (name.starts_with(p))
       return true;

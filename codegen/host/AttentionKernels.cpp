@@ -940,15 +940,62 @@ func::FuncOp buildGatherCacheEntriesKernel(ModuleOp module, const std::string &n
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
   Value n = memref::DimOp::create(b, loc, out, zero);
   Value rowBytes = memref::DimOp::create(b, loc, out, one);
+  Value cacheBytes = memref::DimOp::create(b, loc, cache, zero);
+  Value zeroByte = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0));
   loop(b, loc, zero, n, one, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
     Value entry = arith::IndexCastOp::create(b, loc, indexType,
                                              memref::LoadOp::create(b, loc, which, r));
     Value first = arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, entry, entryBytes), offset);
+    // A top-k set passed as `which` as it is (a decode step's) holds -1 for
+    // "nothing selected": such a row, and one past the cache, becomes zeros.
+    Value valid = arith::AndIOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, entry, zero),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                              arith::AddIOp::create(b, loc, first, rowBytes),
+                              cacheBytes));
+    Value start = arith::SelectOp::create(b, loc, valid, first, zero);
     loop(b, loc, zero, rowBytes, one, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-      Value byte = memref::LoadOp::create(b, loc, cache,
-                                          ValueRange{arith::AddIOp::create(b, loc, first, c)});
-      memref::StoreOp::create(b, loc, byte, out, ValueRange{r, c});
+      Value at = arith::SelectOp::create(
+          b, loc, valid, arith::AddIOp::create(b, loc, start, c), zero);
+      Value byte = memref::LoadOp::create(b, loc, cache, ValueRange{at});
+      memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, valid, byte, zeroByte),
+                              out, ValueRange{r, c});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildSelectedIndexKernel(ModuleOp module, const std::string &name) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type(), indexType = b.getIndexType();
+  const int64_t dyn = ShapedType::kDynamic;
+  auto setType = MemRefType::get({dyn, dyn}, i32);
+  func::FuncOp fn = startKernel(b, module, name, {setType, setType, i64, i64});
+  Value selected = fn.getArgument(0), idx = fn.getArgument(1);
+  Value column = arith::IndexCastOp::create(b, loc, indexType, fn.getArgument(2));
+  Value firstRow = arith::TruncIOp::create(b, loc, i32, fn.getArgument(3));
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  Value zeroI32 = intConst(b, loc, i32, 0), minusOne = intConst(b, loc, i32, -1);
+  Value n = memref::DimOp::create(b, loc, selected, zero);
+  Value k = memref::DimOp::create(b, loc, selected, one);
+  Value kI32 = arith::IndexCastOp::create(b, loc, i32, k);
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    Value iI32 = arith::IndexCastOp::create(b, loc, i32, i);
+    Value rowOf = arith::AddIOp::create(b, loc, firstRow,
+                                        arith::MulIOp::create(b, loc, iI32, kI32));
+    loop(b, loc, zero, k, one, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      Value entry = memref::LoadOp::create(b, loc, selected, ValueRange{i, j});
+      Value none = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, entry, zeroI32);
+      Value row = arith::AddIOp::create(b, loc, rowOf,
+                                        arith::IndexCastOp::create(b, loc, i32, j));
+      memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, none, minusOne, row),
+                              idx, ValueRange{i, arith::AddIOp::create(b, loc, column, j)});
       return {};
     });
     return {};

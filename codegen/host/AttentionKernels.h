@@ -140,10 +140,21 @@ void buildTopKRankBlockBody(mlir::func::FuncOp fn, int64_t k, bool masked,
 mlir::func::FuncOp buildTopKCompactKernel(mlir::ModuleOp module,
                                           const std::string &name, int64_t k);
 
+/// `name(selected: memref<?x?xi32>, idx: memref<?x?xi32>, column: i64,
+///       firstRow: i64)`: idx[i, column + j] = selected[i, j] < 0 ? -1 :
+/// firstRow + i x k + j (k = the sets' width): sparse attention's index list
+/// for rows gathered in the top-k sets' own order (a decode step gathers its
+/// one set unchanged instead of reading it back to sort the entries), built
+/// where the sets are.
+mlir::func::FuncOp buildSelectedIndexKernel(mlir::ModuleOp module,
+                                            const std::string &name);
+
 /// `name(cache: memref<?xi8>, which: memref<?xi32>, out: memref<?x?xi8>,
 ///       entryBytes: i64, offset: i64)`: out[r, c] = cache[which[r] x
 /// entryBytes + offset + c], the parts of the entries a step reads (the
 /// selected main-KV rows of a global cache), gathered where the cache is.
+/// A row whose entry is negative (-1: nothing selected) or reaches past the
+/// cache is zeros, so a top-k set can be passed as `which` unchanged.
 mlir::func::FuncOp buildGatherCacheEntriesKernel(mlir::ModuleOp module,
                                                  const std::string &name);
 

@@ -378,6 +378,9 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         s.use("gather_cache_entries", "csa.sparse_attention", "selected entries", [&] {
           buildGatherCacheEntriesKernel(s.kernels, "gather_cache_entries");
         }, "gather_selected");
+        s.use("attention_selected_index", "csa.sparse_attention", "index lists", [&] {
+          buildSelectedIndexKernel(s.kernels, "attention_selected_index");
+        }, "selected_index");
       }
       std::string name = llvm::formatv("sparse_attention_{0}x{1}", heads, dim).str();
       s.use(name, "csa.sparse_attention", "", [&] { buildSparseAttentionKernel(s.kernels, name, heads, dim); });

@@ -381,11 +381,10 @@ private:
 /// not replayed), split where the driver's would be.
 class GpuRunner {
 public:
-  GpuRunner(cuda::Driver *driver, const Bounds &bounds,
+  GpuRunner(cuda::Driver *driver, const Bounds &bounds, const ExecutorOptions &options,
             const cuda::LaunchGraphOptions *emulatedGraphs = nullptr)
-      : driver(driver), bounds(bounds),
-        syncEach(std::getenv("CSA_CUDA_SYNC") != nullptr),
-        trace(std::getenv("CSA_CUDA_TRACE") != nullptr) {
+      : driver(driver), bounds(bounds), syncEach(options.syncEachLaunch),
+        trace(options.traceGpu) {
     if (emulated() && emulatedGraphs) {
       countingLauncher = std::make_unique<CountingGraphLauncher>(trace);
       graphs = std::make_unique<cuda::LaunchGraphs>(*countingLauncher, *emulatedGraphs);
@@ -992,6 +991,23 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
 // Sequence
 //===----------------------------------------------------------------------===//
 
+ExecutorOptions ExecutorOptions::fromEnvironment() {
+  ExecutorOptions options;
+  if (const char *e = std::getenv("CSA_CUDA_EMULATE"))
+    options.emulateGpu = std::string(e) == "1";
+  options.syncEachLaunch = std::getenv("CSA_CUDA_SYNC") != nullptr;
+  options.traceGpu = std::getenv("CSA_CUDA_TRACE") != nullptr;
+  options.rowTiles = std::getenv("CSA_CUDA_NO_TILES") == nullptr;
+  if (const char *list = std::getenv("CSA_CUDA_HOST_KERNELS")) {
+    std::stringstream items(list);
+    std::string prefix;
+    while (std::getline(items, prefix, ','))
+      if (!prefix.empty())
+        options.hostKernelPrefixes.push_back(prefix);
+  }
+  return options;
+}
+
 uint64_t Sequence::cacheBytes() const {
   uint64_t total = 0;
   for (const auto &[id, cache] : caches)
@@ -1034,17 +1050,12 @@ struct Executor::Impl {
   std::unique_ptr<GpuRunner> runner;
   std::map<std::string, GpuKernel> gpuKernels; ///< by symbol (_mlir_ciface_)
   absl::Status loadGpu();
-  /// Device::Cuda: kernels named in CSA_CUDA_HOST_KERNELS (comma-separated
-  /// name prefixes, without _mlir_ciface_) stay on the CPU: a knob to find
-  /// which GPU kernels a divergence comes from.
+  /// Device::Cuda: kernels named by options.hostKernelPrefixes (name
+  /// prefixes, without _mlir_ciface_) stay on the CPU: a knob to find which
+  /// GPU kernels a divergence comes from.
   bool hostOnly(const std::string &symbol) const {
-    const char *list = std::getenv("CSA_CUDA_HOST_KERNELS");
-    if (!list)
-      return false;
     const std::string name = symbol.substr(std::string("_mlir_ciface_").size());
-    std::stringstream items(list);
-    std::string prefix;
-    while (std::getline(items, prefix, ','))
+    for (const std::string &prefix : options.hostKernelPrefixes)
       if (!prefix.empty() && name.rfind(prefix, 0) == 0)
         return true;
     return false;
@@ -1599,10 +1610,10 @@ absl::Status Executor::Impl::load() {
 }
 
 absl::Status Executor::Impl::loadGpu() {
-  if (const char *e = std::getenv("CSA_CUDA_EMULATE"); e && std::string(e) == "1") {
+  if (options.emulateGpu) {
     cuda::LaunchGraphOptions graphs;
     graphs.maxLaunches = options.graphMaxLaunches;
-    runner = std::make_unique<GpuRunner>(nullptr, bounds,
+    runner = std::make_unique<GpuRunner>(nullptr, bounds, options,
                                          options.cudaGraphs ? &graphs : nullptr);
     for (auto &[name, view] : weights)
       runner->markConstant(view.data);
@@ -1645,8 +1656,8 @@ absl::Status Executor::Impl::loadGpu() {
       gpuKernels["_mlir_ciface_" + name] = g;
     }
     // Row-tiled forms: their kernel runs them from min_rows rows on, unless
-    // CSA_CUDA_NO_TILES is set (to time both forms in one run).
-    const bool noTiles = std::getenv("CSA_CUDA_NO_TILES") != nullptr;
+    // options.rowTiles is off (to time both forms in one run).
+    const bool noTiles = !options.rowTiles;
     for (const json &k : meta.at("kernels")) {
       if (!k.contains("replaces"))
         continue;
@@ -1673,7 +1684,7 @@ absl::Status Executor::Impl::loadGpu() {
     if (absl::Status st = driver->batchLaunchesInGraphs(graphs); !st.ok())
       return st;
   }
-  runner = std::make_unique<GpuRunner>(driver.get(), bounds);
+  runner = std::make_unique<GpuRunner>(driver.get(), bounds, options);
   for (auto &[name, view] : weights)
     runner->markConstant(view.data);
   return absl::OkStatus();
@@ -2334,18 +2345,27 @@ absl::Status Executor::Impl::topk(Step &s) {
   // The pool answers by position: row i of the scores is the pool's row
   // (scores.base + i - pool.base); positions past its width are not in it.
   Tensor &pool = tensor(s, 1);
-  onHost(pool.ptr());
   Tensor &mask = scratch("topk.mask", 1, {n, width});
-  std::fill(mask.data.begin(), mask.data.end(), 0);
   const int64_t poolWidth = pool.dims.at(1);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t row = scores.base + i - pool.base;
-    if (row < 0 || row >= pool.rows())
-      return absl::InternalError(absl::StrCat(
-          "the candidate pool has no row for position ", scores.base + i,
-          " (it covers ", pool.base, "..", pool.base + pool.rows() - 1, ")"));
-    std::memcpy(mask.as<uint8_t>() + i * width, pool.as<uint8_t>() + row * poolWidth,
-                size_t(std::min(width, poolWidth)));
+  const int64_t firstRow = scores.base - pool.base;
+  if (firstRow < 0 || firstRow + n > pool.rows())
+    return absl::InternalError(absl::StrCat(
+        "the candidate pool has no rows for positions ", scores.base, "..",
+        scores.base + n - 1, " (it covers ", pool.base, "..",
+        pool.base + pool.rows() - 1, ")"));
+  // The pool's rows are the mask's when they are as wide (a decode step's one
+  // row): a copy where the pool is, not a read-back.
+  const bool copied = runner && width == poolWidth &&
+                      runner->copyOnDevice(mask.ptr(),
+                                           pool.as<uint8_t>() + firstRow * poolWidth,
+                                           size_t(n * width));
+  if (!copied) {
+    onHost(pool.ptr());
+    std::fill(mask.data.begin(), mask.data.end(), 0);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(mask.as<uint8_t>() + i * width,
+                  pool.as<uint8_t>() + (firstRow + i) * poolWidth,
+                  size_t(std::min(width, poolWidth)));
   }
   auto dm = desc<2>(mask.ptr(), {n, width});
   invoke(s, "rank", &ds, &dm, &dp);
@@ -2385,11 +2405,25 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   if (selected && (selected->elementBytes != 4 || selected->dims.size() != 2))
     return absl::InvalidArgumentError("the selected positions are not an i32 [rows, k] top-k set");
   const int64_t k = global ? selected->dims.at(1) : 0;
-  // Only the entries some top-k set names are gathered and dequantized (a
-  // decode step's 512 of a 128K context's 32K), in ascending order; row
+  // One query row (a decode step): its top-k set is gathered as it is, row
+  // windowRows + j holding entry set[j], and the index list's selected part
+  // is built where the set is (selected_index), so nothing is read back. The
+  // attention walks the same entries in the same order either way.
+  const bool inSetOrder = global && n == 1 && s.kernels.count("gather_selected") &&
+                          s.kernels.count("selected_index");
+  const int32_t *setRow = nullptr;
+  if (global) {
+    const int64_t selRow = q.base - selected->base;
+    if (selRow < 0 || selRow + n > selected->rows())
+      return absl::InternalError(absl::StrCat(
+          "the top-k set has no rows for positions ", q.base, "..", q.base + n - 1));
+    setRow = selected->as<int32_t>() + selRow * k;
+  }
+  // Otherwise only the entries some top-k set names are gathered and
+  // dequantized (a prefill's sets overlap), in ascending order; row
   // windowRows + slot[e] holds entry e.
   std::vector<int32_t> used, slot;
-  if (global) {
+  if (global && !inSetOrder) {
     onHost(selected->ptr());
     const int32_t *sel = selected->as<int32_t>();
     const int64_t held = cache(s, 4).mainEntries;
@@ -2409,7 +2443,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
         used.push_back(int32_t(e));
       }
   }
-  const int64_t entries = int64_t(used.size());
+  const int64_t entries = inSetOrder ? k : int64_t(used.size());
   // Indices per query: the window (in position order, -1 where nothing
   // is held), then the selected entries after the window rows.
   const int64_t width = windowWidth + k;
@@ -2431,12 +2465,8 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
         row[j] = (slot > *pos || p < ring.ringStart) ? -1 : int32_t(slot);
       }
     }
-    if (global) {
-      const int64_t selRow = q.base + i - selected->base;
-      if (selRow < 0 || selRow >= selected->rows())
-        return absl::InternalError(absl::StrCat(
-            "the top-k set has no row for position ", q.base + i));
-      const int32_t *sel = selected->as<int32_t>() + selRow * k;
+    if (global && !inSetOrder) {
+      const int32_t *sel = setRow + i * k;
       for (int64_t j = 0; j < k; ++j)
         row[windowWidth + j] =
             sel[j] < 0 ? -1 : int32_t(windowRows + slot[size_t(sel[j])]);
@@ -2445,12 +2475,17 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   // The host's index lists go to the GPU now, before this step's launches,
   // so that those are one run (one graph; LaunchGraphs).
   Tensor *which = nullptr;
-  if (global && entries > 0 && s.kernels.count("gather_selected")) {
+  if (global && entries > 0 && s.kernels.count("gather_selected") && !inSetOrder) {
     which = &scratch("attention.which", 4, {entries});
     std::memcpy(which->ptr(), used.data(), used.size() * sizeof(int32_t));
     uploadNow(which->ptr());
   }
   uploadNow(idx.ptr());
+  if (inSetOrder && k > 0) {
+    auto dsel = desc<2>(setRow, {n, k});
+    auto didx = desc<2>(idx.ptr(), {n, width});
+    invoke(s, "selected_index", &dsel, &didx, int64_t(windowWidth), int64_t(windowRows));
+  }
   Tensor &rows = kernelScratch("attention.rows", 2, {windowRows + entries, dim});
   {
     const uint8_t *src = ringEmptyBefore ? fresh.as<uint8_t>() : ring.bytes.data();
@@ -2459,7 +2494,8 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     if (windowRows > 0)
       invoke(s, "dequantize_window", &dr, &dv);
   }
-  if (global && entries > 0) {
+  // A set of an empty cache names nothing (all -1): no rows to gather.
+  if (global && entries > 0 && (!inSetOrder || cache(s, 4).mainEntries > 0)) {
     CacheState &c = cache(s, 4);
     const CacheBuffer &b = cacheBuffer(s, 4);
     Tensor *gathered = nullptr;
@@ -2468,7 +2504,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
       // instead of a copy per run of consecutive entries).
       Tensor &rowsOut = kernelScratch("attention.main_rows", 1, {entries, b.mainRowBytes});
       auto dc = desc<1>(c.bytes.data(), {int64_t(c.bytes.size())});
-      auto dw = desc<1>(which->ptr(), {entries});
+      auto dw = desc<1>(inSetOrder ? setRow : which->ptr(), {entries});
       auto dr = desc<2>(rowsOut.ptr(), {entries, b.mainRowBytes});
       invoke(s, "gather_selected", &dc, &dw, &dr, int64_t(b.entryBytes), int64_t(0));
       gathered = &rowsOut;

@@ -111,6 +111,27 @@ struct ExecutorOptions {
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;
+
+  // Device::Cuda knobs for checking and bisecting (csa-run --gpu-*; the
+  // CSA_CUDA_* environment variables are aliases: fromEnvironment()).
+  /// The "device" is separate host memory and the host kernels run on it:
+  /// the GPU path's buffer bookkeeping and CUDA graph batching without a GPU
+  /// (a forgotten download leaves stale bytes and changes the output).
+  bool emulateGpu = false;
+  /// Synchronize after every launch, so that a fault names its kernel.
+  bool syncEachLaunch = false;
+  /// Print every copy, allocation and changed graph launch to stderr.
+  bool traceGpu = false;
+  /// Kernels whose name starts with one of these stay on the CPU.
+  std::vector<std::string> hostKernelPrefixes;
+  /// Run the row-tiled forms of the linears from their min_rows on (off:
+  /// always the per-output forms, to time both in one run).
+  bool rowTiles = true;
+
+  /// The defaults with the environment's aliases applied: CSA_CUDA_EMULATE=1,
+  /// CSA_CUDA_SYNC, CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS=prefix,...,
+  /// CSA_CUDA_NO_TILES.
+  static ExecutorOptions fromEnvironment();
 };
 
 /// One row of Executor::profile(): a plan op and the kernel it runs.

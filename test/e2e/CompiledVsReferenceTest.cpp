@@ -303,7 +303,7 @@ TEST(SyntheticSequence, HoldsValidRowsForItsPositionAndDecodesFromIt) {
 }
 
 /// The GPU path's caches kept on the device between runs, with the device
-/// emulated (CSA_CUDA_EMULATE: host memory, host kernels, the same
+/// emulated (ExecutorOptions::emulateGpu: host memory, host kernels, the same
 /// bookkeeping): the same logits as the CPU executor step after step, the
 /// same cache bytes once synced back; a copy of a held sequence and a
 /// sequence held by another executor are refused, not run on stale bytes.
@@ -316,13 +316,12 @@ TEST(CachesOnDevice, StayBetweenRunsAndComeBackWithSyncToHost) {
       << readAll(dir / "compile.log");
   LoadedModel cpu;
   ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, cpu));
-  ASSERT_EQ(setenv("CSA_CUDA_EMULATE", "1", 1), 0);
   runtime::ExecutorOptions options;
   options.device = runtime::ExecutorOptions::Device::Cuda;
   options.keepCachesOnDevice = true;
+  options.emulateGpu = true;
   auto gpu = runtime::Executor::create(*cpu.art, *cpu.ckpt, options);
   auto other = runtime::Executor::create(*cpu.art, *cpu.ckpt, options);
-  unsetenv("CSA_CUDA_EMULATE");
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_TRUE(other.ok()) << other.status();
 

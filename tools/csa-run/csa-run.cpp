@@ -44,6 +44,8 @@ int usage() {
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N]\n"
          "              [--context=P] [--warmup] [--profile]\n"
+         "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
+         "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
          "checkpoint for the artifact's config (seeded, default 0) in a\n"
@@ -66,7 +68,14 @@ int usage() {
          "upload), so prefill and decode times exclude one-time costs.\n"
          "--profile times every plan step (the GPU synchronized after each)\n"
          "and prints the time per op and kernel over the whole run (on the GPU,\n"
-         "also the bytes each kind of step copied to and from the device).\n";
+         "also the bytes each kind of step copied to and from the device).\n"
+         "GPU checking knobs (--device=cuda; the CSA_CUDA_EMULATE=1, CSA_CUDA_SYNC,\n"
+         "CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS and CSA_CUDA_NO_TILES variables\n"
+         "are aliases): --gpu-emulate runs the GPU path's bookkeeping on host\n"
+         "memory with the host kernels (no GPU needed); --gpu-sync synchronizes\n"
+         "after every launch; --gpu-trace prints every copy, allocation and\n"
+         "changed graph launch; --gpu-host-kernels keeps kernels by name prefix\n"
+         "on the CPU; --gpu-no-row-tiles always runs the per-output linears.\n";
   return 2;
 }
 
@@ -116,7 +125,8 @@ int main(int argc, char **argv) {
   uint64_t weightSeed = 0, samplerSeed = 0;
   int64_t maxNew = 16, batch = 1, printLogits = 0, context = 0;
   sampling::SamplingParams params;
-  runtime::ExecutorOptions executorOptions;
+  // The CSA_CUDA_* variables are aliases of the --gpu-* flags.
+  runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const std::string &flag) -> const char * {
@@ -182,6 +192,18 @@ int main(int argc, char **argv) {
         return fail("--cuda-graphs is on, off or a launch count >= 2, got '" +
                     std::string(v) + "'");
       }
+    } else if (arg == "--gpu-emulate") {
+      executorOptions.emulateGpu = true;
+    } else if (arg == "--gpu-sync") {
+      executorOptions.syncEachLaunch = true;
+    } else if (arg == "--gpu-trace") {
+      executorOptions.traceGpu = true;
+    } else if (arg == "--gpu-no-row-tiles") {
+      executorOptions.rowTiles = false;
+    } else if (const char *v = value("--gpu-host-kernels")) {
+      executorOptions.hostKernelPrefixes.clear();
+      for (absl::string_view prefix : absl::StrSplit(v, ',', absl::SkipEmpty()))
+        executorOptions.hostKernelPrefixes.emplace_back(prefix);
     } else if (arg == "--warmup") {
       warmup = true;
     } else if (arg == "--profile") {

@@ -3,8 +3,10 @@
 
 #include "codegen/host/AttentionKernels.h"
 #include "codegen/host/HostKernels.h"
+#include "codegen/host/KernelSelection.h"
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/MhcKernels.h"
+#include "dialects/csa/CsaDialect.h"
 #include "passes/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -61,22 +63,11 @@ namespace {
 /// calls (always inlined into it by emitPtx).
 constexpr llvm::StringLiteral kBodySuffix = "_body";
 
-/// Kernels whose top-level loop iterations are independent (each writes its
-/// own rows): one GPU thread per iteration. Every other kernel runs on one
-/// thread (ordered ring stores, the compressor state, counting gathers,
-/// fused regions that contain such a store).
-bool rowParallel(StringRef name) {
-  static const char *prefixes[] = {
-      "embed_",       "hc_expand_",    "hc_mix_",        "hc_collapse_",
-      "hc_update_",   "rms_norm_",     "rope_",          "linear_",
-      "quantize_",    "dequantize_",   "index_score_",   "index_weights_scale_",
-      "topk_",        "hsi_select_",   "sparse_attention_", "moe_route_",
-      "swiglu_",      "moe_accumulate_", "moe_finish_",  "engram_hash_",
-      "engram_gather_", "engram_gate_"};
-  for (const char *p : prefixes)
-    if (name.starts_with(p))
-      return true;
-  return false;
+/// The loops of `fn` its kernel selection marked independent
+/// (csa.parallelism; serial when absent, as for a hand-written kernel).
+KernelParallelism parallelismOf(func::FuncOp fn) {
+  auto attr = fn->getAttrOfType<KernelParallelismAttr>(kKernelParallelismAttr);
+  return attr ? attr.getValue() : KernelParallelism::Serial;
 }
 
 std::string typeString(Type type) {
@@ -192,13 +183,6 @@ int64_t distributeRows(func::FuncOp fn, int64_t &rowsPerThread) {
   return rowsArg;
 }
 
-/// Kernels whose body is one loop over a constant number of independent
-/// channels (each walks the rows in order, carrying its own state), so each
-/// channel can be a thread: the compressor's pooling.
-bool channelParallel(StringRef name) {
-  return name.starts_with("compress_pool_");
-}
-
 /// Gives each iteration of the single top-level loop of `fn` (from 0 by 1 to
 /// a constant, no results, nothing else in the entry block but constants and
 /// the return) a thread. Returns the trip count, or -1 (fn untouched).
@@ -238,23 +222,6 @@ int64_t distributeChannels(func::FuncOp fn) {
 
 /// Static shared memory a kernel may declare without opting in (48 KiB).
 constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
-
-/// Kernels whose row loop and the loops perfectly nested in it all have
-/// independent iterations (each writes its own elements: heads, channels,
-/// 32-blocks, pairs), so every iteration of the nest can be a thread.
-bool elementParallel(StringRef name) {
-  static const char *prefixes[] = {
-      "embed_",          "hc_expand_",    "hc_update_",  "hc_collapse_",
-      "rope_",           "quantize_",     "dequantize_", "sparse_attention_",
-      "swiglu_",         "moe_accumulate_", "moe_finish_", "engram_gate_",
-      "engram_gather_",  "index_weights_scale_", "index_score_",
-      "hc_mix_sums_",    "topk_rank_",    "hsi_block_scores_", "hsi_select_",
-      "moe_gather_",     "gather_cache_entries", "attention_selected_index"};
-  for (const char *p : prefixes)
-    if (name.starts_with(p))
-      return true;
-  return false;
-}
 
 /// Distributes the whole perfect nest under the top-level row loop of `fn`
 /// (loops from 0 by 1 with no results, each the only loop of its parent's
@@ -527,14 +494,16 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // Sparse attention: a block per (row, head) when the head dimension is a
     // multiple of 32 (the row_outputs rule: outputs are the heads).
     int64_t attentionHeads = 0, attentionDim = 0;
-    if (name.rfind("sparse_attention_", 0) == 0 && type.getNumInputs() == 6)
-      if (auto q = dyn_cast<MemRefType>(type.getInput(0)); q && q.getRank() == 3 &&
-                                                             !q.isDynamicDim(1) &&
-                                                             !q.isDynamicDim(2) &&
-                                                             q.getDimSize(2) % 32 == 0) {
-        attentionHeads = q.getDimSize(1);
-        attentionDim = q.getDimSize(2);
+    if (auto attention = fn->getAttrOfType<DictionaryAttr>(kSparseAttentionAttr)) {
+      fn->removeAttr(kSparseAttentionAttr);
+      const int64_t dim = attention.getAs<IntegerAttr>("dim").getInt();
+      if (dim % 32 == 0) {
+        attentionHeads = attention.getAs<IntegerAttr>("heads").getInt();
+        attentionDim = dim;
       }
+    }
+    const KernelParallelism parallelism = parallelismOf(fn);
+    fn->removeAttr(kKernelParallelismAttr);
     // Top-k ranks: a block of 256 threads per row selects by radix (the
     // row_outputs rule with 8 "outputs", the block's warps).
     auto topk = fn->getAttrOfType<DictionaryAttr>(kTopKRankAttr);
@@ -709,7 +678,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputsPerBlock = outputsPerBlock;
       info.sharedBytes = sharedBytes;
     } else if (int64_t elementsPerRow = 0;
-               elementParallel(name) &&
+               parallelism == KernelParallelism::Nest &&
                (rowsArg = distributeElements(fn, elementsPerRow,
                                              info.elementDims)) >= 0) {
       info.launch = "row_elements";
@@ -717,11 +686,13 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.rowsArgument = rowsArg;
       info.elementsPerRow = elementsPerRow;
     } else if (int64_t channels = 0;
-               channelParallel(name) && (channels = distributeChannels(fn)) > 0) {
+               parallelism == KernelParallelism::Channels &&
+               (channels = distributeChannels(fn)) > 0) {
       info.launch = "channels";
       info.blockSize = std::min<int64_t>(options.blockSize, channels);
       info.outputs = channels;
-    } else if (rowParallel(name) &&
+    } else if ((parallelism == KernelParallelism::Rows ||
+                parallelism == KernelParallelism::Nest) &&
                (rowsArg = distributeRows(fn, rowsPerThread)) >= 0) {
       info.launch = "rows";
       info.blockSize = options.blockSize;

@@ -138,6 +138,9 @@ func::FuncOp buildSparseAttentionKernel(ModuleOp module,
   auto sinkType = MemRefType::get({heads}, f32);
   func::FuncOp fn = startKernel(b, module, name,
                                 {qType, rowsType, idxType, sinkType, f32, qType});
+  fn->setAttr(kSparseAttentionAttr,
+              b.getDictionaryAttr({b.getNamedAttr("heads", b.getI64IntegerAttr(heads)),
+                                   b.getNamedAttr("dim", b.getI64IntegerAttr(headDim))}));
   Value q = fn.getArgument(0), rows = fn.getArgument(1),
         idx = fn.getArgument(2), sink = fn.getArgument(3),
         scale = fn.getArgument(4), out = fn.getArgument(5);

@@ -113,6 +113,10 @@ mlir::func::FuncOp buildTopKRankKernel(mlir::ModuleOp module,
 /// that a backend can build the block form of any top-k rank kernel.
 inline constexpr const char *kTopKRankAttr = "csa.topk_rank";
 
+/// The attribute buildSparseAttentionKernel puts on its function: {heads,
+/// dim} (the NVPTX back end's head form).
+inline constexpr const char *kSparseAttentionAttr = "csa.sparse_attention";
+
 /// Where the block form of a top-k rank runs: a block per row.
 struct TopKBlockLanes : BlockRowLanes {
   /// Appended to the kernel's arguments, in shared memory: memref<256xi32>

@@ -89,15 +89,19 @@ class Selector {
 public:
   Selector(ModuleOp kernels) : kernels(kernels) {}
 
-  /// Builds `name` once with `build`; counts every use and records it as
-  /// the current op's kernel for `role`.
+  /// Builds `name` once with `build` and marks it with the loops it runs in
+  /// parallel (csa.parallelism: the NVPTX back end's thread mapping); counts
+  /// every use and records it as the current op's kernel for `role`.
   void use(const std::string &name, const std::string &op,
-           const std::string &detail,
+           const std::string &detail, KernelParallelism parallelism,
            const std::function<void()> &build,
            const std::string &role = "main") {
     auto [it, inserted] = index.try_emplace(name, selection.kernels.size());
     if (inserted) {
       build();
+      if (auto fn = kernels.lookupSymbol<func::FuncOp>(name))
+        fn->setAttr(kKernelParallelismAttr,
+                    KernelParallelismAttr::get(fn.getContext(), parallelism));
       selection.kernels.push_back({name, op, detail, 0});
     }
     selection.kernels[it->second].uses++;
@@ -129,7 +133,7 @@ public:
                       groups > 1 ? "_g" + std::to_string(groups) : "",
                       tile > 1 ? "_t" + std::to_string(tile) : "")
             .str();
-    use(name, op, llvm::formatv("{0} -> {1}", in, out).str(), [&] {
+    use(name, op, llvm::formatv("{0} -> {1}", in, out).str(), KernelParallelism::Rows, [&] {
       LinearKernelSpec spec;
       spec.format = linearFormat(format);
       spec.inFeatures = in;
@@ -142,7 +146,7 @@ public:
 
   void rmsNorm(int64_t dim, double eps, const std::string &role = "main") {
     std::string name = llvm::formatv("rms_norm_{0}", dim).str();
-    use(name, "csa.rms_norm", "", [&] { buildRmsNormKernel(kernels, name, dim, eps); },
+    use(name, "csa.rms_norm", "", KernelParallelism::Rows, [&] { buildRmsNormKernel(kernels, name, dim, eps); },
         role);
   }
 
@@ -239,34 +243,34 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
     if (auto op = dyn_cast<EmbedOp>(raw)) {
       int64_t dim = lastDim(op.getResult());
       std::string name = llvm::formatv("embed_{0}x{1}", op.getVocab(), dim).str();
-      s.use(name, "csa.embed", "", [&] { buildEmbedKernel(s.kernels, name, op.getVocab(), dim); });
+      s.use(name, "csa.embed", "", KernelParallelism::Nest, [&] { buildEmbedKernel(s.kernels, name, op.getVocab(), dim); });
     } else if (auto op = dyn_cast<HcExpandOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getResult().getType());
       int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
       std::string name = llvm::formatv("hc_expand_{0}x{1}", hc, dim).str();
-      s.use(name, "csa.hc_expand", "", [&] { buildHcExpandKernel(s.kernels, name, hc, dim); });
+      s.use(name, "csa.hc_expand", "", KernelParallelism::Nest, [&] { buildHcExpandKernel(s.kernels, name, hc, dim); });
     } else if (auto op = dyn_cast<HcMixOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getStreams().getType());
       int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
       std::string sums = llvm::formatv("hc_mix_sums_{0}x{1}", hc, dim).str();
-      s.use(sums, "csa.hc_mix", "", [&] {
+      s.use(sums, "csa.hc_mix", "", KernelParallelism::Nest, [&] {
         buildHcMixSumsKernel(s.kernels, sums, hc, dim);
       }, "sums");
       std::string name = llvm::formatv("hc_mix_{0}x{1}_i{2}", hc, dim, op.getIters()).str();
-      s.use(name, "csa.hc_mix", "", [&] {
+      s.use(name, "csa.hc_mix", "", KernelParallelism::Rows, [&] {
         buildHcMixKernel(s.kernels, name, hc, dim, op.getIters(),
                          float(op.getEps().convertToDouble()), float(eps));
       });
     } else if (auto op = dyn_cast<HcCollapseOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getStreams().getType());
       std::string name = llvm::formatv("hc_collapse_{0}x{1}", type.getDimSize(1), type.getDimSize(2)).str();
-      s.use(name, "csa.hc_collapse", "", [&] {
+      s.use(name, "csa.hc_collapse", "", KernelParallelism::Nest, [&] {
         buildHcCollapseKernel(s.kernels, name, type.getDimSize(1), type.getDimSize(2));
       });
     } else if (auto op = dyn_cast<HcUpdateOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getStreams().getType());
       std::string name = llvm::formatv("hc_update_{0}x{1}", type.getDimSize(1), type.getDimSize(2)).str();
-      s.use(name, "csa.hc_update", "", [&] {
+      s.use(name, "csa.hc_update", "", KernelParallelism::Nest, [&] {
         buildHcUpdateKernel(s.kernels, name, type.getDimSize(1), type.getDimSize(2));
       });
     } else if (auto op = dyn_cast<RmsNormOp>(raw)) {
@@ -277,7 +281,7 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
     } else if (auto op = dyn_cast<RopeOp>(raw)) {
       RopeTableAttr table = op.getTable();
       std::string name = ropeName(table) + (op.getInverse() ? "_inverse" : "");
-      s.use(name, "csa.rope", "", [&] {
+      s.use(name, "csa.rope", "", KernelParallelism::Nest, [&] {
         reference::RopeTable ref(
             table.getDim(), table.getTheta().convertToDouble(),
             table.getFactor().convertToDouble() > 1.0 ? table.getOriginalSeqLen() : 0,
@@ -289,13 +293,13 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
     } else if (auto op = dyn_cast<QuantizeOp>(raw)) {
       Type row = op.getResult().getType().getElementType();
       std::string name = "quantize_" + rowName(row);
-      s.use(name, "csa.quantize", "", [&] {
+      s.use(name, "csa.quantize", "", KernelParallelism::Nest, [&] {
         buildQuantizeRowsKernel(s.kernels, name, rowFormat(row), rowDim(row));
       });
     } else if (auto op = dyn_cast<DequantizeOp>(raw)) {
       Type row = op.getInput().getType().getElementType();
       std::string name = "dequantize_" + rowName(row);
-      s.use(name, "csa.dequantize", "", [&] {
+      s.use(name, "csa.dequantize", "", KernelParallelism::Nest, [&] {
         buildDequantizeRowsKernel(s.kernels, name, rowFormat(row), rowDim(row));
       });
     } else if (auto op = dyn_cast<CacheAppendOp>(raw)) {
@@ -305,7 +309,7 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         window = ring.getWindow();
       std::string name = "cache_append_" + rowName(row) +
                          (window ? "_ring" + std::to_string(window) : "");
-      s.use(name, "csa.cache_append", "", [&] {
+      s.use(name, "csa.cache_append", "", KernelParallelism::Serial, [&] {
         buildCacheAppendKernel(s.kernels, name, rowFormat(row), rowDim(row), window);
       });
     } else if (auto op = dyn_cast<CompressOp>(raw)) {
@@ -315,7 +319,7 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         // fp32 projections of KV and gate, the pooling, then the norm.
         s.linear("csa.compress", WeightFormat::F32, in, out, 1, "linear");
         std::string name = llvm::formatv("compress_pool_r{0}_{1}", ratio, out).str();
-        s.use(name, "csa.compress", "", [&] { buildCompressPoolKernel(s.kernels, name, ratio, out); }, "pool");
+        s.use(name, "csa.compress", "", KernelParallelism::Channels, [&] { buildCompressPoolKernel(s.kernels, name, ratio, out); }, "pool");
       } else {
         s.linear("csa.compress", WeightFormat::BF16, in, out, 1, "linear");
       }
@@ -325,11 +329,11 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
       // The queries are FP4-quantized (as index-key rows) before scoring.
       std::string qdq = "quantize_index_key_fp4_" + std::to_string(dim);
-      s.use(qdq, "csa.index_score", "query FP4", [&] {
+      s.use(qdq, "csa.index_score", "query FP4", KernelParallelism::Nest, [&] {
         buildQuantizeRowsKernel(s.kernels, qdq, numerics::RowFormat::IndexKeyFp4, dim);
       }, "quantize");
       std::string dq = "dequantize_index_key_fp4_" + std::to_string(dim);
-      s.use(dq, "csa.index_score", "keys and query FP4", [&] {
+      s.use(dq, "csa.index_score", "keys and query FP4", KernelParallelism::Nest, [&] {
         buildDequantizeRowsKernel(s.kernels, dq, numerics::RowFormat::IndexKeyFp4, dim);
       }, "dequantize");
       // The head weights times (heads * dim)^-1/2, rounded to bf16.
@@ -337,63 +341,63 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
           float(std::pow(double(dim), -0.5) * std::pow(double(heads), -0.5));
       std::string scaleName =
           llvm::formatv("index_weights_scale_{0}x{1}", heads, dim).str();
-      s.use(scaleName, "csa.index_score", "head weights", [&] {
+      s.use(scaleName, "csa.index_score", "head weights", KernelParallelism::Nest, [&] {
         buildScaleRowsKernel(s.kernels, scaleName, heads, weightScale);
       }, "scale");
       std::string name = llvm::formatv("index_score_{0}x{1}", heads, dim).str();
-      s.use(name, "csa.index_score", "", [&] { buildIndexScoreKernel(s.kernels, name, heads, dim); });
+      s.use(name, "csa.index_score", "", KernelParallelism::Nest, [&] { buildIndexScoreKernel(s.kernels, name, heads, dim); });
     } else if (auto op = dyn_cast<HsiSelectOp>(raw)) {
       auto pool = op.getPool().getType();
       std::string blocks = llvm::formatv("hsi_block_scores_{0}", pool.getBlockSize()).str();
-      s.use(blocks, "csa.hsi_select", "", [&] {
+      s.use(blocks, "csa.hsi_select", "", KernelParallelism::Nest, [&] {
         buildHsiBlockScoresKernel(s.kernels, blocks, pool.getBlockSize());
       }, "blocks");
       std::string name = llvm::formatv("hsi_select_{0}x{1}", pool.getBlocks(), pool.getBlockSize()).str();
-      s.use(name, "csa.hsi_select", "", [&] {
+      s.use(name, "csa.hsi_select", "", KernelParallelism::Nest, [&] {
         buildHsiSelectKernel(s.kernels, name, pool.getBlocks(), pool.getBlockSize());
       });
     } else if (auto op = dyn_cast<TopKOp>(raw)) {
       int64_t k = op.getResult().getType().getK();
       bool masked = bool(op.getPool());
       std::string rank = llvm::formatv("topk_rank_{0}{1}", k, masked ? "_masked" : "").str();
-      s.use(rank, "csa.topk", "", [&] { buildTopKRankKernel(s.kernels, rank, k, masked); },
+      s.use(rank, "csa.topk", "", KernelParallelism::Nest, [&] { buildTopKRankKernel(s.kernels, rank, k, masked); },
             "rank");
       std::string name = llvm::formatv("topk_compact_{0}", k).str();
-      s.use(name, "csa.topk", "", [&] { buildTopKCompactKernel(s.kernels, name, k); });
+      s.use(name, "csa.topk", "", KernelParallelism::Rows, [&] { buildTopKCompactKernel(s.kernels, name, k); });
     } else if (auto op = dyn_cast<SparseAttentionOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getQuery().getType());
       int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
       // The gathered rows: the ring's and the global cache's, dequantized.
       std::string ring = "dequantize_" + rowName(op.getWindow().getType().getRow());
-      s.use(ring, "csa.sparse_attention", "window rows", [&] {
+      s.use(ring, "csa.sparse_attention", "window rows", KernelParallelism::Nest, [&] {
         Type row = op.getWindow().getType().getRow();
         buildDequantizeRowsKernel(s.kernels, ring, rowFormat(row), rowDim(row));
       }, "dequantize_window");
       if (auto cache = op.getCache()) {
         Type row = cast<GlobalCacheType>(cache.getType()).getMainRow();
         std::string main = "dequantize_" + rowName(row);
-        s.use(main, "csa.sparse_attention", "selected rows", [&] {
+        s.use(main, "csa.sparse_attention", "selected rows", KernelParallelism::Nest, [&] {
           buildDequantizeRowsKernel(s.kernels, main, rowFormat(row), rowDim(row));
         }, "dequantize_selected");
-        s.use("gather_cache_entries", "csa.sparse_attention", "selected entries", [&] {
+        s.use("gather_cache_entries", "csa.sparse_attention", "selected entries", KernelParallelism::Nest, [&] {
           buildGatherCacheEntriesKernel(s.kernels, "gather_cache_entries");
         }, "gather_selected");
-        s.use("attention_selected_index", "csa.sparse_attention", "index lists", [&] {
+        s.use("attention_selected_index", "csa.sparse_attention", "index lists", KernelParallelism::Nest, [&] {
           buildSelectedIndexKernel(s.kernels, "attention_selected_index");
         }, "selected_index");
       }
       std::string name = llvm::formatv("sparse_attention_{0}x{1}", heads, dim).str();
-      s.use(name, "csa.sparse_attention", "", [&] { buildSparseAttentionKernel(s.kernels, name, heads, dim); });
+      s.use(name, "csa.sparse_attention", "", KernelParallelism::Nest, [&] { buildSparseAttentionKernel(s.kernels, name, heads, dim); });
     } else if (auto op = dyn_cast<MoeOp>(raw)) {
       int64_t dim = lastDim(op.getInput()), inter = op.getInter();
       std::string route = llvm::formatv("moe_route_{0}_top{1}", op.getExperts(), op.getTopK()).str();
       s.linear("csa.moe", WeightFormat::F32, dim, op.getExperts(), 1, "gate");
-      s.use(route, "csa.moe", "", [&] {
+      s.use(route, "csa.moe", "", KernelParallelism::Rows, [&] {
         buildMoeRouteKernel(s.kernels, route, op.getExperts(), op.getTopK(),
                             float(op.getRouteScale().convertToDouble()));
       }, "route");
       std::string gather = llvm::formatv("moe_gather_{0}", dim).str();
-      s.use(gather, "csa.moe", "", [&] { buildMoeGatherKernel(s.kernels, gather, dim); }, "gather");
+      s.use(gather, "csa.moe", "", KernelParallelism::Nest, [&] { buildMoeGatherKernel(s.kernels, gather, dim); }, "gather");
       s.linear("csa.moe", op.getExpertFormat(), dim, inter, 1, "expert_in");
       s.linear("csa.moe", op.getExpertFormat(), inter, dim, 1, "expert_out");
       s.linear("csa.moe", op.getSharedFormat(), dim, inter, 1, "shared_in");
@@ -402,18 +406,18 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       // The limit in the name without a '.': PTX identifiers have none.
       std::string swiglu = llvm::formatv("swiglu_{0}_l{1}", inter, limit).str();
       std::replace(swiglu.begin(), swiglu.end(), '.', 'p');
-      s.use(swiglu, "csa.moe", "", [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); }, "swiglu");
+      s.use(swiglu, "csa.moe", "", KernelParallelism::Nest, [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); }, "swiglu");
       std::string acc = llvm::formatv("moe_accumulate_{0}", dim).str();
-      s.use(acc, "csa.moe", "", [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); }, "accumulate");
+      s.use(acc, "csa.moe", "", KernelParallelism::Nest, [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); }, "accumulate");
       std::string fin = llvm::formatv("moe_finish_{0}", dim).str();
-      s.use(fin, "csa.moe", "", [&] { buildMoeFinishKernel(s.kernels, fin, dim); }, "finish");
+      s.use(fin, "csa.moe", "", KernelParallelism::Nest, [&] { buildMoeFinishKernel(s.kernels, fin, dim); }, "finish");
     } else if (auto op = dyn_cast<EngramOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getStreams().getType());
       int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
       s.linear("csa.engram", WeightFormat::FP8Block32, op.getGatherWidth(),
                (hc + 1) * dim, 1, "linear");
       std::string gate = llvm::formatv("engram_gate_{0}x{1}", hc, dim).str();
-      s.use(gate, "csa.engram", "", [&] { buildEngramGateKernel(s.kernels, gate, hc, dim, float(eps)); }, "gate");
+      s.use(gate, "csa.engram", "", KernelParallelism::Nest, [&] { buildEngramGateKernel(s.kernels, gate, hc, dim, float(eps)); }, "gate");
       // The hash: primes are handed out across all Engram layers in order,
       // so the layout is computed for the whole graph (engramLayouts).
       auto layout = engramLayouts.find(op.getLayer());
@@ -422,13 +426,13 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         return;
       }
       std::string hash = llvm::formatv("engram_hash_l{0}", op.getLayer()).str();
-      s.use(hash, "csa.engram", "", [&] {
+      s.use(hash, "csa.engram", "", KernelParallelism::Rows, [&] {
         buildEngramHashKernel(s.kernels, hash, layout->second);
       }, "hash");
       const int64_t cols = (op.getMaxNgram() - 1) * op.getHeads();
       std::string gather =
           llvm::formatv("engram_gather_{0}x{1}", cols, op.getHeadDim()).str();
-      s.use(gather, "csa.engram", "table rows", [&] {
+      s.use(gather, "csa.engram", "table rows", KernelParallelism::Nest, [&] {
         buildEngramGatherKernel(s.kernels, gather, cols, op.getHeadDim());
       }, "gather");
     } else if (auto op = dyn_cast<FusionOp>(raw)) {
@@ -447,7 +451,7 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
                   appendK = s.kernelOf(ops[2]);
       std::string name = "fused_" + appendK + "__" + ropeK + "_s" +
                          std::to_string(rope.getStride());
-      s.use(name, "csa.fusion", "rope_quantize_store", [&] {
+      s.use(name, "csa.fusion", "rope_quantize_store", KernelParallelism::Serial, [&] {
         buildRopeQuantizeStoreKernel(s.kernels, name, ropeK, quantK, appendK,
                                      rope.getStride());
       });

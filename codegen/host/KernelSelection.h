@@ -22,6 +22,10 @@
 
 namespace csa::codegen {
 
+/// The csa::KernelParallelismAttr on every host kernel: which of its loops
+/// have independent iterations (the NVPTX back end's thread mapping).
+inline constexpr const char *kKernelParallelismAttr = "csa.parallelism";
+
 struct SelectedKernel {
   std::string name; ///< symbol: _mlir_ciface_<name>
   std::string op;   ///< the csa op it implements

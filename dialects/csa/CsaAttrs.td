@@ -48,6 +48,49 @@ def Csa_WeightFormatAttr : EnumAttr<Csa_Dialect, Csa_WeightFormatEnum, "weight_f
   let assemblyFormat = "$value";
 }
 
+def Csa_KernelParallelismEnum : I32EnumAttr<"KernelParallelism",
+    "which loops of a kernel have independent iterations", [
+    I32EnumAttrCase<"Serial", 0, "serial">,
+    I32EnumAttrCase<"Rows", 1, "rows">,
+    I32EnumAttrCase<"Nest", 2, "nest">,
+    I32EnumAttrCase<"Channels", 3, "channels">]> {
+  let cppNamespace = "::csa";
+  let genSpecializedAttr = 0;
+}
+def Csa_KernelParallelismAttr
+    : EnumAttr<Csa_Dialect, Csa_KernelParallelismEnum, "parallelism"> {
+  let summary = "the independent loops of a generated kernel, for its "
+                "thread mapping";
+  let description = [{
+    Set by the kernel selection on every host kernel (`csa.parallelism` on
+    the `func.func`) and read by the NVPTX back end
+    (`csa-lower-kernels-to-nvvm`) to map a kernel that has no dedicated GPU
+    form to threads:
+
+    * `serial`: the kernel's loops carry state (ordered ring stores, the
+      compressor state, fused regions holding a store): one thread.
+    * `rows`: the iterations of the top-level row loop are independent: a
+      thread per row (or tile of rows).
+    * `nest`: the row loop and every loop perfectly nested in it are
+      independent: a thread per iteration of the whole nest when the nest
+      has that shape, else as `rows`.
+    * `channels`: the body is one loop over a constant number of
+      independent channels, each walking the rows in order: a thread per
+      channel.
+
+    A kernel researcher can change it in `host.mlir` and finish with
+    `csa-opt --csa-lower-kernels-to-nvvm`. Kernels with a dedicated form
+    (linears, sparse attention's head form, the block forms) are recognized
+    by their own attributes first.
+
+    Example:
+    ```mlir
+    func.func @swiglu_32_l10(...) attributes {csa.parallelism = #csa.parallelism<nest>, ...}
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Csa_TieBreakEnum : I32EnumAttr<"TieBreak", "top-k tie rule", [
     I32EnumAttrCase<"LowestPosition", 0, "lowest_position">]> {
   let cppNamespace = "::csa";

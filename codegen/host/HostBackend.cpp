@@ -36,8 +36,9 @@ LogicalResult lowerHostKernelsToLLVM(ModuleOp module) {
   pm.addNestedPass<func::FuncOp>(arith::createArithExpandOpsPass(expand));
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createArithToLLVMConversionPass());
-  // Transcendentals as libm calls (expf, log1pf, cosf, ...): the same
-  // functions the reference forward calls, so results agree bit for bit.
+  // csa's transcendentals are arith ops (Transcendental.h); a math op a
+  // hand-edited kernel adds becomes a libm call, math.sqrt the sqrtss
+  // instruction.
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

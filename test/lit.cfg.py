@@ -20,7 +20,8 @@ config.substitutions.append(("%csa_src", config.csa_src_root))
 config.substitutions.append(("%csa_obj", config.csa_obj_root))
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
-    ["csa-opt", "csa-compile", "csa-checkpoint", "csa-reference", "csa-run"],
+    ["csa-opt", "csa-compile", "csa-checkpoint", "csa-reference", "csa-run",
+     "csa-op-abi"],
     [config.csa_tools_dir, config.llvm_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 

@@ -2,6 +2,7 @@
 #include "codegen/host/HostPlan.h"
 
 #include "dialects/csa/CsaDialect.h"
+#include "runtime/artifact/OpAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -9,6 +10,8 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <optional>
 
 using namespace mlir;
 using nlohmann::json;
@@ -69,6 +72,14 @@ private:
         llvm::formatv("@{0}: '{1}' at {2}: {3}", prefix,
                       op->getName().getStringRef(), loc, what.str())
             .str());
+  }
+
+  /// The writer and the op ABI table disagree: a bug of the compiler, not
+  /// of the input.
+  llvm::Error internal(Operation *op, const Twine &what) {
+    return error(op, "internal error: the plan writer and the op ABI "
+                     "(runtime/artifact/OpAbi.cpp) disagree: " +
+                         what);
   }
 
   // --- Bindings -----------------------------------------------------------
@@ -216,35 +227,104 @@ private:
     return llvm::Error::success();
   }
 
-  /// Appends operand/result bindings to `call` (operands, then results).
-  llvm::Error bind(Operation *op, KernelCall &call, ValueRange values) {
-    for (Value v : values) {
-      auto arg = operand(op, v);
-      if (!arg)
-        return arg.takeError();
-      call.args.push_back(*arg);
-    }
+  // The arguments of the step being planned are bound by slot name, in any
+  // order, and laid out by the op's ABI (runtime/artifact/OpAbi.h) once its
+  // attrs are set: the executor reads the step by the same table.
+  struct SlotArg {
+    std::string slot;
+    int64_t instance; ///< the repeat of a repeated slot (csa.moe's experts)
+    KernelArg arg;
+  };
+
+  /// Binds operand `v` to `slot`.
+  llvm::Error bind(Operation *op, StringRef slot, Value v) {
+    auto arg = operand(op, v);
+    if (!arg)
+      return arg.takeError();
+    slotArgs.push_back({slot.str(), -1, *arg});
     return llvm::Error::success();
   }
-  llvm::Error bindResults(Operation *op, KernelCall &call) {
-    for (Value v : op->getResults()) {
+  llvm::Error bind(Operation *op,
+                   std::initializer_list<std::pair<StringRef, Value>> slots) {
+    for (auto &[slot, v] : slots)
+      if (llvm::Error e = bind(op, slot, v))
+        return e;
+    return llvm::Error::success();
+  }
+  /// Binds the results of `op`, in order, to fresh transients (or the
+  /// logits output) in `slots`.
+  llvm::Error bindResults(Operation *op, ArrayRef<StringRef> slots) {
+    if (slots.size() != op->getNumResults())
+      return internal(op, llvm::formatv("the op has {0} results, the plan "
+                                        "writer binds {1}",
+                                        op->getNumResults(), slots.size()));
+    for (auto [slot, v] : llvm::zip_equal(slots, op->getResults())) {
       auto arg = result(op, v);
       if (!arg)
         return arg.takeError();
-      call.args.push_back(*arg);
+      slotArgs.push_back({slot.str(), -1, *arg});
     }
     return llvm::Error::success();
   }
-  void weight(KernelCall &call, const std::string &name) {
-    call.args.push_back(KernelArg::weight(name));
+  void weight(StringRef slot, const std::string &name, int64_t instance = -1) {
+    slotArgs.push_back({slot.str(), instance, KernelArg::weight(name)});
   }
-  /// A linear layer's weight, and its scale when the format has one.
-  void linearWeights(KernelCall &call, const std::string &name,
-                     WeightFormat format) {
-    weight(call, name + ".weight");
-    if (format == WeightFormat::FP8Block32 || format == WeightFormat::FP4E2M1 ||
-        format == WeightFormat::FP8AsBF16)
-      weight(call, name + ".scale");
+  /// Whether weights of `format` have a scale tensor, as the op ABI says.
+  llvm::Expected<bool> hasScales(Operation *op, WeightFormat format) {
+    StringRef name = stringifyWeightFormat(format);
+    std::optional<bool> scaled = artifact::weightFormatHasScales(name.str());
+    if (!scaled)
+      return internal(op, "weight format '" + name + "' is not in its list");
+    return *scaled;
+  }
+  /// A linear layer's weight `<name>.weight` in slot `<layer>weight`, and
+  /// its scale `<name>.scale` in slot `<layer>scale` when the format has one.
+  llvm::Error linearWeights(Operation *op, StringRef layer,
+                            const std::string &name, WeightFormat format,
+                            int64_t instance = -1) {
+    auto scaled = hasScales(op, format);
+    if (!scaled)
+      return scaled.takeError();
+    weight((layer + "weight").str(), name + ".weight", instance);
+    if (*scaled)
+      weight((layer + "scale").str(), name + ".scale", instance);
+    return llvm::Error::success();
+  }
+
+  /// Lays the bound slots out as `call.attrs` describe the op: every slot
+  /// of the layout bound once, with an argument of its kind.
+  llvm::Error layOut(Operation *op, KernelCall &call) {
+    const std::string name = call.attrs["op"].get<std::string>();
+    auto layout = artifact::argLayout(name, call.attrs);
+    if (!layout.ok())
+      return internal(op, "its attrs give no argument layout: " +
+                              std::string(layout.status().message()));
+    std::vector<std::optional<KernelArg>> args(layout->size());
+    for (SlotArg &bound : slotArgs) {
+      std::string label = bound.slot;
+      if (bound.instance >= 0)
+        label += llvm::formatv(" (repeat {0})", bound.instance).str();
+      std::optional<size_t> at = layout->find(bound.slot, bound.instance);
+      if (!at)
+        return internal(op, "it binds '" + label + "', which " + name +
+                                " (" + layout->signature() +
+                                ") does not have with these attrs");
+      if (args[*at])
+        return internal(op, "it binds '" + label + "' twice");
+      std::string problem = artifact::checkArg(*layout, *at, bound.arg);
+      if (!problem.empty())
+        return internal(op, problem);
+      args[*at] = std::move(bound.arg);
+    }
+    slotArgs.clear();
+    call.args.clear();
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!args[i])
+        return internal(op, "it binds nothing to args[" + Twine(i) + "] (" +
+                                layout->slots()[i].label() + ")");
+      call.args.push_back(std::move(*args[i]));
+    }
+    return llvm::Error::success();
   }
 
   llvm::Error cacheAlloc(CacheAllocOp op) {
@@ -320,7 +400,6 @@ private:
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
       return extractSlice(slice);
 
-    const std::string name = op->getName().getStringRef().str();
     StringRef main = "main";
     if (isa<CompressOp, EngramOp>(op))
       main = isa<CompressOp>(op) ? "linear" : "hash";
@@ -332,54 +411,64 @@ private:
     KernelCall call = std::move(*made);
     json &attrs = call.attrs;
 
+    // The result slots, in the op's result order.
+    SmallVector<StringRef, 3> results = {"result"};
     if (auto embed = dyn_cast<EmbedOp>(op)) {
-      if (llvm::Error e = bind(op, call, embed.getTokens()))
+      if (llvm::Error e = bind(op, "tokens", embed.getTokens()))
         return e;
-      weight(call, embed.getWeight().str());
+      weight("weight", embed.getWeight().str());
       attrs["vocab"] = embed.getVocab();
       attrs["dim"] = lastDim(embed.getResult());
     } else if (auto x = dyn_cast<HcExpandOp>(op)) {
-      if (llvm::Error e = bind(op, call, x.getInput()))
+      if (llvm::Error e = bind(op, "input", x.getInput()))
         return e;
       auto type = cast<RankedTensorType>(x.getResult().getType());
       attrs["hc"] = type.getDimSize(1);
       attrs["dim"] = type.getDimSize(2);
     } else if (auto mix = dyn_cast<HcMixOp>(op)) {
-      if (llvm::Error e = bind(op, call, mix.getStreams()))
+      if (llvm::Error e = bind(op, "streams", mix.getStreams()))
         return e;
       std::string w = mix.getWeights().str();
-      weight(call, w + "_fn");
-      weight(call, w + "_base");
-      weight(call, w + "_scale");
+      weight("fn", w + "_fn");
+      weight("base", w + "_base");
+      weight("scale", w + "_scale");
+      results = {"pre", "post", "comb"};
       auto type = cast<RankedTensorType>(mix.getStreams().getType());
       attrs["hc"] = type.getDimSize(1);
       attrs["dim"] = type.getDimSize(2);
     } else if (auto collapse = dyn_cast<HcCollapseOp>(op)) {
-      if (llvm::Error e = bind(op, call, {collapse.getStreams(), collapse.getPre()}))
+      if (llvm::Error e = bind(op, {{"streams", collapse.getStreams()},
+                                    {"pre", collapse.getPre()}}))
         return e;
       auto type = cast<RankedTensorType>(collapse.getStreams().getType());
       attrs["hc"] = type.getDimSize(1);
       attrs["dim"] = type.getDimSize(2);
     } else if (auto update = dyn_cast<HcUpdateOp>(op)) {
-      if (llvm::Error e = bind(op, call, op->getOperands()))
+      if (llvm::Error e = bind(op, {{"streams", update.getStreams()},
+                                    {"update", update.getUpdate()},
+                                    {"post", update.getPost()},
+                                    {"comb", update.getComb()}}))
         return e;
       auto type = cast<RankedTensorType>(update.getStreams().getType());
       attrs["hc"] = type.getDimSize(1);
       attrs["dim"] = type.getDimSize(2);
     } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
-      if (llvm::Error e = bind(op, call, norm.getInput()))
+      if (llvm::Error e = bind(op, "input", norm.getInput()))
         return e;
-      weight(call, withSuffix(norm.getWeight(), ".weight"));
+      weight("weight", withSuffix(norm.getWeight(), ".weight"));
       attrs["dim"] = lastDim(norm.getInput());
     } else if (auto linear = dyn_cast<LinearOp>(op)) {
-      if (llvm::Error e = bind(op, call, linear.getInput()))
+      if (llvm::Error e = bind(op, "input", linear.getInput()))
         return e;
-      linearWeights(call, linear.getWeight().str(), linear.getFormat());
+      if (llvm::Error e = linearWeights(op, "", linear.getWeight().str(),
+                                        linear.getFormat()))
+        return e;
       attrs["in"] = lastDim(linear.getInput());
       attrs["out"] = lastDim(linear.getResult());
       attrs["format"] = stringifyWeightFormat(linear.getFormat()).str();
     } else if (auto rope = dyn_cast<RopeOp>(op)) {
-      if (llvm::Error e = bind(op, call, {rope.getInput(), rope.getPosition()}))
+      if (llvm::Error e = bind(op, {{"input", rope.getInput()},
+                                    {"position", rope.getPosition()}}))
         return e;
       auto type = cast<RankedTensorType>(rope.getInput().getType());
       attrs["stride"] = rope.getStride();
@@ -387,50 +476,61 @@ private:
           type.getRank() == 3 ? type.getDimSize(1) : int64_t(1);
       attrs["dim"] = lastDim(rope.getInput());
     } else if (auto quantize = dyn_cast<QuantizeOp>(op)) {
-      if (llvm::Error e = bind(op, call, quantize.getInput()))
+      if (llvm::Error e = bind(op, "input", quantize.getInput()))
         return e;
       attrs["dim"] = lastDim(quantize.getInput());
     } else if (auto append = dyn_cast<CacheAppendOp>(op)) {
-      if (llvm::Error e = bind(op, call, op->getOperands()))
+      if (llvm::Error e = bind(op, {{"rows", append.getRows()},
+                                    {"cache", append.getCache()},
+                                    {"position", append.getPosition()}}))
         return e;
+      results = {};
       Type row = append.getRows().getType().getElementType();
       std::string part = "ring";
       if (auto global = dyn_cast<GlobalCacheType>(append.getCache().getType()))
         part = row == global.getMainRow() ? "main" : "index";
       attrs["part"] = part;
     } else if (auto compress = dyn_cast<CompressOp>(op)) {
-      if (llvm::Error e = bind(op, call, {compress.getInput(), compress.getPosition()}))
+      if (llvm::Error e = bind(op, {{"input", compress.getInput()},
+                                    {"position", compress.getPosition()}}))
         return e;
       if (compress.getState())
-        if (llvm::Error e = bind(op, call, compress.getState()))
+        if (llvm::Error e = bind(op, "state", compress.getState()))
           return e;
       std::string w = compress.getWeights().str();
-      weight(call, w + ".wkv.weight");
+      weight("wkv.weight", w + ".wkv.weight");
       if (compress.getRatio() > 1)
-        weight(call, w + ".wgate.weight");
-      weight(call, w + ".norm.weight");
+        weight("wgate.weight", w + ".wgate.weight");
+      weight("norm.weight", w + ".norm.weight");
       attrs["ratio"] = compress.getRatio();
       attrs["in"] = lastDim(compress.getInput());
       attrs["dim"] = lastDim(compress.getResult());
     } else if (auto score = dyn_cast<IndexScoreOp>(op)) {
-      if (llvm::Error e = bind(op, call, op->getOperands()))
+      if (llvm::Error e = bind(op, {{"query", score.getQuery()},
+                                    {"head_weights", score.getHeadWeights()},
+                                    {"cache", score.getCache()}}))
         return e;
+      results = {"scores"};
       auto type = cast<RankedTensorType>(score.getQuery().getType());
       auto cache = cast<GlobalCacheType>(score.getCache().getType());
       attrs["heads"] = type.getDimSize(1);
       attrs["dim"] = type.getDimSize(2);
       attrs["ratio"] = cache.getRatio();
     } else if (auto hsi = dyn_cast<HsiSelectOp>(op)) {
-      if (llvm::Error e = bind(op, call, hsi.getScores()))
+      if (llvm::Error e = bind(op, "scores", hsi.getScores()))
         return e;
+      results = {"pool"};
       auto source = hsi.getScores().getDefiningOp<IndexScoreOp>();
       if (!source)
         return error(op, "scores must come from csa.index_score");
       attrs["ratio"] = cast<GlobalCacheType>(source.getCache().getType()).getRatio();
       attrs["block_size"] = hsi.getResult().getType().getBlockSize();
     } else if (auto topk = dyn_cast<TopKOp>(op)) {
-      if (llvm::Error e = bind(op, call, op->getOperands()))
+      if (llvm::Error e = bind(op, "scores", topk.getScores()))
         return e;
+      if (topk.getPool())
+        if (llvm::Error e = bind(op, "pool", topk.getPool()))
+          return e;
       auto source = topk.getScores().getDefiningOp<IndexScoreOp>();
       if (!source)
         return error(op, "scores must come from csa.index_score");
@@ -438,17 +538,19 @@ private:
       attrs["k"] = topk.getResult().getType().getK();
       attrs["masked"] = bool(topk.getPool());
     } else if (auto attention = dyn_cast<SparseAttentionOp>(op)) {
-      if (llvm::Error e = bind(op, call,
-                               {attention.getQuery(), attention.getWindow(),
-                                attention.getFresh(), attention.getPosition()}))
+      if (llvm::Error e = bind(op, {{"query", attention.getQuery()},
+                                    {"window", attention.getWindow()},
+                                    {"fresh", attention.getFresh()},
+                                    {"position", attention.getPosition()}}))
         return e;
       if (attention.getCache()) {
-        if (llvm::Error e = bind(op, call, {attention.getCache(), attention.getSelected()}))
+        if (llvm::Error e = bind(op, {{"cache", attention.getCache()},
+                                      {"selected", attention.getSelected()}}))
           return e;
         attrs["ratio"] =
             cast<GlobalCacheType>(attention.getCache().getType()).getRatio();
       }
-      weight(call, attention.getSink().str());
+      weight("sink", attention.getSink().str());
       auto type = cast<RankedTensorType>(attention.getQuery().getType());
       attrs["heads"] = type.getDimSize(1);
       attrs["dim"] = type.getDimSize(2);
@@ -456,41 +558,51 @@ private:
       attrs["scale"] = attention.getScale().convertToDouble();
       attrs["global"] = bool(attention.getCache());
     } else if (auto moe = dyn_cast<MoeOp>(op)) {
-      if (llvm::Error e = bind(op, call, moe.getInput()))
+      if (llvm::Error e = bind(op, "input", moe.getInput()))
         return e;
       std::string w = moe.getWeights().str();
-      weight(call, w + ".gate.weight");
-      weight(call, w + ".gate.bias");
+      weight("gate.weight", w + ".gate.weight");
+      weight("gate.bias", w + ".gate.bias");
       for (int64_t e = 0; e < moe.getExperts(); ++e)
         for (const char *m : {"w1", "w2", "w3"})
-          linearWeights(call, llvm::formatv("{0}.experts.{1}.{2}", w, e, m).str(),
-                        moe.getExpertFormat());
+          if (llvm::Error err = linearWeights(
+                  op, (Twine(m) + ".").str(),
+                  llvm::formatv("{0}.experts.{1}.{2}", w, e, m).str(),
+                  moe.getExpertFormat(), e))
+            return err;
       if (moe.getShared() != 1)
         return error(op, "the host plan supports exactly one shared expert");
       for (const char *m : {"w1", "w2", "w3"})
-        linearWeights(call, llvm::formatv("{0}.shared_experts.{1}", w, m).str(),
-                      moe.getSharedFormat());
+        if (llvm::Error e = linearWeights(
+                op, ("shared." + Twine(m) + ".").str(),
+                llvm::formatv("{0}.shared_experts.{1}", w, m).str(),
+                moe.getSharedFormat()))
+          return e;
       attrs["experts"] = moe.getExperts();
       attrs["top_k"] = moe.getTopK();
       attrs["inter"] = moe.getInter();
       attrs["dim"] = lastDim(moe.getInput());
-      auto hasScale = [](WeightFormat f) { // as linearWeights lists them
-        return f == WeightFormat::FP8Block32 || f == WeightFormat::FP4E2M1 ||
-               f == WeightFormat::FP8AsBF16;
-      };
-      attrs["expert_scales"] = hasScale(moe.getExpertFormat());
-      attrs["shared_scales"] = hasScale(moe.getSharedFormat());
+      auto expertScales = hasScales(op, moe.getExpertFormat());
+      if (!expertScales)
+        return expertScales.takeError();
+      auto sharedScales = hasScales(op, moe.getSharedFormat());
+      if (!sharedScales)
+        return sharedScales.takeError();
+      attrs["expert_scales"] = *expertScales;
+      attrs["shared_scales"] = *sharedScales;
     } else if (auto engram = dyn_cast<EngramOp>(op)) {
-      if (llvm::Error e = bind(op, call,
-                               {engram.getStreams(), engram.getTokens(),
-                                engram.getPosition()}))
+      if (llvm::Error e = bind(op, {{"streams", engram.getStreams()},
+                                    {"tokens", engram.getTokens()},
+                                    {"position", engram.getPosition()}}))
         return e;
       std::string w = engram.getWeights().str();
-      weight(call, w + ".embed.weight");
-      weight(call, w + ".embed.scale");
-      linearWeights(call, w + ".wkv", WeightFormat::FP8Block32);
-      weight(call, w + ".q_weight");
-      weight(call, w + ".k_weight");
+      weight("embed.weight", w + ".embed.weight");
+      weight("embed.scale", w + ".embed.scale");
+      if (llvm::Error e =
+              linearWeights(op, "wkv.", w + ".wkv", WeightFormat::FP8Block32))
+        return e;
+      weight("q_weight", w + ".q_weight");
+      weight("k_weight", w + ".k_weight");
       auto type = cast<RankedTensorType>(engram.getStreams().getType());
       attrs["hc"] = type.getDimSize(1);
       attrs["dim"] = type.getDimSize(2);
@@ -501,16 +613,22 @@ private:
       attrs["compressed_vocab"] = engram.getCompressedVocab();
     } else if (auto fusion = dyn_cast<FusionOp>(op)) {
       // rope_quantize_store (the only region the host selects a kernel for):
-      // [x, rope position, store position, cache, rows].
-      if (llvm::Error e = bind(op, call, fusion.getInputs()))
-        return e;
-      attrs["name"] = fusion.getName().str();
+      // its inputs are the x, RoPE position, store position and cache the
+      // body reads.
       Block &body = fusion.getBody().front();
       auto rope = dyn_cast<RopeOp>(&body.front());
       auto append = fusion.getBody().front().getTerminator()->getPrevNode();
       auto store = dyn_cast_or_null<CacheAppendOp>(append);
-      if (!rope || !store)
+      auto inputs = fusion.getInputs();
+      if (!rope || !store || inputs.size() != 4)
         return error(op, "a kernel region the host plan does not know");
+      if (llvm::Error e = bind(op, {{"input", inputs[0]},
+                                    {"rope_position", inputs[1]},
+                                    {"store_position", inputs[2]},
+                                    {"cache", inputs[3]}}))
+        return e;
+      results = {"rows"};
+      attrs["name"] = fusion.getName().str();
       attrs["dim"] = lastDim(rope.getInput());
       attrs["rope_stride"] = rope.getStride();
       Type row = store.getRows().getType().getElementType();
@@ -519,16 +637,18 @@ private:
         part = row == global.getMainRow() ? "main" : "index";
       attrs["part"] = part;
     } else if (auto head = dyn_cast<LmHeadOp>(op)) {
-      if (llvm::Error e = bind(op, call, head.getInput()))
+      if (llvm::Error e = bind(op, "input", head.getInput()))
         return e;
-      weight(call, head.getWeight().str());
+      weight("weight", head.getWeight().str());
       attrs["vocab"] = head.getVocab();
       attrs["dim"] = lastDim(head.getInput());
       attrs["last_only"] = bool(head.getLastOnly());
     } else {
       return error(op, "has no host plan step");
     }
-    if (llvm::Error e = bindResults(op, call))
+    if (llvm::Error e = bindResults(op, results))
+      return e;
+    if (llvm::Error e = layOut(op, call))
       return e;
     return add(std::move(call));
   }
@@ -548,21 +668,23 @@ private:
     KernelCall call;
     call.kernel = "builtin.slice_rows";
     call.attrs = json{{"op", "tensor.extract_slice"}};
-    auto src = operand(slice, slice.getSource());
-    if (!src)
-      return src.takeError();
-    call.args.push_back(*src);
-    for (OpFoldResult ofr : {slice.getMixedOffsets()[0], slice.getMixedSizes()[0]}) {
+    if (llvm::Error e = bind(slice, "source", slice.getSource()))
+      return e;
+    using Bound = std::pair<StringRef, OpFoldResult>;
+    for (auto [slot, ofr] : {Bound{"offset", slice.getMixedOffsets()[0]},
+                             Bound{"size", slice.getMixedSizes()[0]}}) {
       if (auto c = getConstantIntValue(ofr)) {
-        call.args.push_back(KernelArg::index(json(*c)));
+        slotArgs.push_back({slot.str(), -1, KernelArg::index(json(*c))});
         continue;
       }
       auto expr = indexExpr(slice, cast<Value>(ofr));
       if (!expr)
         return expr.takeError();
-      call.args.push_back(KernelArg::index(*expr));
+      slotArgs.push_back({slot.str(), -1, KernelArg::index(*expr)});
     }
-    if (llvm::Error e = bindResults(slice, call))
+    if (llvm::Error e = bindResults(slice, {"result"}))
+      return e;
+    if (llvm::Error e = layOut(slice, call))
       return e;
     return add(std::move(call));
   }
@@ -574,6 +696,7 @@ private:
   std::string prefix;
   Value tokens, position, logits;
   llvm::DenseMap<Value, KernelArg> bindings;
+  std::vector<SlotArg> slotArgs; ///< of the step being planned
   std::vector<KernelCall> calls;
   int64_t counter = 0;
 };

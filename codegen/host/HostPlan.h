@@ -9,7 +9,10 @@
 // (expand_shape, collapse_shape) alias their operand; bounded replay's
 // row slice becomes the data-movement builtin `builtin.slice_rows`.
 //
-// docs/artifact-format.md lists each op's argument layout.
+// Each step's arguments are bound by slot name and laid out by the op ABI
+// table (runtime/artifact/OpAbi.h), which the executor reads them by; a
+// binding the table does not describe is an internal error naming the op
+// and the slot.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CSA_CODEGEN_HOST_HOSTPLAN_H

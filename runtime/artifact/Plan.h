@@ -152,8 +152,8 @@ struct KernelArg {
 
 /// Steps the runtime carries out itself (data movement only, never
 /// arithmetic on values): `kernel` names them, `object` is empty.
-///   builtin.slice_rows(src, offset: index, count: index, dst): rows
-///   [offset, offset + count) of a transient (csa-bounded-replay's cut).
+///   builtin.slice_rows(source, offset: index, size: index, result): rows
+///   [offset, offset + size) of a transient (csa-bounded-replay's cut).
 bool isBuiltinKernel(std::string_view kernel);
 
 /// One call of a generated kernel.

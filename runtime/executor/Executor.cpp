@@ -2,13 +2,14 @@
 //
 // One driver per csa op kind. A driver reads the step's bindings, sizes the
 // results, builds memref descriptors and calls the op's generated kernels
-// (attrs.kernels, by role) in the order the op's semantics need; the
-// per-op argument layouts are the ones codegen/host/HostPlan.cpp writes
-// (docs/artifact-format.md).
+// (attrs.kernels, by role) in the order the op's semantics need. It finds
+// the step's arguments by slot name in the op's layout (runtime/artifact/
+// OpAbi.h, the table codegen/host/HostPlan.cpp writes them by).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/Executor.h"
 
+#include "runtime/artifact/OpAbi.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/LaunchGraphs.h"
@@ -1085,6 +1086,7 @@ struct Executor::Impl {
   struct Step {
     const KernelCall *call = nullptr;
     std::string op;
+    artifact::ArgLayout layout; ///< where each slot of `op` is in call->args
     std::map<std::string, KernelRef> kernels; ///< role -> kernel
     Driver driver;
     std::string where; ///< "prefill[12]" for messages
@@ -1159,33 +1161,40 @@ struct Executor::Impl {
   absl::StatusOr<std::vector<float>> run(std::vector<Step> &steps);
 
   // --- argument access ----------------------------------------------------
-  const KernelArg &arg(Step &s, size_t i) { return s.call->args.at(i); }
-  Tensor &tensor(Step &s, size_t i) {
-    const KernelArg &a = arg(s, i);
+  // By slot name (and repeat, for csa.moe's experts) in the step's layout,
+  // which prepare() checked against the step's arguments.
+  const KernelArg &arg(Step &s, std::string_view slot, int64_t instance = -1) {
+    return s.call->args.at(s.layout.at(slot, instance));
+  }
+  Tensor &tensor(Step &s, std::string_view slot) {
+    const KernelArg &a = arg(s, slot);
     if (a.kind == ArgKind::Input)
       return tokens;
     if (a.kind == ArgKind::Output)
       return logits;
     return transients[a.name];
   }
-  const checkpoint::TensorView &weight(Step &s, size_t i) {
-    return weights.at(arg(s, i).name);
+  const checkpoint::TensorView &weight(Step &s, std::string_view slot,
+                                       int64_t instance = -1) {
+    return weights.at(arg(s, slot, instance).name);
   }
-  CacheState &cache(Step &s, size_t i) { return seq->caches[arg(s, i).name]; }
-  const CacheBuffer &cacheBuffer(Step &s, size_t i) {
-    return *artifact->plan().findCache(arg(s, i).name);
+  CacheState &cache(Step &s, std::string_view slot) {
+    return seq->caches[arg(s, slot).name];
+  }
+  const CacheBuffer &cacheBuffer(Step &s, std::string_view slot) {
+    return *artifact->plan().findCache(arg(s, slot).name);
   }
   /// An integer argument: positions, row counts and offsets, all >= 0.
-  absl::StatusOr<int64_t> index(Step &s, size_t i) {
-    auto v = indexValue(s, i);
+  absl::StatusOr<int64_t> index(Step &s, std::string_view slot) {
+    auto v = indexValue(s, slot);
     if (v.ok() && *v < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("args[", i, "] evaluates to ", *v,
-                       " (positions and row counts are >= 0)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "args[", s.layout.at(slot), "] (", std::string(slot),
+          ") evaluates to ", *v, " (positions and row counts are >= 0)"));
     return v;
   }
-  absl::StatusOr<int64_t> indexValue(Step &s, size_t i) {
-    const KernelArg &a = arg(s, i);
+  absl::StatusOr<int64_t> indexValue(Step &s, std::string_view slot) {
+    const KernelArg &a = arg(s, slot);
     if (a.kind == ArgKind::Constant)
       return a.value;
     if (a.kind == ArgKind::Scalar) {
@@ -1233,9 +1242,9 @@ struct Executor::Impl {
     return r;
   }
   /// A result of `elementBytes`-sized elements with base `base`.
-  Tensor &result(Step &s, size_t i, int64_t elementBytes,
+  Tensor &result(Step &s, std::string_view slot, int64_t elementBytes,
                  std::vector<int64_t> dims, int64_t base) {
-    Tensor &t = tensor(s, i);
+    Tensor &t = tensor(s, slot);
     const uint64_t before = t.data.capacity();
     if (before == 0 && !pool.empty()) {
       // The buffer this value had in the last run when it is free (it is,
@@ -1269,10 +1278,11 @@ struct Executor::Impl {
     peakBytes = std::max(peakBytes, liveBytes);
     return t;
   }
-  /// Result `i` of `dims`, starting as a copy of `src`'s bytes from byte
+  /// Result `slot` of `dims`, starting as a copy of `src`'s bytes from byte
   /// `from` (RoPE and the Engram gate work in place; a slice is a copy).
   /// An error when `src` holds fewer bytes than the result needs.
-  absl::StatusOr<Tensor *> resultCopyOf(Step &s, size_t i, const Tensor &src,
+  absl::StatusOr<Tensor *> resultCopyOf(Step &s, std::string_view slot,
+                                        const Tensor &src,
                                         size_t from, int64_t elementBytes,
                                         std::vector<int64_t> dims,
                                         int64_t base) {
@@ -1282,9 +1292,9 @@ struct Executor::Impl {
     if (from + bytes > src.data.size())
       return absl::InvalidArgumentError(
           "a value holds fewer bytes than its shape says (another dtype?)");
-    Tensor &dst = tensor(s, i);
+    Tensor &dst = tensor(s, slot);
     if (&dst != &src && runner) {
-      result(s, i, elementBytes, dims, base);
+      result(s, slot, elementBytes, dims, base);
       if (runner->copyOnDevice(dst.ptr(), src.data.data() + from, bytes))
         return &dst;
     }
@@ -1292,11 +1302,11 @@ struct Executor::Impl {
     if (&dst == &src) { // one transient for operand and result
       std::vector<uint8_t> bytesOf(src.data.begin() + from,
                                    src.data.begin() + from + bytes);
-      result(s, i, elementBytes, std::move(dims), base);
+      result(s, slot, elementBytes, std::move(dims), base);
       std::memcpy(dst.ptr(), bytesOf.data(), bytes);
       return &dst;
     }
-    result(s, i, elementBytes, std::move(dims), base);
+    result(s, slot, elementBytes, std::move(dims), base);
     std::memcpy(dst.ptr(), src.data.data() + from, bytes);
     return &dst;
   }
@@ -1339,9 +1349,9 @@ struct Executor::Impl {
     return t;
   }
   /// result() for a value the step's kernels write whole: no upload.
-  Tensor &kernelResult(Step &s, size_t i, int64_t elementBytes,
+  Tensor &kernelResult(Step &s, std::string_view slot, int64_t elementBytes,
                        std::vector<int64_t> dims, int64_t base) {
-    Tensor &t = result(s, i, elementBytes, std::move(dims), base);
+    Tensor &t = result(s, slot, elementBytes, std::move(dims), base);
     if (runner)
       runner->deviceWillWrite(t.ptr());
     return t;
@@ -1387,21 +1397,24 @@ struct Executor::Impl {
     invokeAs<void>(kernel(s, role), args...);
   }
 
-  /// Calls a linear kernel `role` on `rows` rows: x [rows, in] -> y.
+  /// Calls a linear kernel `role` on `rows` rows: x [rows, in] -> y, with
+  /// the weight of slot `<layer>weight` and, when the step has one (the
+  /// weight's format has scales), the scale of slot `<layer>scale`.
   void linear(Step &s, const char *role, const void *x, int64_t rows,
-              int64_t in, size_t weightArg, bool scaled, void *y,
+              int64_t in, std::string_view layer, int64_t instance, void *y,
               int64_t out) {
-    const checkpoint::TensorView &w = weight(s, weightArg);
+    const std::string slot(layer);
+    const checkpoint::TensorView &w = weight(s, slot + "weight", instance);
     auto dx = desc<2>(x, {rows, in});
     auto dy = desc<2>(y, {rows, out});
     std::array<int64_t, 2> wShape{w.shape.size() > 0 ? w.shape[0] : 1,
                                   w.shape.size() > 1 ? w.shape[1] : 1};
     auto dw = desc<2>(w.data, wShape);
-    if (!scaled) {
+    if (!s.layout.has(slot + "scale", instance)) {
       invoke(s, role, &dx, &dw, &dy);
       return;
     }
-    const checkpoint::TensorView &sc = weight(s, weightArg + 1);
+    const checkpoint::TensorView &sc = weight(s, slot + "scale", instance);
     auto ds = desc<2>(sc.data, {sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
     invoke(s, role, &dx, &dw, &ds, &dy);
   }
@@ -1420,8 +1433,9 @@ struct Executor::Impl {
   absl::Status fusion(Step &s);
   /// The view of a cache a store of `n` rows from `start` writes (the ring;
   /// or one part of a global cache, grown to hold the entries).
-  absl::StatusOr<Desc<2>> appendView(Step &s, size_t cacheArg, int64_t start,
-                                     int64_t n, int64_t rowBytes);
+  absl::StatusOr<Desc<2>> appendView(Step &s, std::string_view cacheSlot,
+                                     int64_t start, int64_t n,
+                                     int64_t rowBytes);
   absl::Status compress(Step &s);
   absl::Status indexScore(Step &s);
   absl::Status hsiSelect(Step &s);
@@ -1432,105 +1446,6 @@ struct Executor::Impl {
   absl::Status lmHead(Step &s);
   absl::Status sliceRows(Step &s);
 };
-
-/// The argument kinds a step of `op` must have, one letter each: v a value
-/// (transient, input or output), w a weight, c a cache, i an integer (index
-/// expression, scalar or constant). Empty: the attrs are malformed.
-static std::string expectedArgs(const std::string &op, const json &attrs) {
-  auto flag = [&](const char *name) {
-    auto it = attrs.find(name);
-    return it != attrs.end() && it->is_boolean() && it->get<bool>();
-  };
-  auto integer = [&](const char *name) -> int64_t {
-    auto it = attrs.find(name);
-    return it != attrs.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
-  };
-  if (op == "csa.embed" || op == "csa.rms_norm" || op == "csa.lm_head")
-    return "vwv";
-  if (op == "csa.hc_expand" || op == "csa.quantize" || op == "csa.hsi_select")
-    return "vv";
-  if (op == "csa.hc_mix")
-    return "vwwwvvv";
-  if (op == "csa.hc_collapse")
-    return "vvv";
-  if (op == "csa.hc_update")
-    return "vvvvv";
-  if (op == "csa.linear") {
-    auto it = attrs.find("format");
-    if (it == attrs.end() || !it->is_string())
-      return "";
-    const std::string f = it->get<std::string>();
-    return f == "bf16" || f == "f32" ? "vwv" : "vwwv";
-  }
-  if (op == "csa.rope")
-    return "viv";
-  if (op == "csa.cache_append")
-    return "vci";
-  if (op == "csa.compress")
-    return integer("ratio") > 1 ? "vicwwwv" : integer("ratio") == 1 ? "viwwv" : "";
-  if (op == "csa.index_score")
-    return "vvcv";
-  if (op == "csa.topk")
-    return flag("masked") ? "vvv" : "vv";
-  if (op == "csa.sparse_attention")
-    return flag("global") ? "vcvicvwv" : "vcviwv";
-  if (op == "csa.moe") {
-    const int64_t experts = integer("experts");
-    if (experts < 1)
-      return "";
-    std::string spec = "vww";
-    spec += std::string(size_t(experts) * (flag("expert_scales") ? 6 : 3), 'w');
-    spec += std::string(flag("shared_scales") ? 6 : 3, 'w');
-    return spec + "v";
-  }
-  if (op == "csa.engram")
-    return "vviwwwwwwv";
-  if (op == "tensor.extract_slice")
-    return "viiv";
-  if (op == "csa.fusion")
-    return "viicv";
-  return "";
-}
-
-static absl::Status checkArgs(const KernelCall &call, const std::string &op) {
-  const std::string spec = expectedArgs(op, call.attrs);
-  if (spec.empty())
-    return absl::InvalidArgumentError(
-        absl::StrCat("attrs do not describe a ", op, " step"));
-  if (spec.size() != call.args.size())
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, " takes ", spec.size(), " arguments, the step has ",
-                     call.args.size()));
-  for (size_t i = 0; i < spec.size(); ++i) {
-    ArgKind k = call.args[i].kind;
-    bool ok = false;
-    switch (spec[i]) {
-    case 'v':
-      ok = k == ArgKind::Transient || k == ArgKind::Input || k == ArgKind::Output;
-      break;
-    case 'w':
-      ok = k == ArgKind::Weight;
-      break;
-    case 'c':
-      ok = k == ArgKind::Cache;
-      break;
-    case 'i':
-      ok = k == ArgKind::Index || k == ArgKind::Scalar || k == ArgKind::Constant;
-      break;
-    }
-    if (!ok)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "args[", i, "] is ", k == ArgKind::Index || k == ArgKind::Input ? "an " : "a ",
-          artifact::argKindName(k), "; ", op,
-          " takes a ",
-          spec[i] == 'v'   ? "value (transient, input or output)"
-          : spec[i] == 'w' ? "weight"
-          : spec[i] == 'c' ? "cache"
-                           : "integer (index, scalar or constant)",
-          " there"));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status Executor::Impl::load() {
   const artifact::Plan &plan = artifact->plan();
@@ -1749,14 +1664,19 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
     if (driver == drivers.end())
       return fail(absl::StrCat("the CPU executor has no driver for '", step.op, "'"));
     step.driver = [fn = driver->second](Impl &impl, Step &s) { return (impl.*fn)(s); };
-    if (absl::Status st = checkArgs(call, step.op); !st.ok())
+    auto layout = artifact::argLayout(step.op, call.attrs);
+    if (!layout.ok())
+      return fail(std::string(layout.status().message()));
+    if (absl::Status st = artifact::checkArgs(*layout, call.args); !st.ok())
       return fail(std::string(st.message()));
+    step.layout = std::move(*layout);
     for (const KernelArg &a : call.args)
       if (a.kind == ArgKind::Input && a.name != "tokens")
         return fail(absl::StrCat("the CPU executor supplies no input '", a.name, "'"));
     // The compressor state: kv then score, [ratio x dim] fp32 each.
-    if (step.op == "csa.compress" && call.attrs.value("ratio", 0) > 1) {
-      const CacheBuffer *b = artifact->plan().findCache(call.args[2].name);
+    if (step.op == "csa.compress" && step.layout.has("state")) {
+      const CacheBuffer *b =
+          artifact->plan().findCache(call.args[step.layout.at("state")].name);
       const int64_t ratio = call.attrs.value("ratio", 0),
                     dim = call.attrs.value("dim", 0);
       if (!b || b->kind != CacheKind::CompressorState ||
@@ -1968,10 +1888,10 @@ Executor::Impl::run(std::vector<Step> &steps) {
 //===----------------------------------------------------------------------===//
 
 absl::Status Executor::Impl::embed(Step &s) {
-  Tensor &tok = tensor(s, 0);
-  const checkpoint::TensorView &table = weight(s, 1);
+  Tensor &tok = tensor(s, "tokens");
+  const checkpoint::TensorView &table = weight(s, "weight");
   const int64_t n = tok.rows(), dim = attr(s, "dim");
-  Tensor &out = kernelResult(s, 2, 2, {n, dim}, tok.base);
+  Tensor &out = kernelResult(s, "result", 2, {n, dim}, tok.base);
   auto dt = desc<1>(tok.ptr(), {n});
   auto dw = desc<2>(table.data, {table.shape[0], dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
@@ -1980,9 +1900,9 @@ absl::Status Executor::Impl::embed(Step &s) {
 }
 
 absl::Status Executor::Impl::hcExpand(Step &s) {
-  Tensor &h = tensor(s, 0);
+  Tensor &h = tensor(s, "input");
   const int64_t n = h.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
-  Tensor &out = kernelResult(s, 1, 2, {n, hc, dim}, h.base);
+  Tensor &out = kernelResult(s, "result", 2, {n, hc, dim}, h.base);
   auto dh = desc<2>(h.ptr(), {n, dim});
   auto dout = desc<3>(out.ptr(), {n, hc, dim});
   invoke(s, "main", &dh, &dout);
@@ -1990,20 +1910,20 @@ absl::Status Executor::Impl::hcExpand(Step &s) {
 }
 
 absl::Status Executor::Impl::hcMix(Step &s) {
-  Tensor &x = tensor(s, 0);
+  Tensor &x = tensor(s, "streams");
   const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
   const int64_t mix = (2 + hc) * hc;
-  Tensor &pre = kernelResult(s, 4, 4, {n, hc}, x.base);
-  Tensor &post = kernelResult(s, 5, 4, {n, hc}, x.base);
-  Tensor &comb = kernelResult(s, 6, 4, {n, hc, hc}, x.base);
+  Tensor &pre = kernelResult(s, "pre", 4, {n, hc}, x.base);
+  Tensor &post = kernelResult(s, "post", 4, {n, hc}, x.base);
+  Tensor &comb = kernelResult(s, "comb", 4, {n, hc, hc}, x.base);
   // The mix+1 long sums (dots and sum of squares), then the rest per row.
   Tensor &sums = kernelScratch("hc_mix.sums", 4, {n, mix + 1});
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
-  auto dfn = desc<2>(weight(s, 1).data, {mix, hc * dim});
+  auto dfn = desc<2>(weight(s, "fn").data, {mix, hc * dim});
   auto dsums = desc<2>(sums.ptr(), {n, mix + 1});
   invoke(s, "sums", &dx, &dfn, &dsums);
-  auto dbase = desc<1>(weight(s, 2).data, {mix});
-  auto dscale = desc<1>(weight(s, 3).data, {3});
+  auto dbase = desc<1>(weight(s, "base").data, {mix});
+  auto dscale = desc<1>(weight(s, "scale").data, {3});
   auto dpre = desc<2>(pre.ptr(), {n, hc});
   auto dpost = desc<2>(post.ptr(), {n, hc});
   auto dcomb = desc<3>(comb.ptr(), {n, hc, hc});
@@ -2012,9 +1932,9 @@ absl::Status Executor::Impl::hcMix(Step &s) {
 }
 
 absl::Status Executor::Impl::hcCollapse(Step &s) {
-  Tensor &x = tensor(s, 0), &pre = tensor(s, 1);
+  Tensor &x = tensor(s, "streams"), &pre = tensor(s, "pre");
   const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
-  Tensor &out = kernelResult(s, 2, 2, {n, dim}, x.base);
+  Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
   auto dpre = desc<2>(pre.ptr(), {n, hc});
   auto dout = desc<2>(out.ptr(), {n, dim});
@@ -2023,10 +1943,10 @@ absl::Status Executor::Impl::hcCollapse(Step &s) {
 }
 
 absl::Status Executor::Impl::hcUpdate(Step &s) {
-  Tensor &x = tensor(s, 0), &y = tensor(s, 1), &post = tensor(s, 2),
-         &comb = tensor(s, 3);
+  Tensor &x = tensor(s, "streams"), &y = tensor(s, "update"),
+         &post = tensor(s, "post"), &comb = tensor(s, "comb");
   const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
-  Tensor &out = kernelResult(s, 4, 2, {n, hc, dim}, x.base);
+  Tensor &out = kernelResult(s, "result", 2, {n, hc, dim}, x.base);
   auto dx = desc<3>(x.ptr(), {n, hc, dim});
   auto dy = desc<2>(y.ptr(), {n, dim});
   auto dpost = desc<2>(post.ptr(), {n, hc});
@@ -2038,36 +1958,34 @@ absl::Status Executor::Impl::hcUpdate(Step &s) {
 }
 
 absl::Status Executor::Impl::rmsNorm(Step &s) {
-  Tensor &x = tensor(s, 0);
+  Tensor &x = tensor(s, "input");
   const int64_t dim = attr(s, "dim"), rows = x.numel() / dim;
   std::vector<int64_t> dims = x.dims;
-  Tensor &out = kernelResult(s, 2, 2, dims, x.base);
+  Tensor &out = kernelResult(s, "result", 2, dims, x.base);
   auto dx = desc<2>(x.ptr(), {rows, dim});
-  auto dw = desc<1>(weight(s, 1).data, {dim});
+  auto dw = desc<1>(weight(s, "weight").data, {dim});
   auto dout = desc<2>(out.ptr(), {rows, dim});
   invoke(s, "main", &dx, &dw, &dout);
   return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::linearOp(Step &s) {
-  Tensor &x = tensor(s, 0);
+  Tensor &x = tensor(s, "input");
   const int64_t in = attr(s, "in"), out = attr(s, "out");
   const int64_t rows = x.numel() / in;
   const std::string format = s.call->attrs.at("format").get<std::string>();
-  const bool scaled = format != "bf16" && format != "f32";
-  const size_t resultArg = scaled ? 3 : 2;
-  Tensor &y = kernelResult(s, resultArg, format == "f32" ? 4 : 2, {rows, out}, x.base);
-  linear(s, "main", x.ptr(), rows, in, 1, scaled, y.ptr(), out);
+  Tensor &y = kernelResult(s, "result", format == "f32" ? 4 : 2, {rows, out}, x.base);
+  linear(s, "main", x.ptr(), rows, in, "", -1, y.ptr(), out);
   return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::rope(Step &s) {
-  Tensor &x = tensor(s, 0);
-  auto pos = index(s, 1);
+  Tensor &x = tensor(s, "input");
+  auto pos = index(s, "position");
   if (!pos.ok())
     return pos.status();
   const int64_t dim = attr(s, "dim"), perPosition = attr(s, "rows_per_position");
-  auto copied = resultCopyOf(s, 2, x, 0, 2, x.dims, x.base);
+  auto copied = resultCopyOf(s, "result", x, 0, 2, x.dims, x.base);
   if (!copied.ok())
     return copied.status();
   Tensor &out = **copied;
@@ -2078,25 +1996,26 @@ absl::Status Executor::Impl::rope(Step &s) {
 }
 
 absl::Status Executor::Impl::quantize(Step &s) {
-  Tensor &x = tensor(s, 0);
+  Tensor &x = tensor(s, "input");
   const int64_t dim = attr(s, "dim"), rows = x.numel() / dim;
   const artifact::TransientBuffer *t =
-      artifact->plan().findTransient(arg(s, 1).name);
+      artifact->plan().findTransient(arg(s, "result").name);
   if (!t || t->shape.size() != 2 || t->shape.back() < 1)
     return absl::InvalidArgumentError("the quantized rows must be an i8 [rows, row_bytes] transient");
   const int64_t rowBytes = t->shape.back();
-  Tensor &out = kernelResult(s, 1, 1, {rows, rowBytes}, x.base);
+  Tensor &out = kernelResult(s, "result", 1, {rows, rowBytes}, x.base);
   auto dx = desc<2>(x.ptr(), {rows, dim});
   auto dout = desc<2>(out.ptr(), {rows, rowBytes});
   invoke(s, "main", &dx, &dout);
   return absl::OkStatus();
 }
 
-absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
+absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s,
+                                                   std::string_view cacheSlot,
                                                    int64_t start, int64_t n,
                                                    int64_t rowBytes) {
-  CacheState &c = cache(s, cacheArg);
-  const CacheBuffer &b = cacheBuffer(s, cacheArg);
+  CacheState &c = cache(s, cacheSlot);
+  const CacheBuffer &b = cacheBuffer(s, cacheSlot);
   const std::string part = s.call->attrs.at("part").get<std::string>();
   if (part != "ring" && part != "main" && part != "index")
     return absl::InvalidArgumentError("attrs.part must be ring, main or index");
@@ -2150,38 +2069,37 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s, size_t cacheArg,
 }
 
 absl::Status Executor::Impl::cacheAppend(Step &s) {
-  Tensor &rows = tensor(s, 0);
-  auto start = index(s, 2);
+  Tensor &rows = tensor(s, "rows");
+  auto start = index(s, "position");
   if (!start.ok())
     return start.status();
   const int64_t n = rows.rows(), rowBytes = rows.dims.at(1);
-  auto dc = appendView(s, 1, *start, n, rowBytes);
+  auto dc = appendView(s, "cache", *start, n, rowBytes);
   if (!dc.ok())
     return dc.status();
   auto dr = desc<2>(rows.ptr(), {n, rowBytes});
   int32_t missed = invokeAs<int32_t>(kernel(s, "main"), &dr, &*dc, int64_t(*start));
   if (missed != 0)
     return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",
-                                            arg(s, 1).name, "' (a runtime bug)"));
+                                            arg(s, "cache").name, "' (a runtime bug)"));
   return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::fusion(Step &s) {
-  // rope_quantize_store: [x, rope position, store position, cache, rows].
   const std::string name = s.call->attrs.at("name").get<std::string>();
   if (name != "rope_quantize_store")
     return absl::UnimplementedError(absl::StrCat(
         "the CPU executor runs no kernel region '", name, "'"));
-  Tensor &x = tensor(s, 0);
-  auto ropePosition = index(s, 1);
+  Tensor &x = tensor(s, "input");
+  auto ropePosition = index(s, "rope_position");
   if (!ropePosition.ok())
     return ropePosition.status();
-  auto storePosition = index(s, 2);
+  auto storePosition = index(s, "store_position");
   if (!storePosition.ok())
     return storePosition.status();
   const int64_t n = x.rows(), dim = attr(s, "dim");
   const artifact::TransientBuffer *t =
-      artifact->plan().findTransient(arg(s, 4).name);
+      artifact->plan().findTransient(arg(s, "rows").name);
   if (!t || t->shape.size() != 2 || t->shape.back() < 1)
     return absl::InvalidArgumentError("the rows of a region must be an i8 [rows, row_bytes] transient");
   const int64_t rowBytes = t->shape.back();
@@ -2190,9 +2108,9 @@ absl::Status Executor::Impl::fusion(Step &s) {
   // since its store is ordered): the same operations on the same bytes.
   const bool parts = runner && s.kernels.count("rope") && s.kernels.count("quantize") &&
                      s.kernels.count("append") && s.call->attrs.contains("rope_stride");
-  Tensor &rows = parts ? kernelResult(s, 4, 1, {n, rowBytes}, x.base)
-                       : result(s, 4, 1, {n, rowBytes}, x.base);
-  auto dc = appendView(s, 3, *storePosition, n, rowBytes);
+  Tensor &rows = parts ? kernelResult(s, "rows", 1, {n, rowBytes}, x.base)
+                       : result(s, "rows", 1, {n, rowBytes}, x.base);
+  auto dc = appendView(s, "cache", *storePosition, n, rowBytes);
   if (!dc.ok())
     return dc.status();
   auto dx = desc<2>(x.ptr(), {n, dim});
@@ -2218,34 +2136,32 @@ absl::Status Executor::Impl::fusion(Step &s) {
   }
   if (missed != 0)
     return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",
-                                            arg(s, 3).name, "' (a runtime bug)"));
+                                            arg(s, "cache").name, "' (a runtime bug)"));
   return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::compress(Step &s) {
-  Tensor &x = tensor(s, 0);
-  auto pos = index(s, 1);
+  Tensor &x = tensor(s, "input");
+  auto pos = index(s, "position");
   if (!pos.ok())
     return pos.status();
   const int64_t ratio = attr(s, "ratio"), in = attr(s, "in"), dim = attr(s, "dim");
   const int64_t n = x.rows();
   if (ratio == 1) {
-    // [x, position, wkv, norm, out]
     Tensor &latent = kernelScratch("compress.latent", 2, {n, dim});
-    linear(s, "linear", x.ptr(), n, in, 2, false, latent.ptr(), dim);
-    Tensor &out = kernelResult(s, 4, 2, {n, dim}, *pos);
+    linear(s, "linear", x.ptr(), n, in, "wkv.", -1, latent.ptr(), dim);
+    Tensor &out = kernelResult(s, "result", 2, {n, dim}, *pos);
     auto dl = desc<2>(latent.ptr(), {n, dim});
-    auto dw = desc<1>(weight(s, 3).data, {dim});
+    auto dw = desc<1>(weight(s, "norm.weight").data, {dim});
     auto dout = desc<2>(out.ptr(), {n, dim});
     invoke(s, "norm", &dl, &dw, &dout);
     return absl::OkStatus();
   }
-  // [x, position, state, wkv, wgate, norm, out]
-  CacheState &state = cache(s, 2);
+  CacheState &state = cache(s, "state");
   Tensor &kv = kernelScratch("compress.kv", 4, {n, dim});
   Tensor &score = kernelScratch("compress.score", 4, {n, dim});
-  linear(s, "linear", x.ptr(), n, in, 3, false, kv.ptr(), dim);
-  linear(s, "linear", x.ptr(), n, in, 4, false, score.ptr(), dim);
+  linear(s, "linear", x.ptr(), n, in, "wkv.", -1, kv.ptr(), dim);
+  linear(s, "linear", x.ptr(), n, in, "wgate.", -1, score.ptr(), dim);
   const int64_t groups = (*pos + n) / ratio - *pos / ratio;
   Tensor &pooled = kernelScratch("compress.pooled", 2, {groups, dim});
   float *stateKv = reinterpret_cast<float *>(state.bytes.data());
@@ -2257,18 +2173,17 @@ absl::Status Executor::Impl::compress(Step &s) {
   auto dp = desc<2>(pooled.ptr(), {groups, dim});
   invoke(s, "pool", &dkv, &dscore, &dsk,
          &dss, int64_t(*pos), &dp);
-  Tensor &out = kernelResult(s, 6, 2, {groups, dim}, *pos / ratio);
-  auto dw = desc<1>(weight(s, 5).data, {dim});
+  Tensor &out = kernelResult(s, "result", 2, {groups, dim}, *pos / ratio);
+  auto dw = desc<1>(weight(s, "norm.weight").data, {dim});
   auto dout = desc<2>(out.ptr(), {groups, dim});
   invoke(s, "norm", &dp, &dw, &dout);
   return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::indexScore(Step &s) {
-  // [q, w, cache, out]
-  Tensor &q = tensor(s, 0), &w = tensor(s, 1);
-  CacheState &c = cache(s, 2);
-  const CacheBuffer &b = cacheBuffer(s, 2);
+  Tensor &q = tensor(s, "query"), &w = tensor(s, "head_weights");
+  CacheState &c = cache(s, "cache");
+  const CacheBuffer &b = cacheBuffer(s, "cache");
   const int64_t n = q.rows(), heads = attr(s, "heads"), dim = attr(s, "dim"),
                 ratio = attr(s, "ratio");
   const int64_t keyBytes = b.indexRowBytes;
@@ -2296,7 +2211,7 @@ absl::Status Executor::Impl::indexScore(Step &s) {
   if (numKeys > 0)
     invoke(s, "dequantize", &dkr, &dk);
   Tensor &visible = visibleEntries(q.base, n, ratio);
-  Tensor &out = kernelResult(s, 3, 4, {n, width}, q.base);
+  Tensor &out = kernelResult(s, "scores", 4, {n, width}, q.base);
   auto dqq = desc<3>(qDeq.ptr(), {n, heads, dim});
   auto dv = desc<1>(visible.ptr(), {n});
   auto dout = desc<2>(out.ptr(), {n, width});
@@ -2306,11 +2221,11 @@ absl::Status Executor::Impl::indexScore(Step &s) {
 }
 
 absl::Status Executor::Impl::hsiSelect(Step &s) {
-  Tensor &scores = tensor(s, 0);
+  Tensor &scores = tensor(s, "scores");
   const int64_t n = scores.rows(), width = scores.dims.at(1),
                 ratio = attr(s, "ratio"), blockSize = attr(s, "block_size");
   Tensor &visible = visibleEntries(scores.base, n, ratio);
-  Tensor &mask = kernelResult(s, 1, 1, {n, width}, scores.base);
+  Tensor &mask = kernelResult(s, "pool", 1, {n, width}, scores.base);
   // Each block's score, then each block ranks itself.
   const int64_t numBlocks = (width + blockSize - 1) / blockSize;
   Tensor &blocks = kernelScratch("hsi.blocks", 4, {n, numBlocks});
@@ -2324,12 +2239,12 @@ absl::Status Executor::Impl::hsiSelect(Step &s) {
 }
 
 absl::Status Executor::Impl::topk(Step &s) {
-  Tensor &scores = tensor(s, 0);
-  const bool masked = s.call->attrs.at("masked").get<bool>();
+  Tensor &scores = tensor(s, "scores");
+  const bool masked = s.layout.has("pool");
   const int64_t n = scores.rows(), width = scores.dims.at(1),
                 ratio = attr(s, "ratio"), k = attr(s, "k");
   Tensor &visible = visibleEntries(scores.base, n, ratio);
-  Tensor &out = kernelResult(s, masked ? 2 : 1, 4, {n, k}, scores.base);
+  Tensor &out = kernelResult(s, "result", 4, {n, k}, scores.base);
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
   auto dout = desc<2>(out.ptr(), {n, k});
@@ -2344,7 +2259,7 @@ absl::Status Executor::Impl::topk(Step &s) {
   }
   // The pool answers by position: row i of the scores is the pool's row
   // (scores.base + i - pool.base); positions past its width are not in it.
-  Tensor &pool = tensor(s, 1);
+  Tensor &pool = tensor(s, "pool");
   Tensor &mask = scratch("topk.mask", 1, {n, width});
   const int64_t poolWidth = pool.dims.at(1);
   const int64_t firstRow = scores.base - pool.base;
@@ -2374,16 +2289,14 @@ absl::Status Executor::Impl::topk(Step &s) {
 }
 
 absl::Status Executor::Impl::sparseAttention(Step &s) {
-  // [q, ring, fresh, position, (cache, topk), sink, out]
-  Tensor &q = tensor(s, 0);
-  CacheState &ring = cache(s, 1);
-  const CacheBuffer &ringBuffer = cacheBuffer(s, 1);
-  Tensor &fresh = tensor(s, 2);
-  auto pos = index(s, 3);
+  Tensor &q = tensor(s, "query");
+  CacheState &ring = cache(s, "window");
+  const CacheBuffer &ringBuffer = cacheBuffer(s, "window");
+  Tensor &fresh = tensor(s, "fresh");
+  auto pos = index(s, "position");
   if (!pos.ok())
     return pos.status();
-  const bool global = s.call->attrs.at("global").get<bool>();
-  const size_t sinkArg = global ? 6 : 4, outArg = global ? 7 : 5;
+  const bool global = s.layout.has("cache");
   const int64_t n = q.rows(), heads = attr(s, "heads"), dim = attr(s, "dim"),
                 window = attr(s, "window");
   const float scale = float(s.call->attrs.at("scale").get<double>());
@@ -2401,7 +2314,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   const int64_t windowWidth = ringEmptyBefore ? std::min(n, window) : window;
 
   // Selected rows: the global cache's main-KV entries the top-k sets name.
-  Tensor *selected = global ? &tensor(s, 5) : nullptr;
+  Tensor *selected = global ? &tensor(s, "selected") : nullptr;
   if (selected && (selected->elementBytes != 4 || selected->dims.size() != 2))
     return absl::InvalidArgumentError("the selected positions are not an i32 [rows, k] top-k set");
   const int64_t k = global ? selected->dims.at(1) : 0;
@@ -2426,14 +2339,14 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   if (global && !inSetOrder) {
     onHost(selected->ptr());
     const int32_t *sel = selected->as<int32_t>();
-    const int64_t held = cache(s, 4).mainEntries;
+    const int64_t held = cache(s, "cache").mainEntries;
     slot.assign(size_t(held), -1);
     for (int64_t i = 0; i < selected->numel(); ++i) {
       if (sel[i] < 0)
         continue;
       if (sel[i] >= held)
         return absl::InternalError(absl::StrCat(
-            "a top-k set names entry ", sel[i], " of '", arg(s, 4).name,
+            "a top-k set names entry ", sel[i], " of '", arg(s, "cache").name,
             "', which holds ", held));
       slot[size_t(sel[i])] = 0;
     }
@@ -2495,9 +2408,9 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
       invoke(s, "dequantize_window", &dr, &dv);
   }
   // A set of an empty cache names nothing (all -1): no rows to gather.
-  if (global && entries > 0 && (!inSetOrder || cache(s, 4).mainEntries > 0)) {
-    CacheState &c = cache(s, 4);
-    const CacheBuffer &b = cacheBuffer(s, 4);
+  if (global && entries > 0 && (!inSetOrder || cache(s, "cache").mainEntries > 0)) {
+    CacheState &c = cache(s, "cache");
+    const CacheBuffer &b = cacheBuffer(s, "cache");
     Tensor *gathered = nullptr;
     if (s.kernels.count("gather_selected")) {
       // A kernel gathers them where the cache is (on the GPU path one launch
@@ -2517,11 +2430,11 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     invoke(s, "dequantize_selected", &dm, &dv);
   }
 
-  Tensor &out = kernelResult(s, outArg, 2, {n, heads, dim}, q.base);
+  Tensor &out = kernelResult(s, "result", 2, {n, heads, dim}, q.base);
   auto dq = desc<3>(q.ptr(), {n, heads, dim});
   auto drows = desc<2>(rows.ptr(), {windowRows + entries, dim});
   auto didx = desc<2>(idx.ptr(), {n, width});
-  auto dsink = desc<1>(weight(s, sinkArg).data, {heads});
+  auto dsink = desc<1>(weight(s, "sink").data, {heads});
   auto dout = desc<3>(out.ptr(), {n, heads, dim});
   invoke(s, "main", &dq, &drows, &didx,
          &dsink, scale, &dout);
@@ -2529,25 +2442,17 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
 }
 
 absl::Status Executor::Impl::moe(Step &s) {
-  // [x, gate.weight, gate.bias, experts (w1, w2, w3 each weight[, scale]),
-  //  shared (same), out]
-  Tensor &x = tensor(s, 0);
+  Tensor &x = tensor(s, "input");
   const int64_t n = x.rows(), dim = attr(s, "dim"), experts = attr(s, "experts"),
                 topK = attr(s, "top_k"), inter = attr(s, "inter");
-  const bool expertScales = s.call->attrs.at("expert_scales").get<bool>();
-  const bool sharedScales = s.call->attrs.at("shared_scales").get<bool>();
-  const size_t perExpert = expertScales ? 6 : 3, perShared = sharedScales ? 6 : 3;
-  const size_t firstExpert = 3, sharedArg = firstExpert + perExpert * experts;
-  const size_t outArg = sharedArg + perShared;
-  const size_t wStep = expertScales ? 2 : 1, sStep = sharedScales ? 2 : 1;
 
   Tensor &logitsBuf = kernelScratch("moe.logits", 4, {n, experts});
-  linear(s, "gate", x.ptr(), n, dim, 1, false, logitsBuf.ptr(), experts);
+  linear(s, "gate", x.ptr(), n, dim, "gate.", -1, logitsBuf.ptr(), experts);
   Tensor &ids = kernelScratch("moe.ids", 4, {n, topK});
   Tensor &wts = kernelScratch("moe.weights", 4, {n, topK});
   {
     auto dl = desc<2>(logitsBuf.ptr(), {n, experts});
-    auto db = desc<1>(weight(s, 2).data, {experts});
+    auto db = desc<1>(weight(s, "gate.bias").data, {experts});
     auto di = desc<2>(ids.ptr(), {n, topK});
     auto dw = desc<2>(wts.ptr(), {n, topK});
     invoke(s, "route", &dl, &db, &di, &dw);
@@ -2607,24 +2512,21 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto drows = desc<2>(rows.ptr(), {c, dim});
     auto dri = desc<1>(index, {c});
     invoke(s, "gather", &dx, &dri, &drows);
-    const size_t w0 = firstExpert + perExpert * size_t(e);
-    linear(s, "expert_in", rows.ptr(), c, dim, w0, expertScales, g.ptr(), inter);
-    linear(s, "expert_in", rows.ptr(), c, dim, w0 + 2 * wStep, expertScales,
-           up.ptr(), inter);
+    linear(s, "expert_in", rows.ptr(), c, dim, "w1.", e, g.ptr(), inter);
+    linear(s, "expert_in", rows.ptr(), c, dim, "w3.", e, up.ptr(), inter);
     auto dg = desc<2>(g.ptr(), {c, inter});
     auto du = desc<2>(up.ptr(), {c, inter});
     auto dcw = desc<1>(weightOf, {c});
     auto dh = desc<2>(h.ptr(), {c, inter});
     invoke(s, "swiglu", &dg, &du, &dcw, &dh);
-    linear(s, "expert_out", h.ptr(), c, inter, w0 + wStep, expertScales, o.ptr(), dim);
+    linear(s, "expert_out", h.ptr(), c, inter, "w2.", e, o.ptr(), dim);
     auto dout = desc<2>(o.ptr(), {c, dim});
     auto dci = desc<1>(index, {c});
     invoke(s, "accumulate", &dy, &dout, &dci);
   }
   // The shared expert on every row, weight 1.
-  linear(s, "shared_in", x.ptr(), n, dim, sharedArg, sharedScales, g.ptr(), inter);
-  linear(s, "shared_in", x.ptr(), n, dim, sharedArg + 2 * sStep, sharedScales,
-         up.ptr(), inter);
+  linear(s, "shared_in", x.ptr(), n, dim, "shared.w1.", -1, g.ptr(), inter);
+  linear(s, "shared_in", x.ptr(), n, dim, "shared.w3.", -1, up.ptr(), inter);
   {
     auto dg = desc<2>(g.ptr(), {n, inter});
     auto du = desc<2>(up.ptr(), {n, inter});
@@ -2632,9 +2534,8 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto dh = desc<2>(h.ptr(), {n, inter});
     invoke(s, "swiglu", &dg, &du, &d1, &dh);
   }
-  linear(s, "shared_out", h.ptr(), n, inter, sharedArg + sStep, sharedScales,
-         o.ptr(), dim);
-  Tensor &out = kernelResult(s, outArg, 2, {n, dim}, x.base);
+  linear(s, "shared_out", h.ptr(), n, inter, "shared.w2.", -1, o.ptr(), dim);
+  Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
   auto dsh = desc<2>(o.ptr(), {n, dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
   invoke(s, "finish", &dy, &dsh, &dout);
@@ -2642,10 +2543,8 @@ absl::Status Executor::Impl::moe(Step &s) {
 }
 
 absl::Status Executor::Impl::engram(Step &s) {
-  // [streams, tokens, position, embed.weight, embed.scale, wkv.weight,
-  //  wkv.scale, q_weight, k_weight, out]
-  Tensor &streams = tensor(s, 0);
-  auto pos = index(s, 2);
+  Tensor &streams = tensor(s, "streams");
+  auto pos = index(s, "position");
   if (!pos.ok())
     return pos.status();
   const int64_t n = streams.rows(), hc = attr(s, "hc"), dim = attr(s, "dim"),
@@ -2676,7 +2575,8 @@ absl::Status Executor::Impl::engram(Step &s) {
   auto dids = desc<2>(ids.ptr(), {n, cols});
   invoke(s, "hash", &dt, &dmap, int64_t(first),
          int64_t(*pos), &dids);
-  const checkpoint::TensorView &table = weight(s, 3), &tableScale = weight(s, 4);
+  const checkpoint::TensorView &table = weight(s, "embed.weight"),
+                               &tableScale = weight(s, "embed.scale");
   Tensor &rows = kernelScratch("engram.rows", 2, {n, cols * headDim});
   auto dtab = desc<2>(table.data, {table.shape[0], headDim});
   auto dts = desc<2>(tableScale.data, {tableScale.shape[0], headDim / 32});
@@ -2684,22 +2584,22 @@ absl::Status Executor::Impl::engram(Step &s) {
   invoke(s, "gather", &dids, &dtab, &dts,
          &drows);
   Tensor &kv = kernelScratch("engram.kv", 2, {n, (hc + 1) * dim});
-  linear(s, "linear", rows.ptr(), n, cols * headDim, 5, true, kv.ptr(),
+  linear(s, "linear", rows.ptr(), n, cols * headDim, "wkv.", -1, kv.ptr(),
          (hc + 1) * dim);
-  auto copied = resultCopyOf(s, 9, streams, 0, 2, {n, hc, dim}, streams.base);
+  auto copied = resultCopyOf(s, "result", streams, 0, 2, {n, hc, dim}, streams.base);
   if (!copied.ok())
     return copied.status();
   Tensor &out = **copied;
   auto dout = desc<3>(out.ptr(), {n, hc, dim});
   auto dkv = desc<2>(kv.ptr(), {n, (hc + 1) * dim});
-  auto dq = desc<2>(weight(s, 7).data, {hc, dim});
-  auto dk = desc<2>(weight(s, 8).data, {hc, dim});
+  auto dq = desc<2>(weight(s, "q_weight").data, {hc, dim});
+  auto dk = desc<2>(weight(s, "k_weight").data, {hc, dim});
   invoke(s, "gate", &dout, &dkv, &dq, &dk);
   return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::lmHead(Step &s) {
-  Tensor &x = tensor(s, 0);
+  Tensor &x = tensor(s, "input");
   const int64_t dim = attr(s, "dim"), vocabOut = attr(s, "vocab");
   const bool lastOnly = s.call->attrs.at("last_only").get<bool>();
   const int64_t rows = lastOnly ? 1 : x.rows();
@@ -2707,17 +2607,17 @@ absl::Status Executor::Impl::lmHead(Step &s) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the head's input is not [rows >= 1, ", dim, "]"));
   const uint16_t *in = x.as<uint16_t>() + (lastOnly ? (x.rows() - 1) * dim : 0);
-  Tensor &out = kernelResult(s, 2, 4, {rows, vocabOut}, x.base);
-  linear(s, "main", in, rows, dim, 1, false, out.ptr(), vocabOut);
+  Tensor &out = kernelResult(s, "result", 4, {rows, vocabOut}, x.base);
+  linear(s, "main", in, rows, dim, "", -1, out.ptr(), vocabOut);
   return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::sliceRows(Step &s) {
-  Tensor &src = tensor(s, 0);
-  auto offset = index(s, 1);
+  Tensor &src = tensor(s, "source");
+  auto offset = index(s, "offset");
   if (!offset.ok())
     return offset.status();
-  auto count = index(s, 2);
+  auto count = index(s, "size");
   if (!count.ok())
     return count.status();
   if (src.dims.empty())
@@ -2729,7 +2629,7 @@ absl::Status Executor::Impl::sliceRows(Step &s) {
   std::vector<int64_t> dims = src.dims;
   dims[0] = *count;
   const int64_t rowBytes = src.numel() / std::max<int64_t>(src.rows(), 1) * src.elementBytes;
-  auto copied = resultCopyOf(s, 3, src, size_t(*offset * rowBytes),
+  auto copied = resultCopyOf(s, "result", src, size_t(*offset * rowBytes),
                              src.elementBytes, dims, src.base + *offset);
   return copied.ok() ? absl::OkStatus() : copied.status();
 }

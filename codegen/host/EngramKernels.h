@@ -1,7 +1,7 @@
 //===- EngramKernels.h - Generated kernels for Engram -------------*- C++ -*-===//
 //
 // Host kernels for csa.engram's n-gram hashing, bit-exact with the official
-// engram.py as ported in models/reference/EngramHash.h.
+// engram.py; its constants come from models/tables/EngramTables.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CSA_CODEGEN_HOST_ENGRAMKERNELS_H

@@ -11,8 +11,8 @@
 #include "codegen/host/MoeKernels.h"
 #include "codegen/host/QuantizeKernels.h"
 #include "dialects/csa/CsaDialect.h"
-#include "models/reference/EngramHash.h"
-#include "models/reference/Kernels.h"
+#include "models/tables/EngramTables.h"
+#include "models/tables/RopeTables.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -22,6 +22,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 
@@ -180,46 +181,35 @@ private:
 } // namespace
 
 std::map<int64_t, EngramHashLayout> engramHashLayoutsOf(ModuleOp graph) {
-  std::map<int64_t, EngramHashLayout> engramLayouts;
-  {
-    std::map<int64_t, EngramOp> layers;
-    graph.walk([&](EngramOp op) { layers.emplace(op.getLayer(), op); });
-    if (!layers.empty()) {
-      EngramOp first = layers.begin()->second;
-      ModelConfig config;
-      config.source = "the graph's csa.engram ops";
-      config.engramMaxNgramSize = first.getMaxNgram();
-      config.engramNHeads = first.getHeads();
-      config.engramHeadDim = first.getHeadDim();
-      config.engramVocabSize = first.getHashVocab();
-      config.engramCompressedVocabSize = first.getCompressedVocab();
-      config.engramPadId = first.getPadId();
-      bool consistent = true;
-      for (auto &[layer, op] : layers) {
-        consistent &= op.getMaxNgram() == first.getMaxNgram() &&
-                      op.getHeads() == first.getHeads() &&
-                      op.getHashVocab() == first.getHashVocab() &&
-                      op.getCompressedVocab() == first.getCompressedVocab() &&
-                      op.getPadId() == first.getPadId();
-        config.engramLayerIds.push_back(layer);
-        config.engramNumEmbeddings.push_back(op.getRows());
-      }
-      auto layout = consistent ? engramLayout(config)
-                               : absl::StatusOr<EngramLayout>(
-                                     absl::InvalidArgumentError("inconsistent"));
-      if (layout.ok()) {
-        for (size_t i = 0; i < layout->layerIds.size(); ++i) {
-          int64_t layer = layout->layerIds[i];
-          engramLayouts[layer] = {
-              layout->maxNgramSize, layout->nHeads,
-              engramMultipliers(layer, layout->maxNgramSize,
-                                config.engramCompressedVocabSize),
-              layout->primes[i], layout->offsets[i], config.engramPadId};
-        }
-      }
-    }
+  std::map<int64_t, EngramOp> layers;
+  graph.walk([&](EngramOp op) { layers.emplace(op.getLayer(), op); });
+  if (layers.empty())
+    return {};
+  // Primes are handed out across all Engram layers, so every layer must
+  // agree on the hash's shape; otherwise no layer gets a hash kernel.
+  EngramOp first = layers.begin()->second;
+  tables::EngramHashShape shape;
+  shape.maxNgramSize = first.getMaxNgram();
+  shape.nHeads = first.getHeads();
+  shape.vocabSize = first.getHashVocab();
+  shape.compressedVocabSize = first.getCompressedVocab();
+  for (auto &[layer, op] : layers) {
+    if (op.getMaxNgram() != first.getMaxNgram() ||
+        op.getHeads() != first.getHeads() ||
+        op.getHashVocab() != first.getHashVocab() ||
+        op.getCompressedVocab() != first.getCompressedVocab() ||
+        op.getPadId() != first.getPadId())
+      return {};
+    shape.layerIds.push_back(layer);
   }
-
+  auto layerTables = tables::engramTables(shape);
+  if (!layerTables.ok())
+    return {};
+  std::map<int64_t, EngramHashLayout> engramLayouts;
+  for (tables::EngramLayerTables &t : *layerTables)
+    engramLayouts[t.layerId] = {shape.maxNgramSize, shape.nHeads,
+                                std::move(t.multipliers), std::move(t.primes),
+                                std::move(t.offsets), first.getPadId()};
   return engramLayouts;
 }
 
@@ -282,13 +272,18 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       RopeTableAttr table = op.getTable();
       std::string name = ropeName(table) + (op.getInverse() ? "_inverse" : "");
       s.use(name, "csa.rope", "", KernelParallelism::Nest, [&] {
-        reference::RopeTable ref(
-            table.getDim(), table.getTheta().convertToDouble(),
-            table.getFactor().convertToDouble() > 1.0 ? table.getOriginalSeqLen() : 0,
-            table.getFactor().convertToDouble(),
-            table.getBetaFast().convertToDouble(),
-            table.getBetaSlow().convertToDouble());
-        buildRopeKernel(s.kernels, name, ref.freqs, op.getInverse());
+        // A factor of 1 is a plain table; above it, YaRN.
+        std::optional<tables::YarnScaling> yarn;
+        if (table.getFactor().convertToDouble() > 1.0)
+          yarn = tables::YarnScaling{table.getFactor().convertToDouble(),
+                                     table.getOriginalSeqLen(),
+                                     table.getBetaFast().convertToDouble(),
+                                     table.getBetaSlow().convertToDouble()};
+        buildRopeKernel(s.kernels, name,
+                        tables::ropeFrequencies(
+                            table.getDim(), table.getTheta().convertToDouble(),
+                            yarn),
+                        op.getInverse());
       });
     } else if (auto op = dyn_cast<QuantizeOp>(raw)) {
       Type row = op.getResult().getType().getElementType();

@@ -394,12 +394,19 @@ public:
   ~GpuRunner() {
     for (auto &[start, m] : mirrors)
       releaseDevice(m.device);
-    if (status)
-      releaseDevice(status);
+    for (cuda::DevicePtr block : statusBlocks)
+      releaseDevice(block);
     releaseFreeBlocks();
   }
   bool emulated() const { return driver == nullptr; }
   /// Waits for every launch so far (profiling).
+  /// Reads back the statuses of the launches since the last call (one
+  /// download per kStatusSlots) and fails naming the first nonzero one.
+  absl::Status takeStatuses();
+  /// Drops the statuses of a run that failed.
+  void dropStatuses() { pendingStatuses.clear(); }
+  /// The step being run, named in a status's message.
+  void setCurrentStep(std::string where) { currentStep = std::move(where); }
   void synchronize() {
     if (!emulated())
       check(driver->synchronize());
@@ -778,7 +785,19 @@ private:
   const bool trace; ///< CSA_CUDA_TRACE: every copy on stderr
   std::map<uintptr_t, Mirror> mirrors;
   std::set<uintptr_t> constants;
-  cuda::DevicePtr status = 0; ///< a kernel's returned value
+  /// Kernels' returned values (a store's count of rows not written): one
+  /// int32 slot per launch in blocks of kStatusSlots, zeroed when a block is
+  /// first used in a run and read back once, when the run ends
+  /// (takeStatuses), instead of a download after every such launch (each of
+  /// which would end the run of launches a CUDA graph holds).
+  static constexpr size_t kStatusSlots = 256;
+  struct PendingStatus {
+    std::string kernel, where;
+  };
+  std::vector<cuda::DevicePtr> statusBlocks;
+  std::vector<PendingStatus> pendingStatuses;
+  /// The step being run (Executor::Impl::run), for a status's message.
+  std::string currentStep;
   std::map<cuda::DevicePtr, std::unique_ptr<uint8_t[]>> emulatedMemory;
   std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
   std::multimap<size_t, cuda::DevicePtr> freeBlocks; ///< released, by size
@@ -826,11 +845,15 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     appendSlots(slots, a, device);
   }
   if (g.status) {
-    if (!status)
-      status = allocateDevice(4);
-    check(driver->fill(status, 0, 4));
-    for (uint64_t v : {uint64_t(status), uint64_t(status), uint64_t(0), uint64_t(1),
-                       uint64_t(1)})
+    const size_t slot = pendingStatuses.size();
+    if (slot % kStatusSlots == 0) {
+      if (slot / kStatusSlots == statusBlocks.size())
+        statusBlocks.push_back(allocateDevice(kStatusSlots * 4));
+      check(driver->fill(statusBlocks[slot / kStatusSlots], 0, kStatusSlots * 4));
+    }
+    const cuda::DevicePtr at = statusBlocks[slot / kStatusSlots] + (slot % kStatusSlots) * 4;
+    pendingStatuses.push_back({k.name, currentStep});
+    for (uint64_t v : {uint64_t(at), uint64_t(at), uint64_t(0), uint64_t(1), uint64_t(1)})
       slots.push_back(v);
   }
   auto shape = cuda::launchShapeFor(g.launch, [&](int64_t i) {
@@ -846,10 +869,25 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     check(driver->synchronize());
   for (Mirror *m : written)
     m->current = Current::Device;
-  int32_t result = 0;
-  if (g.status)
-    download(&result, status, 4);
-  return result;
+  return 0; // a status is checked when the run ends (takeStatuses)
+}
+
+absl::Status GpuRunner::takeStatuses() {
+  const size_t count = pendingStatuses.size();
+  if (count == 0)
+    return absl::OkStatus();
+  std::vector<int32_t> values(count);
+  for (size_t first = 0; first < count; first += kStatusSlots)
+    download(values.data() + first, statusBlocks[first / kStatusSlots],
+             std::min(kStatusSlots, count - first) * 4);
+  std::vector<PendingStatus> pending = std::move(pendingStatuses);
+  pendingStatuses.clear();
+  for (size_t i = 0; i < count; ++i)
+    if (values[i] != 0)
+      return absl::InternalError(absl::StrCat(
+          pending[i].where, ": kernel ", absl::StripPrefix(pending[i].kernel, "_mlir_ciface_"),
+          " did not store ", values[i], " rows (past its cache's end)"));
+  return absl::OkStatus();
 }
 
 void forgetDeviceCopy(const void *p) {
@@ -1808,6 +1846,12 @@ Executor::Impl::run(std::vector<Step> &steps) {
             runner->forget(cache.bytes.data());
         }
       }
+      if (runner) {
+        if (ok)
+          st = runner->takeStatuses();
+        else
+          runner->dropStatuses();
+      }
       onHost(logits.ptr());
     } catch (const std::exception &e) {
       st = absl::InternalError(absl::StrCat("reading GPU results: ", e.what()));
@@ -1821,6 +1865,8 @@ Executor::Impl::run(std::vector<Step> &steps) {
     const uint64_t toDeviceBefore = runner ? runner->bytesToDevice : 0,
                    toHostBefore = runner ? runner->bytesToHost : 0;
     try {
+      if (runner)
+        runner->setCurrentStep(absl::StrCat(step.where, " (", step.op, ")"));
       st = step.driver(*this, step);
       if (options.profile && runner)
         runner->synchronize();

@@ -1,0 +1,440 @@
+//===- ExecutorImpl.h - The plan interpreter's state -------------*- C++ -*-===//
+//
+// Internal to the executor: Executor::Impl, the plan interpreter. Its
+// state (loaded kernels, weights, values and their liveness, the GPU
+// runner) and the argument accessors the op drivers use; Executor.cpp
+// loads and runs plans, OpDrivers.cpp holds one driver per op kind.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_RUNTIME_EXECUTOR_EXECUTORIMPL_H
+#define CSA_RUNTIME_EXECUTOR_EXECUTORIMPL_H
+
+#include "runtime/executor/Executor.h"
+#include "runtime/executor/GpuRunner.h"
+
+namespace csa::runtime {
+
+using artifact::ArgKind;
+using artifact::CacheBuffer;
+using artifact::CacheKind;
+using artifact::KernelArg;
+using artifact::KernelCall;
+using nlohmann::json;
+
+using namespace detail;
+
+struct Executor::Impl {
+  const artifact::Artifact *artifact = nullptr;
+  const checkpoint::Checkpoint *checkpoint = nullptr;
+  std::map<std::string, std::unique_ptr<KernelLibrary>> libraries;
+  std::unordered_map<std::string, checkpoint::TensorView> weights;
+  std::unordered_map<std::string, Tensor> transients;
+  std::vector<int64_t> engramMap; ///< raw token id -> compressed id
+  /// kernels/host.json: each kernel's argument types, by symbol.
+  std::map<std::string, std::vector<ArgSignature>> signatures;
+  Bounds bounds; ///< what kernels may be given (see Bounds)
+  ExecutorOptions options; ///< device: Cpu or Cuda once loaded (Auto resolved)
+  std::string deviceNote;  ///< Auto on the CPU: why
+  std::unique_ptr<cuda::Driver> driver;  ///< Device::Cuda
+  std::unique_ptr<GpuRunner> runner;
+  std::map<std::string, GpuKernel> gpuKernels; ///< by symbol (_mlir_ciface_)
+  absl::Status loadGpu();
+  /// Device::Cuda: kernels named by options.hostKernelPrefixes (name
+  /// prefixes, without _mlir_ciface_) stay on the CPU: a knob to find which
+  /// GPU kernels a divergence comes from.
+  bool hostOnly(const std::string &symbol) const {
+    const std::string name = symbol.substr(std::string("_mlir_ciface_").size());
+    for (const std::string &prefix : options.hostKernelPrefixes)
+      if (!prefix.empty() && name.rfind(prefix, 0) == 0)
+        return true;
+    return false;
+  }
+  /// GPU runs: before the host reads or changes a buffer's bytes (see
+  /// GpuRunner), and after it refills one. No-ops on the CPU.
+  void onHost(const void *p) {
+    if (runner)
+      runner->toHost(p);
+  }
+  void hostRefilled(const void *p) {
+    if (runner)
+      runner->hostWrote(p);
+  }
+  /// GPU runs: the host has filled the buffer holding `p`; its bytes go to
+  /// the device now instead of before the first kernel given it (an upload
+  /// ends the run of launches recorded before it).
+  void uploadNow(const void *p) {
+    if (runner)
+      runner->preload(p);
+  }
+  int64_t vocab = 0;
+  StepTiming timing;
+
+  struct Step;
+  using Driver = std::function<absl::Status(Impl &, Step &)>;
+  struct Step {
+    const KernelCall *call = nullptr;
+    std::string op;
+    artifact::ArgLayout layout; ///< where each slot of `op` is in call->args
+    std::map<std::string, KernelRef> kernels; ///< role -> kernel
+    Driver driver;
+    std::string where; ///< "prefill[12]" for messages
+    /// Transients whose last use is this step: their memory goes back to
+    /// the pool afterwards (the memory plan: liveness within the entry).
+    std::vector<Tensor *> release;
+  };
+  std::vector<std::vector<uint8_t>> pool; ///< free transient buffers
+  /// Every value's Tensor::lastBuffer (counted once per value).
+  std::multiset<const uint8_t *> claimedBuffers;
+  uint64_t liveBytes = 0, peakBytes = 0;
+  std::vector<Step> prefillSteps, decodeSteps;
+  std::map<std::string, ProfileEntry> profileTotals; ///< options.profile
+  bool weightsResident = false; ///< GPU: every weight uploaded
+  /// Sequence::cachesHeldBy of the sequences whose caches this executor
+  /// keeps on its device (never reused by another executor).
+  const uint64_t id = nextExecutorId();
+  static uint64_t nextExecutorId() {
+    static std::atomic<uint64_t> next{1};
+    return next++;
+  }
+  /// Whether `s`'s caches may run here: held on no device, or on this one
+  /// at the addresses they have now.
+  absl::Status checkHeld(const Sequence &s) const {
+    if (s.cachesHeldBy == 0)
+      return absl::OkStatus();
+    if (s.cachesHeldBy != id || !runner)
+      return absl::FailedPreconditionError(
+          "the sequence's caches are on the GPU of another executor (or of one "
+          "that no longer exists): its host bytes are stale; call syncToHost "
+          "on that executor first");
+    for (const auto &[name, cache] : s.caches) {
+      auto it = s.cachesHeldAt.find(name);
+      if (it == s.cachesHeldAt.end() || it->second != cache.bytes.data())
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cache '", name, "' is not the buffer whose bytes are on the GPU: a "
+            "copy of a Sequence made while its caches were on the device holds "
+            "stale bytes; copy after syncToHost"));
+    }
+    return absl::OkStatus();
+  }
+  /// The device copies of `s`'s caches come back (`download`) or are
+  /// dropped, and `s` is held on no device.
+  void releaseHeld(Sequence &s, bool download) {
+    if (s.cachesHeldBy == id && runner) {
+      GpuRunner *previous = currentRunner;
+      currentRunner = runner.get();
+      for (auto &[name, cache] : s.caches) {
+        bounds.add(cache.bytes.data(), cache.bytes.size());
+        if (download)
+          runner->toHost(cache.bytes.data());
+        runner->forget(cache.bytes.data());
+        bounds.remove(cache.bytes.data());
+      }
+      currentRunner = previous;
+    }
+    s.cachesHeldBy = 0;
+    s.cachesHeldAt.clear();
+  }
+
+  // The state of the entry point being run.
+  Sequence *seq = nullptr;
+  int64_t position = 0, numTokens = 0;
+  Tensor tokens, logits;
+
+  absl::Status load();
+  /// The GPU path's counts so far, or since `since` (GpuActivity; zeros on
+  /// the CPU).
+  GpuActivity gpuActivity(const GpuActivity *since = nullptr) const;
+  absl::Status prepare(const std::vector<KernelCall> &calls, const char *entry,
+                       std::vector<Step> &steps);
+  absl::StatusOr<std::vector<float>> run(std::vector<Step> &steps);
+
+  // --- argument access ----------------------------------------------------
+  // By slot name (and repeat, for csa.moe's experts) in the step's layout,
+  // which prepare() checked against the step's arguments.
+  const KernelArg &arg(Step &s, std::string_view slot, int64_t instance = -1) {
+    return s.call->args.at(s.layout.at(slot, instance));
+  }
+  Tensor &tensor(Step &s, std::string_view slot) {
+    const KernelArg &a = arg(s, slot);
+    if (a.kind == ArgKind::Input)
+      return tokens;
+    if (a.kind == ArgKind::Output)
+      return logits;
+    return transients[a.name];
+  }
+  const checkpoint::TensorView &weight(Step &s, std::string_view slot,
+                                       int64_t instance = -1) {
+    return weights.at(arg(s, slot, instance).name);
+  }
+  CacheState &cache(Step &s, std::string_view slot) {
+    return seq->caches[arg(s, slot).name];
+  }
+  const CacheBuffer &cacheBuffer(Step &s, std::string_view slot) {
+    return *artifact->plan().findCache(arg(s, slot).name);
+  }
+  /// An integer argument: positions, row counts and offsets, all >= 0.
+  absl::StatusOr<int64_t> index(Step &s, std::string_view slot) {
+    auto v = indexValue(s, slot);
+    if (v.ok() && *v < 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "args[", s.layout.at(slot), "] (", std::string(slot),
+          ") evaluates to ", *v, " (positions and row counts are >= 0)"));
+    return v;
+  }
+  absl::StatusOr<int64_t> indexValue(Step &s, std::string_view slot) {
+    const KernelArg &a = arg(s, slot);
+    if (a.kind == ArgKind::Constant)
+      return a.value;
+    if (a.kind == ArgKind::Scalar) {
+      if (a.name == "position")
+        return position;
+      if (a.name == "num_tokens")
+        return numTokens;
+      return int64_t(1); // batch_size: one sequence per call
+    }
+    return evaluate(a.expr);
+  }
+  absl::StatusOr<int64_t> evaluate(const json &e) {
+    if (e.is_number_integer())
+      return e.get<int64_t>();
+    if (e.is_string())
+      return e == "position" ? position : numTokens;
+    std::string op = e[0].get<std::string>();
+    if (op == "rows")
+      return transients[e[1].get<std::string>()].rows();
+    auto lhs = evaluate(e[1]);
+    if (!lhs.ok())
+      return lhs;
+    auto rhs = evaluate(e[2]);
+    if (!rhs.ok())
+      return rhs;
+    int64_t a = *lhs, b = *rhs, r = 0;
+    bool overflow = false;
+    if (op == "add")
+      overflow = __builtin_add_overflow(a, b, &r);
+    else if (op == "sub")
+      overflow = __builtin_sub_overflow(a, b, &r);
+    else if (op == "mul")
+      overflow = __builtin_mul_overflow(a, b, &r);
+    else if (op == "min")
+      r = std::min(a, b);
+    else if (op == "max")
+      r = std::max(a, b);
+    else if (a < 0 || b <= 0)
+      return absl::InvalidArgumentError(
+          "index expression: div needs a >= 0 dividend and a >= 1 divisor");
+    else
+      r = a / b;
+    if (overflow)
+      return absl::InvalidArgumentError("index expression overflows int64");
+    return r;
+  }
+  /// A result of `elementBytes`-sized elements with base `base`.
+  Tensor &result(Step &s, std::string_view slot, int64_t elementBytes,
+                 std::vector<int64_t> dims, int64_t base) {
+    Tensor &t = tensor(s, slot);
+    const uint64_t before = t.data.capacity();
+    if (before == 0 && !pool.empty()) {
+      // The buffer this value had in the last run when it is free (it is,
+      // from the second step of a decode on); else a free one no value had
+      // last (a value of every 4th step would otherwise move another one
+      // each time it comes); else the last free one.
+      auto it = std::find_if(pool.begin(), pool.end(), [&](const std::vector<uint8_t> &b) {
+        return b.data() == t.lastBuffer;
+      });
+      for (auto i = pool.end(); it == pool.end() && i != pool.begin();) {
+        --i;
+        if (!claimedBuffers.count(i->data()))
+          it = i;
+      }
+      if (it == pool.end())
+        it = pool.end() - 1;
+      t.data = std::move(*it);
+      pool.erase(it);
+    }
+    t.elementBytes = elementBytes;
+    t.resize(std::move(dims));
+    if (t.lastBuffer != t.data.data()) {
+      if (auto c = claimedBuffers.find(t.lastBuffer); c != claimedBuffers.end())
+        claimedBuffers.erase(c);
+      t.lastBuffer = t.data.data();
+      claimedBuffers.insert(t.lastBuffer);
+    }
+    hostRefilled(t.ptr());
+    t.base = base;
+    liveBytes += t.data.capacity() - std::min<uint64_t>(before, t.data.capacity());
+    peakBytes = std::max(peakBytes, liveBytes);
+    return t;
+  }
+  /// Result `slot` of `dims`, starting as a copy of `src`'s bytes from byte
+  /// `from` (RoPE and the Engram gate work in place; a slice is a copy).
+  /// An error when `src` holds fewer bytes than the result needs.
+  absl::StatusOr<Tensor *> resultCopyOf(Step &s, std::string_view slot,
+                                        const Tensor &src,
+                                        size_t from, int64_t elementBytes,
+                                        std::vector<int64_t> dims,
+                                        int64_t base) {
+    size_t bytes = size_t(elementBytes);
+    for (int64_t d : dims)
+      bytes *= size_t(d);
+    if (from + bytes > src.data.size())
+      return absl::InvalidArgumentError(
+          "a value holds fewer bytes than its shape says (another dtype?)");
+    Tensor &dst = tensor(s, slot);
+    if (&dst != &src && runner) {
+      result(s, slot, elementBytes, dims, base);
+      if (runner->copyOnDevice(dst.ptr(), src.data.data() + from, bytes))
+        return &dst;
+    }
+    onHost(src.data.data());
+    if (&dst == &src) { // one transient for operand and result
+      std::vector<uint8_t> bytesOf(src.data.begin() + from,
+                                   src.data.begin() + from + bytes);
+      result(s, slot, elementBytes, std::move(dims), base);
+      std::memcpy(dst.ptr(), bytesOf.data(), bytes);
+      return &dst;
+    }
+    result(s, slot, elementBytes, std::move(dims), base);
+    std::memcpy(dst.ptr(), src.data.data() + from, bytes);
+    return &dst;
+  }
+  /// Per query row at positions base.., the compressed entries it may see:
+  /// the groups complete at its position, (position + 1) / ratio.
+  Tensor &visibleEntries(int64_t base, int64_t n, int64_t ratio) {
+    Tensor &visible = scratch("visible", 8, {n});
+    for (int64_t i = 0; i < n; ++i)
+      visible.as<int64_t>()[i] = (base + i + 1) / ratio;
+    return visible;
+  }
+  /// Scratch buffers of a step (kept between calls to reuse their memory).
+  Tensor &scratch(const std::string &name, int64_t elementBytes,
+                  std::vector<int64_t> dims) {
+    Tensor &t = transients["$scratch." + name];
+    t.elementBytes = elementBytes;
+    t.resize(std::move(dims));
+    hostRefilled(t.ptr());
+    return t;
+  }
+  /// Scratch whose every element that is read was first written by a kernel
+  /// of the step (so its bytes are not uploaded on the GPU path). Only for
+  /// buffers the host never writes and never reads without onHost.
+  Tensor &kernelScratch(const std::string &name, int64_t elementBytes,
+                        std::vector<int64_t> dims) {
+    Tensor &t = scratch(name, elementBytes, std::move(dims));
+    if (runner)
+      runner->deviceWillWrite(t.ptr());
+    return t;
+  }
+  /// Scratch of zeros that kernels accumulate into: zeroed on the device
+  /// on the GPU path (no upload), on the host otherwise.
+  Tensor &kernelZeros(const std::string &name, int64_t elementBytes,
+                      std::vector<int64_t> dims) {
+    Tensor &t = scratch(name, elementBytes, std::move(dims));
+    if (runner)
+      runner->zeroOnDevice(t.ptr());
+    else
+      std::fill(t.data.begin(), t.data.end(), 0);
+    return t;
+  }
+  /// result() for a value the step's kernels write whole: no upload.
+  Tensor &kernelResult(Step &s, std::string_view slot, int64_t elementBytes,
+                       std::vector<int64_t> dims, int64_t base) {
+    Tensor &t = result(s, slot, elementBytes, std::move(dims), base);
+    if (runner)
+      runner->deviceWillWrite(t.ptr());
+    return t;
+  }
+  /// The `rowBytes`-byte parts at `offset` of entries [0, count) of a global
+  /// cache, made contiguous (the dequantize kernels take dense rows).
+  /// With `which`, row r is entry which[r] (count = which->size()).
+  Tensor &gatherParts(const std::string &name, const CacheState &c,
+                      const CacheBuffer &b, int64_t offset, int64_t rowBytes,
+                      int64_t count, const std::vector<int32_t> *which = nullptr) {
+    Tensor &t = scratch(name, 1, {count, rowBytes});
+    // On the GPU path the cache stays on the device (a decode step at 128K
+    // context would otherwise download and re-upload it whole).
+    if (count == 0 ||
+        (runner && runner->gatherOnDevice(t.ptr(), c.bytes.data(), size_t(b.entryBytes),
+                                          size_t(offset), size_t(rowBytes), count, which)))
+      return t;
+    onHost(c.bytes.data());
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t e = which ? (*which)[size_t(r)] : r;
+      std::memcpy(t.as<uint8_t>() + r * rowBytes,
+                  c.bytes.data() + e * b.entryBytes + offset, size_t(rowBytes));
+    }
+    return t;
+  }
+  /// A size or count from the step's attrs: every one the drivers read is
+  /// >= 1 (widths, heads, ratio, window, k, ...).
+  int64_t attr(Step &s, const char *name) {
+    const int64_t v = s.call->attrs.at(name).get<int64_t>();
+    if (v < 1)
+      throw std::invalid_argument(std::string("attrs.") + name +
+                                  " must be >= 1, got " + std::to_string(v));
+    return v;
+  }
+  const KernelRef &kernel(Step &s, const char *role) {
+    auto it = s.kernels.find(role);
+    if (it == s.kernels.end())
+      throw std::invalid_argument(std::string("attrs.kernels has no '") + role +
+                                  "' kernel");
+    return it->second;
+  }
+  template <typename... A> void invoke(Step &s, const char *role, A... args) {
+    invokeAs<void>(kernel(s, role), args...);
+  }
+
+  /// Calls a linear kernel `role` on `rows` rows: x [rows, in] -> y, with
+  /// the weight of slot `<layer>weight` and, when the step has one (the
+  /// weight's format has scales), the scale of slot `<layer>scale`.
+  void linear(Step &s, const char *role, const void *x, int64_t rows,
+              int64_t in, std::string_view layer, int64_t instance, void *y,
+              int64_t out) {
+    const std::string slot(layer);
+    const checkpoint::TensorView &w = weight(s, slot + "weight", instance);
+    auto dx = desc<2>(x, {rows, in});
+    auto dy = desc<2>(y, {rows, out});
+    std::array<int64_t, 2> wShape{w.shape.size() > 0 ? w.shape[0] : 1,
+                                  w.shape.size() > 1 ? w.shape[1] : 1};
+    auto dw = desc<2>(w.data, wShape);
+    if (!s.layout.has(slot + "scale", instance)) {
+      invoke(s, role, &dx, &dw, &dy);
+      return;
+    }
+    const checkpoint::TensorView &sc = weight(s, slot + "scale", instance);
+    auto ds = desc<2>(sc.data, {sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
+    invoke(s, role, &dx, &dw, &ds, &dy);
+  }
+
+  // --- drivers --------------------------------------------------------------
+  absl::Status embed(Step &s);
+  absl::Status hcExpand(Step &s);
+  absl::Status hcMix(Step &s);
+  absl::Status hcCollapse(Step &s);
+  absl::Status hcUpdate(Step &s);
+  absl::Status rmsNorm(Step &s);
+  absl::Status linearOp(Step &s);
+  absl::Status rope(Step &s);
+  absl::Status quantize(Step &s);
+  absl::Status cacheAppend(Step &s);
+  absl::Status fusion(Step &s);
+  /// The view of a cache a store of `n` rows from `start` writes (the ring;
+  /// or one part of a global cache, grown to hold the entries).
+  absl::StatusOr<Desc<2>> appendView(Step &s, std::string_view cacheSlot,
+                                     int64_t start, int64_t n,
+                                     int64_t rowBytes);
+  absl::Status compress(Step &s);
+  absl::Status indexScore(Step &s);
+  absl::Status hsiSelect(Step &s);
+  absl::Status topk(Step &s);
+  absl::Status sparseAttention(Step &s);
+  absl::Status moe(Step &s);
+  absl::Status engram(Step &s);
+  absl::Status lmHead(Step &s);
+  absl::Status sliceRows(Step &s);
+};
+
+} // namespace csa::runtime
+
+#endif // CSA_RUNTIME_EXECUTOR_EXECUTORIMPL_H

@@ -1,0 +1,746 @@
+//===- GpuRunner.h -------------------------------------------------*- C++ -*-===//
+//
+// Internal to the executor: the device side of a run. GpuRunner keeps a
+// device mirror of every buffer a kernel touches (which side holds the
+// current bytes), uploads and downloads only what changed, launches the
+// PTX kernels (or, emulated, the host kernels on separate host memory),
+// collects the kernels' statuses, and batches launches into CUDA graphs;
+// invokeAs calls a kernel on whichever side the run is on.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_RUNTIME_EXECUTOR_GPURUNNER_H
+#define CSA_RUNTIME_EXECUTOR_GPURUNNER_H
+
+#include "runtime/executor/KernelCall.h"
+
+#include "runtime/artifact/OpAbi.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/LaunchGraphs.h"
+#include "runtime/cuda/LaunchRuleJson.h"
+#include "runtime/numerics/Quantize.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include <algorithm>
+#include <atomic>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+
+namespace csa::runtime {
+
+using artifact::ArgKind;
+using artifact::CacheBuffer;
+using artifact::CacheKind;
+using artifact::KernelArg;
+using artifact::KernelCall;
+using nlohmann::json;
+
+namespace detail {
+
+/// Emulation's graphs: LaunchGraphs' bookkeeping on the emulated launches
+/// (which have run by then), so that which runs become graphs, which graphs
+/// are kept and which launches change between steps is visible without a
+/// GPU. CSA_CUDA_TRACE=1 names every launch changed in a kept graph.
+class CountingGraphLauncher final : public cuda::GraphLauncher {
+public:
+  explicit CountingGraphLauncher(bool trace) : trace(trace) {}
+  std::map<cuda::Function, std::string> names; ///< host kernel -> its name
+  absl::Status launchNow(const cuda::KernelLaunch &) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Graph> createGraph(const std::vector<cuda::KernelLaunch> &) override {
+    return static_cast<Graph>(new int(0));
+  }
+  absl::Status updateGraphNode(Graph, size_t node, const cuda::KernelLaunch &k) override {
+    if (trace)
+      std::fprintf(stderr, "csa-cuda: graph node %zu updated (%s)\n", node,
+                   names.count(k.fn) ? names[k.fn].c_str() : "?");
+    return absl::OkStatus();
+  }
+  absl::Status launchGraph(Graph) override { return absl::OkStatus(); }
+  void destroyGraph(Graph graph) override { delete static_cast<int *>(graph); }
+
+private:
+  const bool trace;
+};
+
+/// The GPU path (ExecutorOptions::Device::Cuda). Every buffer the plan hands
+/// to a kernel (weights, caches, transients) gets a device mirror, and the
+/// runner tracks which side holds its current bytes: a launch uploads only
+/// the buffers the host changed since (weights once), and leaves every
+/// buffer it was given current on the device; the host side downloads a
+/// buffer only when the executor reads or changes it there (toHost: a top-k
+/// set, a row count, the logits, a cache that grows) and marks buffers it
+/// refills (hostWrote). Launches and copies are asynchronous and ordered on
+/// the driver's stream (launches may wait in a CUDA graph being recorded,
+/// LaunchGraphs.h); a download waits for them. CSA_CUDA_SYNC=1 synchronizes
+/// after every launch, so a fault names its kernel.
+///
+/// Without a driver (CSA_CUDA_EMULATE=1) the "device" is separate host
+/// memory and a launch calls the host kernel on the mirrors: the same
+/// bookkeeping, checkable on a machine without a GPU (a missed download
+/// leaves the host with stale bytes and changes the output). With
+/// `emulatedGraphs`, the launches also go through LaunchGraphs (counted,
+/// not replayed), split where the driver's would be.
+class GpuRunner {
+public:
+  GpuRunner(cuda::Driver *driver, const Bounds &bounds, const ExecutorOptions &options,
+            const cuda::LaunchGraphOptions *emulatedGraphs = nullptr)
+      : driver(driver), bounds(bounds), syncEach(options.syncEachLaunch),
+        trace(options.traceGpu) {
+    if (emulated() && emulatedGraphs) {
+      countingLauncher = std::make_unique<CountingGraphLauncher>(trace);
+      graphs = std::make_unique<cuda::LaunchGraphs>(*countingLauncher, *emulatedGraphs);
+    }
+  }
+  ~GpuRunner() {
+    for (auto &[start, m] : mirrors)
+      releaseDevice(m.device);
+    for (cuda::DevicePtr block : statusBlocks)
+      releaseDevice(block);
+    releaseFreeBlocks();
+  }
+  bool emulated() const { return driver == nullptr; }
+  /// Waits for every launch so far (profiling).
+  /// Reads back the statuses of the launches since the last call (one
+  /// download per kStatusSlots) and fails naming the first nonzero one.
+  absl::Status takeStatuses();
+  /// Drops the statuses of a run that failed.
+  void dropStatuses() { pendingStatuses.clear(); }
+  /// The step being run, named in a status's message.
+  void setCurrentStep(std::string where) { currentStep = std::move(where); }
+  void synchronize() {
+    if (!emulated())
+      check(driver->synchronize());
+  }
+  /// Emulation: the mirror of the buffer holding `p` (uploaded if the host
+  /// changed it), at p's offset; the call about to run may write it.
+  const void *emulatedArg(const void *p, bool empty) {
+    uintptr_t start = 0, end = 0;
+    if (!bounds.range(p, start, end)) {
+      if (empty)
+        return p; // nothing is read or written through it
+      throw std::out_of_range("a kernel argument is in no known buffer");
+    }
+    Mirror &m = mirror(start, end);
+    if (m.current == Current::Host) {
+      upload(m.device, reinterpret_cast<const void *>(start), end - start);
+      m.current = Current::Both;
+    }
+    if (!constants.count(start))
+      pendingWrites.push_back(&m);
+    return reinterpret_cast<const void *>(m.device + (uintptr_t(p) - start));
+  }
+  /// Emulation with graphs: the launch of host kernel `fn` (named `name`)
+  /// with `params` (its arguments' mirror descriptors and scalars), recorded
+  /// for the graph bookkeeping.
+  void recordEmulated(void *fn, const std::string &name, std::vector<uint64_t> params) {
+    if (!graphs)
+      return;
+    cuda::KernelLaunch k;
+    k.fn = fn;
+    k.params = std::move(params);
+    countingLauncher->names.emplace(fn, name);
+    check(graphs->add(std::move(k)));
+  }
+  /// Emulation with graphs: a copy, fill or read ends the run of launches.
+  void endEmulatedRun() {
+    if (graphs)
+      check(graphs->flush());
+  }
+  /// The start of a run of `entry` (Driver::beginGraphRun).
+  void beginGraphRun(const std::string &entry) {
+    if (graphs)
+      check(graphs->begin(entry));
+    else if (driver)
+      check(driver->beginGraphRun(entry));
+  }
+  /// LaunchGraphs' counts: the driver's, or emulation's.
+  cuda::LaunchGraphCounters graphCounters() const {
+    if (graphs)
+      return graphs->counters();
+    return driver ? driver->graphCounters() : cuda::LaunchGraphCounters();
+  }
+  /// Emulation: the call ran; what it was given is current on the "device".
+  void emulatedCallDone() {
+    for (Mirror *m : pendingWrites)
+      m->current = Current::Device;
+    pendingWrites.clear();
+  }
+  void markConstant(const void *p) { constants.insert(uintptr_t(p)); }
+  /// Uploads the buffer holding `p` now (a weight, before the first run
+  /// needs it: a decode step that routes to an expert for the first time
+  /// would otherwise copy its weights inside the step).
+  void preload(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    Mirror &m = mirror(start, end);
+    if (m.current == Current::Host) {
+      upload(m.device, reinterpret_cast<const void *>(start), end - start);
+      m.current = Current::Both;
+    }
+  }
+  int32_t launch(const KernelRef &k, std::vector<GpuArg> &args);
+  /// Before the host reads or writes the buffer holding `p`: its device
+  /// bytes come back if they are newer; the host's are current afterwards.
+  void toHost(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    auto it = mirrors.find(start);
+    if (it == mirrors.end() || it->second.bytes != end - start)
+      return;
+    Mirror &m = it->second;
+    if (m.current == Current::Device)
+      download(reinterpret_cast<void *>(start), m.device, m.bytes);
+    m.current = Current::Host;
+  }
+  /// The next kernel given the buffer holding `p` writes all of it before
+  /// anything reads it (a fresh result or scratch): nothing is uploaded, and
+  /// the host's bytes are stale until a toHost. Emulated, the mirror is
+  /// filled with 0xFF bytes (NaN, -1) first, so an element a kernel leaves
+  /// unwritten changes the output instead of passing on stale bytes.
+  void deviceWillWrite(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    Mirror &m = mirror(start, end);
+    m.current = Current::Device;
+    if (emulated())
+      std::memset(reinterpret_cast<void *>(uintptr_t(m.device)), 0xFF, m.bytes);
+  }
+  /// The buffer holding `p` becomes zeros on the device (an accumulator a
+  /// kernel adds to), without copying the host's bytes.
+  void zeroOnDevice(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    Mirror &m = mirror(start, end);
+    endEmulatedRun();
+    if (emulated())
+      std::memset(reinterpret_cast<void *>(uintptr_t(m.device)), 0, m.bytes);
+    else
+      check(driver->fill(m.device, 0, m.bytes));
+    m.current = Current::Device;
+  }
+  /// Copies `bytes` from `src` to the whole buffer starting at `dst` on the
+  /// device, when src's buffer is current there (a RoPE or slice of a value
+  /// a kernel produced); false when the host should copy instead.
+  bool copyOnDevice(void *dst, const void *src, size_t bytes) {
+    uintptr_t ss = 0, se = 0, ds = 0, de = 0;
+    if (!bounds.range(src, ss, se) || !bounds.range(dst, ds, de) || ss == ds ||
+        uintptr_t(dst) != ds || bytes != de - ds)
+      return false;
+    auto it = mirrors.find(ss);
+    if (it == mirrors.end() || it->second.bytes != se - ss ||
+        it->second.current == Current::Host)
+      return false;
+    Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
+    const cuda::DevicePtr from = it->second.device + (uintptr_t(src) - ss);
+    endEmulatedRun();
+    if (emulated())
+      std::memcpy(reinterpret_cast<void *>(uintptr_t(d.device)),
+                  reinterpret_cast<const void *>(uintptr_t(from)), bytes);
+    else
+      check(driver->copyOnDevice(d.device, from, bytes));
+    d.current = Current::Device;
+    return true;
+  }
+  /// Parts of a cache's entries gathered into the whole buffer at `dst`, on
+  /// the device: part [offset, offset + rowBytes) of entry which[r] (or r)
+  /// of the cache at `cache` (entries `entryBytes` apart) to row r, a 2D copy
+  /// per run of consecutive entries. False (nothing done) when the cache's
+  /// bytes are not current on the device: the host gathers.
+  bool gatherOnDevice(void *dst, const void *cache, size_t entryBytes, size_t offset,
+                      size_t rowBytes, int64_t count, const std::vector<int32_t> *which) {
+    uintptr_t ss = 0, se = 0, ds = 0, de = 0;
+    if (count < 1 || !bounds.range(cache, ss, se) || !bounds.range(dst, ds, de) ||
+        uintptr_t(cache) != ss || uintptr_t(dst) != ds ||
+        de - ds < size_t(count) * rowBytes)
+      return false;
+    auto it = mirrors.find(ss);
+    if (it == mirrors.end() || it->second.bytes != se - ss ||
+        it->second.current == Current::Host)
+      return false;
+    const cuda::DevicePtr from = it->second.device;
+    Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
+    endEmulatedRun();
+    for (int64_t r = 0; r < count;) {
+      const int64_t first = which ? (*which)[size_t(r)] : r;
+      int64_t run = 1;
+      while (r + run < count && (which ? (*which)[size_t(r + run)] : r + run) == first + run)
+        ++run;
+      const cuda::DevicePtr src = from + size_t(first) * entryBytes + offset;
+      const cuda::DevicePtr out = d.device + size_t(r) * rowBytes;
+      if (size_t(first + run) * entryBytes > it->second.bytes)
+        throw std::out_of_range("a cache gather reads past the cache");
+      if (emulated()) {
+        for (int64_t k = 0; k < run; ++k)
+          std::memcpy(reinterpret_cast<void *>(uintptr_t(out + size_t(k) * rowBytes)),
+                      reinterpret_cast<const void *>(uintptr_t(src + size_t(k) * entryBytes)),
+                      rowBytes);
+      } else {
+        check(driver->copyRowsOnDevice(out, rowBytes, src, entryBytes, rowBytes, size_t(run)));
+      }
+      r += run;
+    }
+    d.current = Current::Device;
+    return true;
+  }
+  /// The host rewrote (or reallocated) the buffer holding `p`.
+  void hostWrote(const void *p) {
+    uintptr_t start = 0, end = 0;
+    if (!p || !bounds.range(p, start, end))
+      return;
+    auto it = mirrors.find(start);
+    if (it != mirrors.end())
+      it->second.current = Current::Host;
+  }
+  /// A device copy taken out of its mirror (detachDeviceCurrent).
+  struct Detached {
+    cuda::DevicePtr device = 0;
+    size_t bytes = 0;
+  };
+  /// The host buffer at `from` is about to be replaced by a larger one (a
+  /// cache that grows): when the device holds its current bytes, its mirror
+  /// is taken out and returned for adoptOnDevice; otherwise nothing (bytes
+  /// 0), and the host's bytes are the ones to keep.
+  Detached detachDeviceCurrent(const void *from) {
+    auto it = mirrors.find(uintptr_t(from));
+    if (it == mirrors.end() || it->second.current != Current::Device)
+      return {};
+    Detached d{it->second.device, it->second.bytes};
+    mirrors.erase(it);
+    return d;
+  }
+  /// The buffer [to, to + toBytes) that replaced a detached one holds its
+  /// bytes first and zeros after, on the device only (its host bytes are
+  /// stale until a toHost): a growing cache is not downloaded and uploaded.
+  void adoptOnDevice(void *to, size_t toBytes, Detached d) {
+    const uintptr_t start = uintptr_t(to);
+    if (auto it = mirrors.find(start); it != mirrors.end()) {
+      releaseDevice(it->second.device);
+      mirrors.erase(it);
+    }
+    const size_t keep = std::min(d.bytes, toBytes);
+    endEmulatedRun();
+    Mirror &m = mirrors[start];
+    m.device = allocateDevice(toBytes, &m.capacity);
+    m.bytes = toBytes;
+    if (emulated()) {
+      std::memcpy(reinterpret_cast<void *>(uintptr_t(m.device)),
+                  reinterpret_cast<const void *>(uintptr_t(d.device)), keep);
+      std::memset(reinterpret_cast<void *>(uintptr_t(m.device + keep)), 0, toBytes - keep);
+    } else {
+      if (keep)
+        check(driver->copyOnDevice(m.device, d.device, keep));
+      if (toBytes > keep)
+        check(driver->fill(m.device + keep, 0, toBytes - keep));
+    }
+    releaseDevice(d.device);
+    m.current = Current::Device;
+  }
+  /// The host buffer starting at `p` goes away (a cache about to grow).
+  void forget(const void *p) {
+    auto it = mirrors.find(uintptr_t(p));
+    if (it == mirrors.end())
+      return;
+    releaseDevice(it->second.device);
+    mirrors.erase(it);
+  }
+
+private:
+  enum class Current { Host, Device, Both };
+  struct Mirror {
+    cuda::DevicePtr device = 0;
+    size_t bytes = 0;    ///< the host buffer's
+    size_t capacity = 0; ///< the device block's
+    Current current = Current::Host;
+  };
+  static void check(absl::Status st) {
+    if (!st.ok())
+      throw std::runtime_error(std::string(st.message()));
+  }
+  // Device memory: the driver's, or host memory when emulated. Blocks are
+  // rounded up to a multiple of the smallest power of two (at least 512 B)
+  // that is at least 1/8 of the request (at most 1/4 added), and a released
+  // block is kept for the next request of its size: the pooled transients of
+  // one step come back at the next with the same sizes, and cuMemFree would
+  // wait for the GPU in the middle of a step. The kept blocks (a growing
+  // cache leaves its smaller ones) go back to the driver when an allocation
+  // fails, and when the runner goes.
+  static size_t blockBytes(size_t bytes) {
+    size_t step = 512;
+    while (step * 8 < bytes)
+      step *= 2;
+    return (std::max<size_t>(bytes, 1) + step - 1) / step * step;
+  }
+  cuda::DevicePtr allocateDevice(size_t bytes, size_t *granted = nullptr) {
+    const size_t block = blockBytes(bytes);
+    if (granted)
+      *granted = block;
+    if (auto it = freeBlocks.find(block); it != freeBlocks.end()) {
+      const cuda::DevicePtr ptr = it->second;
+      freeBlocks.erase(it);
+      freeSet.erase(ptr);
+      return ptr;
+    }
+    ++deviceAllocations;
+    if (trace)
+      std::fprintf(stderr, "csa-cuda: allocate %zu bytes (%s)\n", block,
+                   placing ? placing->c_str() : "outside a kernel");
+    cuda::DevicePtr ptr = 0;
+    if (emulated()) {
+      auto memory = std::make_unique<uint8_t[]>(block);
+      ptr = cuda::DevicePtr(uintptr_t(memory.get()));
+      emulatedMemory[ptr] = std::move(memory);
+    } else {
+      auto allocated = driver->allocate(block);
+      if (!allocated.ok() && !freeBlocks.empty()) {
+        releaseFreeBlocks(); // what is kept for reuse, before giving up
+        allocated = driver->allocate(block);
+      }
+      if (!allocated.ok())
+        throw std::runtime_error(std::string(allocated.status().message()));
+      ptr = *allocated;
+    }
+    sizeOfBlock[ptr] = block;
+    return ptr;
+  }
+  void releaseDevice(cuda::DevicePtr ptr) {
+    auto it = sizeOfBlock.find(ptr);
+    // (A block released twice would be handed to two owners.)
+    if (it != sizeOfBlock.end() && freeSet.insert(ptr).second)
+      freeBlocks.emplace(it->second, ptr);
+  }
+  void releaseFreeBlocks() {
+    // Launches already issued may still read them (cuMemFree would wait
+    // too, but says nothing about graphs recorded and not issued).
+    if (!emulated() && !freeBlocks.empty())
+      (void)driver->synchronize();
+    for (auto &[bytes, ptr] : freeBlocks) {
+      freeSet.erase(ptr);
+      sizeOfBlock.erase(ptr);
+      if (emulated())
+        emulatedMemory.erase(ptr);
+      else
+        (void)driver->release(ptr);
+    }
+    freeBlocks.clear();
+  }
+public:
+  /// Bytes copied each way so far (the profile's transfers).
+  uint64_t bytesToDevice = 0, bytesToHost = 0;
+  /// Counts so far: kernel launches, copies each way, device allocations.
+  int64_t launches = 0, uploads = 0, downloads = 0, deviceAllocations = 0;
+  /// The kernel whose arguments are being placed (CSA_CUDA_TRACE=1 names it
+  /// with each copy; null: a preload or a download the host asked for).
+  const std::string *placing = nullptr;
+
+private:
+  void traceCopy(const char *direction, size_t bytes) {
+    if (trace)
+      std::fprintf(stderr, "csa-cuda: %s %zu bytes (%s)\n", direction, bytes,
+                   placing ? placing->c_str() : "outside a kernel");
+  }
+  void upload(cuda::DevicePtr dst, const void *src, size_t bytes) {
+    endEmulatedRun();
+    traceCopy("upload", bytes);
+    bytesToDevice += bytes;
+    ++uploads;
+    if (emulated())
+      std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
+    else
+      check(driver->copyToDevice(dst, src, bytes));
+  }
+  void download(void *dst, cuda::DevicePtr src, size_t bytes) {
+    endEmulatedRun();
+    traceCopy("download", bytes);
+    bytesToHost += bytes;
+    ++downloads;
+    if (emulated())
+      std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
+    else
+      check(driver->copyToHost(dst, src, bytes));
+  }
+  Mirror &mirror(uintptr_t start, uintptr_t end) {
+    Mirror &m = mirrors[start];
+    if (m.bytes != end - start) {
+      // A new buffer, or one resized in place: the host's bytes are current.
+      // A block that holds the new size is kept (a pooled transient at
+      // another shape).
+      if (!m.device || end - start > m.capacity) {
+        if (m.device)
+          releaseDevice(m.device);
+        m.device = 0;
+        m.device = allocateDevice(end - start, &m.capacity);
+      }
+      m.bytes = end - start;
+      m.current = Current::Host;
+    }
+    return m;
+  }
+  cuda::Driver *driver; ///< null: emulated
+  const Bounds &bounds;
+  const bool syncEach;
+  const bool trace; ///< CSA_CUDA_TRACE: every copy on stderr
+  std::map<uintptr_t, Mirror> mirrors;
+  std::set<uintptr_t> constants;
+  /// Kernels' returned values (a store's count of rows not written): one
+  /// int32 slot per launch in blocks of kStatusSlots, zeroed when a block is
+  /// first used in a run and read back once, when the run ends
+  /// (takeStatuses), instead of a download after every such launch (each of
+  /// which would end the run of launches a CUDA graph holds).
+  static constexpr size_t kStatusSlots = 256;
+  struct PendingStatus {
+    std::string kernel, where;
+  };
+  std::vector<cuda::DevicePtr> statusBlocks;
+  std::vector<PendingStatus> pendingStatuses;
+  /// The step being run (Executor::Impl::run), for a status's message.
+  std::string currentStep;
+  std::map<cuda::DevicePtr, std::unique_ptr<uint8_t[]>> emulatedMemory;
+  std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
+  std::multimap<size_t, cuda::DevicePtr> freeBlocks; ///< released, by size
+  std::set<cuda::DevicePtr> freeSet;                 ///< the same blocks
+  std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
+  std::unique_ptr<CountingGraphLauncher> countingLauncher; ///< emulation
+  std::unique_ptr<cuda::LaunchGraphs> graphs;              ///< emulation
+};
+
+inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
+  const GpuKernel *chosen = k.gpu;
+  if (const GpuKernel *t = chosen->tiled) {
+    const int64_t r = t->launch.rowsArgument;
+    if (r >= 0 && size_t(r) < args.size() && args[size_t(r)].kind == GpuArg::Memref &&
+        !args[size_t(r)].sizes.empty() && args[size_t(r)].sizes[0] >= chosen->tiledMinRows)
+      chosen = t;
+  }
+  const GpuKernel &g = *chosen;
+  cuda::KernelLaunch launch;
+  launch.fn = g.fn;
+  std::vector<uint64_t> &slots = launch.params;
+  slots.reserve(args.size() * 12 + 8);
+  std::vector<Mirror *> written;
+  for (size_t i = 0; i < args.size(); ++i) {
+    GpuArg &a = args[i];
+    uint64_t device = 0;
+    if (a.kind == GpuArg::Memref) {
+      uintptr_t start = 0, end = 0;
+      const bool empty = std::any_of(a.sizes.begin(), a.sizes.end(),
+                                     [](int64_t d) { return d == 0; });
+      if (!empty || bounds.range(a.aligned, start, end)) {
+        if (!bounds.range(a.aligned, start, end))
+          throw std::out_of_range("argument " + std::to_string(i) + " of " +
+                                  k.name + " is in no known buffer");
+        Mirror &m = mirror(start, end);
+        if (m.current == Current::Host) {
+          upload(m.device, reinterpret_cast<const void *>(start), end - start);
+          m.current = Current::Both;
+        }
+        if (!constants.count(start))
+          written.push_back(&m); // the kernel may write any buffer it gets
+        device = uint64_t(m.device + (uintptr_t(a.aligned) - start));
+      }
+    }
+    appendSlots(slots, a, device);
+  }
+  if (g.status) {
+    const size_t slot = pendingStatuses.size();
+    if (slot % kStatusSlots == 0) {
+      if (slot / kStatusSlots == statusBlocks.size())
+        statusBlocks.push_back(allocateDevice(kStatusSlots * 4));
+      check(driver->fill(statusBlocks[slot / kStatusSlots], 0, kStatusSlots * 4));
+    }
+    const cuda::DevicePtr at = statusBlocks[slot / kStatusSlots] + (slot % kStatusSlots) * 4;
+    pendingStatuses.push_back({k.name, currentStep});
+    for (uint64_t v : {uint64_t(at), uint64_t(at), uint64_t(0), uint64_t(1), uint64_t(1)})
+      slots.push_back(v);
+  }
+  auto shape = cuda::launchShapeFor(g.launch, [&](int64_t i) {
+    const GpuArg &a = args.at(size_t(i));
+    return a.kind == GpuArg::Memref ? &a.sizes : nullptr;
+  });
+  if (!shape.ok())
+    throw std::runtime_error(k.name + ": " + std::string(shape.status().message()));
+  launch.shape = *shape;
+  ++launches;
+  check(driver->launch(launch));
+  if (syncEach)
+    check(driver->synchronize());
+  for (Mirror *m : written)
+    m->current = Current::Device;
+  return 0; // a status is checked when the run ends (takeStatuses)
+}
+
+inline absl::Status GpuRunner::takeStatuses() {
+  const size_t count = pendingStatuses.size();
+  if (count == 0)
+    return absl::OkStatus();
+  std::vector<int32_t> values(count);
+  for (size_t first = 0; first < count; first += kStatusSlots)
+    download(values.data() + first, statusBlocks[first / kStatusSlots],
+             std::min(kStatusSlots, count - first) * 4);
+  std::vector<PendingStatus> pending = std::move(pendingStatuses);
+  pendingStatuses.clear();
+  for (size_t i = 0; i < count; ++i)
+    if (values[i] != 0)
+      return absl::InternalError(absl::StrCat(
+          pending[i].where, ": kernel ", absl::StripPrefix(pending[i].kernel, "_mlir_ciface_"),
+          " did not store ", values[i], " rows (past its cache's end)"));
+  return absl::OkStatus();
+}
+
+inline void forgetDeviceCopy(const void *p) {
+  if (currentRunner)
+    currentRunner->forget(p);
+}
+
+/// Checks one call argument against the kernel's signature.
+template <int N>
+void checkArg(const KernelRef &k, size_t i, Desc<N> *d) {
+  if (i >= k.signature->size() || !(*k.signature)[i].memref)
+    throw std::invalid_argument("argument " + std::to_string(i) + " of " +
+                                k.name + " is not a memref in its signature");
+  const ArgSignature &sig = (*k.signature)[i];
+  if (sig.sizes.size() != size_t(N))
+    throw std::invalid_argument("argument " + std::to_string(i) + " of " +
+                                k.name + " has rank " +
+                                std::to_string(sig.sizes.size()) +
+                                "; the step passes rank " + std::to_string(N));
+  int64_t span = 1; // elements from the first to one past the last
+  for (int r = 0; r < N; ++r) {
+    if (sig.sizes[size_t(r)] >= 0 && sig.sizes[size_t(r)] != d->sizes[r])
+      throw std::invalid_argument(
+          "argument " + std::to_string(i) + " of " + k.name + ": dimension " +
+          std::to_string(r) + " is " + std::to_string(sig.sizes[size_t(r)]) +
+          " in the kernel, " + std::to_string(d->sizes[r]) +
+          " in the step (a kernel of another shape?)");
+    if (d->sizes[r] == 0)
+      span = 0;
+  }
+  if (span != 0) {
+    span = 1;
+    for (int r = 0; r < N; ++r)
+      span += (d->sizes[r] - 1) * d->strides[r];
+  }
+  const char *base = static_cast<const char *>(d->aligned) +
+                     d->offset * sig.elementBytes;
+  if (span > 0 && currentBounds &&
+      !currentBounds->contains(base, size_t(span * sig.elementBytes)))
+    throw std::out_of_range("argument " + std::to_string(i) + " of " + k.name +
+                            " reaches past its buffer");
+}
+inline void checkArg(const KernelRef &k, size_t i, int64_t) {
+  if (i >= k.signature->size() || (*k.signature)[i].memref)
+    throw std::invalid_argument("argument " + std::to_string(i) + " of " +
+                                k.name + " is not an integer in its signature");
+}
+inline void checkArg(const KernelRef &k, size_t i, int32_t v) {
+  checkArg(k, i, int64_t(v));
+}
+inline void checkArg(const KernelRef &k, size_t i, float) {
+  if (i >= k.signature->size() || (*k.signature)[i].memref)
+    throw std::invalid_argument("argument " + std::to_string(i) + " of " +
+                                k.name + " is not a float in its signature");
+}
+
+template <int N> void hostSide(Desc<N> *d) { currentRunner->toHost(d->aligned); }
+template <typename T> void hostSide(T) {}
+
+/// Emulation: a descriptor over the argument's mirror (kept alive by
+/// `keep` for the call); scalars as they are.
+template <int N>
+Desc<N> *onMirror(GpuRunner &runner, Desc<N> *d,
+                  std::vector<std::shared_ptr<void>> &keep) {
+  auto copy = std::make_shared<Desc<N>>(*d);
+  bool empty = false;
+  for (int i = 0; i < N; ++i)
+    empty |= d->sizes[i] == 0;
+  copy->aligned = runner.emulatedArg(d->aligned, empty);
+  copy->allocated = copy->aligned;
+  keep.push_back(copy);
+  return copy.get();
+}
+template <typename T>
+T onMirror(GpuRunner &, T v, std::vector<std::shared_ptr<void>> &) {
+  return v;
+}
+
+template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
+  if (sizeof...(A) != k.signature->size())
+    throw std::invalid_argument(k.name + " takes " +
+                                std::to_string(k.signature->size()) +
+                                " arguments; the step passes " +
+                                std::to_string(sizeof...(A)));
+  size_t i = 0;
+  (checkArg(k, i++, args), ...);
+  struct Placing { // names the kernel in CSA_CUDA_TRACE lines
+    GpuRunner *runner;
+    Placing(GpuRunner *r, const std::string &name) : runner(r) {
+      if (runner)
+        runner->placing = &name;
+    }
+    ~Placing() {
+      if (runner)
+        runner->placing = nullptr;
+    }
+  } placing(k.runner, k.name);
+  if (k.runner && k.runner->emulated()) {
+    std::vector<std::shared_ptr<void>> keep;
+    auto fn = reinterpret_cast<R (*)(A...)>(k.fn);
+    auto mirrored = std::make_tuple(onMirror(*k.runner, args, keep)...);
+    std::vector<uint64_t> params;
+    std::apply(
+        [&](auto... m) {
+          for (const GpuArg &a : {gpuArg(m)...})
+            appendSlots(params, a, uint64_t(uintptr_t(a.aligned)));
+        },
+        mirrored);
+    if constexpr (!std::is_void_v<R>)
+      k.runner->endEmulatedRun(); // the device path zeroes the result first
+    k.runner->recordEmulated(k.fn, k.name, std::move(params));
+    ++k.runner->launches;
+    if constexpr (std::is_void_v<R>) {
+      std::apply(fn, mirrored);
+      k.runner->emulatedCallDone();
+      return;
+    } else {
+      R r = std::apply(fn, mirrored);
+      k.runner->emulatedCallDone();
+      k.runner->endEmulatedRun(); // the device path downloads the result
+      return r;
+    }
+  }
+  if (k.runner) {
+    std::vector<GpuArg> gpuArgs{gpuArg(args)...};
+    int32_t r = k.runner->launch(k, gpuArgs);
+    if constexpr (std::is_void_v<R>)
+      return;
+    else
+      return R(r);
+  }
+  if (currentRunner) // a host kernel in a GPU run: its buffers, current here
+    (hostSide(args), ...);
+  return reinterpret_cast<R (*)(A...)>(k.fn)(args...);
+}
+
+
+} // namespace detail
+} // namespace csa::runtime
+
+#endif // CSA_RUNTIME_EXECUTOR_GPURUNNER_H

@@ -48,7 +48,7 @@ struct RopeQuantizeStore {
     SmallVector<Value> inputs{rope.getInput(), rope.getPosition(),
                               append.getPosition(), append.getCache()};
     Type rowsType = quantize.getResult().getType();
-    auto fusion = FusionOp::create(b, append.getLoc(), "rope_quantize_store",
+    auto fusion = FusionOp::create(b, append.getLoc(), FusionKind::RopeQuantizeStore,
                                    TypeRange{rowsType}, inputs);
     Block &body = fusion.getBody().front();
     // Each op reads its own block argument (the two positions may be one

@@ -628,7 +628,7 @@ private:
                                     {"cache", inputs[3]}}))
         return e;
       results = {"rows"};
-      attrs["name"] = fusion.getName().str();
+      attrs["name"] = stringifyFusionKind(fusion.getKind()).str();
       attrs["dim"] = lastDim(rope.getInput());
       attrs["rope_stride"] = rope.getStride();
       Type row = store.getRows().getType().getElementType();

@@ -435,10 +435,10 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       Block &body = op.getBody().front();
       auto ops = llvm::to_vector(llvm::map_range(
           body.without_terminator(), [](Operation &o) { return &o; }));
-      if (op.getName() != "rope_quantize_store" || ops.size() != 3 ||
+      if (op.getKind() != FusionKind::RopeQuantizeStore || ops.size() != 3 ||
           !isa<RopeOp>(ops[0]) || !isa<QuantizeOp>(ops[1]) ||
           !isa<CacheAppendOp>(ops[2])) {
-        s.missing("csa.fusion \"" + op.getName().str() + "\"");
+        s.missing("csa.fusion " + stringifyFusionKind(op.getKind()).str());
         return;
       }
       auto rope = cast<RopeOp>(ops[0]);

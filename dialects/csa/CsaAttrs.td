@@ -91,6 +91,18 @@ def Csa_KernelParallelismAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Csa_FusionKindEnum : I32EnumAttr<"FusionKind",
+    "what a csa.fusion region computes", [
+    I32EnumAttrCase<"RopeQuantizeStore", 0, "rope_quantize_store">]> {
+  let cppNamespace = "::csa";
+  let genSpecializedAttr = 0;
+}
+def Csa_FusionKindAttr : EnumAttr<Csa_Dialect, Csa_FusionKindEnum, "fusion_kind"> {
+  let summary = "the kind of a kernel region: rope_quantize_store (csa.rope, "
+                "csa.quantize to the cache's row format, csa.cache_append)";
+  let assemblyFormat = "$value";
+}
+
 def Csa_TieBreakEnum : I32EnumAttr<"TieBreak", "top-k tie rule", [
     I32EnumAttrCase<"LowestPosition", 0, "lowest_position">]> {
   let cppNamespace = "::csa";

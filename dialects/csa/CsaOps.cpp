@@ -608,9 +608,10 @@ LogicalResult MoeRouteOp::verify() {
 // Kernel regions
 //===----------------------------------------------------------------------===//
 
-void FusionOp::build(OpBuilder &builder, OperationState &state, StringRef name,
+void FusionOp::build(OpBuilder &builder, OperationState &state, FusionKind kind,
                      TypeRange results, ValueRange inputs) {
-  state.addAttribute(getNameAttrName(state.name), builder.getStringAttr(name));
+  state.addAttribute(getKindAttrName(state.name),
+                     FusionKindAttr::get(builder.getContext(), kind));
   state.addOperands(inputs);
   state.addTypes(results);
   Region *body = state.addRegion();
@@ -642,5 +643,20 @@ LogicalResult FusionOp::verify() {
            << getResultTypes();
   if (block.getOperations().size() < 2)
     return emitOpError("body is empty (a kernel region holds at least one op)");
+  switch (getKind()) {
+  case FusionKind::RopeQuantizeStore: {
+    auto ops = llvm::to_vector(llvm::map_range(block.without_terminator(),
+                                               [](Operation &o) { return &o; }));
+    auto rope = ops.size() == 3 ? dyn_cast<RopeOp>(ops[0]) : RopeOp();
+    auto quantize = ops.size() == 3 ? dyn_cast<QuantizeOp>(ops[1]) : QuantizeOp();
+    auto append = ops.size() == 3 ? dyn_cast<CacheAppendOp>(ops[2]) : CacheAppendOp();
+    if (!rope || !quantize || !append || quantize.getInput() != rope.getResult() ||
+        append.getRows() != quantize.getResult())
+      return emitOpError("a rope_quantize_store body is csa.rope, csa.quantize "
+                         "of its result and csa.cache_append of the quantized "
+                         "rows, in that order");
+    break;
+  }
+  }
   return success();
 }

@@ -653,14 +653,15 @@ def Csa_FusionOp : Csa_Op<"fusion", [IsolatedFromAbove, RecursiveMemoryEffects,
     A kernel boundary chosen by `csa-fuse-kernels`: the ops of the body run
     as one generated kernel, one call of the runtime. The body is isolated
     from above: its block arguments are the region's inputs, in order, and
-    `csa.yield` gives the results (the values later ops still read). `name`
-    says what the region computes; a back end supports the bodies it knows
-    (the host: `rope_quantize_store`) and rejects others by name.
+    `csa.yield` gives the results (the values later ops still read). `kind`
+    says what the region computes, and the verifier checks the body is that
+    computation: `rope_quantize_store` is `csa.rope`, `csa.quantize` of its
+    result and `csa.cache_append` of the quantized rows, in that order.
 
     Example (the rope + quantize + store of a layer's SWA row, whose rows
     attention also reads):
     ```mlir
-    %rows = csa.fusion "rope_quantize_store" (%kv, %pos, %pos, %ring)
+    %rows = csa.fusion rope_quantize_store (%kv, %pos, %pos, %ring)
         : (tensor<?x512xbf16>, index, index, !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>)
         -> tensor<?x!csa.fp8_row<512, ue8m0, 32>> {
     ^bb0(%x: tensor<?x512xbf16>, %p: index, %s: index,
@@ -674,16 +675,16 @@ def Csa_FusionOp : Csa_Op<"fusion", [IsolatedFromAbove, RecursiveMemoryEffects,
     }
     ```
   }];
-  let arguments = (ins StrAttr:$name, Variadic<AnyType>:$inputs);
+  let arguments = (ins Csa_FusionKindAttr:$kind, Variadic<AnyType>:$inputs);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $name ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $kind ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
     $body
   }];
   let skipDefaultBuilders = 1;
   let builders = [
-    OpBuilder<(ins "::llvm::StringRef":$name, "::mlir::TypeRange":$results,
+    OpBuilder<(ins "::csa::FusionKind":$kind, "::mlir::TypeRange":$results,
                    "::mlir::ValueRange":$inputs)>,
   ];
   let hasVerifier = 1;

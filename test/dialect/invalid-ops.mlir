@@ -355,7 +355,7 @@ func.func @f(%x: tensor<?x64xbf16>) {
 
 func.func @f(%x: tensor<?x32xbf16>) {
   // expected-error @+1 {{'csa.fusion' op body argument #0 has type 'tensor<?x16xbf16>', input #0 has type 'tensor<?x32xbf16>'}}
-  %r = csa.fusion "r" (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  %r = csa.fusion rope_quantize_store (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
   ^bb0(%a: tensor<?x16xbf16>):
     csa.yield %x : tensor<?x32xbf16>
   }
@@ -366,7 +366,7 @@ func.func @f(%x: tensor<?x32xbf16>) {
 
 func.func @f(%x: tensor<?x32xbf16>) {
   // expected-error @+1 {{'csa.fusion' op yields 0 values of types  for results of types 'tensor<?x32xbf16>'}}
-  %r = csa.fusion "r" (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  %r = csa.fusion rope_quantize_store (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
   ^bb0(%a: tensor<?x32xbf16>):
     %n = csa.rms_norm %a eps 1.0e-6 weight "n" : tensor<?x32xbf16>
     csa.yield
@@ -378,7 +378,31 @@ func.func @f(%x: tensor<?x32xbf16>) {
 
 func.func @f(%x: tensor<?x32xbf16>) {
   // expected-error @+1 {{'csa.fusion' op body is empty (a kernel region holds at least one op)}}
-  %r = csa.fusion "r" (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  %r = csa.fusion rope_quantize_store (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  ^bb0(%a: tensor<?x32xbf16>):
+    csa.yield %a : tensor<?x32xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x32xbf16>) {
+  // expected-error @+1 {{'csa.fusion' op a rope_quantize_store body is csa.rope, csa.quantize of its result and csa.cache_append of the quantized rows, in that order}}
+  %r = csa.fusion rope_quantize_store (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  ^bb0(%a: tensor<?x32xbf16>):
+    %n = csa.rms_norm %a eps 1.0e-6 weight "n" : tensor<?x32xbf16>
+    csa.yield %n : tensor<?x32xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x32xbf16>) {
+  // expected-error @+2 {{expected ::csa::FusionKind to be one of: rope_quantize_store}}
+  // expected-error @+1 {{failed to parse Csa_FusionKindAttr parameter 'value' which is to be a `::csa::FusionKind`}}
+  %r = csa.fusion rope_norm (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
   ^bb0(%a: tensor<?x32xbf16>):
     csa.yield %a : tensor<?x32xbf16>
   }

@@ -4,6 +4,7 @@
 
 #rope_base = #csa.rope<dim = 64, theta = 10000.0, factor = 1.0, original_seq_len = 65536, beta_fast = 32.0, beta_slow = 1.0>
 #rope_yarn = #csa.rope<dim = 64, theta = 160000.0, factor = 16.0, original_seq_len = 65536, beta_fast = 32.0, beta_slow = 1.0>
+#rope8 = #csa.rope<dim = 8, theta = 10000.0, factor = 1.0, original_seq_len = 32, beta_fast = 32.0, beta_slow = 1.0>
 #cfg = #csa.attention_config<heads = 64, head_dim = 512, rope_dim = 64, q_rank = 1280, window = 128, index_heads = 32, index_dim = 128, index_rope_dim = 64, topk = 512, o_groups = 8, o_rank = 1024, main_row = !csa.fp4_row<512, e4m3, 16>, index_row = !csa.fp4_row<128, ue8m0, 32>, swa_row = !csa.fp8_row<512, ue8m0, 32>>
 
 // CHECK-DAG: #csa_attn = #csa.attention_config<heads = 64, head_dim = 512, rope_dim = 64, q_rank = 1280, window = 128, index_heads = 32, index_dim = 128, index_rope_dim = 64, topk = 512, o_groups = 8, o_rank = 1024, main_row = !csa.fp4_row<512, e4m3, 16>, index_row = !csa.fp4_row<128, ue8m0, 32>, swa_row = !csa.fp8_row<512, ue8m0, 32>>
@@ -102,16 +103,18 @@ func.func @primitives(%x: tensor<?x5120xbf16>, %pos: index, %q: tensor<?x64x512x
 }
 
 // CHECK-LABEL: func.func @fusion
-// CHECK: %[[R:.+]] = csa.fusion "rope_quantize_store" (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x32xbf16>, index, index, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
+// CHECK: %[[R:.+]] = csa.fusion rope_quantize_store (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x32xbf16>, index, index, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
 // CHECK: ^bb0(%{{.*}}: tensor<?x32xbf16>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>):
+// CHECK:   csa.rope
 // CHECK:   csa.quantize
 // CHECK:   csa.cache_append
 // CHECK:   csa.yield %{{.*}} : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
 func.func @fusion(%x: tensor<?x32xbf16>, %p: index) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
   %ring = csa.cache_alloc layer 0 : !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
-  %r = csa.fusion "rope_quantize_store" (%x, %p, %p, %ring) : (tensor<?x32xbf16>, index, index, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
+  %r = csa.fusion rope_quantize_store (%x, %p, %p, %ring) : (tensor<?x32xbf16>, index, index, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
   ^bb0(%a: tensor<?x32xbf16>, %rp: index, %sp: index, %c: !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>):
-    %q = csa.quantize %a : tensor<?x32xbf16> -> tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+    %e = csa.rope %a, %rp stride 1 table #rope8 : tensor<?x32xbf16>
+    %q = csa.quantize %e : tensor<?x32xbf16> -> tensor<?x!csa.fp8_row<32, ue8m0, 32>>
     csa.cache_append %q, %c[%sp] : tensor<?x!csa.fp8_row<32, ue8m0, 32>>, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
     csa.yield %q : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
   }

@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @swa_row
 // CHECK-SAME: (%[[X:.+]]: tensor<?x32xbf16>, %[[P:.+]]: index, %[[S:.+]]: index)
 // CHECK:      %[[RING:.+]] = csa.cache_alloc layer 0
-// CHECK:      %[[ROWS:.+]] = csa.fusion "rope_quantize_store" (%[[X]], %[[P]], %[[S]], %[[RING]])
+// CHECK:      %[[ROWS:.+]] = csa.fusion rope_quantize_store (%[[X]], %[[P]], %[[S]], %[[RING]])
 // CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<?x32xbf16>, %[[AP:.+]]: index, %[[AS:.+]]: index, %[[C:.+]]: !csa.swa_ring
 // CHECK-NEXT:   %[[R:.+]] = csa.rope %[[A]], %[[AP]] stride 1
 // CHECK-NEXT:   %[[Q:.+]] = csa.quantize %[[R]]

@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace csa {
 #define GEN_PASS_DEF_FUSEKERNELS
@@ -42,35 +44,50 @@ struct RopeQuantizeStore {
       return std::nullopt;
     return RopeQuantizeStore{rope, quantize, append};
   }
+};
 
-  void fuse(OpBuilder &b) {
-    b.setInsertionPoint(append);
+/// Forms a rope_quantize_store region around each chain RopeQuantizeStore
+/// matches, rooted at its cache_append (one region per chain; the region's
+/// ops keep their semantics, only the kernel boundary changes).
+struct FuseRopeQuantizeStore : public OpRewritePattern<CacheAppendOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(CacheAppendOp append,
+                                PatternRewriter &rewriter) const override {
+    if (append->getParentOfType<FusionOp>())
+      return rewriter.notifyMatchFailure(append, "already in a kernel region");
+    std::optional<RopeQuantizeStore> m = RopeQuantizeStore::match(append);
+    if (!m)
+      return rewriter.notifyMatchFailure(append, "not a fusable rope -> quantize -> store");
+    RopeOp rope = m->rope;
+    QuantizeOp quantize = m->quantize;
     SmallVector<Value> inputs{rope.getInput(), rope.getPosition(),
                               append.getPosition(), append.getCache()};
-    Type rowsType = quantize.getResult().getType();
-    auto fusion = FusionOp::create(b, append.getLoc(), FusionKind::RopeQuantizeStore,
-                                   TypeRange{rowsType}, inputs);
+    rewriter.setInsertionPoint(append);
+    auto fusion = FusionOp::create(rewriter, append.getLoc(), FusionKind::RopeQuantizeStore,
+                                   TypeRange{quantize.getResult().getType()}, inputs);
     Block &body = fusion.getBody().front();
     // Each op reads its own block argument (the two positions may be one
     // value outside).
-    OpBuilder inner = OpBuilder::atBlockEnd(&body);
-    IRMapping ropeMap;
-    ropeMap.map(rope.getInput(), body.getArgument(0));
-    ropeMap.map(rope.getPosition(), body.getArgument(1));
-    Operation *r = inner.clone(*rope, ropeMap);
-    IRMapping quantizeMap;
-    quantizeMap.map(rope.getResult(), r->getResult(0));
-    Operation *q = inner.clone(*quantize, quantizeMap);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToEnd(&body);
+    IRMapping map;
+    map.map(rope.getInput(), body.getArgument(0));
+    map.map(rope.getPosition(), body.getArgument(1));
+    Operation *r = rewriter.clone(*rope, map);
+    map.map(rope.getResult(), r->getResult(0));
+    Operation *q = rewriter.clone(*quantize, map);
     IRMapping appendMap;
     appendMap.map(quantize.getResult(), q->getResult(0));
     appendMap.map(append.getPosition(), body.getArgument(2));
     appendMap.map(append.getCache(), body.getArgument(3));
-    inner.clone(*append, appendMap);
-    YieldOp::create(inner, append.getLoc(), ValueRange{q->getResult(0)});
-    quantize.getResult().replaceAllUsesWith(fusion.getResult(0));
-    append->erase();
-    quantize->erase();
-    rope->erase();
+    rewriter.clone(*append, appendMap);
+    YieldOp::create(rewriter, append.getLoc(), ValueRange{q->getResult(0)});
+    rewriter.eraseOp(append);
+    rewriter.replaceAllUsesWith(quantize.getResult(), fusion.getResult(0));
+    rewriter.eraseOp(quantize);
+    rewriter.eraseOp(rope);
+    return success();
   }
 };
 
@@ -78,25 +95,28 @@ struct FuseKernelsPass : public csa::impl::FuseKernelsBase<FuseKernelsPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    for (const std::string &p : patterns)
+    RewritePatternSet patternSet(&getContext());
+    for (const std::string &p : patterns) {
       if (p != "rope_quantize_store") {
         getOperation().emitError()
             << "csa-fuse-kernels: unknown pattern '" << p
             << "' (known: rope_quantize_store)";
         return signalPassFailure();
       }
-    SmallVector<RopeQuantizeStore> found;
-    getOperation().walk([&](CacheAppendOp append) {
-      if (append->getParentOfType<FusionOp>())
-        return;
-      if (auto m = RopeQuantizeStore::match(append))
-        found.push_back(*m);
-    });
-    OpBuilder b(&getContext());
-    for (RopeQuantizeStore &m : found) {
-      m.fuse(b);
-      ++numFused;
     }
+    patternSet.add<FuseRopeQuantizeStore>(&getContext());
+    // Only the regions change: no folding, no constant CSE, no region
+    // simplification (the fused stage is the expanded one plus its regions).
+    GreedyRewriteConfig config;
+    config.enableFolding(false).enableConstantCSE(false)
+        .setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled)
+        .setStrictness(GreedyRewriteStrictness::ExistingOps);
+    int64_t before = 0, after = 0;
+    getOperation().walk([&](FusionOp) { ++before; });
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patternSet), config)))
+      return signalPassFailure();
+    getOperation().walk([&](FusionOp) { ++after; });
+    numFused += after - before;
   }
 };
 

@@ -192,9 +192,11 @@ def TileKernels : Pass<"csa-tile-kernels", "::mlir::ModuleOp"> {
     a call in tiles of that many (the quantized ones decode each weight
     block once per tile; the accumulation order of every output is
     unchanged, so results are bit-identical for any tile). On the host an op
-    whose input has one static row (a decode step) gets `rows = 1`. For `sm_90a` the pass records the warpgroup
-    MMA tile the GPU lowering will use (`rows` = M, `cols` = N, `k` = K per
-    stage, `warps`); the host back end ignores it.
+    whose input has one static row (a decode step) gets `rows = 1`. For `sm_90a` the pass records a warpgroup
+    MMA tile (`rows` = M, `cols` = N, `k` = K per stage, `warps`) that no
+    lowering reads yet: csa-compile tiles for the host, and the NVPTX back
+    end maps the host kernels by their own attributes (`#csa.parallelism`,
+    `csa.linear_spec`); tensor-core forms are future work.
 
     An op that already carries `csa.tile` (set by hand in the IR of an
     earlier stage, say) keeps it, so a kernel researcher can try a tile on

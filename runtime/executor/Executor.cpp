@@ -10,44 +10,7 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/ExecutorImpl.h"
 
-#include "runtime/artifact/OpAbi.h"
-#include "runtime/checkpoint/Checkpoint.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/LaunchGraphs.h"
-#include "runtime/cuda/LaunchRuleJson.h"
-#include "runtime/numerics/Quantize.h"
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-
-#include <algorithm>
-#include <atomic>
-#include <array>
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <dlfcn.h>
-#include <fstream>
-#include <functional>
-#include <random>
-#include <limits>
-#include <set>
-#include <sstream>
-#include <stdexcept>
-#include <tuple>
-#include <type_traits>
-#include <unordered_map>
-
 namespace csa::runtime {
-
-using artifact::ArgKind;
-using artifact::CacheBuffer;
-using artifact::CacheKind;
-using artifact::KernelArg;
-using artifact::KernelCall;
-using nlohmann::json;
-
-using namespace detail;
 
 //===----------------------------------------------------------------------===//
 // Sequence
@@ -60,13 +23,8 @@ ExecutorOptions ExecutorOptions::fromEnvironment() {
   options.syncEachLaunch = std::getenv("CSA_CUDA_SYNC") != nullptr;
   options.traceGpu = std::getenv("CSA_CUDA_TRACE") != nullptr;
   options.rowTiles = std::getenv("CSA_CUDA_NO_TILES") == nullptr;
-  if (const char *list = std::getenv("CSA_CUDA_HOST_KERNELS")) {
-    std::stringstream items(list);
-    std::string prefix;
-    while (std::getline(items, prefix, ','))
-      if (!prefix.empty())
-        options.hostKernelPrefixes.push_back(prefix);
-  }
+  if (const char *list = std::getenv("CSA_CUDA_HOST_KERNELS"))
+    options.hostKernelPrefixes = absl::StrSplit(list, ',', absl::SkipEmpty());
   return options;
 }
 
@@ -95,7 +53,6 @@ uint64_t Sequence::cacheBytesInUse(const artifact::Plan &plan) const {
 //===----------------------------------------------------------------------===//
 // Executor
 //===----------------------------------------------------------------------===//
-
 
 absl::Status Executor::Impl::load() {
   const artifact::Plan &plan = artifact->plan();

@@ -14,13 +14,8 @@
 
 namespace csa::runtime {
 
-using artifact::ArgKind;
-using artifact::CacheBuffer;
-using artifact::CacheKind;
-using artifact::KernelArg;
-using artifact::KernelCall;
-using nlohmann::json;
-
+// The executor's own files (this header's includers) use the internal
+// helpers unqualified.
 using namespace detail;
 
 struct Executor::Impl {

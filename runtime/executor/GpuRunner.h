@@ -1,4 +1,4 @@
-//===- GpuRunner.h -------------------------------------------------*- C++ -*-===//
+//===- GpuRunner.h - The device side of a run ------------------*- C++ -*-===//
 //
 // Internal to the executor: the device side of a run. GpuRunner keeps a
 // device mirror of every buffer a kernel touches (which side holds the
@@ -13,42 +13,7 @@
 
 #include "runtime/executor/KernelCall.h"
 
-#include "runtime/artifact/OpAbi.h"
-#include "runtime/checkpoint/Checkpoint.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/LaunchGraphs.h"
-#include "runtime/cuda/LaunchRuleJson.h"
-#include "runtime/numerics/Quantize.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include <algorithm>
-#include <atomic>
-#include <array>
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <dlfcn.h>
-#include <fstream>
-#include <functional>
-#include <random>
-#include <limits>
-#include <set>
-#include <sstream>
-#include <stdexcept>
-#include <tuple>
-#include <type_traits>
-#include <unordered_map>
-
-namespace csa::runtime {
-
-using artifact::ArgKind;
-using artifact::CacheBuffer;
-using artifact::CacheKind;
-using artifact::KernelArg;
-using artifact::KernelCall;
-using nlohmann::json;
-
-namespace detail {
+namespace csa::runtime::detail {
 
 /// Emulation's graphs: LaunchGraphs' bookkeeping on the emulated launches
 /// (which have run by then), so that which runs become graphs, which graphs
@@ -739,8 +704,6 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
   return reinterpret_cast<R (*)(A...)>(k.fn)(args...);
 }
 
-
-} // namespace detail
-} // namespace csa::runtime
+} // namespace csa::runtime::detail
 
 #endif // CSA_RUNTIME_EXECUTOR_GPURUNNER_H

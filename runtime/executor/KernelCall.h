@@ -1,4 +1,4 @@
-//===- KernelCall.h ------------------------------------------------*- C++ -*-===//
+//===- KernelCall.h - How a step calls a generated kernel -------*- C++ -*-===//
 //
 // Internal to the executor: how a step calls a generated kernel. Memref
 // descriptors, the bounds every argument is checked against, the values
@@ -9,15 +9,17 @@
 #ifndef CSA_RUNTIME_EXECUTOR_KERNELCALL_H
 #define CSA_RUNTIME_EXECUTOR_KERNELCALL_H
 
-
 #include "runtime/artifact/OpAbi.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/LaunchGraphs.h"
 #include "runtime/cuda/LaunchRuleJson.h"
 #include "runtime/numerics/Quantize.h"
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+
 #include <algorithm>
 #include <atomic>
 #include <array>

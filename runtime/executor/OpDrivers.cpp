@@ -7,42 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/ExecutorImpl.h"
 
-#include "runtime/artifact/OpAbi.h"
-#include "runtime/checkpoint/Checkpoint.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/LaunchGraphs.h"
-#include "runtime/cuda/LaunchRuleJson.h"
-#include "runtime/numerics/Quantize.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include <algorithm>
-#include <atomic>
-#include <array>
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <dlfcn.h>
-#include <fstream>
-#include <functional>
-#include <random>
-#include <limits>
-#include <set>
-#include <sstream>
-#include <stdexcept>
-#include <tuple>
-#include <type_traits>
-#include <unordered_map>
-
 namespace csa::runtime {
-
-using artifact::ArgKind;
-using artifact::CacheBuffer;
-using artifact::CacheKind;
-using artifact::KernelArg;
-using artifact::KernelCall;
-using nlohmann::json;
-
-using namespace detail;
 
 //===----------------------------------------------------------------------===//
 // Drivers

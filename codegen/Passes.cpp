@@ -49,17 +49,14 @@ struct LowerKernelsToNvvmPass
     : public impl::LowerKernelsToNvvmBase<LowerKernelsToNvvmPass> {
   using Base::Base;
   void runOnOperation() override {
-    if (linearBlock < 32 || linearBlock > 1024 || linearBlock % 32 != 0) {
-      getOperation().emitError()
-          << "csa-lower-kernels-to-nvvm: linear-block must be a multiple of "
-             "32 from 32 to 1024, got "
-          << static_cast<int64_t>(linearBlock);
-      return signalPassFailure();
-    }
     NvptxOptions options;
     options.chip = chip;
     options.ptxVersion = ptxVersion;
     options.linearBlockSize = linearBlock;
+    if (std::string problem = nvptxOptionsProblem(options); !problem.empty()) {
+      getOperation().emitError() << "csa-lower-kernels-to-nvvm: " << problem;
+      return signalPassFailure();
+    }
     std::vector<PtxKernel> launchRules;
     if (failed(lowerKernelsToNvvm(getOperation(), options, launchRules)))
       signalPassFailure();
@@ -70,18 +67,14 @@ struct LowerKernelsToNvvmPass
 
 KernelPipelineOptions HostPipelineCliOptions::get() const {
   KernelPipelineOptions o;
-  o.boundedReplay = boundedReplay;
-  o.replayStartLayer = replayStartLayer;
-  o.replayTail = replayTail;
+  copyReplayOptions(*this, o);
   o.rows = rows;
   return o;
 }
 
 KernelPipelineOptions NvptxPipelineCliOptions::get() const {
   KernelPipelineOptions o;
-  o.boundedReplay = boundedReplay;
-  o.replayStartLayer = replayStartLayer;
-  o.replayTail = replayTail;
+  copyReplayOptions(*this, o);
   o.rows = rows;
   o.chip = chip;
   o.ptxVersion = ptxVersion;

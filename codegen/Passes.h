@@ -2,6 +2,7 @@
 #ifndef CSA_CODEGEN_PASSES_H
 #define CSA_CODEGEN_PASSES_H
 
+#include "codegen/gpu/NvptxBackend.h"
 #include "passes/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -26,9 +27,9 @@ namespace csa::codegen {
 /// What csa-host-pipeline and csa-nvptx-pipeline take: the stage pipelines'
 /// options (target host) and the NVPTX lowering's.
 struct KernelPipelineOptions : StagePipelineOptions {
-  std::string chip = "sm_90a";
-  int ptxVersion = 80;
-  int64_t linearBlock = 256;
+  std::string chip = NvptxOptions{}.chip;
+  int ptxVersion = NvptxOptions{}.ptxVersion;
+  int64_t linearBlock = NvptxOptions{}.linearBlockSize;
 };
 
 /// graph -> host: csa-graph-to-tiled (target host), csa-select-host-kernels.
@@ -57,14 +58,14 @@ struct NvptxPipelineCliOptions
       llvm::cl::desc("Rows per tile of the host matrix products; 0: 8"),
       llvm::cl::init(0)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("The NVPTX chip"),
-                           llvm::cl::init("sm_90a")};
+                           llvm::cl::init(NvptxOptions{}.chip)};
   Option<int> ptxVersion{*this, "ptx-version",
                          llvm::cl::desc("PTX ISA version times 10"),
-                         llvm::cl::init(80)};
+                         llvm::cl::init(NvptxOptions{}.ptxVersion)};
   Option<int64_t> linearBlock{
       *this, "linear-block",
       llvm::cl::desc("The most threads of a per-output linear's block"),
-      llvm::cl::init(256)};
+      llvm::cl::init(NvptxOptions{}.linearBlockSize)};
   KernelPipelineOptions get() const;
 };
 

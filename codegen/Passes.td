@@ -54,11 +54,14 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
     "::mlir::gpu::GPUDialect", "::mlir::NVVM::NVVMDialect",
     "::mlir::LLVM::LLVMDialect"];
   let options = [
-    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+    Option<"chip", "chip", "std::string",
+           /*default=*/"::csa::codegen::NvptxOptions{}.chip",
            "The NVPTX chip">,
-    Option<"ptxVersion", "ptx-version", "int", /*default=*/"80",
+    Option<"ptxVersion", "ptx-version", "int",
+           /*default=*/"::csa::codegen::NvptxOptions{}.ptxVersion",
            "PTX ISA version times 10">,
-    Option<"linearBlock", "linear-block", "int64_t", /*default=*/"256",
+    Option<"linearBlock", "linear-block", "int64_t",
+           /*default=*/"::csa::codegen::NvptxOptions{}.linearBlockSize",
            "The most threads of a per-output linear kernel's block">,
   ];
 }

@@ -13,9 +13,7 @@ namespace csa {
 
 StagePipelineOptions ExpandPipelineCliOptions::get() const {
   StagePipelineOptions o;
-  o.boundedReplay = boundedReplay;
-  o.replayStartLayer = replayStartLayer;
-  o.replayTail = replayTail;
+  copyReplayOptions(*this, o);
   return o;
 }
 
@@ -28,9 +26,7 @@ StagePipelineOptions TilePipelineCliOptions::get() const {
 
 StagePipelineOptions StagePipelineCliOptions::get() const {
   StagePipelineOptions o;
-  o.boundedReplay = boundedReplay;
-  o.replayStartLayer = replayStartLayer;
-  o.replayTail = replayTail;
+  copyReplayOptions(*this, o);
   o.target = target;
   o.rows = rows;
   return o;

@@ -73,6 +73,14 @@ void buildGraphToTiledPipeline(mlir::OpPassManager &pm,
                      "target's"),                                              \
       llvm::cl::init(0)};
 
+/// The replay options of any of the command-line option structs below.
+template <typename Cli>
+void copyReplayOptions(const Cli &cli, StagePipelineOptions &options) {
+  options.boundedReplay = cli.boundedReplay;
+  options.replayStartLayer = cli.replayStartLayer;
+  options.replayTail = cli.replayTail;
+}
+
 /// csa-graph-to-expanded's options.
 struct ExpandPipelineCliOptions
     : public mlir::PassPipelineOptions<ExpandPipelineCliOptions> {

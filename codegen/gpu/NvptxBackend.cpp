@@ -794,6 +794,14 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
   return checkNvvmForChip(module, options.chip);
 }
 
+std::string nvptxOptionsProblem(const NvptxOptions &options) {
+  const int64_t block = options.linearBlockSize;
+  if (block < 32 || block > 1024 || block % 32 != 0)
+    return "linear-block must be a multiple of 32 from 32 to 1024, got " +
+           std::to_string(block);
+  return "";
+}
+
 LogicalResult checkNvvmForChip(Operation *root, const std::string &chip) {
   PassManager pm(root->getContext(), root->getName().getStringRef());
   csa::CheckNvvmTargetOptions options;

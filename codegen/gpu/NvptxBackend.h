@@ -63,6 +63,11 @@ struct NvptxOptions {
   int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 2;
 };
 
+/// Why `options` cannot be used, or empty when they can: a per-output
+/// linear's block is a whole number of warps (a warp an output), at most
+/// 1024 threads. csa-compile and csa-lower-kernels-to-nvvm both check it.
+std::string nvptxOptionsProblem(const NvptxOptions &options);
+
 /// One PTX entry point, as kernels.json lists it.
 struct PtxKernel {
   std::string name;

@@ -329,6 +329,13 @@ const char *stageName(Stage stage) {
   }
 }
 
+/// A module as csa-opt prints one (ending with a newline), so that the two
+/// tools' stages compare byte for byte.
+void printStage(ModuleOp module, llvm::raw_ostream &os) {
+  module.print(os);
+  os << "\n";
+}
+
 LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
   std::string error;
   auto out = openOutputFile(path, &error);
@@ -336,8 +343,7 @@ LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
     llvm::errs() << error << "\n";
     return failure();
   }
-  module.print(out->os());
-  out->os() << "\n"; // as csa-opt ends a module
+  printStage(module, out->os());
   out->keep();
   return success();
 }
@@ -367,9 +373,9 @@ int main(int argc, char **argv) {
       llvm::outs() << llvm::formatv("{0,-16} {1}\n", v.name, v.description);
     return 0;
   }
-  if (linearBlock < 32 || linearBlock > 1024 || linearBlock % 32 != 0)
-    return fail("--linear-block must be a multiple of 32 from 32 to 1024, got " +
-                llvm::Twine(linearBlock));
+  if (std::string problem = csa::codegen::nvptxOptionsProblem(nvptxOptions());
+      !problem.empty())
+    return fail("--" + problem);
   for (int64_t context : contexts)
     if (context < 1)
       return fail("--context lengths must be >= 1, got " +
@@ -547,8 +553,7 @@ int main(int argc, char **argv) {
       auto out = openOutputFile(outputPath, &error);
       if (!out)
         return fail(error);
-      kernels->print(out->os());
-      out->os() << "\n";
+      printStage(*kernels, out->os());
       out->keep();
       return 0;
     }
@@ -645,11 +650,9 @@ int main(int argc, char **argv) {
       return fail(llvm::toString(ir.takeError()));
     out->os() << *ir;
   } else if (emitStage == Stage::Host && kernels) {
-    kernels->print(out->os());
-    out->os() << "\n";
+    printStage(*kernels, out->os());
   } else {
-    module->print(out->os());
-    out->os() << "\n";
+    printStage(*module, out->os());
   }
   out->keep();
   return 0;

@@ -201,9 +201,7 @@ int main(int argc, char **argv) {
     } else if (arg == "--gpu-no-row-tiles") {
       executorOptions.rowTiles = false;
     } else if (const char *v = value("--gpu-host-kernels")) {
-      executorOptions.hostKernelPrefixes.clear();
-      for (absl::string_view prefix : absl::StrSplit(v, ',', absl::SkipEmpty()))
-        executorOptions.hostKernelPrefixes.emplace_back(prefix);
+      executorOptions.hostKernelPrefixes = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else if (arg == "--warmup") {
       warmup = true;
     } else if (arg == "--profile") {

@@ -53,6 +53,7 @@ struct LowerKernelsToNvvmPass
     options.chip = chip;
     options.ptxVersion = ptxVersion;
     options.linearBlockSize = linearBlock;
+    options.linearSplitK = linearSplitK;
     if (std::string problem = nvptxOptionsProblem(options); !problem.empty()) {
       getOperation().emitError() << "csa-lower-kernels-to-nvvm: " << problem;
       return signalPassFailure();
@@ -79,6 +80,7 @@ KernelPipelineOptions NvptxPipelineCliOptions::get() const {
   o.chip = chip;
   o.ptxVersion = ptxVersion;
   o.linearBlock = linearBlock;
+  o.linearSplitK = linearSplitK;
   return o;
 }
 
@@ -96,6 +98,7 @@ void buildNvptxPipeline(OpPassManager &pm,
   lower.chip = options.chip;
   lower.ptxVersion = options.ptxVersion;
   lower.linearBlock = options.linearBlock;
+  lower.linearSplitK = options.linearSplitK;
   pm.addPass(createLowerKernelsToNvvm(lower));
 }
 

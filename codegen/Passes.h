@@ -30,6 +30,7 @@ struct KernelPipelineOptions : StagePipelineOptions {
   std::string chip = NvptxOptions{}.chip;
   int ptxVersion = NvptxOptions{}.ptxVersion;
   int64_t linearBlock = NvptxOptions{}.linearBlockSize;
+  bool linearSplitK = NvptxOptions{}.linearSplitK;
 };
 
 /// graph -> host: csa-graph-to-tiled (target host), csa-select-host-kernels.
@@ -66,6 +67,10 @@ struct NvptxPipelineCliOptions
       *this, "linear-block",
       llvm::cl::desc("The most threads of a per-output linear's block"),
       llvm::cl::init(NvptxOptions{}.linearBlockSize)};
+  Option<bool> linearSplitK{
+      *this, "linear-split-k",
+      llvm::cl::desc("Linears in the split-K form where K allows (false: per-output)"),
+      llvm::cl::init(NvptxOptions{}.linearSplitK)};
   KernelPipelineOptions get() const;
 };
 

@@ -63,6 +63,10 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
     Option<"linearBlock", "linear-block", "int64_t",
            /*default=*/"::csa::codegen::NvptxOptions{}.linearBlockSize",
            "The most threads of a per-output linear kernel's block">,
+    Option<"linearSplitK", "linear-split-k", "bool",
+           /*default=*/"::csa::codegen::NvptxOptions{}.linearSplitK",
+           "Linears in the split-K form (within the dot-product tolerance) "
+           "where K allows; false: the per-output form (the host's bits)">,
   ];
 }
 

@@ -5,6 +5,7 @@
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/KernelSelection.h"
 #include "codegen/host/LinearKernels.h"
+#include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MhcKernels.h"
 #include "dialects/csa/CsaDialect.h"
 #include "passes/Passes.h"
@@ -651,6 +652,54 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputsPerBlock = lanes.outputsPerTile;
       info.sharedBytes = lanes.chunk * lanes.rowsPerTile * 4;
       info.minRows = options.tileMinRows;
+    } else if (std::optional<LinearSplitKShape> split =
+                   linear && options.linearSplitK ? linearSplitKShape(*linear, options.multiprocessors)
+                                                  : std::nullopt;
+               split && split->sharedBytes() <= kMaxStaticSharedBytes) {
+      LinearSplitKLanes lanes;
+      lanes.row = blockX;
+      lanes.outputTile = blockY;
+      lanes.thread = threadX;
+      lanes.barrier = blockBarrier;
+      // cvt.rn.f16x2.e4m3x2 (sm_89 on), then the exact f16 -> f32.
+      lanes.e4m3PairToF32 = [](OpBuilder &b, Location loc, Value pair) {
+        Value codes = LLVM::BitcastOp::create(b, loc, VectorType::get({2}, b.getI8Type()), pair);
+        Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+            b, loc, VectorType::get({2}, b.getF16Type()), codes, b.getBoolAttr(false),
+            TypeAttr::get(b.getType<Float8E4M3FNType>()));
+        auto half = [&](int32_t i) -> Value {
+          Value h = LLVM::ExtractElementOp::create(
+              b, loc, halves, LLVM::ConstantOp::create(b, loc, b.getI32Type(), i));
+          return arith::ExtFOp::create(b, loc, b.getF32Type(), h);
+        };
+        return std::pair<Value, Value>{half(0), half(1)};
+      };
+      lanes.e2m1ThroughF16 = true;
+      lanes.sharedPartialsType = MemRefType::get({split->outputsPerBlock, split->threads},
+                                                 b.getF32Type(), MemRefLayoutAttrInterface{},
+                                                 workgroup);
+      lanes.sharedSumsType = MemRefType::get({split->outputsPerBlock, kSplitKParts},
+                                             b.getF32Type(), MemRefLayoutAttrInterface{},
+                                             workgroup);
+      buildLinearSplitKBody(fn, *linear, *split, lanes);
+      info.launch = "row_tiles";
+      info.blockSize = split->threads;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = 1;
+      info.outputs = linear->outFeatures;
+      info.outputsPerBlock = split->outputsPerBlock;
+      info.sharedBytes = split->sharedBytes();
+      const bool scaled = linear->format != LinearFormat::BF16 && linear->format != LinearFormat::F32;
+      const char *weight = linear->format == LinearFormat::FP4E2M1 ? "e2m1x2"
+                           : scaled                               ? "e4m3"
+                                                                  : "real";
+      info.tolerance = "dot";
+      info.toleranceTerms = linear->inFeatures / std::max<int64_t>(linear->groups, 1);
+      info.toleranceOperands = {"real", weight};
+      if (scaled)
+        info.toleranceOperands.push_back("ue8m0");
+      info.toleranceOutput = int64_t(info.toleranceOperands.size());
+      info.toleranceOperands.push_back("output");
     } else if (linear) {
       LinearLanes lanes;
       lanes.row = blockX;
@@ -957,6 +1006,16 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
     if (!k.replaces.empty()) {
       entry["replaces"] = k.replaces;
       entry["min_rows"] = k.minRows;
+    }
+    // Not the host kernel's bits: the bound it is checked against.
+    if (!k.tolerance.empty()) {
+      llvm::json::Array operands;
+      for (const std::string &o : k.toleranceOperands)
+        operands.push_back(o);
+      entry["tolerance"] = llvm::json::Object{{"rule", k.tolerance},
+                                              {"terms", k.toleranceTerms},
+                                              {"output", k.toleranceOutput},
+                                              {"operands", std::move(operands)}};
     }
     list.push_back(std::move(entry));
   }

@@ -21,6 +21,11 @@
 //     the FP8/FP4 activation row quantized once per block into shared
 //     memory; grid = (rows,
 //     ceil(outputs / outputs_per_block));
+//   - "row_tiles" is also the launch of a linear's split-K form
+//     (LinearSplitK.h; a block per (row, outputs_per_block outputs), K split
+//     over the block's threads), which replaces the per-output form where
+//     K allows and is checked against the host kernel within the tolerance
+//     contract of a dot product (kernels.json "tolerance");
 //   - "row_tiles": the row-tiled form of a linear kernel
 //     (buildLinearTiledBody), listed as its own kernel `<name>_tiled` with
 //     "replaces": "<name>" and "min_rows": a launcher runs it instead of
@@ -61,6 +66,13 @@ struct NvptxOptions {
   /// The row-tiled linear kernels: rows and outputs (threads) per block, the
   /// K chunk staged in shared memory, and the fewest rows they are used for.
   int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 2;
+  /// Linears whose K splits into 16-byte words run in the split-K form
+  /// (codegen/host/LinearSplitK.h) instead of the per-output form: the
+  /// weight read at HBM speed, within the tolerance contract of a dot
+  /// product instead of the host kernel's bits. Off: the per-output form.
+  bool linearSplitK = true;
+  /// The GPU's multiprocessors, for the split-K form's outputs per block.
+  int64_t multiprocessors = 132;
 };
 
 /// Why `options` cannot be used, or empty when they can: a per-output
@@ -96,6 +108,15 @@ struct PtxKernel {
   /// per source argument, e.g. "memref<?x64xbf16>" or "i64".
   std::vector<std::string> arguments;
   bool statusParameter = false; ///< a trailing memref<1xi32> for the result
+  /// How its results compare with the host kernel's (kernels.json
+  /// "tolerance"; docs/semantics.md): empty, bit for bit; "dot", each
+  /// element of argument `toleranceOutput` is a sum of `toleranceTerms`
+  /// products of the other arguments, whose encodings (`toleranceOperands`,
+  /// one per argument: "real", "e4m3", "e2m1x2", "ue8m0", "output") say how
+  /// to take their magnitudes.
+  std::string tolerance;
+  int64_t toleranceTerms = 0, toleranceOutput = -1;
+  std::vector<std::string> toleranceOperands;
 };
 
 /// Moves the host kernels of `module` (scf/arith/math/memref/func, not yet

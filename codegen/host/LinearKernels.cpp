@@ -20,6 +20,7 @@
 #include "runtime/numerics/Quantize.h"
 
 #include "codegen/host/KernelBuilder.h"
+#include "codegen/host/LinearKernelParts.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -115,16 +116,22 @@ Value e2m1Table(OpBuilder &b, Location loc, Operation *module) {
                                   nx::kE2M1Values.size()));
 }
 
+} // namespace
+
+// The building blocks LinearKernelParts.h declares (the GPU forms use them).
+
 /// An i8 code byte widened to i32 (zero-extended: codes are unsigned).
 Value loadCode(OpBuilder &b, Location loc, Value memref, ValueRange indices) {
   Value v = memref::LoadOp::create(b, loc, memref, indices);
   return arith::ExtUIOp::create(b, loc, b.getI32Type(), v);
 }
 
+namespace {
 Value lookup(OpBuilder &b, Location loc, Value table, Value codeI32) {
   Value i = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), codeI32);
   return memref::LoadOp::create(b, loc, table, ValueRange{i});
 }
+} // namespace
 
 /// numerics::decodeUe8m0 of an i32 code in [0, 255]: 2^(e-127); e = 0 is
 /// 2^-127 (fp32 subnormal 0x00400000), e = 255 is NaN.
@@ -268,6 +275,8 @@ void emitActQuantBlock(OpBuilder &b, Location loc,
     store(b, idx(b, loc, c), arith::TruncFOp::create(b, loc, bf16, d));
   }
 }
+
+namespace {
 
 /// act_quant of 32-block `kb` of row `r` of x; `store(col, v)` receives each
 /// dequantized bf16 element with its column.
@@ -696,6 +705,8 @@ Value paddedColumn(OpBuilder &b, Location loc, Value col) {
                             idx(b, loc, kLinearRowPad)));
 }
 
+} // namespace
+
 /// Items first, first + stride, ... below `count`, `group` a loop trip: the
 /// trip's loads (`load(read)`; an item past the end reads the last item
 /// again) are all emitted before their uses (`use(item, loaded)`, only for
@@ -737,6 +748,8 @@ void forGroupsLoadedAhead(
     scf::YieldOp::create(b, loc);
   });
 }
+
+namespace {
 
 /// The 16-byte words holding 32-block `kb` of weight row `j` (K channels):
 /// one (FP4) or two (FP8) 16-byte loads from `base`.

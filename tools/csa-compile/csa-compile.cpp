@@ -161,6 +161,13 @@ cl::opt<int64_t> linearBlock(
              "per-output linear kernel's block, a multiple of 32 (a warp an "
              "output; default 256)"),
     cl::init(csa::codegen::NvptxOptions{}.linearBlockSize), cl::cat(category));
+cl::opt<bool> linearSplitK(
+    "linear-split-k",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: linears whose K splits into "
+             "16-byte words run in the split-K form (the weight at HBM speed, "
+             "within the dot-product tolerance of docs/semantics.md); "
+             "=false: the per-output form, the host kernel's bits"),
+    cl::init(csa::codegen::NvptxOptions{}.linearSplitK), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -196,6 +203,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.chip = chip;
   options.ptxVersion = ptxVersion;
   options.linearBlockSize = linearBlock;
+  options.linearSplitK = linearSplitK;
   return options;
 }
 

@@ -13,8 +13,10 @@
 #include "codegen/host/AttentionKernels.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/LinearKernels.h"
+#include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MhcKernels.h"
 #include "test/unit/codegen/KernelTestSupport.h"
+#include "runtime/numerics/Tolerance.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -115,19 +117,41 @@ struct LinearCase {
   bool misaligned = false; ///< the weight at an odd address: the scalar loads
 };
 
-void expectTiledMatchesHost(const LinearCase &c, bool perOutput) {
+/// The GPU forms of a linear: the row-tiled and per-output forms give the
+/// host kernel's bits; the split-K form meets the dot-product tolerance.
+enum class LinearForm { Tiled, PerOutput, SplitK };
+
+void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
+  const bool perOutput = which == LinearForm::PerOutput;
+  const bool splitK = which == LinearForm::SplitK;
   const LinearKernelSpec &spec = c.spec;
   const bool quantized = linearNeedsSharedRow(spec);
   const bool fp8Dense = spec.format == LinearFormat::FP8AsBF16;
   const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
   const int64_t tile = linearTileOutputs(spec, 64), chunk = 64, rowsPerTile = 8;
   const int64_t outputsPerBlock = 2; // per-output form: 2 warps
+  LinearSplitKShape split;
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
     buildLinearKernel(m, "host", spec);
     func::FuncOp form = buildLinearKernel(m, "form", spec);
     MLIRContext *ctx = m.getContext();
-    if (perOutput) {
+    if (splitK) {
+      std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, 4);
+      ASSERT_TRUE(shape.has_value());
+      split = *shape;
+      LinearSplitKLanes lanes;
+      lanes.row = simt.value(simt.blockX);
+      lanes.outputTile = simt.value(simt.blockY);
+      lanes.thread = simt.value(simt.thread);
+      lanes.barrier = simt.sync();
+      lanes.weightAddressSpace = 0;
+      lanes.sharedPartialsType =
+          MemRefType::get({split.outputsPerBlock, split.threads}, Float32Type::get(ctx));
+      lanes.sharedSumsType =
+          MemRefType::get({split.outputsPerBlock, kSplitKParts}, Float32Type::get(ctx));
+      buildLinearSplitKBody(form, spec, split, lanes);
+    } else if (perOutput) {
       LinearLanes lanes;
       lanes.row = simt.value(simt.blockX);
       lanes.firstOutput = [&, by = simt.value(simt.blockY)](OpBuilder &b, Location loc) -> Value {
@@ -160,7 +184,7 @@ void expectTiledMatchesHost(const LinearCase &c, bool perOutput) {
       buildLinearTiledBody(form, spec, lanes);
     }
   });
-  ASSERT_TRUE(perOutput || tile > 0) << "no tile for this spec";
+  ASSERT_TRUE(perOutput || splitK || tile > 0) << "no tile for this spec";
   // Inputs.
   std::mt19937 gen(uint32_t(k * 31 + n + c.rows));
   const int64_t rows = c.rows;
@@ -187,6 +211,11 @@ void expectTiledMatchesHost(const LinearCase &c, bool perOutput) {
       std::memcpy(wData + i * 4, &v, 4);
     } else
       wData[i] = uint8_t(fp4 ? any(gen) : code(gen));
+  // The split-K check needs finite outputs: no E4M3 NaN code (S.1111.111).
+  if (splitK && !fp4 && wBytes == 1)
+    for (int64_t i = 0; i < n * wCols; ++i)
+      if ((wData[i] & 0x7F) == 0x7F)
+        wData[i] ^= 1;
   }
   const int64_t scaleRows = spec.format == LinearFormat::FP4E2M1 ? n : (n + 31) / 32;
   const int64_t scaleCols = (quantized ? k : kg + 31) / 32;
@@ -224,7 +253,20 @@ void expectTiledMatchesHost(const LinearCase &c, bool perOutput) {
     reinterpret_cast<Fn4>(host)(xDesc, &dw, &ds, y(true));
   else
     reinterpret_cast<Fn3>(host)(xDesc, &dw, y(true));
-  if (perOutput) {
+  if (splitK) {
+    const int64_t o = split.outputsPerBlock, t = split.threads;
+    launch(rows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
+      float *p = static_cast<float *>(shared);
+      Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
+      float *q = p + o * t;
+      Descriptor<2, float> dSums{q, q, 0, {o, kSplitKParts}, {kSplitKParts, 1}};
+      void *out = y(false);
+      if (scaled)
+        reinterpret_cast<Fn6>(form)(xDesc, &dw, &ds, out, &dPart, &dSums);
+      else
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, out, &dPart, &dSums);
+    });
+  } else if (perOutput) {
     const int64_t partials = linearPartials(spec);
     const size_t rowBytes = size_t(k / 32 * (32 + kLinearRowPad) * 2);
     const size_t partialBytes = size_t(outputsPerBlock * partials * 4);
@@ -255,6 +297,42 @@ void expectTiledMatchesHost(const LinearCase &c, bool perOutput) {
       else
         reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dAct);
     });
+  }
+  if (splitK) {
+    // The bound needs the host kernel on the operands' magnitudes.
+    std::vector<uint16_t> xAbs = x;
+    std::vector<float> xfAbs = xf;
+    nx::takeMagnitudes(xAbs.data(), xAbs.size(), 2, nx::OperandEncoding::Real);
+    nx::takeMagnitudes(xfAbs.data(), xfAbs.size(), 4, nx::OperandEncoding::Real);
+    std::vector<uint8_t> wAbsStore(wStore.size());
+    uint8_t *wAbs = wAbsStore.data() + (wData - wStore.data());
+    std::memcpy(wAbs, wData, size_t(n * wCols * wBytes));
+    nx::takeMagnitudes(wAbs, size_t(n * wCols), size_t(wBytes),
+                       fp4 ? nx::OperandEncoding::E2M1x2
+                       : wBytes == 1 ? nx::OperandEncoding::E4M3
+                                     : nx::OperandEncoding::Real);
+    auto dxa = describe<2>(xAbs, {rows, k});
+    auto dxfa = describe<2>(xfAbs, {rows, k});
+    void *xaDesc = spec.inputF32 ? static_cast<void *>(&dxfa) : static_cast<void *>(&dxa);
+    Descriptor<2, uint8_t> dwa{wAbs, wAbs, 0, {n, wCols}, {wCols, 1}};
+    std::vector<uint16_t> sBf(size_t(rows * n));
+    std::vector<float> sF(size_t(rows * n));
+    auto dsb = describe<2>(sBf, {rows, n});
+    auto dsf = describe<2>(sF, {rows, n});
+    void *sDesc = f32Out ? static_cast<void *>(&dsf) : static_cast<void *>(&dsb);
+    if (scaled)
+      reinterpret_cast<Fn4>(host)(xaDesc, &dwa, &ds, sDesc);
+    else
+      reinterpret_cast<Fn3>(host)(xaDesc, &dwa, sDesc);
+    for (size_t i = 0; i < yHost.size(); ++i) {
+      const double u = f32Out ? yHostF[i] : nx::bf16ToFloat(yHost[i]);
+      const double v = f32Out ? yFormF[i] : nx::bf16ToFloat(yForm[i]);
+      const double sum = f32Out ? sF[i] : nx::bf16ToFloat(sBf[i]);
+      ASSERT_TRUE(std::isfinite(u) && std::isfinite(v)) << "element " << i << ": " << u << " " << v;
+      const double bound = nx::dotErrorBound(kg, sum, u, !f32Out);
+      ASSERT_LE(std::fabs(u - v), bound) << "element " << i << ": host " << u << ", form " << v;
+    }
+    return;
   }
   for (size_t i = 0; i < yHost.size(); ++i) {
     if (f32Out) {
@@ -289,31 +367,49 @@ TEST(GpuFormEmulation, TiledLinearMatchesTheHostKernel) {
   // tile of 8; FP8/FP4 by 16-byte loads, then at an odd address (scalar).
   for (bool misaligned : {false, true}) {
     SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
-    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 72), 11, misaligned}, false);
-    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 40), 11, misaligned}, false);
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 72), 11, misaligned}, LinearForm::Tiled);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 40), 11, misaligned}, LinearForm::Tiled);
   }
-  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 32, 1, true), 5}, false);
-  expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 48), 9}, false);
-  expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 9}, false);
-  expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, false);
-  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 10}, false);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 32, 1, true), 5}, LinearForm::Tiled);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 48), 9}, LinearForm::Tiled);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 9}, LinearForm::Tiled);
+  expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, LinearForm::Tiled);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 10}, LinearForm::Tiled);
 }
 
 TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
   for (bool misaligned : {false, true}) {
     SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
-    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 7), 3, misaligned}, true);
-    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 5), 2, misaligned}, true);
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 7), 3, misaligned}, LinearForm::PerOutput);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 5), 2, misaligned}, LinearForm::PerOutput);
     // Lanes with several blocks, loaded kPrefetchBlocks at a time: 66
     // blocks (3 a lane, the third only for lanes 0 and 1) and 160 (5 a
     // lane: a group of 4, then one more).
-    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 2112, 3), 2, misaligned}, true);
-    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 5120, 2), 1, misaligned}, true);
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 2112, 3), 2, misaligned}, LinearForm::PerOutput);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 5120, 2), 1, misaligned}, LinearForm::PerOutput);
   }
   // An f32 input (act_quant-ed from global memory, not copied first).
-  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 5, 1, true), 2}, true);
-  expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 6), 2}, true);
-  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, true);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 5, 1, true), 2}, LinearForm::PerOutput);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 6), 2}, LinearForm::PerOutput);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, LinearForm::PerOutput);
+}
+
+TEST(GpuFormEmulation, SplitKLinearMeetsTheDotBound) {
+  // One and several words a thread, idle threads in the last warp (FP8 K
+  // 192: 12 words, 2 a thread, 6 threads of 32), a last output tile cut
+  // short, groups, an f32 input; 16-byte loads, then element loads.
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 7), 3, misaligned}, LinearForm::SplitK);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 5), 2, misaligned}, LinearForm::SplitK);
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 2112, 9), 2, misaligned}, LinearForm::SplitK);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 5120, 6), 1, misaligned}, LinearForm::SplitK);
+  }
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 5, 1, true), 2}, LinearForm::SplitK);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 96, 6), 2}, LinearForm::SplitK);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 2}, LinearForm::SplitK);
+  expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, LinearForm::SplitK);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, LinearForm::SplitK);
 }
 
 namespace {

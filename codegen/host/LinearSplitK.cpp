@@ -1,0 +1,401 @@
+//===- LinearSplitK.cpp - The split-K GPU form of csa.linear --------------===//
+//
+// See LinearSplitK.h. The weight bytes are read once, 16 bytes a load, and
+// the activations a thread multiplies never leave its registers, so the
+// form is bound by the weight's bytes; the only cross-thread work is the
+// final sum of each output's partials.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/LinearSplitK.h"
+
+#include "codegen/host/KernelBuilder.h"
+#include "codegen/host/LinearKernelParts.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace csa::codegen {
+
+namespace {
+
+constexpr int64_t kBlock = 32;         // act_quant and weight-scale block
+constexpr int64_t kWordBytes = 16;     // one vector load
+constexpr int64_t kMaxValues = 64;     // activations a thread keeps
+constexpr int64_t kOutputsInFlight = 4; // outputs whose loads a trip issues
+
+int64_t elementsPerWord(const LinearKernelSpec &spec) {
+  switch (spec.format) {
+  case LinearFormat::FP8Block32:
+  case LinearFormat::FP8AsBF16: return 16;
+  case LinearFormat::FP4E2M1: return 32;
+  case LinearFormat::BF16:
+  case LinearFormat::F32: return spec.weightF32 ? 4 : 8;
+  }
+  return 0;
+}
+
+int64_t pow2Floor(int64_t v) {
+  int64_t p = 1;
+  while (p * 2 <= v)
+    p *= 2;
+  return p;
+}
+
+Value idx(OpBuilder &b, Location loc, int64_t v) { return indexConst(b, loc, v); }
+Value i32c(OpBuilder &b, Location loc, uint32_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(v)));
+}
+} // namespace
+
+int64_t LinearSplitKShape::sharedBytes() const {
+  return outputsPerBlock * (threads + kSplitKParts) * 4;
+}
+
+std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
+                                                   int64_t multiprocessors) {
+  const int64_t epw = elementsPerWord(spec);
+  const int64_t g = std::max<int64_t>(spec.groups, 1);
+  if (epw == 0 || spec.inFeatures % g != 0 || spec.outFeatures % g != 0)
+    return std::nullopt;
+  const int64_t kg = spec.inFeatures / g, ng = spec.outFeatures / g;
+  if (kg % epw != 0 || kg == 0)
+    return std::nullopt;
+  const int64_t words = kg / epw;
+  // FP8 with act_quant: a thread quantizes whole 32-blocks (two words).
+  const int64_t minWords = spec.format == LinearFormat::FP8Block32 ? 2 : 1;
+  const int64_t maxWords = std::max<int64_t>(minWords, kMaxValues / epw);
+  std::optional<int64_t> chosen;
+  for (int64_t wpt = minWords; wpt <= maxWords; wpt += minWords) {
+    if (words % wpt != 0 || (words / wpt + 31) / 32 * 32 > 1024)
+      continue;
+    // The most words a thread (fewest threads) that still gives 128 threads;
+    // otherwise the fewest words.
+    if (!chosen || words / wpt >= 128)
+      chosen = wpt;
+  }
+  if (!chosen)
+    return std::nullopt;
+  LinearSplitKShape shape;
+  shape.wordsPerThread = *chosen;
+  shape.elementsPerWord = epw;
+  shape.activeThreads = words / *chosen;
+  shape.threads = (shape.activeThreads + 31) / 32 * 32;
+  // Enough blocks for two a multiprocessor, at most 16 outputs a block (the
+  // activations are read again by every block), all in one group.
+  int64_t outputs =
+      std::clamp<int64_t>(pow2Floor(std::max<int64_t>(
+                              1, spec.outFeatures / (2 * std::max<int64_t>(multiprocessors, 1)))),
+                          4, 16);
+  while (outputs > 1 && (g > 1 ? ng % outputs != 0 : outputs / 2 >= spec.outFeatures))
+    outputs /= 2;
+  shape.outputsPerBlock = outputs;
+  return shape;
+}
+
+void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
+                           const LinearSplitKShape &shape, const LinearSplitKLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Type f32 = b.getF32Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
+  const bool fp8 = spec.format == LinearFormat::FP8Block32;
+  const bool fp4 = spec.format == LinearFormat::FP4E2M1;
+  const bool fp8Dense = spec.format == LinearFormat::FP8AsBF16;
+  const bool quantized = fp8 || fp4, withScale = quantized || fp8Dense;
+  const bool bf16Weight = !withScale && !spec.weightF32;
+  const int64_t n = spec.outFeatures, g = std::max<int64_t>(spec.groups, 1);
+  const int64_t kg = spec.inFeatures / g, ng = n / g;
+  const int64_t epw = shape.elementsPerWord, wpt = shape.wordsPerThread,
+                outputs = shape.outputsPerBlock, threads = shape.threads;
+  const int64_t rowBytes = kg / epw * kWordBytes;
+
+  Block *entry = freshBody(fn, {lanes.sharedPartialsType, lanes.sharedSumsType});
+  b.setInsertionPointToStart(entry);
+  Value x = entry->getArgument(0), w = entry->getArgument(1),
+        s = withScale ? entry->getArgument(2) : Value(),
+        y = entry->getArgument(withScale ? 3 : 2);
+  Value partials = entry->getArgument(entry->getNumArguments() - 2),
+        sums = entry->getArgument(entry->getNumArguments() - 1);
+  Value r = lanes.row(b, loc), t = lanes.thread(b, loc);
+  Value firstOut = arith::MulIOp::create(b, loc, lanes.outputTile(b, loc), idx(b, loc, outputs));
+  auto rowGuard = scf::IfOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r,
+                            memref::DimOp::create(b, loc, x, idx(b, loc, 0))),
+      /*withElse=*/false);
+  b.setInsertionPoint(rowGuard.thenBlock()->getTerminator());
+
+  // Threads past the words (a block is whole warps) compute with the last
+  // thread's words and contribute zero.
+  Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, t,
+                                       idx(b, loc, shape.activeThreads));
+  Value tc = arith::MinUIOp::create(b, loc, t, idx(b, loc, shape.activeThreads - 1));
+  Value firstWord = arith::MulIOp::create(b, loc, tc, idx(b, loc, wpt));
+  // The block's outputs lie in one group (linearSplitKShape).
+  Value inBase = arith::MulIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, firstOut, idx(b, loc, ng)), idx(b, loc, kg));
+  Value firstCol = arith::AddIOp::create(
+      b, loc, inBase, arith::MulIOp::create(b, loc, firstWord, idx(b, loc, epw)));
+
+  // The thread's activations, once: act_quant-ed per 32-block (FP8/FP4,
+  // the host kernel's values) or as they are.
+  SmallVector<Value> xs;
+  const int64_t values = wpt * epw;
+  auto column = [&](OpBuilder &nb, int64_t c) -> Value {
+    return arith::AddIOp::create(nb, loc, firstCol, idx(nb, loc, c));
+  };
+  if (quantized) {
+    for (int64_t c0 = 0; c0 < values; c0 += kBlock) {
+      SmallVector<Value> block(kBlock);
+      emitActQuantBlock(
+          b, loc,
+          [&](OpBuilder &nb, Value c) {
+            Value col = arith::AddIOp::create(nb, loc, column(nb, c0), c);
+            return loadF32(nb, loc, x, ValueRange{r, col});
+          },
+          [&](OpBuilder &nb, Value c, Value v) {
+            int64_t at = getConstantIntValue(c).value_or(0);
+            block[size_t(at)] = arith::ExtFOp::create(nb, loc, f32, v);
+          });
+      llvm::append_range(xs, block);
+    }
+  } else {
+    for (int64_t c = 0; c < values; ++c)
+      xs.push_back(loadF32(b, loc, x, ValueRange{r, column(b, c)}));
+  }
+
+  auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
+  // A word's weights as f32, and the factor its products are to be scaled
+  // by (the f16 route of FP4 leaves its values 2^-14 small).
+  auto decodeWord = [&](OpBuilder &b, ArrayRef<Value> q) -> std::pair<SmallVector<Value>, float> {
+    SmallVector<Value> v(static_cast<size_t>(epw));
+    auto bits = [&](Value word, int64_t shift, uint32_t mask) -> Value {
+      Value sh = shift ? arith::ShRUIOp::create(b, loc, word, i32c(b, loc, uint32_t(shift))).getResult()
+                       : word;
+      return arith::AndIOp::create(b, loc, sh, i32c(b, loc, mask));
+    };
+    if (fp8 || fp8Dense) {
+      for (int64_t i = 0; i < 4; ++i) {
+        if (lanes.e4m3PairToF32) {
+          for (int64_t half = 0; half < 2; ++half) {
+            Value word = half ? arith::ShRUIOp::create(b, loc, q[size_t(i)], i32c(b, loc, 16)).getResult()
+                              : q[size_t(i)];
+            auto [lo, hi] = lanes.e4m3PairToF32(
+                b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), word));
+            v[size_t(4 * i + 2 * half)] = lo;
+            v[size_t(4 * i + 2 * half + 1)] = hi;
+          }
+        } else {
+          for (int64_t k = 0; k < 4; ++k)
+            v[size_t(4 * i + k)] = decodeE4M3Arith(b, loc, bits(q[size_t(i)], 8 * k, 0xFF));
+        }
+      }
+      return {v, 1.f};
+    }
+    if (fp4) {
+      for (int64_t i = 0; i < 4; ++i) {
+        if (lanes.e2m1ThroughF16) {
+          // Nibbles k and k + 4 of a word become the two halves of an f16
+          // pair: sign to bit 15, exponent and mantissa to bits 9-11 (the
+          // E2M1 value times 2^-14, subnormal 0.5 included).
+          auto pairType = VectorType::get({2}, b.getF16Type());
+          for (int64_t k = 0; k < 4; ++k) {
+            Value sh = k ? arith::ShRUIOp::create(b, loc, q[size_t(i)], i32c(b, loc, uint32_t(4 * k))).getResult()
+                         : q[size_t(i)];
+            Value mag = arith::ShLIOp::create(
+                b, loc, arith::AndIOp::create(b, loc, sh, i32c(b, loc, 0x00070007u)), i32c(b, loc, 9));
+            Value sign = arith::ShLIOp::create(
+                b, loc, arith::AndIOp::create(b, loc, sh, i32c(b, loc, 0x00080008u)), i32c(b, loc, 12));
+            Value pair = LLVM::BitcastOp::create(b, loc, pairType,
+                                                 arith::OrIOp::create(b, loc, mag, sign));
+            for (int64_t half = 0; half < 2; ++half) {
+              Value h = LLVM::ExtractElementOp::create(
+                  b, loc, pair, LLVM::ConstantOp::create(b, loc, i32, int32_t(half)));
+              v[size_t(8 * i + k + 4 * half)] = arith::ExtFOp::create(b, loc, f32, h);
+            }
+          }
+        } else {
+          for (int64_t m = 0; m < 8; ++m)
+            v[size_t(8 * i + m)] = decodeE2M1Arith(b, loc, bits(q[size_t(i)], 4 * m, 0xF));
+        }
+      }
+      return {v, lanes.e2m1ThroughF16 ? 16384.f : 1.f};
+    }
+    for (int64_t i = 0; i < 4; ++i) {
+      if (bf16Weight) {
+        v[size_t(2 * i)] = arith::BitcastOp::create(
+            b, loc, f32, arith::ShLIOp::create(b, loc, q[size_t(i)], i32c(b, loc, 16)));
+        v[size_t(2 * i + 1)] = arith::BitcastOp::create(
+            b, loc, f32, arith::AndIOp::create(b, loc, q[size_t(i)], i32c(b, loc, 0xFFFF0000u)));
+      } else {
+        v[size_t(i)] = arith::BitcastOp::create(b, loc, f32, q[size_t(i)]);
+      }
+    }
+    return {v, 1.f};
+  };
+
+  // The words of output row j this thread owns, as 4 i32 each: one 16-byte
+  // load (aligned weights) or element loads put together.
+  auto loadWords = [&](OpBuilder &b, Value j, bool vectorLoads) -> SmallVector<Value> {
+    SmallVector<Value> q;
+    for (int64_t i = 0; i < wpt; ++i) {
+      Value word = arith::AddIOp::create(b, loc, firstWord, idx(b, loc, i));
+      if (vectorLoads) {
+        Value offset = arith::IndexCastUIOp::create(
+            b, loc, i64,
+            arith::AddIOp::create(
+                b, loc, arith::MulIOp::create(b, loc, j, idx(b, loc, rowBytes)),
+                arith::MulIOp::create(b, loc, word, idx(b, loc, kWordBytes))));
+        Value ptr = LLVM::GEPOp::create(b, loc, wBase.getType(), b.getI8Type(), wBase,
+                                        ValueRange{offset});
+        Value vec = LLVM::LoadOp::create(b, loc, VectorType::get({4}, i32), ptr,
+                                         /*alignment=*/16, /*isVolatile=*/false,
+                                         /*isNonTemporal=*/false, /*isInvariant=*/true);
+        for (int64_t e = 0; e < 4; ++e)
+          q.push_back(LLVM::ExtractElementOp::create(
+              b, loc, vec, LLVM::ConstantOp::create(b, loc, i32, int32_t(e))));
+        continue;
+      }
+      // Element loads: the memref's elements of this word, in order.
+      const int64_t perWord = withScale ? 16 : (spec.weightF32 ? 4 : 8);
+      const int64_t perI32 = perWord / 4;
+      Value firstElement = arith::MulIOp::create(b, loc, word, idx(b, loc, perWord));
+      for (int64_t e = 0; e < 4; ++e) {
+        Value acc = i32c(b, loc, 0);
+        for (int64_t u = 0; u < perI32; ++u) {
+          Value col = arith::AddIOp::create(b, loc, firstElement, idx(b, loc, e * perI32 + u));
+          Value elem = memref::LoadOp::create(b, loc, w, ValueRange{j, col});
+          Value asInt;
+          if (withScale)
+            asInt = arith::ExtUIOp::create(b, loc, i32, elem);
+          else if (spec.weightF32)
+            asInt = arith::BitcastOp::create(b, loc, i32, elem);
+          else
+            asInt = arith::ExtUIOp::create(
+                b, loc, i32, arith::BitcastOp::create(b, loc, b.getI16Type(), elem));
+          const int64_t shift = (32 / perI32) * u;
+          if (shift)
+            asInt = arith::ShLIOp::create(b, loc, asInt, i32c(b, loc, uint32_t(shift)));
+          acc = arith::OrIOp::create(b, loc, acc, asInt);
+        }
+        q.push_back(acc);
+      }
+    }
+    return q;
+  };
+  // The scale codes the thread's words of output j need: FP8 one per
+  // 32-block (two words), FP4 and FP8-as-bf16 one per word.
+  auto loadScales = [&](OpBuilder &b, Value j) -> SmallVector<Value> {
+    SmallVector<Value> codes;
+    if (!withScale)
+      return codes;
+    Value scaleRow = fp4 ? j : arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult();
+    for (int64_t i = 0; i < wpt; i += fp8 ? 2 : 1) {
+      Value word = arith::AddIOp::create(b, loc, firstWord, idx(b, loc, i));
+      Value block = fp4 ? word : arith::DivUIOp::create(b, loc, word, idx(b, loc, 2)).getResult();
+      codes.push_back(loadCode(b, loc, s, ValueRange{scaleRow, block}));
+    }
+    return codes;
+  };
+
+  auto fma = [&](OpBuilder &b, Value a, Value c, Value acc) -> Value {
+    return math::FmaOp::create(b, loc, a, c, acc);
+  };
+  auto emitOutputs = [&](OpBuilder &b, bool vectorLoads) {
+    forGroupsLoadedAhead(
+        b, loc, idx(b, loc, 0), outputs, idx(b, loc, 1),
+        std::min<int64_t>(outputs, kOutputsInFlight),
+        [&](OpBuilder &b, Value o) -> SmallVector<Value> {
+          Value j = arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, firstOut, o),
+                                           idx(b, loc, n - 1));
+          SmallVector<Value> loaded = loadScales(b, j);
+          llvm::append_range(loaded, loadWords(b, j, vectorLoads));
+          return loaded;
+        },
+        [&](OpBuilder &b, Value o, ValueRange loaded) {
+          const size_t scaleCount = withScale ? size_t(fp8 ? wpt / 2 : wpt) : 0;
+          ValueRange codes = loaded.take_front(scaleCount);
+          ValueRange words = loaded.drop_front(scaleCount);
+          Value acc = f32Const(b, loc, 0.f);
+          Value partial = f32Const(b, loc, 0.f);
+          for (int64_t i = 0; i < wpt; ++i) {
+            auto [v, factor] = decodeWord(
+                b, SmallVector<Value>(words.begin() + 4 * i, words.begin() + 4 * i + 4));
+            if (!withScale) {
+              for (int64_t e = 0; e < epw; ++e)
+                acc = fma(b, xs[size_t(i * epw + e)], v[size_t(e)], acc);
+              continue;
+            }
+            for (int64_t e = 0; e < epw; ++e)
+              partial = fma(b, xs[size_t(i * epw + e)], v[size_t(e)], partial);
+            // FP8: a 32-block is two words; its scale applies to both.
+            if (fp8 && i % 2 == 0)
+              continue;
+            if (factor != 1.f)
+              partial = arith::MulFOp::create(b, loc, partial, f32Const(b, loc, factor));
+            Value ws = decodeUe8m0(b, loc, codes[size_t(fp8 ? i / 2 : i)]);
+            acc = fma(b, partial, ws, acc);
+            partial = f32Const(b, loc, 0.f);
+          }
+          acc = arith::SelectOp::create(b, loc, active, acc, f32Const(b, loc, 0.f));
+          memref::StoreOp::create(b, loc, acc, partials, ValueRange{o, t});
+        });
+  };
+  auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
+  {
+    OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
+    emitOutputs(vb, /*vectorLoads=*/true);
+    OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
+    emitOutputs(eb, /*vectorLoads=*/false);
+  }
+  lanes.barrier(b, loc);
+  // Each output's partials in kSplitKParts parts, then the parts.
+  const int64_t partSize = threads / kSplitKParts;
+  scf::ForOp::create(
+      b, loc, t, idx(b, loc, outputs * kSplitKParts), idx(b, loc, threads), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value p, ValueRange) {
+        Value o = arith::DivUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
+        Value part = arith::RemUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
+        Value first = arith::MulIOp::create(b, loc, part, idx(b, loc, partSize));
+        Value total = f32Const(b, loc, 0.f);
+        for (int64_t u = 0; u < partSize; ++u)
+          total = arith::AddFOp::create(
+              b, loc, total,
+              memref::LoadOp::create(
+                  b, loc, partials,
+                  ValueRange{o, arith::AddIOp::create(b, loc, first, idx(b, loc, u))}));
+        memref::StoreOp::create(b, loc, total, sums, ValueRange{o, part});
+        scf::YieldOp::create(b, loc);
+      });
+  lanes.barrier(b, loc);
+  Type outType = spec.format == LinearFormat::F32 ? f32 : Type(b.getBF16Type());
+  scf::ForOp::create(
+      b, loc, t, idx(b, loc, outputs), idx(b, loc, threads), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value o, ValueRange) {
+        Value j = arith::AddIOp::create(b, loc, firstOut, o);
+        auto inRange = scf::IfOp::create(
+            b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, idx(b, loc, n)),
+            /*withElse=*/false);
+        OpBuilder ib = OpBuilder::atBlockTerminator(inRange.thenBlock());
+        Value total = f32Const(ib, loc, 0.f);
+        for (int64_t part = 0; part < kSplitKParts; ++part)
+          total = arith::AddFOp::create(
+              ib, loc, total,
+              memref::LoadOp::create(ib, loc, sums, ValueRange{o, idx(ib, loc, part)}));
+        Value out = outType.isF32() ? total
+                                    : arith::TruncFOp::create(ib, loc, outType, total).getResult();
+        memref::StoreOp::create(ib, loc, out, y, ValueRange{r, j});
+        scf::YieldOp::create(b, loc);
+      });
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
+}
+
+} // namespace csa::codegen

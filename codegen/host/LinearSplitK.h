@@ -1,0 +1,89 @@
+//===- LinearSplitK.h - The split-K GPU form of csa.linear -------*- C++ -*-===//
+//
+// The decode form of a linear kernel (a few rows, weight-bandwidth bound):
+// a block per (row, tile of `outputsPerBlock` outputs). The block's threads
+// split K: thread t owns `wordsPerThread` consecutive 16-byte words of every
+// weight row, keeps the activations those words multiply in registers (the
+// FP8/FP4 act_quant of its own 32-blocks, done once), and walks the tile's
+// outputs with one 16-byte load per word, several outputs' loads in flight
+// at once. Each thread's partial of an output goes to shared memory and the
+// block adds them in two steps.
+//
+// This form does not keep the host kernel's summation order, so its results
+// are not the host kernel's bits: it meets the tolerance contract of a dot
+// product instead (docs/semantics.md, "The tolerance contract"; the products
+// and the act_quant are the host kernel's, only the order of the fp32 sum
+// differs).
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_LINEARSPLITK_H
+#define CSA_CODEGEN_HOST_LINEARSPLITK_H
+
+#include "codegen/host/LinearKernels.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <utility>
+
+namespace csa::codegen {
+
+/// How a linear is split: `threads` threads a block (a multiple of 32), the
+/// first `activeThreads` of which own `wordsPerThread` 16-byte words of a
+/// weight row (`elementsPerWord` weights each) of its group's K; a block
+/// computes `outputsPerBlock` outputs of one row.
+struct LinearSplitKShape {
+  int64_t threads = 0, activeThreads = 0, wordsPerThread = 0, elementsPerWord = 0,
+          outputsPerBlock = 0;
+  /// The shared memory the form declares: the partials (outputs x threads
+  /// f32) and the second step's sums (outputs x kSplitKParts f32).
+  int64_t sharedBytes() const;
+};
+
+/// The second reduction step adds each output's partials in this many parts.
+inline constexpr int64_t kSplitKParts = 8;
+
+/// The split of `spec` for a GPU of `multiprocessors` SMs, or none when the
+/// form does not apply: a group's K must be a whole number of 16-byte words
+/// (FP8 K % 32, FP4 K % 32, bf16 K % 8, f32 weights K % 4), a block's
+/// outputs must lie in one group, and the threads fit in 1024.
+std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
+                                                   int64_t multiprocessors = 132);
+
+/// Where the split-K form runs: the block's row and output tile, the
+/// thread's index and the block barrier (GPU intrinsics, or host calls in
+/// test/unit/codegen/GpuFormEmulationTest.cpp).
+struct LinearSplitKLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, outputTile, thread;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// Two E4M3 codes (the low and high byte of an i16) to f32: the GPU's
+  /// cvt.rn.f16x2.e4m3x2 (nvvm.convert.f8x2.to.f16x2). Empty: decoded with
+  /// integer arithmetic (decodeE4M3Arith), as on the host.
+  std::function<std::pair<mlir::Value, mlir::Value>(mlir::OpBuilder &, mlir::Location,
+                                                    mlir::Value)>
+      e4m3PairToF32;
+  /// FP4 codes decoded two at a time through f16 bit patterns (exact; the
+  /// GPU converts f16 to f32 in one instruction). Off: decodeE2M1Arith.
+  bool e2m1ThroughF16 = false;
+  /// The address space of the weight's 16-byte loads (1: NVPTX global; 0 on
+  /// the host).
+  unsigned weightAddressSpace = 1;
+  /// Appended to the kernel's arguments, in the block's shared memory:
+  /// memref<outputsPerBlock x threads x f32>, then
+  /// memref<outputsPerBlock x kSplitKParts x f32>.
+  mlir::Type sharedPartialsType, sharedSumsType;
+};
+
+/// Replaces the body of `fn` (a kernel of `spec` from buildLinearKernel)
+/// with the split-K form of `shape` (from linearSplitKShape). Rows are
+/// grid.x (one a block); outputs past the end are computed from the last
+/// weight row and not stored.
+void buildLinearSplitKBody(mlir::func::FuncOp fn, const LinearKernelSpec &spec,
+                           const LinearSplitKShape &shape, const LinearSplitKLanes &lanes);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_LINEARSPLITK_H

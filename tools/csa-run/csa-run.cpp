@@ -6,6 +6,8 @@
 //
 //   csa-run tiny.csa --random-weights --prompt=1,2,3 --max-new-tokens=32
 //   csa-run model.csa --weights=CKPT_DIR --prompt-file=ids.txt --temperature=0.7
+//   csa-run tiny.csa --random-weights --prompt=1,2,3 --max-new-tokens=4 \
+//           --forced-tokens=7,8,9 --logits-out=gpu.npy    # then csa-diff cpu.npy gpu.npy
 //
 // Plain C++ (no LLVM): the CPU backend of runtime/executor.
 //
@@ -18,6 +20,7 @@
 #include "runtime/sampling/TokenIds.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/sampling/Sampling.h"
+#include "tools/csa-diff/Npy.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +45,7 @@ int usage() {
          "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
+         "              [--logits-out=FILE.npy] [--forced-tokens=ID,ID,...]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N]\n"
          "              [--context=P] [--warmup] [--profile]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
@@ -52,7 +56,18 @@ int usage() {
          "temporary directory. --batch runs B copies of the prompt as B\n"
          "sequences (each with its own caches and sampler seed + i).\n"
          "Prints the generated ids, prefill and decode times, tokens/s and the\n"
-         "cache bytes the sequences hold. --device=cuda runs the artifact's\n"
+         "cache bytes the sequences hold.\n"
+         "--logits-out writes the logits of every step (the prefill's last row,\n"
+         "then each decode step) as a NumPy .npy of little-endian float32, shape\n"
+         "[steps, vocab] (--batch=1) or [batch, steps, vocab]; steps is\n"
+         "max(1, N): csa-diff compares two such files. It is written under a\n"
+         "temporary name beside FILE and renamed when the run succeeds.\n"
+         "--forced-tokens (teacher forcing) feeds decode step i the i-th id\n"
+         "instead of the sampled token (every sequence of a batch the same ids);\n"
+         "the sampled tokens are still what is printed and --output written.\n"
+         "N new tokens take N - 1 decode steps, so at least N - 1 ids (more are\n"
+         "not used: the N tokens of another run's output fit).\n"
+         "--device=cuda runs the artifact's\n"
          "PTX (csa-compile --with-ptx) on the GPU, bit-exact with --device=cpu\n"
          "(buffers stay on the device between kernels; docs/gpu.md); --device=auto\n"
          "does the same when there is an NVIDIA driver and the artifact has PTX,\n"
@@ -120,6 +135,9 @@ int main(int argc, char **argv) {
   if (argc < 2)
     return usage();
   std::string artifactDir, weightsDir, promptText, promptFile, outputFile;
+  std::string logitsOut;
+  std::vector<int32_t> forced;
+  bool forcedGiven = false;
   bool randomWeights = false;
   bool warmup = false;
   uint64_t weightSeed = 0, samplerSeed = 0;
@@ -164,6 +182,16 @@ int main(int argc, char **argv) {
         return fail("--batch needs a count >= 1");
     } else if (const char *v = value("--output")) {
       outputFile = v;
+    } else if (const char *v = value("--logits-out")) {
+      logitsOut = v;
+      if (logitsOut.empty())
+        return fail("--logits-out needs a file name");
+    } else if (const char *v = value("--forced-tokens")) {
+      forcedGiven = true;
+      forced.clear();
+      std::string error;
+      if (*v != '\0' && !sampling::parseTokenIds(v, forced, error))
+        return fail("--forced-tokens: " + error);
     } else if (const char *v = value("--device")) {
       if (std::string(v) == "cpu")
         executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
@@ -227,6 +255,14 @@ int main(int argc, char **argv) {
     return fail(error);
   if (!sampling::parseTokenIds(promptText, prompt, error))
     return fail((promptFile.empty() ? "--prompt: " : promptFile + ": ") + error);
+  // N new tokens: the prefill's and N - 1 decode steps'.
+  const int64_t decodeStepsNeeded = std::max<int64_t>(0, maxNew - 1);
+  if (forcedGiven && int64_t(forced.size()) < decodeStepsNeeded)
+    return fail(absl::StrCat("--forced-tokens: ", forced.size(), " ids for ",
+                             decodeStepsNeeded, " decode steps (--max-new-tokens=",
+                             maxNew, " feeds ", decodeStepsNeeded,
+                             " tokens after the prefill); give at least ",
+                             decodeStepsNeeded));
 
   auto art = artifact::Artifact::open(artifactDir);
   if (!art.ok())
@@ -237,6 +273,16 @@ int main(int argc, char **argv) {
     return fail(absl::StrCat(context ? absl::StrCat("--context=", context, " + ") : "",
                              "prompt of ", prompt.size(), " tokens + ", maxNew,
                              " new: ", st.message()));
+  // Forced ids in the vocabulary (the embedding's rows), before anything runs.
+  for (const artifact::WeightEntry &w : art->weights().tensors) {
+    if (w.name != "embed.weight" || w.shape.empty())
+      continue;
+    for (size_t i = 0; i < forced.size(); ++i)
+      if (forced[i] < 0 || forced[i] >= w.shape[0])
+        return fail(absl::StrCat("--forced-tokens: id ", forced[i], " at position ", i,
+                                 " (decode step ", i, ") is outside the vocabulary of ",
+                                 w.shape[0]));
+  }
   std::string removeAfter;
   if (randomWeights) {
     auto dir = makeRandomWeights(*art, weightSeed);
@@ -266,6 +312,24 @@ int main(int argc, char **argv) {
   runtime::Executor &ex = **executor;
   if (!ex.deviceNote().empty())
     std::cerr << "csa-run: --device=auto runs on the CPU: " << ex.deviceNote() << "\n";
+  // --logits-out: one row per step, written as the steps run into a
+  // temporary file that is renamed only at the end (the writer removes it on
+  // any early return).
+  const int64_t logitSteps = 1 + decodeStepsNeeded;
+  npy::NpyF32Writer logitsFile;
+  if (!logitsOut.empty()) {
+    std::vector<int64_t> shape = {logitSteps, ex.vocabSize()};
+    if (batch > 1)
+      shape.insert(shape.begin(), batch);
+    if (absl::Status st = logitsFile.create(logitsOut, shape); !st.ok())
+      return fail(absl::StrCat("--logits-out: ", st.message()));
+  }
+  auto recordLogits = [&](int64_t b, int64_t step, const std::vector<float> &logits) {
+    if (!logitsFile.active())
+      return absl::OkStatus();
+    absl::Status st = logitsFile.writeRow(uint64_t(b * logitSteps + step), logits);
+    return st.ok() ? st : absl::DataLossError(absl::StrCat("--logits-out: ", st.message()));
+  };
 
   std::vector<runtime::Sequence> sequences;
   std::vector<sampling::Sampler> samplers;
@@ -338,6 +402,8 @@ int main(int argc, char **argv) {
       return fail(absl::StrCat("prefill: ", logits.status().message()));
     if (b == 0)
       showLogits("prefill logits", *logits);
+    if (absl::Status st = recordLogits(b, 0, *logits); !st.ok())
+      return fail(std::string(st.message()));
     auto token = samplers[size_t(b)].next(*logits);
     if (!token.ok())
       return fail(std::string(token.status().message()));
@@ -349,7 +415,9 @@ int main(int argc, char **argv) {
       if (step + 1 == maxNew)
         continue; // the last token needs no forward
       auto start = Clock::now();
-      auto logits = ex.decode(sequences[size_t(b)], next[size_t(b)]);
+      // Teacher forcing: the forced id is fed, the sampled one recorded.
+      const int32_t fed = forcedGiven ? forced[size_t(step)] : next[size_t(b)];
+      auto logits = ex.decode(sequences[size_t(b)], fed);
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       decodeSeconds += s;
       stepSeconds.push_back(s);
@@ -359,6 +427,8 @@ int main(int argc, char **argv) {
                                  logits.status().message()));
       if (b == 0)
         showLogits(absl::StrCat("decode ", step, " logits").c_str(), *logits);
+      if (absl::Status st = recordLogits(b, step + 1, *logits); !st.ok())
+        return fail(std::string(st.message()));
       auto token = samplers[size_t(b)].next(*logits);
       if (!token.ok())
         return fail(std::string(token.status().message()));
@@ -377,6 +447,9 @@ int main(int argc, char **argv) {
     if (!(out << ids.str()))
       return fail(outputFile + ": cannot write");
   }
+  if (logitsFile.active())
+    if (absl::Status st = logitsFile.commit(); !st.ok())
+      return fail(absl::StrCat("--logits-out: ", st.message()));
   std::printf("generated: %s", ids.str().c_str());
   uint64_t held = 0, used = 0;
   for (const runtime::Sequence &s : sequences) {

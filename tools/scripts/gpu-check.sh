@@ -10,7 +10,8 @@
 # several row counts, and runs compute-sanitizer memcheck and racecheck;
 # run-plan.sh runs the compiled tiny plan with the PTX kernels (csa-run
 # --device=cuda, the correctness mode) against the CPU executor, and under
-# both sanitizers; run-quick.sh is a shorter set of both (about 190 s);
+# both sanitizers (a whole plan's GPU run is compared with the CPU run's
+# logits within bounds, fed the CPU's tokens: logits-check.sh, csa-diff); run-quick.sh is a shorter set of both (about 190 s);
 # run-reduced.sh and run-full.sh run the released widths (docs/gpu.md);
 # run-graphs.sh times decode steps with CUDA graphs off and on;
 # bench.sh times the released-width kernels and their PyTorch peers
@@ -19,8 +20,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
 rm -rf gpu-run && mkdir -p gpu-run/lib
-cp build/bin/csa-gpu-check build/bin/csa-run build/bin/csa-checkpoint bench/gpu/torch_peers.py gpu-run/
-for tool in csa-gpu-check csa-run csa-checkpoint; do
+cp build/bin/csa-gpu-check build/bin/csa-run build/bin/csa-checkpoint build/bin/csa-diff \
+  tools/scripts/logits-check.sh bench/gpu/torch_peers.py gpu-run/
+for tool in csa-gpu-check csa-run csa-checkpoint csa-diff; do
   ldd "build/bin/$tool" | awk '/libabsl/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done
 build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o gpu-run/tiny.csa
@@ -85,17 +87,17 @@ cat > gpu-run/run-reduced.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The whole `reduced` plan (released
 # widths, 4 GB of random weights generated in memory) on the CPU executor and
-# on the GPU: 3 prompt tokens, 2 new ones, top-3 logits compared as text.
+# on the GPU fed the CPU's tokens: 3 prompt tokens, 2 new ones, the logits of
+# both steps compared by csa-diff within the whole-model bounds
+# (logits-check.sh); the top-3 logits as text, for information.
 set -uo pipefail
 out=${OUT:-.}
-strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median" -e "^gpu, "; }
+. ./logits-check.sh
 run() { ./csa-run reduced.csa --random-weights=7 --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 "$@"; }
-run --device=cpu > "$out/reduced-cpu.txt" 2>&1 || exit 1
-run --device=cuda > "$out/reduced-cuda.txt" 2>&1 || exit 1
-first=$(diff <(strip "$out/reduced-cpu.txt") <(strip "$out/reduced-cuda.txt") | head -1)
-echo "reduced, cuda: ${first:-identical to the CPU executor (top-3 logits, 2 tokens)}"
+status=0
+logits_check "reduced, cuda" reduced run || status=1
 grep -h "ms (" "$out/reduced-cpu.txt" "$out/reduced-cuda.txt"
-[ -z "$first" ]
+exit $status
 RUN
 chmod +x gpu-run/run-reduced.sh
 cat > gpu-run/run-full.sh <<'RUN'
@@ -106,7 +108,9 @@ cat > gpu-run/run-full.sh <<'RUN'
 # written once to RAM ($CSA_FULL_CKPT, default /dev/shm/h200-full: the
 # device's disk is 64 GiB), then, by phase (default: all):
 #   compare  the GPU against the CPU executor: 3 prompt tokens, 1 decode step,
-#            top-3 logits and tokens compared as text;
+#            the GPU fed the CPU's tokens, the logits compared by csa-diff
+#            within the whole-model bounds (logits-check.sh; the top-3 logits
+#            and tokens as text, for information);
 #   latency  decode steps at 4K, 32K and 128K tokens of synthetic context
 #            (csa-run --context), median of the steps, on the GPU;
 #   prefill  prompts of 4K and 32K random token ids ($CSA_FULL_PREFILL),
@@ -118,6 +122,8 @@ cat > gpu-run/run-full.sh <<'RUN'
 # A dry run of the script's logic on a machine without a GPU:
 #   CSA_FULL_VARIANT=tiny CSA_FULL_DEVICE=cpu CSA_FULL_CONTEXTS=100 \
 #   CSA_FULL_CKPT=/tmp/tiny-ckpt ./run-full.sh
+# (CSA_FULL_DEVICE=cuda CSA_CHECK_GPU_ARGS='--device=cuda --gpu-emulate': the
+# GPU path's bookkeeping on host memory.)
 set -uo pipefail
 out=${OUT:-.}
 variant=${CSA_FULL_VARIANT:-h200-full}
@@ -147,25 +153,17 @@ run() {
   [ $rc -eq 124 ] && echo "cut short: CSA_FULL_BUDGET=$budget s spent"
   return $rc
 }
-strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median" -e "^gpu, "; }
+. ./logits-check.sh
 for phase in $phases; do
   echo "== $phase ($(date +%T))"
   case $phase in
   compare)
-    # Compared only when both runs finished: a skipped or cut run is no match.
-    ok=1
-    run --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 --device="$device" > "$out/full-cuda.txt" 2>&1 || ok=0
-    run --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 --device=cpu > "$out/full-cpu.txt" 2>&1 || ok=0
-    if [ $ok = 1 ]; then
-      first=$(diff <(strip "$out/full-cpu.txt") <(strip "$out/full-cuda.txt") | head -1)
-      echo "$variant, $device: ${first:-identical to the CPU executor (top-3 logits, 2 tokens)}"
-      [ -z "$first" ] || status=1
-    else
-      status=1
-      echo "$variant, $device: not compared: $(tail -q -n 1 "$out/full-cuda.txt" "$out/full-cpu.txt" | tr '\n' ' ')"
-    fi
-    grep -h "ms (" "$out/full-cpu.txt" "$out/full-cuda.txt"
-    tail -q -n 2 "$out/full-cpu.txt" "$out/full-cuda.txt" | grep -i error ;;
+    # The CPU run first (its tokens are fed to the GPU run); a failed,
+    # skipped or cut run is a FAIL, not a match.
+    CSA_CHECK_GPU_ARGS=${CSA_CHECK_GPU_ARGS:---device=$device} \
+      logits_check "$variant, $device" full run --prompt=1,2,3 --max-new-tokens=2 --print-logits=3 || status=1
+    grep -h "ms (" "$out/full-cpu.txt" "$out/full-cuda.txt" 2>/dev/null
+    tail -q -n 2 "$out/full-cpu.txt" "$out/full-cuda.txt" 2>/dev/null | grep -i error ;;
   latency)
     for ctx in ${CSA_FULL_CONTEXTS:-4096 32768 131072}; do
       run --context=$ctx --prompt=1 --max-new-tokens=3 --warmup --device="$device" > "$out/full-ctx$ctx.txt" 2>&1 || status=1
@@ -193,8 +191,9 @@ cat > gpu-run/run-quick.sh <<'RUN'
 # 190 s (188 s measured), to leave a device call room for run-full.sh: tiny's kernels at 37
 # and 300 rows, reduced's at 3 (no LM head) and its FP8/FP4 linears at 19,
 # both sanitizers on tiny's kernels and on its whole plan (5 tokens), the
-# tiny plan against the CPU executor for prompts of 5 and 21 tokens, and
-# run-reduced.sh.
+# tiny plan against the CPU executor for prompts of 5 and 21 tokens (fed the
+# CPU's tokens, the logits compared by csa-diff within the whole-model bounds:
+# logits-check.sh), and run-reduced.sh.
 set -uo pipefail
 out=${OUT:-.}
 status=0
@@ -214,15 +213,11 @@ for tool in memcheck racecheck; do
   "$cs" --tool "$tool" ./csa-run tiny.csa --random-weights=7 --prompt=1,2,3,4,5 --max-new-tokens=3 --device=cuda > "$out/$tool-plan.txt" 2>&1 || status=1
   echo "$tool, tiny plan: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-plan.txt")"
 done
-strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median" -e "^gpu, "; }
+. ./logits-check.sh
+tiny() { ./csa-run tiny.csa --random-weights=7 --max-new-tokens=32 --print-logits=5 "$@"; }
 for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   n=$(echo "$prompt" | tr ',' '\n' | wc -l)
-  for device in cpu cuda; do
-    ./csa-run tiny.csa --random-weights=7 --prompt="$prompt" --max-new-tokens=32 --print-logits=5 --device=$device > "$out/$device-$n.txt" 2>&1 || status=1
-  done
-  first=$(diff <(strip "$out/cpu-$n.txt") <(strip "$out/cuda-$n.txt") | head -1)
-  echo "tiny plan, prompt $n, cuda: ${first:-identical to the CPU executor (top-5 logits, 32 tokens)}"
-  [ -z "$first" ] || status=1
+  logits_check "tiny plan, prompt $n, cuda" "tiny-$n" tiny --prompt="$prompt" || status=1
 done
 ./run-reduced.sh || status=1
 exit $status
@@ -263,19 +258,17 @@ chmod +x gpu-run/run-graphs.sh
 cat > gpu-run/run-plan.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The whole tiny plan on the GPU.
+# The GPU run is fed the CPU run's tokens and their logits compared by
+# csa-diff within the whole-model bounds (logits-check.sh).
 set -uo pipefail
 out=${OUT:-.}
 status=0
-strip() { sed "/^profile:/,\$d" "$1" | grep -v -e "ms (" -e "bytes" -e "median" -e "^gpu, "; }
+. ./logits-check.sh
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+tiny() { ./csa-run tiny.csa --random-weights=7 --max-new-tokens=32 --print-logits=5 "$@"; }
 for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   n=$(echo "$prompt" | tr ',' '\n' | wc -l)
-  run() { ./csa-run tiny.csa --random-weights=7 --prompt="$prompt" --max-new-tokens=32 --print-logits=5 "$@"; }
-  run --device=cpu > "$out/cpu-$n.txt" 2>&1 || status=1
-  run --device=cuda > "$out/cuda-$n.txt" 2>&1 || status=1
-  first=$(diff <(strip "$out/cpu-$n.txt") <(strip "$out/cuda-$n.txt") | head -1)
-  echo "prompt $n, cuda: ${first:-identical to the CPU executor (top-5 logits, 32 tokens)}"
-  [ -z "$first" ] || status=1
+  logits_check "prompt $n, cuda" "tiny-$n" tiny --prompt="$prompt" || status=1
   for tool in memcheck racecheck; do
     "$cs" --tool "$tool" ./csa-run tiny.csa --random-weights=7 --prompt="$prompt" --max-new-tokens=3 --device=cuda > "$out/$tool-plan-$n.txt" 2>&1 || status=1
     echo "prompt $n, $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-plan-$n.txt")"

@@ -1,0 +1,327 @@
+//===- csa-diff.cpp - Compare two logits files within bounds ---------------===//
+//
+// Compares two logits files written by `csa-run --logits-out` (NumPy .npy,
+// '<f4', shape [steps, vocab] or [batch, steps, vocab]) step by step: the
+// largest |a - b| of the step, the cosine of the two rows and whether their
+// argmax (lowest id among ties, as greedy sampling takes) agrees.
+//
+//   csa-diff CPU.npy GPU.npy [--max-abs=X] [--min-cosine=Y] [--require-argmax] [--json]
+//
+// Prints a table (one row per step) and a summary line, the last line; with
+// --json one JSON object instead. Exit status 0 when every step is within
+// the bounds given (none given: 0 whatever the numbers), 1 when a bound
+// fails (the summary names the first step and bound that failed), 2 on bad
+// input (a missing file, not a .npy, another dtype, shapes that differ: the
+// message names the file and what is wrong).
+//
+// Non-finite values: a position where both files hold the same infinity or
+// both NaN counts as equal; one where only one does makes the step's
+// max |Δ| +inf and its cosine NaN (both bounds fail). In JSON, inf and NaN
+// are null.
+//
+// Plain C++ (no LLVM), so that it runs beside csa-run on a GPU machine with
+// no LLVM installed (tools/scripts/gpu-check.sh copies both); the flags are
+// parsed as csa-run's are.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/csa-diff/Npy.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using csa::npy::NpyF32Reader;
+
+int usage() {
+  std::cerr
+      << "usage: csa-diff A.npy B.npy [--max-abs=X] [--min-cosine=Y]\n"
+         "                [--require-argmax] [--json]\n"
+         "Compares two logits files of csa-run --logits-out (float32 .npy of\n"
+         "shape [steps, vocab] or [batch, steps, vocab]) step by step: max |a-b|,\n"
+         "cosine, argmax. Prints a table and a summary line (--json: one JSON\n"
+         "object). Exit status 0 within the bounds given, 1 when one fails\n"
+         "(--max-abs: max |a-b| <= X at every step; --min-cosine: cosine >= Y;\n"
+         "--require-argmax: the same argmax at every step), 2 on bad input.\n";
+  return 2;
+}
+
+bool json = false;
+
+int badInput(const std::string &message) {
+  std::cerr << "csa-diff: error: " << message << "\n";
+  if (json)
+    std::cout << nlohmann::json{{"error", message}}.dump(
+                     -1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+  return 2;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+/// inf and NaN as JSON null.
+nlohmann::json jsonNumber(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+/// The index of the largest value (NaN never is; ties: the lowest index);
+/// -1 when every value is NaN.
+int64_t argmax(const std::vector<float> &row) {
+  int64_t best = -1;
+  for (size_t i = 0; i < row.size(); ++i)
+    if (!std::isnan(row[i]) && (best < 0 || row[i] > row[size_t(best)]))
+      best = int64_t(i);
+  return best;
+}
+
+struct StepResult {
+  int64_t sequence = 0, step = 0;
+  double maxAbs = 0, cosine = 1;
+  int64_t argmaxA = -1, argmaxB = -1;
+  std::vector<std::string> failed; ///< "max-abs", "min-cosine", "argmax"
+};
+
+StepResult compareRows(const std::vector<float> &a, const std::vector<float> &b) {
+  StepResult r;
+  double dot = 0, na = 0, nb = 0;
+  bool nonFiniteMismatch = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], y = b[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      // The same infinity, or NaN in both: equal; otherwise no bound holds.
+      if (!((std::isnan(x) && std::isnan(y)) || x == y))
+        nonFiniteMismatch = true;
+      continue;
+    }
+    r.maxAbs = std::max(r.maxAbs, std::fabs(x - y));
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  if (nonFiniteMismatch) {
+    r.maxAbs = std::numeric_limits<double>::infinity();
+    r.cosine = std::numeric_limits<double>::quiet_NaN();
+  } else if (na == 0 && nb == 0) {
+    r.cosine = 1; // two zero rows are the same row
+  } else if (na == 0 || nb == 0) {
+    r.cosine = 0;
+  } else {
+    r.cosine = dot / std::sqrt(na * nb);
+  }
+  r.argmaxA = argmax(a);
+  r.argmaxB = argmax(b);
+  return r;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> files;
+  bool haveMaxAbs = false, haveMinCosine = false, requireArgmax = false;
+  double maxAbsBound = 0, minCosineBound = 0;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--json")
+      json = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const std::string &flag) -> const char * {
+      return arg.rfind(flag + "=", 0) == 0 ? argv[i] + flag.size() + 1 : nullptr;
+    };
+    if (const char *v = value("--max-abs")) {
+      if (!absl::SimpleAtod(v, &maxAbsBound) || !std::isfinite(maxAbsBound) ||
+          maxAbsBound < 0)
+        return badInput(absl::StrCat("--max-abs needs a number >= 0, got '", v, "'"));
+      haveMaxAbs = true;
+    } else if (const char *v = value("--min-cosine")) {
+      if (!absl::SimpleAtod(v, &minCosineBound) || !(minCosineBound >= -1) ||
+          !(minCosineBound <= 1))
+        return badInput(
+            absl::StrCat("--min-cosine needs a number in [-1, 1], got '", v, "'"));
+      haveMinCosine = true;
+    } else if (arg == "--require-argmax") {
+      requireArgmax = true;
+    } else if (arg == "--json") {
+    } else if (arg == "--help" || arg == "-h") {
+      return usage();
+    } else if (arg.rfind("--", 0) == 0) {
+      return badInput("unknown flag '" + arg + "' (see --help)");
+    } else {
+      files.push_back(arg);
+    }
+  }
+  if (files.size() != 2)
+    return files.empty() && argc == 1
+               ? usage()
+               : badInput(absl::StrCat("give two .npy files, got ", files.size()));
+
+  std::vector<NpyF32Reader> readers;
+  for (const std::string &f : files) {
+    auto r = NpyF32Reader::open(f);
+    if (!r.ok())
+      return badInput(std::string(r.status().message()));
+    const std::vector<int64_t> &shape = r->header().shape;
+    if (shape.size() != 2 && shape.size() != 3)
+      return badInput(absl::StrCat(f, ": shape ", shapeText(shape),
+                                   " is not [steps, vocab] or [batch, steps, vocab]"));
+    for (int64_t d : shape)
+      if (d == 0)
+        return badInput(absl::StrCat(f, ": shape ", shapeText(shape), " holds no logits"));
+    readers.push_back(std::move(*r));
+  }
+  const std::vector<int64_t> &shapeA = readers[0].header().shape;
+  const std::vector<int64_t> &shapeB = readers[1].header().shape;
+  if (shapeA != shapeB)
+    return badInput(absl::StrCat("the shapes differ: ", files[0], " is ", shapeText(shapeA),
+                                 ", ", files[1], " is ", shapeText(shapeB)));
+  const bool batched = shapeA.size() == 3;
+  const int64_t steps = shapeA[shapeA.size() - 2];
+  const int64_t vocab = shapeA.back();
+
+  auto where = [&](const StepResult &r) {
+    return batched ? absl::StrCat("sequence ", r.sequence, " step ", r.step)
+                   : absl::StrCat("step ", r.step);
+  };
+  std::vector<StepResult> results;
+  std::vector<float> a, b;
+  for (uint64_t row = 0; row < readers[0].rows(); ++row) {
+    for (int k = 0; k < 2; ++k)
+      if (absl::Status st = readers[size_t(k)].readRow(row, k ? b : a); !st.ok())
+        return badInput(std::string(st.message()));
+    StepResult r = compareRows(a, b);
+    r.sequence = int64_t(row) / steps;
+    r.step = int64_t(row) % steps;
+    if (haveMaxAbs && !(r.maxAbs <= maxAbsBound))
+      r.failed.push_back("max-abs");
+    if (haveMinCosine && !(r.cosine >= minCosineBound))
+      r.failed.push_back("min-cosine");
+    if (requireArgmax && r.argmaxA != r.argmaxB)
+      r.failed.push_back("argmax");
+    results.push_back(std::move(r));
+  }
+
+  // The extremes over all steps, the first failure, the counts.
+  const StepResult *worstAbs = &results[0], *worstCos = &results[0], *first = nullptr;
+  int64_t agree = 0, failing = 0;
+  for (const StepResult &r : results) {
+    if (!(r.maxAbs <= worstAbs->maxAbs))
+      worstAbs = &r;
+    if (!(r.cosine >= worstCos->cosine) && !std::isnan(worstCos->cosine))
+      worstCos = &r;
+    agree += r.argmaxA == r.argmaxB;
+    if (!r.failed.empty()) {
+      ++failing;
+      if (!first)
+        first = &r;
+    }
+  }
+  auto boundText = [&](const StepResult &r) {
+    std::vector<std::string> parts;
+    for (const std::string &f : r.failed) {
+      if (f == "max-abs")
+        parts.push_back(absl::StrCat("max-abs ", number(r.maxAbs), " > ", number(maxAbsBound)));
+      else if (f == "min-cosine")
+        parts.push_back(absl::StrCat("cosine ", number(r.cosine), " < ", number(minCosineBound)));
+      else
+        parts.push_back(absl::StrCat("argmax ", r.argmaxA, " != ", r.argmaxB));
+    }
+    return absl::StrJoin(parts, " and ");
+  };
+  const int64_t total = int64_t(results.size());
+  auto count = [](int64_t n, const char *what) {
+    return absl::StrCat(n, " ", what, n == 1 ? "" : "s");
+  };
+  std::string stats = absl::StrCat(
+      count(total, "step"),
+      batched ? absl::StrCat(" (", count(shapeA[0], "sequence"), " x ", steps, ")") : "",
+      " of ", vocab, " logits; max-abs ", number(worstAbs->maxAbs), " (", where(*worstAbs),
+      ")", haveMaxAbs ? absl::StrCat(", bound ", number(maxAbsBound)) : "",
+      "; min cosine ", number(worstCos->cosine), " (", where(*worstCos), ")",
+      haveMinCosine ? absl::StrCat(", bound ", number(minCosineBound)) : "",
+      "; argmax equal at ", agree, " of ", count(total, "step"));
+  std::string summary;
+  if (first)
+    summary = absl::StrCat("csa-diff: FAIL at ", where(*first), ": ", boundText(*first),
+                           " (", failing, " of ", count(total, "step"), " out of bounds); ",
+                           stats);
+  else if (haveMaxAbs || haveMinCosine || requireArgmax)
+    summary = absl::StrCat("csa-diff: within bounds: ", stats);
+  else
+    summary = absl::StrCat("csa-diff: no bounds given: ", stats);
+
+  if (json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const StepResult &r : results) {
+      nlohmann::json row = {{"step", r.step},
+                            {"max_abs", jsonNumber(r.maxAbs)},
+                            {"cosine", jsonNumber(r.cosine)},
+                            {"argmax_a", r.argmaxA},
+                            {"argmax_b", r.argmaxB},
+                            {"argmax_equal", r.argmaxA == r.argmaxB},
+                            {"failed", r.failed}};
+      if (batched)
+        row["sequence"] = r.sequence;
+      rows.push_back(std::move(row));
+    }
+    auto at = [&](const StepResult &r, double v) {
+      nlohmann::json j = {{"value", jsonNumber(v)}, {"step", r.step}};
+      if (batched)
+        j["sequence"] = r.sequence;
+      return j;
+    };
+    nlohmann::json out = {
+        {"a", files[0]},
+        {"b", files[1]},
+        {"shape", shapeA},
+        {"bounds",
+         {{"max_abs", haveMaxAbs ? nlohmann::json(maxAbsBound) : nlohmann::json(nullptr)},
+          {"min_cosine",
+           haveMinCosine ? nlohmann::json(minCosineBound) : nlohmann::json(nullptr)},
+          {"require_argmax", requireArgmax}}},
+        {"steps", rows},
+        {"max_abs", at(*worstAbs, worstAbs->maxAbs)},
+        {"min_cosine", at(*worstCos, worstCos->cosine)},
+        {"argmax_equal_steps", agree},
+        {"failed_steps", failing},
+        {"first_failure", first ? nlohmann::json(at(*first, 0)) : nlohmann::json(nullptr)},
+        {"within_bounds", first == nullptr},
+        {"summary", summary}};
+    if (first) {
+      out["first_failure"].erase("value");
+      out["first_failure"]["failed"] = first->failed;
+    }
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::printf("%s%6s %12s %12s %9s %9s\n", batched ? "     seq" : "", "step",
+                "max-abs", "cosine", "argmax-a", "argmax-b");
+    for (const StepResult &r : results) {
+      std::string mark = r.failed.empty()
+                             ? (r.argmaxA == r.argmaxB ? "" : "argmax differs")
+                             : "FAIL " + absl::StrJoin(r.failed, ", ");
+      if (batched)
+        std::printf("%8lld", (long long)r.sequence);
+      std::printf("%6lld %12.6g %12.9f %9lld %9lld%s%s\n", (long long)r.step, r.maxAbs,
+                  r.cosine, (long long)r.argmaxA, (long long)r.argmaxB,
+                  mark.empty() ? "" : "  ", mark.c_str());
+    }
+    std::printf("%s\n", summary.c_str());
+  }
+  return first ? 1 : 0;
+}

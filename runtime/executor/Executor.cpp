@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/Executor.h"
+#include "runtime/executor/Decisions.h"
 #include "runtime/executor/ExecutorImpl.h"
 
 namespace csa::runtime {
@@ -351,6 +352,7 @@ Executor::Impl::run(std::vector<Step> &steps) {
   auto start = std::chrono::steady_clock::now();
   if (absl::Status st = checkHeld(*seq); !st.ok())
     return st;
+  ++calls;
   // Every run hands out the free buffers in the same order (by address), for
   // the values that have no buffer of their own yet (Tensor::lastBuffer).
   std::sort(pool.begin(), pool.end(),
@@ -716,6 +718,25 @@ std::vector<ProfileEntry> Executor::profile() const {
     return a.seconds > b.seconds || (a.seconds == b.seconds && a.step < b.step);
   });
   return out;
+}
+
+absl::Status Executor::Impl::decision(Step &s, const char *what, Tensor &t,
+                                      const char *descr) {
+  const size_t bytes = size_t(t.numel() * t.elementBytes);
+  if (!options.forceDecisions.empty()) {
+    if (absl::Status st = detail::readDecision(
+            detail::decisionPath(options.forceDecisions, calls, s.where, what), descr, t.dims,
+            t.data.data(), bytes);
+        !st.ok())
+      return st;
+    hostRefilled(t.ptr());
+  }
+  if (!options.dumpDecisions.empty()) {
+    onHost(t.ptr());
+    return detail::writeDecision(detail::decisionPath(options.dumpDecisions, calls, s.where, what),
+                                 descr, t.dims, t.data.data(), bytes);
+  }
+  return absl::OkStatus();
 }
 
 } // namespace csa::runtime

@@ -128,6 +128,15 @@ struct ExecutorOptions {
   /// always the per-output forms, to time both in one run).
   bool rowTiles = true;
 
+  // Decisions (runtime/executor/Decisions.h): the top-k sets, HSI pools and
+  // MoE routing of every step.
+  /// Write them to this directory (the run reads each back from the device).
+  std::string dumpDecisions;
+  /// Read them from this directory (a dump of the same artifact, prompt and
+  /// flags) in place of the run's own; a missing file or another shape is
+  /// an error naming the file.
+  std::string forceDecisions;
+
   /// The defaults with the environment's aliases applied: CSA_CUDA_EMULATE=1,
   /// CSA_CUDA_SYNC, CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS=prefix,...,
   /// CSA_CUDA_NO_TILES.

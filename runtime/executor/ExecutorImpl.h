@@ -63,6 +63,9 @@ struct Executor::Impl {
   }
   int64_t vocab = 0;
   StepTiming timing;
+  /// The executor's prefill and decode calls so far, less one (the index of
+  /// the current one: Decisions.h's run).
+  int64_t calls = -1;
 
   struct Step;
   using Driver = std::function<absl::Status(Impl &, Step &)>;
@@ -82,6 +85,9 @@ struct Executor::Impl {
   std::multiset<const uint8_t *> claimedBuffers;
   uint64_t liveBytes = 0, peakBytes = 0;
   std::vector<Step> prefillSteps, decodeSteps;
+  /// A discrete decision of step `s` held in `t` (numpy dtype `descr`):
+  /// replaced by the forced one and/or written out, as the options say.
+  absl::Status decision(Step &s, const char *what, Tensor &t, const char *descr);
   std::map<std::string, ProfileEntry> profileTotals; ///< options.profile
   bool weightsResident = false; ///< GPU: every weight uploaded
   /// Sequence::cachesHeldBy of the sequences whose caches this executor

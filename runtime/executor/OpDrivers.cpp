@@ -361,7 +361,7 @@ absl::Status Executor::Impl::hsiSelect(Step &s) {
   auto dm = desc<2>(mask.ptr(), {n, width});
   invoke(s, "blocks", &ds, &dv, &db);
   invoke(s, "main", &db, &dm);
-  return absl::OkStatus();
+  return decision(s, "hsi_pool", mask, "|u1");
 }
 
 absl::Status Executor::Impl::topk(Step &s) {
@@ -381,7 +381,7 @@ absl::Status Executor::Impl::topk(Step &s) {
   if (!masked) {
     invoke(s, "rank", &ds, &dp);
     invoke(s, "main", &dp, &dv, &dout);
-    return absl::OkStatus();
+    return decision(s, "topk", out, "<i4");
   }
   // The pool answers by position: row i of the scores is the pool's row
   // (scores.base + i - pool.base); positions past its width are not in it.
@@ -411,7 +411,7 @@ absl::Status Executor::Impl::topk(Step &s) {
   auto dm = desc<2>(mask.ptr(), {n, width});
   invoke(s, "rank", &ds, &dm, &dp);
   invoke(s, "main", &dp, &dv, &dout);
-  return absl::OkStatus();
+  return decision(s, "topk", out, "<i4");
 }
 
 absl::Status Executor::Impl::sparseAttention(Step &s) {
@@ -589,6 +589,10 @@ absl::Status Executor::Impl::moe(Step &s) {
   // per layer; the gather kernel copies the rows).
   onHost(ids.ptr());
   onHost(wts.ptr());
+  if (absl::Status st = decision(s, "moe_ids", ids, "<i4"); !st.ok())
+    return st;
+  if (absl::Status st = decision(s, "moe_weights", wts, "<f4"); !st.ok())
+    return st;
   std::vector<int64_t> first(size_t(experts) + 1, 0);
   const int32_t *idAt = ids.as<int32_t>();
   for (int64_t i = 0; i < n * topK; ++i)

@@ -46,6 +46,7 @@ int usage() {
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
          "              [--logits-out=FILE.npy] [--forced-tokens=ID,ID,...]\n"
+         "              [--dump-decisions=DIR] [--force-decisions=DIR]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N]\n"
          "              [--context=P] [--warmup] [--profile]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
@@ -67,6 +68,12 @@ int usage() {
          "the sampled tokens are still what is printed and --output written.\n"
          "N new tokens take N - 1 decode steps, so at least N - 1 ids (more are\n"
          "not used: the N tokens of another run's output fit).\n"
+         "--dump-decisions writes every top-k set, HSI pool and MoE routing\n"
+         "(expert ids and weights) of the run to DIR as .npy files;\n"
+         "--force-decisions reads them from such a DIR in place of the run's\n"
+         "own (the same artifact, prompt and flags; with --forced-tokens, a GPU\n"
+         "run then differs from the CPU's only in arithmetic). Files and\n"
+         "shapes: docs/semantics.md.\n"
          "--device=cuda runs the artifact's\n"
          "PTX (csa-compile --with-ptx) on the GPU, bit-exact with --device=cpu\n"
          "(buffers stay on the device between kernels; docs/gpu.md); --device=auto\n"
@@ -228,6 +235,10 @@ int main(int argc, char **argv) {
       executorOptions.traceGpu = true;
     } else if (arg == "--gpu-no-row-tiles") {
       executorOptions.rowTiles = false;
+    } else if (const char *v = value("--dump-decisions")) {
+      executorOptions.dumpDecisions = v;
+    } else if (const char *v = value("--force-decisions")) {
+      executorOptions.forceDecisions = v;
     } else if (const char *v = value("--gpu-host-kernels")) {
       executorOptions.hostKernelPrefixes = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else if (arg == "--warmup") {
@@ -263,6 +274,17 @@ int main(int argc, char **argv) {
                              maxNew, " feeds ", decodeStepsNeeded,
                              " tokens after the prefill); give at least ",
                              decodeStepsNeeded));
+  if (!executorOptions.forceDecisions.empty() &&
+      !fs::is_directory(executorOptions.forceDecisions))
+    return fail("--force-decisions: " + executorOptions.forceDecisions +
+                " is not a directory (a --dump-decisions directory)");
+  if (!executorOptions.dumpDecisions.empty()) {
+    std::error_code ec;
+    fs::create_directories(executorOptions.dumpDecisions, ec);
+    if (ec || !fs::is_directory(executorOptions.dumpDecisions))
+      return fail("--dump-decisions: cannot make the directory " +
+                  executorOptions.dumpDecisions + (ec ? ": " + ec.message() : ""));
+  }
 
   auto art = artifact::Artifact::open(artifactDir);
   if (!art.ok())

@@ -7,8 +7,12 @@
 # within the tolerance contract instead of bit for bit:
 #   1. RUNNER ARG... --device=cpu --logits-out=$out/NAME-cpu.npy
 #      (RUNNER: a command or shell function that runs csa-run on an artifact);
+#      and --dump-decisions=$TMPDIR/csa-NAME-cpu-decisions (unless
+#      CSA_CHECK_DECISIONS=free);
 #   2. RUNNER ARG... $CSA_CHECK_GPU_ARGS (default --device=cuda)
 #      --forced-tokens=<the CPU run's generated tokens>
+#      --force-decisions=<that directory> (the top-k sets, HSI pools and MoE
+#      routing held equal),
 #      --logits-out=$out/NAME-cuda.npy, so both runs see the same sequence;
 #   3. csa-diff on the two files with --max-abs=$CSA_CHECK_MAX_ABS (0.3) and
 #      --min-cosine=$CSA_CHECK_MIN_COSINE (0.998).
@@ -27,13 +31,24 @@ logits_check() {
   local -a gpuArgs
   read -r -a gpuArgs <<< "${CSA_CHECK_GPU_ARGS:---device=cuda}"
   rm -f "$cpu.npy" "$gpu.npy" "$dir/$name-diff.txt"
-  if ! "$runner" "$@" --device=cpu --logits-out="$cpu.npy" > "$cpu.txt" 2>&1; then
+  # Decisions held equal (the contract's gate): the CPU run's top-k sets, HSI
+  # pools and MoE routing forced into the GPU run; CSA_CHECK_DECISIONS=free
+  # lets the GPU run make its own.
+  local -a dump force
+  if [ "${CSA_CHECK_DECISIONS:-held}" != free ]; then
+    # Under $TMPDIR, not $OUT: a large model writes hundreds of files.
+    local decisions="${TMPDIR:-/tmp}/csa-$name-cpu-decisions"
+    rm -rf "$decisions"
+    dump=(--dump-decisions="$decisions")
+    force=(--force-decisions="$decisions")
+  fi
+  if ! "$runner" "$@" --device=cpu "${dump[@]}" --logits-out="$cpu.npy" > "$cpu.txt" 2>&1; then
     echo "$label: FAIL: the CPU run failed: $(tail -n 1 "$cpu.txt")"
     return 1
   fi
   local tokens
   tokens=$(sed -n 's/^generated: //p' "$cpu.txt" | head -n 1 | tr -s ' ' ',')
-  if ! "$runner" "$@" "${gpuArgs[@]}" --forced-tokens="$tokens" --logits-out="$gpu.npy" > "$gpu.txt" 2>&1; then
+  if ! "$runner" "$@" "${gpuArgs[@]}" "${force[@]}" --forced-tokens="$tokens" --logits-out="$gpu.npy" > "$gpu.txt" 2>&1; then
     echo "$label: FAIL: the GPU run failed: $(tail -n 1 "$gpu.txt")"
     return 1
   fi

@@ -1,0 +1,97 @@
+//===- Decisions.cpp - A run's discrete decisions, dumped or forced -------===//
+#include "runtime/executor/Decisions.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <unistd.h>
+
+namespace csa::runtime::detail {
+
+namespace {
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "(" + absl::StrJoin(shape, ", ");
+  if (shape.size() == 1)
+    s += ",";
+  return s + ")";
+}
+
+/// The version 1.0 header of an array, padded with spaces to 64 bytes.
+std::string header(const std::string &descr, const std::vector<int64_t> &shape) {
+  std::string dict = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ",
+                                  shapeText(shape), ", }");
+  const size_t unpadded = 10 + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  std::string h("\x93NUMPY\x01\x00", 8);
+  h += char(dict.size() & 0xFF);
+  h += char(dict.size() >> 8);
+  return h + dict;
+}
+} // namespace
+
+std::string decisionPath(const std::string &dir, int64_t run, const std::string &where,
+                         const std::string &what) {
+  std::string step = where;
+  for (char &c : step)
+    if (c == '[')
+      c = '-';
+  step.erase(std::remove(step.begin(), step.end(), ']'), step.end());
+  return absl::StrFormat("%s/r%03d_%s_%s.npy", dir, run, step, what);
+}
+
+absl::Status writeDecision(const std::string &path, const std::string &descr,
+                           const std::vector<int64_t> &shape, const void *data, size_t bytes) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    const std::string h = header(descr, shape);
+    out.write(h.data(), std::streamsize(h.size()));
+    out.write(static_cast<const char *>(data), std::streamsize(bytes));
+    if (!out)
+      return absl::InternalError(absl::StrCat("cannot write the decision file ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status readDecision(const std::string &path, const std::string &descr,
+                          const std::vector<int64_t> &shape, void *data, size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat(
+        "--force-decisions: ", path, " does not exist (was the dump made by the same artifact, "
+        "prompt and flags?)"));
+  const std::string expected = header(descr, shape);
+  std::string got(expected.size(), '\0');
+  in.read(got.data(), std::streamsize(got.size()));
+  if (!in || got != expected) {
+    // Say what the file holds where it is a header of the same layout.
+    std::string what = "not a .npy of the expected layout";
+    if (got.compare(0, 6, "\x93NUMPY") == 0 && got.size() > 10) {
+      const size_t end = got.find('}');
+      what = got.substr(10, end == std::string::npos ? 80 : end - 9);
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--force-decisions: ", path, " holds ", what, "; this run needs dtype '", descr,
+        "' and shape ", shapeText(shape)));
+  }
+  in.read(static_cast<char *>(data), std::streamsize(bytes));
+  if (!in || in.gcount() != std::streamsize(bytes))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--force-decisions: ", path, " is shorter than its shape says"));
+  if (in.peek() != std::char_traits<char>::eof())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--force-decisions: ", path, " has bytes after its array"));
+  return absl::OkStatus();
+}
+
+} // namespace csa::runtime::detail

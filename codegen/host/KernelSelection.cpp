@@ -103,6 +103,8 @@ public:
       if (auto fn = kernels.lookupSymbol<func::FuncOp>(name))
         fn->setAttr(kKernelParallelismAttr,
                     KernelParallelismAttr::get(fn.getContext(), parallelism));
+      else
+        unbuilt.push_back(name + " (" + op + ")"); // the builder said why
       selection.kernels.push_back({name, op, detail, 0});
     }
     selection.kernels[it->second].uses++;
@@ -171,6 +173,8 @@ public:
   ModuleOp kernels;
   /// The op whose kernels are being selected.
   Operation *current = nullptr;
+  /// "name (op)" of each kernel its builder refused.
+  std::vector<std::string> unbuilt;
 
 private:
   KernelSelection selection;
@@ -460,6 +464,13 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
     }
   });
   s.current = nullptr;
+  // A builder that refused its op (and said why on the module) fails the
+  // selection: no artifact is written around a missing kernel.
+  if (!s.unbuilt.empty())
+    return llvm::createStringError(
+        llvm::formatv("{0} kernel(s) could not be built: {1}", s.unbuilt.size(),
+                      llvm::join(s.unbuilt, ", "))
+            .str());
   KernelSelection selection = s.finish();
   for (SelectedKernel &k : selection.kernels) {
     auto fn = kernels.lookupSymbol<func::FuncOp>(k.name);

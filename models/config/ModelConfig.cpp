@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include <nlohmann/json.hpp>
+#include "runtime/support/JsonLimits.h"
 
 #include <fstream>
 #include <sstream>
@@ -50,7 +51,13 @@ public:
     return node->is_null() ? nullptr : node;
   }
 
+  /// The value for a message: a scalar as JSON (cut at 40 characters), an
+  /// array or object by its size only (dump() recurses, and an untrusted
+  /// file can nest 10^5 deep).
   static std::string describe(const json &value) {
+    if (value.is_array() || value.is_object())
+      return absl::StrCat(value.type_name(), " of ", value.size(),
+                          value.is_array() ? " elements" : " members");
     std::string text = value.dump();
     if (text.size() > 40)
       text = text.substr(0, 37) + "...";
@@ -370,12 +377,15 @@ absl::StatusOr<ModelConfig> parseModelConfig(const std::string &text,
     // Parse again with exceptions to recover the position of the error.
     try {
       (void)json::parse(text);
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) {
       return absl::InvalidArgumentError(
           absl::StrCat(source, ": not valid JSON: ", e.what()));
     }
     return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
   }
+  if (support::jsonDepth(root) > support::kMaxJsonDepth)
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": JSON nested deeper than ", support::kMaxJsonDepth, " levels"));
   if (!root.is_object())
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": a config is a JSON object, got ",

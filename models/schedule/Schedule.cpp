@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include <nlohmann/json.hpp>
+#include "runtime/support/JsonLimits.h"
 
 #include <algorithm>
 #include <cctype>
@@ -253,6 +254,8 @@ absl::Status applyScheduleOverrides(const ModelConfig &config,
   json root = json::parse(jsonText, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded())
     return fail("", "not valid JSON");
+  if (support::jsonDepth(root) > support::kMaxJsonDepth)
+    return fail("", absl::StrCat("nested deeper than ", support::kMaxJsonDepth, " levels"));
   // Work on a copy: a rejected override leaves the caller's schedule as it was.
   Schedule result = schedule;
   if (!root.is_object())

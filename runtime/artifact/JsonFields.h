@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include <nlohmann/json.hpp>
+#include "runtime/support/JsonLimits.h"
 
 #include <cstdint>
 #include <functional>
@@ -36,8 +37,12 @@ inline std::string indexPath(const std::string &base, size_t i) {
 inline absl::StatusOr<nlohmann::json> parseJsonText(const std::string &text,
                                                     const std::string &source) {
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error &e) {
+    nlohmann::json value = nlohmann::json::parse(text);
+    if (support::jsonDepth(value) > support::kMaxJsonDepth)
+      return absl::DataLossError(absl::StrCat(source, ": JSON nested deeper than ",
+                                              support::kMaxJsonDepth, " levels"));
+    return value;
+  } catch (const nlohmann::json::exception &e) {
     return absl::DataLossError(
         absl::StrCat(source, ": not valid JSON: ", e.what()));
   }

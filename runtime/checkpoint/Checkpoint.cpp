@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include <nlohmann/json.hpp>
+#include "runtime/support/JsonLimits.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -83,11 +84,13 @@ absl::Status parseIndex(const std::string &indexPath,
     try {
       json unreachable = json::parse(*text);
       (void)unreachable;
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) {
       why = e.what();
     }
     return error("not valid JSON: " + why);
   }
+  if (support::jsonDepth(root) > support::kMaxJsonDepth)
+    return error(absl::StrCat("nested deeper than ", support::kMaxJsonDepth, " levels"));
   if (!root.is_object())
     return error(
         absl::StrCat("an index is a JSON object, got ", root.type_name()));

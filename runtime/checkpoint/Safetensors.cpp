@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include <nlohmann/json.hpp>
+#include "runtime/support/JsonLimits.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -86,7 +87,13 @@ MappedFile::~MappedFile() {
 
 namespace {
 
+/// The value for a message: a scalar as JSON (cut at 40 characters), an
+/// array or object by its size only (dump() recurses, and an untrusted header
+/// can nest 10^5 deep).
 std::string describe(const json &value) {
+  if (value.is_array() || value.is_object())
+    return absl::StrCat(value.type_name(), " of ", value.size(),
+                        value.is_array() ? " elements" : " members");
   std::string text = value.dump();
   if (text.size() > 40)
     text = text.substr(0, 37) + "...";
@@ -155,11 +162,13 @@ SafetensorsFile::parse(const uint8_t *bytes, uint64_t size,
     try {
       json unreachable = json::parse(text, text + headerBytes);
       (void)unreachable;
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) {
       why = e.what();
     }
     return error("header is not valid JSON: " + why);
   }
+  if (support::jsonDepth(root) > support::kMaxJsonDepth)
+    return error(absl::StrCat("header nested deeper than ", support::kMaxJsonDepth, " levels"));
   if (!root.is_object())
     return error(absl::StrCat("header is not a JSON object (got ",
                               root.type_name(), ")"));

@@ -39,9 +39,14 @@ inline bool parseTokenIds(const std::string &text, std::vector<int32_t> &ids,
   return true;
 }
 
+/// The largest prompt file read: 64 MiB (about 9 M ids of up to 6 digits,
+/// far past any context the model has).
+inline constexpr size_t kMaxPromptFileBytes = size_t(64) << 20;
+
 /// The prompt text of a tool that takes exactly one of --prompt=TEXT and
 /// --prompt-file=FILE (the file read whole). False, with `error` set, when
-/// both or neither are given or the file cannot be read.
+/// both or neither are given, the file cannot be read or it is larger than
+/// kMaxPromptFileBytes (/dev/zero included: read in chunks, never whole).
 inline bool promptText(const std::string &text, const std::string &file,
                        std::string &out, std::string &error) {
   if (text.empty() == file.empty()) {
@@ -57,9 +62,21 @@ inline bool promptText(const std::string &text, const std::string &file,
     error = file + ": cannot open prompt file";
     return false;
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  out = buffer.str();
+  out.clear();
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    out.append(chunk, size_t(in.gcount()));
+    if (out.size() > kMaxPromptFileBytes) {
+      error = file + ": the prompt file is larger than " +
+              std::to_string(kMaxPromptFileBytes >> 20) + " MiB";
+      out.clear();
+      return false;
+    }
+  }
+  if (in.bad()) {
+    error = file + ": cannot read the prompt file";
+    return false;
+  }
   return true;
 }
 

@@ -9,6 +9,7 @@
 // with a non-zero exit, so they are parsed by hand.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/LastResort.h"
 #include "models/config/ModelConfig.h"
 #include "models/schedule/Schedule.h"
 #include "models/variants/Variants.h"
@@ -371,6 +372,7 @@ int run(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
+  csa::tools::installLastResortHandler("csa-checkpoint");
   // Errors are statuses; an exception here is a bug, but still a message.
   try {
     return run(argc, argv);

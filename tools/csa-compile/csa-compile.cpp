@@ -11,6 +11,7 @@
 // --mlir-print-ir-after-all, --mlir-timing, --mlir-print-debuginfo, ...
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/LastResort.h"
 #include "dialects/csa/CsaDialect.h"
 #include "codegen/gpu/NvptxBackend.h"
 #include "codegen/host/HostBackend.h"
@@ -359,6 +360,7 @@ LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
 } // namespace
 
 int main(int argc, char **argv) {
+  csa::tools::installLastResortHandler("csa-compile");
   llvm::InitLLVM init(argc, argv);
   llvm::setBugReportMsg("csa-compile crashed; please report the command line "
                         "and config to the csa issue tracker.\n");

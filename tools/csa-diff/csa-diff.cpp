@@ -24,6 +24,7 @@
 // parsed as csa-run's are.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/LastResort.h"
 #include "tools/csa-diff/Npy.h"
 
 #include "absl/strings/numbers.h"
@@ -134,6 +135,7 @@ StepResult compareRows(const std::vector<float> &a, const std::vector<float> &b)
 } // namespace
 
 int main(int argc, char **argv) {
+  csa::tools::installLastResortHandler("csa-diff");
   std::vector<std::string> files;
   bool haveMaxAbs = false, haveMinCosine = false, requireArgmax = false;
   double maxAbsBound = 0, minCosineBound = 0;

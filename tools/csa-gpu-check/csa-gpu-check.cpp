@@ -37,6 +37,7 @@
 // --csv=FILE writes the same figures as CSV.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/LastResort.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/LaunchRuleJson.h"
 #include "runtime/numerics/Tolerance.h"
@@ -147,6 +148,7 @@ void callHost(void *fn, std::vector<void *> &a) {
 } // namespace
 
 int main(int argc, char **argv) {
+  csa::tools::installLastResortHandler("csa-gpu-check");
   std::string hostLib, ptxDir, filter, exclude, csvPath;
   int64_t rows = 37, timeIterations = 0;
   uint32_t seed = 1;

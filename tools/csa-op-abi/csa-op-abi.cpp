@@ -9,6 +9,7 @@
 // stale.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/LastResort.h"
 #include "runtime/artifact/OpAbi.h"
 
 #include <fstream>
@@ -57,6 +58,7 @@ int update(const std::string &path) {
 } // namespace
 
 int main(int argc, char **argv) {
+  csa::tools::installLastResortHandler("csa-op-abi");
   if (argc == 1) {
     std::cout << csa::artifact::opAbiMarkdown();
     return 0;

@@ -8,6 +8,7 @@
 // --verify-diagnostics, ...
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/LastResort.h"
 #include "codegen/Passes.h"
 #include "dialects/csa/CsaDialect.h"
 #include "passes/Passes.h"
@@ -21,6 +22,7 @@
 #include "llvm/Support/PrettyStackTrace.h"
 
 int main(int argc, char **argv) {
+  csa::tools::installLastResortHandler("csa-opt");
   llvm::setBugReportMsg("csa-opt crashed; please report the command and the "
                         "input file to the csa issue tracker.\n");
   mlir::registerTransformsPasses();

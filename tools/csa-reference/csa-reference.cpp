@@ -9,6 +9,7 @@
 //   csa-reference CKPT_DIR --prompt-file=ids.txt --bounded-replay=21:128
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/LastResort.h"
 #include "models/config/ModelConfig.h"
 #include "models/reference/ReferenceModel.h"
 #include "models/schedule/Schedule.h"
@@ -67,6 +68,7 @@ void printTop(const std::vector<float> &logits, int top, int64_t step) {
 } // namespace
 
 int main(int argc, char **argv) {
+  csa::tools::installLastResortHandler("csa-reference");
   std::string dir, configPath, scheduleString, promptText, promptFile;
   int64_t decodeSteps = 0;
   int top = 5;

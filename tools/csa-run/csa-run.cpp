@@ -12,6 +12,7 @@
 // Plain C++ (no LLVM): the CPU backend of runtime/executor.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/LastResort.h"
 #include "models/config/ModelConfig.h"
 #include "models/schedule/Schedule.h"
 #include "models/weights/RandomCheckpoint.h"
@@ -139,6 +140,7 @@ absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art,
 } // namespace
 
 int main(int argc, char **argv) {
+  csa::tools::installLastResortHandler("csa-run");
   if (argc < 2)
     return usage();
   std::string artifactDir, weightsDir, promptText, promptFile, outputFile;
@@ -185,8 +187,10 @@ int main(int argc, char **argv) {
       if (!absl::SimpleAtoi(v, &context) || context < 1)
         return fail("--context needs a position >= 1");
     } else if (const char *v = value("--batch")) {
-      if (!absl::SimpleAtoi(v, &batch) || batch < 1)
-        return fail("--batch needs a count >= 1");
+      // Each sequence holds its own caches and buffers: beyond 4096 the
+      // run would only end in an allocation failure.
+      if (!absl::SimpleAtoi(v, &batch) || batch < 1 || batch > 4096)
+        return fail("--batch needs a count from 1 to 4096, got '" + std::string(v) + "'");
     } else if (const char *v = value("--output")) {
       outputFile = v;
     } else if (const char *v = value("--logits-out")) {

@@ -246,6 +246,35 @@ absl::Status checkFields(const FieldReader &r, const ModelConfig &c) {
     if (p.value <= 0)
       return r.error(field(p.flat, p.hf),
                      absl::StrCat("must be positive, got ", p.value));
+  // Upper limits (docs/semantics.md, "Input limits"): every size the
+  // generated kernels index with stays in int64 and in a GPU block's shared
+  // memory, and compile time stays linear. The released model is far below
+  // each (its values in the comments).
+  struct Limit {
+    const char *flat, *hf;
+    int64_t value, most;
+  };
+  for (const Limit &l : {
+           Limit{"vocab_size", "text_config.vocab_size", c.vocabSize, int64_t(1) << 24}, // 129280
+           {"dim", "text_config.hidden_size", c.dim, 65536},                              // 5120
+           {"n_layers", "text_config.num_hidden_layers", c.nLayers, 1024},                // 40
+           {"n_heads", "text_config.num_attention_heads", c.nHeads, 1024},                // 64
+           {"head_dim", "text_config.head_dim", c.headDim, 4096},                         // 512
+           {"q_lora_rank", "text_config.q_lora_rank", c.qLoraRank, 65536},                // 1280
+           {"o_lora_rank", "text_config.o_lora_rank", c.oLoraRank, 65536},                // 1024
+           {"window_size", "text_config.sliding_window", c.windowSize, int64_t(1) << 20}, // 128
+           {"index_n_heads", "text_config.index_n_heads", c.indexNHeads, 1024},           // 32
+           {"index_head_dim", "text_config.index_head_dim", c.indexHeadDim, 4096},        // 128
+           {"index_topk", "text_config.index_topk", c.indexTopk, 65536},                  // 512
+           {"n_routed_experts", "text_config.n_routed_experts", c.nRoutedExperts, 4096},  // 384
+           {"moe_inter_dim", "text_config.moe_intermediate_size", c.moeInterDim, 65536},  // 2304
+           {"hc_mult", "text_config.hc_mult", c.hcMult, 16},                              // 4
+           {"hc_sinkhorn_iters", "text_config.hc_sinkhorn_iters", c.hcSinkhornIters, 1000}, // 20
+       })
+    if (l.value > l.most)
+      return r.error(field(l.flat, l.hf),
+                     absl::StrCat("is ", l.value, "; at most ", l.most,
+                                  " is supported (docs/semantics.md, Input limits)"));
   if (c.nMtpLayers < 0)
     return r.error(field("n_mtp_layers", "text_config.num_nextn_predict_layers"),
                    "must be >= 0");
@@ -347,6 +376,19 @@ absl::Status checkFields(const FieldReader &r, const ModelConfig &c) {
     return r.error(field("engram_max_ngram_size", "text_config.engram_max_ngram_size"),
                    "engram needs max_ngram_size >= 2, n_heads >= 1, "
                    "head_dim >= 1");
+  if (!c.engramLayerIds.empty() &&
+      (c.engramMaxNgramSize > 16 || c.engramNHeads > 64 || c.engramHeadDim > 4096))
+    return r.error(field("engram_max_ngram_size", "text_config.engram_max_ngram_size"),
+                   absl::StrCat("engram supports max_ngram_size <= 16, n_heads <= 64 and "
+                                "head_dim <= 4096, got ",
+                                c.engramMaxNgramSize, ", ", c.engramNHeads, " and ",
+                                c.engramHeadDim));
+  // The pad id is a token of the vocabulary: the hash kernels look it up in
+  // the compressed-token map, which has one entry per token.
+  if (!c.engramLayerIds.empty() && (c.engramPadId < 0 || c.engramPadId >= c.vocabSize))
+    return r.error(field("engram_pad_id", "text_config.engram_pad_token_id"),
+                   absl::StrCat(c.engramPadId, " is not a token id (vocab_size ",
+                                c.vocabSize, ")"));
   if (!c.engramLayerIds.empty() && c.engramHeadDim % 32 != 0)
     return r.error(field("engram_head_dim", "text_config.engram_head_dim"),
                    absl::StrCat(c.engramHeadDim,

@@ -70,6 +70,7 @@ KernelPipelineOptions HostPipelineCliOptions::get() const {
   KernelPipelineOptions o;
   copyReplayOptions(*this, o);
   o.rows = rows;
+  o.linearForm = linearForm;
   return o;
 }
 
@@ -80,7 +81,7 @@ KernelPipelineOptions NvptxPipelineCliOptions::get() const {
   o.chip = chip;
   o.ptxVersion = ptxVersion;
   o.linearBlock = linearBlock;
-  o.linearSplitK = linearSplitK;
+  o.linearForm = linearForm;
   return o;
 }
 
@@ -98,7 +99,7 @@ void buildNvptxPipeline(OpPassManager &pm,
   lower.chip = options.chip;
   lower.ptxVersion = options.ptxVersion;
   lower.linearBlock = options.linearBlock;
-  lower.linearSplitK = options.linearSplitK;
+  lower.linearSplitK = options.linearForm != "per_output";
   pm.addPass(createLowerKernelsToNvvm(lower));
 }
 

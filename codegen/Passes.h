@@ -30,7 +30,6 @@ struct KernelPipelineOptions : StagePipelineOptions {
   std::string chip = NvptxOptions{}.chip;
   int ptxVersion = NvptxOptions{}.ptxVersion;
   int64_t linearBlock = NvptxOptions{}.linearBlockSize;
-  bool linearSplitK = NvptxOptions{}.linearSplitK;
 };
 
 /// graph -> host: csa-graph-to-tiled (target host), csa-select-host-kernels.
@@ -48,6 +47,10 @@ struct HostPipelineCliOptions
       *this, "rows",
       llvm::cl::desc("Rows per tile of the host matrix products; 0: 8"),
       llvm::cl::init(0)};
+  Option<std::string> linearForm{
+      *this, "linear-form",
+      llvm::cl::desc("GPU form of the linears: split_k or per_output"),
+      llvm::cl::init("split_k")};
   KernelPipelineOptions get() const;
 };
 /// csa-nvptx-pipeline's options.
@@ -67,10 +70,10 @@ struct NvptxPipelineCliOptions
       *this, "linear-block",
       llvm::cl::desc("The most threads of a per-output linear's block"),
       llvm::cl::init(NvptxOptions{}.linearBlockSize)};
-  Option<bool> linearSplitK{
-      *this, "linear-split-k",
-      llvm::cl::desc("Linears in the split-K form where K allows (false: per-output)"),
-      llvm::cl::init(NvptxOptions{}.linearSplitK)};
+  Option<std::string> linearForm{
+      *this, "linear-form",
+      llvm::cl::desc("GPU form of the linears: split_k or per_output"),
+      llvm::cl::init("split_k")};
   KernelPipelineOptions get() const;
 };
 

@@ -220,4 +220,34 @@ def TileKernels : Pass<"csa-tile-kernels", "::mlir::ModuleOp"> {
   ];
 }
 
+def SelectLinearForms : Pass<"csa-select-linear-forms", "::mlir::ModuleOp"> {
+  let summary = "Choose the GPU form of every op's linear kernels";
+  let description = [{
+    The linears' lowering strategy: attaches `csa.linear_form`
+    (`#csa.linear_form<split_k|per_output>`, see its description) to every
+    op with linear kernels (`csa.linear`, `csa.compress`, `csa.moe`,
+    `csa.engram`, `csa.lm_head`). The kernel selection names
+    and builds each op's kernels after it and the NVPTX back end lowers
+    them in that form, so a new GPU form of a linear is one more value of
+    the attribute and one more builder behind it.
+
+    An op that already carries the attribute keeps it: a kernel researcher
+    sets another form on one op in `tiled.mlir` and finishes the build with
+    `csa-compile --compile-from=tiled`; the compile fails naming the op when
+    the op's shape does not allow its form.
+
+    Example:
+    ```
+    csa-opt fused.mlir --csa-select-linear-forms='form=per_output'
+    ```
+  }];
+  let options = [
+    Option<"form", "form", "std::string", /*default=*/"\"split_k\"",
+           "The form given to ops without one: split_k or per_output">,
+  ];
+  let statistics = [
+    Statistic<"numChosen", "num-chosen", "Ops given a form">,
+  ];
+}
+
 #endif // CSA_PASSES_PASSES_TD

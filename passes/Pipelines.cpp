@@ -21,6 +21,7 @@ StagePipelineOptions TilePipelineCliOptions::get() const {
   StagePipelineOptions o;
   o.target = target;
   o.rows = rows;
+  o.linearForm = linearForm;
   return o;
 }
 
@@ -29,6 +30,7 @@ StagePipelineOptions StagePipelineCliOptions::get() const {
   copyReplayOptions(*this, o);
   o.target = target;
   o.rows = rows;
+  o.linearForm = linearForm;
   return o;
 }
 
@@ -62,6 +64,9 @@ void buildFusedToTiledPipeline(OpPassManager &pm,
   tile.target = options.target;
   tile.rows = options.rows;
   pm.addPass(createTileKernels(tile));
+  SelectLinearFormsOptions forms;
+  forms.form = options.linearForm;
+  pm.addPass(createSelectLinearForms(forms));
 }
 
 void buildGraphToTiledPipeline(OpPassManager &pm,

@@ -29,6 +29,9 @@ struct StagePipelineOptions {
   /// host matrix products (0: the target's).
   std::string target = "host";
   int64_t rows = 0;
+  /// fused -> tiled: the GPU form of the linears of ops that have none
+  /// (csa-select-linear-forms: split_k or per_output).
+  std::string linearForm = "split_k";
 };
 
 /// The graph stage's cleanup of a freshly built (or read) graph.
@@ -71,7 +74,11 @@ void buildGraphToTiledPipeline(mlir::OpPassManager &pm,
       *this, "rows",                                                           \
       llvm::cl::desc("Rows per tile of the host matrix products; 0: the "      \
                      "target's"),                                              \
-      llvm::cl::init(0)};
+      llvm::cl::init(0)};                                                      \
+  Option<std::string> linearForm{                                              \
+      *this, "linear-form",                                                    \
+      llvm::cl::desc("GPU form of the linears: split_k or per_output"),       \
+      llvm::cl::init("split_k")};
 
 /// The replay options of any of the command-line option structs below.
 template <typename Cli>

@@ -505,6 +505,13 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     }
     const KernelParallelism parallelism = parallelismOf(fn);
     fn->removeAttr(kKernelParallelismAttr);
+    // A linear's form: its op's csa.linear_form (the kernel selection put it
+    // on the kernel), else the option's default.
+    bool splitK = options.linearSplitK;
+    if (auto form = fn->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)) {
+      splitK = form.getValue() == LinearForm::SplitK;
+      fn->removeAttr(kLinearFormAttrName);
+    }
     // Top-k ranks: a block of 256 threads per row selects by radix (the
     // row_outputs rule with 8 "outputs", the block's warps).
     auto topk = fn->getAttrOfType<DictionaryAttr>(kTopKRankAttr);
@@ -653,8 +660,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.sharedBytes = lanes.chunk * lanes.rowsPerTile * 4;
       info.minRows = options.tileMinRows;
     } else if (std::optional<LinearSplitKShape> split =
-                   linear && options.linearSplitK ? linearSplitKShape(*linear, options.multiprocessors)
-                                                  : std::nullopt;
+                   linear && splitK ? linearSplitKShape(*linear, options.multiprocessors)
+                                    : std::nullopt;
                split && split->sharedBytes() <= kMaxStaticSharedBytes) {
       LinearSplitKLanes lanes;
       lanes.row = blockX;

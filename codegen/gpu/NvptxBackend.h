@@ -66,10 +66,11 @@ struct NvptxOptions {
   /// The row-tiled linear kernels: rows and outputs (threads) per block, the
   /// K chunk staged in shared memory, and the fewest rows they are used for.
   int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 2;
-  /// Linears whose K splits into 16-byte words run in the split-K form
-  /// (codegen/host/LinearSplitK.h) instead of the per-output form: the
-  /// weight read at HBM speed, within the tolerance contract of a dot
-  /// product instead of the host kernel's bits. Off: the per-output form.
+  /// The form of a linear kernel that carries no csa.linear_form (kernels
+  /// from IR that did not run csa-select-linear-forms): the split-K form
+  /// (codegen/host/LinearSplitK.h) where K splits into 16-byte words, the
+  /// weight read at HBM speed within the tolerance contract of a dot
+  /// product; off: the per-output form (the host kernel's bits).
   bool linearSplitK = true;
   /// The GPU's multiprocessors, for the split-K form's outputs per block.
   int64_t multiprocessors = 132;

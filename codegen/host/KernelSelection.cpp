@@ -7,6 +7,7 @@
 #include "codegen/host/FusedKernels.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/LinearKernels.h"
+#include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MhcKernels.h"
 #include "codegen/host/MoeKernels.h"
 #include "codegen/host/QuantizeKernels.h"
@@ -130,20 +131,35 @@ public:
               int64_t out, int64_t groups = 1,
               const std::string &role = "main") {
     const int64_t tile = tileRows();
+    // The op's GPU form (csa-select-linear-forms): a per-output kernel is
+    // its own kernel, named for it; the kernel carries the form for the
+    // NVPTX back end.
+    auto form = current ? current->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)
+                        : LinearFormAttr();
+    const bool perOutput = form && form.getValue() == LinearForm::PerOutput;
     std::string name =
-        llvm::formatv("linear_{0}_{1}x{2}{3}{4}", stringifyWeightFormat(format),
+        llvm::formatv("linear_{0}_{1}x{2}{3}{4}{5}", stringifyWeightFormat(format),
                       in, out,
                       groups > 1 ? "_g" + std::to_string(groups) : "",
-                      tile > 1 ? "_t" + std::to_string(tile) : "")
+                      tile > 1 ? "_t" + std::to_string(tile) : "",
+                      perOutput ? "_per_output" : "")
             .str();
+    LinearKernelSpec spec;
+    spec.format = linearFormat(format);
+    spec.inFeatures = in;
+    spec.outFeatures = out;
+    spec.groups = groups;
+    spec.rowTile = tile;
+    if (form && !perOutput && !linearSplitKShape(spec)) {
+      current->emitError() << "csa.linear_form split_k: the " << stringifyWeightFormat(format)
+                           << " linear " << in << " -> " << out
+                           << " cannot be split over K (a group's K must be a whole number of "
+                              "16-byte words); give this op #csa.linear_form<per_output>";
+      unbuilt.push_back(name + " (" + op + ")");
+    }
     use(name, op, llvm::formatv("{0} -> {1}", in, out).str(), KernelParallelism::Rows, [&] {
-      LinearKernelSpec spec;
-      spec.format = linearFormat(format);
-      spec.inFeatures = in;
-      spec.outFeatures = out;
-      spec.groups = groups;
-      spec.rowTile = tile;
-      buildLinearKernel(kernels, name, spec);
+      if (func::FuncOp fn = buildLinearKernel(kernels, name, spec); fn && form)
+        fn->setAttr(kLinearFormAttrName, form);
     }, role);
   }
 

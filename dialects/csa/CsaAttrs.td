@@ -91,6 +91,43 @@ def Csa_KernelParallelismAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Csa_LinearFormEnum : I32EnumAttr<"LinearForm",
+    "the GPU form of an op's matrix-vector products", [
+    I32EnumAttrCase<"SplitK", 0, "split_k">,
+    I32EnumAttrCase<"PerOutput", 1, "per_output">]> {
+  let cppNamespace = "::csa";
+  let genSpecializedAttr = 0;
+}
+def Csa_LinearFormAttr : EnumAttr<Csa_Dialect, Csa_LinearFormEnum, "linear_form"> {
+  let summary = "the GPU form of the linear kernels of one op";
+  let description = [{
+    The lowering strategy of an op's linears on the GPU, attached as
+    `csa.linear_form` to every `csa.linear`, `csa.compress`, `csa.moe`,
+    `csa.engram` and `csa.lm_head` by
+    `csa-select-linear-forms` (in `csa-fused-to-tiled`) and read by the
+    kernel selection, which names and builds the op's kernels after it, and
+    by the NVPTX back end, which lowers each kernel in it:
+
+    * `split_k`: K split over a block's threads, the activations in
+      registers, 16-byte weight loads (codegen/host/LinearSplitK.h): weight
+      bandwidth, within the dot-product tolerance of docs/semantics.md. K
+      must be a whole number of 16-byte words (FP8/FP4 K % 32, bf16 K % 8,
+      f32 weights K % 4); otherwise the compile fails naming the op.
+    * `per_output`: a warp per output in the host kernel's order (the CPU's
+      bits); its kernels are named `<kernel>_per_output`.
+
+    The host target ignores it; the row-tiled prefill form (from 2 rows)
+    is the same for both. A user edits it in `tiled.mlir` and finishes with
+    `csa-compile --compile-from=tiled`.
+
+    Example:
+    ```mlir
+    %y = csa.linear %x, "layers.0.attn.wq_a" {csa.linear_form = #csa.linear_form<per_output>, ...}
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Csa_FusionKindEnum : I32EnumAttr<"FusionKind",
     "what a csa.fusion region computes", [
     I32EnumAttrCase<"RopeQuantizeStore", 0, "rope_quantize_store">]> {

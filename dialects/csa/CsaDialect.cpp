@@ -4,6 +4,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
 using namespace mlir;
 using namespace csa;
 
@@ -141,4 +143,20 @@ LogicalResult HsiConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
     return emitError() << "HSI pool needs blocks > 0 and block_size > 0, got "
                        << blocks << " and " << blockSize;
   return success();
+}
+
+/// `csa.linear_form` only where there are linears, and only a form.
+mlir::LogicalResult
+csa::CsaDialect::verifyOperationAttribute(mlir::Operation *op, mlir::NamedAttribute attr) {
+  if (attr.getName() != kLinearFormAttrName)
+    return mlir::success();
+  if (!mlir::isa<LinearFormAttr>(attr.getValue()))
+    return op->emitOpError() << "'" << kLinearFormAttrName
+                             << "' must be a #csa.linear_form<split_k|per_output>";
+  // Also on a generated kernel (the kernel selection copies its op's form).
+  if (!mlir::isa<LinearOp, CompressOp, MoeOp, EngramOp, LmHeadOp, mlir::FunctionOpInterface>(op))
+    return op->emitOpError() << "has no linear kernels: '" << kLinearFormAttrName
+                             << "' belongs on csa.linear, csa.compress, csa.moe, csa.engram and "
+                                "csa.lm_head";
+  return mlir::success();
 }

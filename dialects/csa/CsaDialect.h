@@ -47,6 +47,10 @@ struct FieldParser<llvm::APFloat> {
 #include "dialects/csa/CsaOps.h.inc"
 
 namespace csa {
+/// The discardable attribute of an op's linear lowering strategy
+/// (#csa.linear_form, set by csa-select-linear-forms).
+inline constexpr const char *kLinearFormAttrName = "csa.linear_form";
+
 /// The schedule-rule view of an attention mode.
 inline LayerMode toLayerMode(AttentionMode mode) {
   return static_cast<LayerMode>(static_cast<uint32_t>(mode));

@@ -41,6 +41,7 @@ def Csa_Dialect : Dialect {
   let cppNamespace = "::csa";
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
   let extraClassDeclaration = [{
     void registerTypes();

@@ -522,6 +522,7 @@ int main(int argc, char **argv) {
         csa::StagePipelineOptions options;
         options.target = "host";
         options.rows = tileRows;
+        options.linearForm = linearSplitK ? "split_k" : "per_output";
         csa::buildFusedToTiledPipeline(pm, options);
       }) == StageResult::Failed)
     return 1;

@@ -1,16 +1,19 @@
 //===- LinearKernelParts.h - Pieces the linear kernels' forms share -*- C++ -*-===//
 //
-// The code decoders, the activation quantization of one 32-block and the
-// loads-ahead loop that the host linear kernels (LinearKernels.cpp) and their
-// GPU forms (LinearSplitK.cpp) are built from, so that every form quantizes
+// The code decoders, the activation quantization of one 32-block, the
+// loads-ahead loop and the small IR helpers that the host linear kernels
+// (LinearKernels.cpp) and their GPU forms (LinearGpuForms.cpp: per-output and
+// row-tiled; LinearSplitK.cpp) are built from, so that every form quantizes
 // and decodes with the same operations.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CSA_CODEGEN_HOST_LINEARKERNELPARTS_H
 #define CSA_CODEGEN_HOST_LINEARKERNELPARTS_H
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 
+#include <cstdint>
 #include <functional>
 
 namespace csa::codegen {
@@ -46,6 +49,47 @@ void forGroupsLoadedAhead(
     mlir::Value stride, int64_t group,
     const std::function<llvm::SmallVector<mlir::Value>(mlir::OpBuilder &, mlir::Value)> &load,
     const std::function<void(mlir::OpBuilder &, mlir::Value, mlir::ValueRange)> &use);
+
+/// The small IR helpers of the linear kernels' files (LinearKernels.cpp,
+/// LinearGpuForms.cpp), in a namespace of their own so that their short
+/// names stay out of the rest of codegen.
+namespace linear {
+
+/// The act_quant block and the weight-scale block.
+inline constexpr int64_t kBlock = 32;
+
+mlir::Value idx(mlir::OpBuilder &b, mlir::Location loc, int64_t v);
+mlir::Value i32c(mlir::OpBuilder &b, mlir::Location loc, uint32_t v);
+mlir::Value f32c(mlir::OpBuilder &b, mlir::Location loc, float v);
+/// An fp32 value as `type` (bf16: rounded to nearest even; f32: itself).
+mlir::Value fromF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, mlir::Type type);
+
+/// A loop [lb, ub) step 1 whose body returns the next iteration values.
+using LoopBody = std::function<llvm::SmallVector<mlir::Value>(
+    mlir::OpBuilder &, mlir::Location, mlir::Value, mlir::ValueRange)>;
+mlir::scf::ForOp forLoop(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lb, mlir::Value ub,
+                         mlir::ValueRange inits, const LoopBody &body);
+mlir::scf::ForOp forLoop(mlir::OpBuilder &b, mlir::Location loc, int64_t lb, int64_t ub,
+                         mlir::ValueRange inits, const LoopBody &body);
+
+/// The E4M3 and E2M1 decode tables (constant memref.globals of `module`,
+/// created once) and a lookup of an i32 code in one.
+mlir::Value e4m3Table(mlir::OpBuilder &b, mlir::Location loc, mlir::Operation *module);
+mlir::Value e2m1Table(mlir::OpBuilder &b, mlir::Location loc, mlir::Operation *module);
+mlir::Value lookup(mlir::OpBuilder &b, mlir::Location loc, mlir::Value table, mlir::Value codeI32);
+
+/// act_quant of 32-block `kb` of row `r` of x; `store(col, v)` receives each
+/// dequantized bf16 element with its column.
+void emitActQuantRowBlock(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value r,
+                          mlir::Value kb,
+                          const std::function<void(mlir::OpBuilder &, mlir::Value, mlir::Value)> &store);
+
+/// Weight element (j, e) of a bf16/f32 weight, or of an FP8-as-bf16 one (an
+/// E4M3 code times its block's UE8M0 scale, `s`; null for bf16/f32).
+mlir::Value denseWeightAt(mlir::OpBuilder &b, mlir::Location loc, mlir::Value w, mlir::Value s,
+                          mlir::Value table, mlir::Value j, mlir::Value e);
+
+} // namespace linear
 
 } // namespace csa::codegen
 

@@ -24,9 +24,10 @@ using namespace mlir;
 
 namespace csa::codegen {
 
+using namespace linear;
+
 namespace {
 
-constexpr int64_t kBlock = 32;         // act_quant and weight-scale block
 constexpr int64_t kWordBytes = 16;     // one vector load
 constexpr int64_t kMaxValues = 64;     // activations a thread keeps
 constexpr int64_t kOutputsInFlight = 4; // outputs whose loads a trip issues
@@ -49,10 +50,6 @@ int64_t pow2Floor(int64_t v) {
   return p;
 }
 
-Value idx(OpBuilder &b, Location loc, int64_t v) { return indexConst(b, loc, v); }
-Value i32c(OpBuilder &b, Location loc, uint32_t v) {
-  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(v)));
-}
 } // namespace
 
 int64_t LinearSplitKShape::sharedBytes() const {

@@ -14,6 +14,7 @@
 #include "runtime/support/JsonLimits.h"
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace csa {
@@ -217,64 +218,47 @@ absl::Status checkFields(const FieldReader &r, const ModelConfig &c) {
   auto field = [&](const char *flat, const char *hf) {
     return r.path(flat, hf);
   };
-  struct Positive {
-    const char *flat, *hf;
-    int64_t value;
-  };
-  for (const Positive &p : {
-           Positive{"vocab_size", "text_config.vocab_size", c.vocabSize},
-           {"dim", "text_config.hidden_size", c.dim},
-           {"n_layers", "text_config.num_hidden_layers", c.nLayers},
-           {"n_heads", "text_config.num_attention_heads", c.nHeads},
-           {"head_dim", "text_config.head_dim", c.headDim},
-           {"rope_head_dim", "text_config.qk_rope_head_dim", c.ropeHeadDim},
-           {"q_lora_rank", "text_config.q_lora_rank", c.qLoraRank},
-           {"o_groups", "text_config.o_groups", c.oGroups},
-           {"o_lora_rank", "text_config.o_lora_rank", c.oLoraRank},
-           {"window_size", "text_config.sliding_window", c.windowSize},
-           {"index_n_heads", "text_config.index_n_heads", c.indexNHeads},
-           {"index_head_dim", "text_config.index_head_dim", c.indexHeadDim},
-           {"index_topk", "text_config.index_topk", c.indexTopk},
-           {"n_routed_experts", "text_config.n_routed_experts",
-            c.nRoutedExperts},
-           {"n_activated_experts", "text_config.num_experts_per_tok",
-            c.nActivatedExperts},
-           {"moe_inter_dim", "text_config.moe_intermediate_size",
-            c.moeInterDim},
-           {"hc_mult", "text_config.hc_mult", c.hcMult},
-       })
-    if (p.value <= 0)
-      return r.error(field(p.flat, p.hf),
-                     absl::StrCat("must be positive, got ", p.value));
-  // Upper limits (docs/semantics.md, "Input limits"): every size the
-  // generated kernels index with stays in int64 and in a GPU block's shared
-  // memory, and compile time stays linear. The released model is far below
-  // each (its values in the comments).
-  struct Limit {
+  // Every size is positive and at most a limit (docs/semantics.md, "Input
+  // limits"): every size the generated kernels index with stays in int64
+  // and in a GPU block's shared memory, and compile time stays linear. The
+  // released model is far below each (its values in the comments).
+  struct Size {
     const char *flat, *hf;
     int64_t value, most;
   };
-  for (const Limit &l : {
-           Limit{"vocab_size", "text_config.vocab_size", c.vocabSize, int64_t(1) << 24}, // 129280
-           {"dim", "text_config.hidden_size", c.dim, 65536},                              // 5120
-           {"n_layers", "text_config.num_hidden_layers", c.nLayers, 1024},                // 40
-           {"n_heads", "text_config.num_attention_heads", c.nHeads, 1024},                // 64
-           {"head_dim", "text_config.head_dim", c.headDim, 4096},                         // 512
-           {"q_lora_rank", "text_config.q_lora_rank", c.qLoraRank, 65536},                // 1280
-           {"o_lora_rank", "text_config.o_lora_rank", c.oLoraRank, 65536},                // 1024
+  constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+  for (const Size &p : {
+           Size{"vocab_size", "text_config.vocab_size", c.vocabSize, int64_t(1) << 24}, // 129280
+           {"dim", "text_config.hidden_size", c.dim, 65536},                             // 5120
+           {"n_layers", "text_config.num_hidden_layers", c.nLayers, 1024},               // 40
+           {"n_heads", "text_config.num_attention_heads", c.nHeads, 1024},               // 64
+           {"head_dim", "text_config.head_dim", c.headDim, 4096},                        // 512
+           {"rope_head_dim", "text_config.qk_rope_head_dim", c.ropeHeadDim, kNoLimit},   // below head_dim
+           {"q_lora_rank", "text_config.q_lora_rank", c.qLoraRank, 65536},               // 1280
+           {"o_groups", "text_config.o_groups", c.oGroups, kNoLimit},                    // divides n_heads
+           {"o_lora_rank", "text_config.o_lora_rank", c.oLoraRank, 65536},               // 1024
            {"window_size", "text_config.sliding_window", c.windowSize, int64_t(1) << 20}, // 128
-           {"index_n_heads", "text_config.index_n_heads", c.indexNHeads, 1024},           // 32
-           {"index_head_dim", "text_config.index_head_dim", c.indexHeadDim, 4096},        // 128
-           {"index_topk", "text_config.index_topk", c.indexTopk, 65536},                  // 512
-           {"n_routed_experts", "text_config.n_routed_experts", c.nRoutedExperts, 4096},  // 384
-           {"moe_inter_dim", "text_config.moe_intermediate_size", c.moeInterDim, 65536},  // 2304
-           {"hc_mult", "text_config.hc_mult", c.hcMult, 16},                              // 4
-           {"hc_sinkhorn_iters", "text_config.hc_sinkhorn_iters", c.hcSinkhornIters, 1000}, // 20
-       })
-    if (l.value > l.most)
-      return r.error(field(l.flat, l.hf),
-                     absl::StrCat("is ", l.value, "; at most ", l.most,
+           {"index_n_heads", "text_config.index_n_heads", c.indexNHeads, 1024},          // 32
+           {"index_head_dim", "text_config.index_head_dim", c.indexHeadDim, 4096},       // 128
+           {"index_topk", "text_config.index_topk", c.indexTopk, 65536},                 // 512
+           {"n_routed_experts", "text_config.n_routed_experts", c.nRoutedExperts, 4096}, // 384
+           {"n_activated_experts", "text_config.num_experts_per_tok", c.nActivatedExperts,
+            kNoLimit}, // at most n_routed_experts
+           {"moe_inter_dim", "text_config.moe_intermediate_size", c.moeInterDim, 65536}, // 2304
+           {"hc_mult", "text_config.hc_mult", c.hcMult, 16},                             // 4
+       }) {
+    if (p.value <= 0)
+      return r.error(field(p.flat, p.hf),
+                     absl::StrCat("must be positive, got ", p.value));
+    if (p.value > p.most)
+      return r.error(field(p.flat, p.hf),
+                     absl::StrCat("is ", p.value, "; at most ", p.most,
                                   " is supported (docs/semantics.md, Input limits)"));
+  }
+  if (c.hcSinkhornIters > 1000) // 20
+    return r.error(field("hc_sinkhorn_iters", "text_config.hc_sinkhorn_iters"),
+                   absl::StrCat("is ", c.hcSinkhornIters,
+                                "; at most 1000 is supported (docs/semantics.md, Input limits)"));
   if (c.nMtpLayers < 0)
     return r.error(field("n_mtp_layers", "text_config.num_nextn_predict_layers"),
                    "must be >= 0");

@@ -1,6 +1,8 @@
 //===- Decisions.cpp - A run's discrete decisions, dumped or forced -------===//
 #include "runtime/executor/Decisions.h"
 
+#include "runtime/support/Npy.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -20,19 +22,6 @@ std::string shapeText(const std::vector<int64_t> &shape) {
     s += ",";
   return s + ")";
 }
-
-/// The version 1.0 header of an array, padded with spaces to 64 bytes.
-std::string header(const std::string &descr, const std::vector<int64_t> &shape) {
-  std::string dict = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ",
-                                  shapeText(shape), ", }");
-  const size_t unpadded = 10 + dict.size() + 1;
-  dict.append((64 - unpadded % 64) % 64, ' ');
-  dict += '\n';
-  std::string h("\x93NUMPY\x01\x00", 8);
-  h += char(dict.size() & 0xFF);
-  h += char(dict.size() >> 8);
-  return h + dict;
-}
 } // namespace
 
 std::string decisionPath(const std::string &dir, int64_t run, const std::string &where,
@@ -50,7 +39,7 @@ absl::Status writeDecision(const std::string &path, const std::string &descr,
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    const std::string h = header(descr, shape);
+    const std::string h = npy::header(descr, shape);
     out.write(h.data(), std::streamsize(h.size()));
     out.write(static_cast<const char *>(data), std::streamsize(bytes));
     if (!out)
@@ -70,7 +59,7 @@ absl::Status readDecision(const std::string &path, const std::string &descr,
     return absl::NotFoundError(absl::StrCat(
         "--force-decisions: ", path, " does not exist (was the dump made by the same artifact, "
         "prompt and flags?)"));
-  const std::string expected = header(descr, shape);
+  const std::string expected = npy::header(descr, shape);
   std::string got(expected.size(), '\0');
   in.read(got.data(), std::streamsize(got.size()));
   if (!in || got != expected) {

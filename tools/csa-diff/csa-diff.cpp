@@ -25,7 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
-#include "tools/csa-diff/Npy.h"
+#include "runtime/support/Npy.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

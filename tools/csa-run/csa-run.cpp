@@ -21,7 +21,7 @@
 #include "runtime/sampling/TokenIds.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/sampling/Sampling.h"
-#include "tools/csa-diff/Npy.h"
+#include "runtime/support/Npy.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -3,7 +3,7 @@
 // See Npy.h.
 //
 //===----------------------------------------------------------------------===//
-#include "tools/csa-diff/Npy.h"
+#include "runtime/support/Npy.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -209,8 +209,10 @@ float bitsFloat(uint32_t u) {
 
 } // namespace
 
-std::string f32Header(const std::vector<int64_t> &shape) {
-  std::string dict = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': ",
+std::string f32Header(const std::vector<int64_t> &shape) { return header("<f4", shape); }
+
+std::string header(const std::string &descr, const std::vector<int64_t> &shape) {
+  std::string dict = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ",
                                   shapeText(shape), ", }");
   size_t total = kMagicSize + 4 + dict.size() + 1;
   size_t padded = (total + 63) / 64 * 64;

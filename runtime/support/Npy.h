@@ -21,8 +21,8 @@
 // Plain C++17 with Abseil, no LLVM.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CSA_TOOLS_CSA_DIFF_NPY_H
-#define CSA_TOOLS_CSA_DIFF_NPY_H
+#ifndef CSA_RUNTIME_SUPPORT_NPY_H
+#define CSA_RUNTIME_SUPPORT_NPY_H
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,6 +37,10 @@ namespace csa::npy {
 /// The version 1.0 header (magic to '\n') of a C-order '<f4' array of
 /// `shape`; its size is a multiple of 64.
 std::string f32Header(const std::vector<int64_t> &shape);
+
+/// The same header for dtype `descr` ("<f4", "<i4", "|u1", ...): the
+/// executor's decision files (runtime/executor/Decisions.h).
+std::string header(const std::string &descr, const std::vector<int64_t> &shape);
 
 /// A validated header: the array's shape and where its data starts.
 struct F32Header {
@@ -105,4 +109,4 @@ private:
 
 } // namespace csa::npy
 
-#endif // CSA_TOOLS_CSA_DIFF_NPY_H
+#endif // CSA_RUNTIME_SUPPORT_NPY_H

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A .npy reader and writer with the Python standard library only (no numpy),
 for the tests of csa-run --logits-out and csa-diff; an implementation apart
-from tools/csa-diff/Npy.cpp (the header read as numpy reads it, with
+from runtime/support/Npy.cpp (the header read as numpy reads it, with
 ast.literal_eval).
 
   npytool.py make OUT --shape=2,3 --values=1,0,0,0,1,nan [--version=2]

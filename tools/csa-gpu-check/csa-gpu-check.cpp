@@ -25,6 +25,13 @@
 // and the worst error is reported as a fraction of its bound. E4M3 NaN codes
 // (0x7F) are left out of the random codes, so that outputs are finite.
 //
+// --exact-operands draws the operands of the kernels with a tolerance so
+// that every partial sum is exact in fp32 (real operands multiples of 1/8 in
+// [-2, 2], E4M3 codes of one binade, any E2M1 byte, UE8M0 scales 1): then
+// any summation order gives the host kernel's bits, and those kernels must
+// match bit for bit too. It catches a form that drops or misplaces products,
+// which the bound, loose where block scales differ widely, can miss.
+//
 // Exit status 0 when every run kernel passed, 1 otherwise; a table is
 // printed.
 //
@@ -152,6 +159,7 @@ int main(int argc, char **argv) {
   std::string hostLib, ptxDir, filter, exclude, csvPath;
   int64_t rows = 37, timeIterations = 0;
   uint32_t seed = 1;
+  bool exactOperands = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *flag) -> const char * {
@@ -176,9 +184,11 @@ int main(int argc, char **argv) {
       timeIterations = std::stoll(v);
     else if (const char *v = value("--csv"))
       csvPath = v;
+    else if (a == "--exact-operands")
+      exactOperands = true;
     else {
       std::cerr << "usage: csa-gpu-check --host=lib.so --ptx=DIR [--rows=N] "
-                   "[--seed=N] [--filter=PREFIX] [--exclude=SUBSTRING] [--time=N [--csv=FILE]]\n";
+                   "[--seed=N] [--filter=PREFIX] [--exclude=SUBSTRING] [--exact-operands] [--time=N [--csv=FILE]]\n";
       return 2;
     }
   }
@@ -286,15 +296,40 @@ int main(int argc, char **argv) {
         return 1;
       }
     }
-    const bool bounded = toleranceOutput >= 0;
+    // Exact operands: no bound, the bits (the output still poisoned).
+    const bool exact = exactOperands && toleranceOutput >= 0;
+    const bool bounded = toleranceOutput >= 0 && !exact;
     // Fresh inputs; every buffer starts with the same bytes on both sides.
     std::normal_distribution<float> normal(0.f, 1.f);
-    std::uniform_int_distribution<int> code(100, 140);
-    for (Arg &a : args) {
+    std::uniform_int_distribution<int> code(100, 140), eighths(-16, 16), anyByte(0, 255),
+        mantissa(0, 15);
+    for (size_t ai = 0; ai < args.size(); ++ai) {
+      Arg &a = args[ai];
       if (a.scalar)
         continue;
       a.host.resize(size_t(a.count() * a.elementBytes));
       for (int64_t i = 0; i < a.count(); ++i) {
+        if (exact) {
+          using csa::numerics::OperandEncoding;
+          const OperandEncoding e = encodings[ai];
+          if (e == OperandEncoding::Real && a.element == "bf16") {
+            uint16_t v = toBf16(float(eighths(gen)) / 8.f);
+            std::memcpy(&a.host[size_t(i) * 2], &v, 2);
+          } else if (e == OperandEncoding::Real && a.element == "f32") {
+            float v = float(eighths(gen)) / 8.f;
+            std::memcpy(&a.host[size_t(i) * 4], &v, 4);
+          } else if (e == OperandEncoding::E4M3) {
+            const int m = mantissa(gen); // sign and 3 mantissa bits, exponent field 7
+            a.host[size_t(i)] = uint8_t(((m & 8) << 4) | (7 << 3) | (m & 7));
+          } else if (e == OperandEncoding::UE8M0) {
+            a.host[size_t(i)] = 127;
+          } else if (e == OperandEncoding::E2M1x2) {
+            a.host[size_t(i)] = uint8_t(anyByte(gen));
+          } else {
+            std::fill_n(&a.host[size_t(i) * size_t(a.elementBytes)], size_t(a.elementBytes), 0);
+          }
+          continue;
+        }
         if (a.element == "bf16") {
           uint16_t v = toBf16(normal(gen));
           std::memcpy(&a.host[size_t(i) * 2], &v, 2);
@@ -314,7 +349,7 @@ int main(int argc, char **argv) {
       for (const Arg &a : args)
         drawn.push_back(a.host);
     // Poison the output the GPU writes: an element it misses stays NaN.
-    if (bounded)
+    if (bounded || exact)
       std::fill(args[size_t(toleranceOutput)].gpu.begin(),
                 args[size_t(toleranceOutput)].gpu.end(), uint8_t(0xFF));
     // CPU: descriptors of the host buffers.

@@ -115,6 +115,11 @@ struct LinearCase {
   LinearKernelSpec spec;
   int64_t rows = 11;
   bool misaligned = false; ///< the weight at an odd address: the scalar loads
+  /// Operands whose every partial sum is exact in fp32 (integer activations
+  /// in [-3, 3], weights of one binade, unit scales): then any summation
+  /// order gives the host kernel's bits, and a split-K form must too.
+  bool exact = false;
+  int64_t multiprocessors = 4; ///< the split-K shape's GPU (132: an H200)
 };
 
 /// The GPU forms of a linear: the row-tiled and per-output forms give the
@@ -137,7 +142,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
     func::FuncOp form = buildLinearKernel(m, "form", spec);
     MLIRContext *ctx = m.getContext();
     if (splitK) {
-      std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, 4);
+      std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, c.multiprocessors);
       ASSERT_TRUE(shape.has_value());
       split = *shape;
       LinearSplitKLanes lanes;
@@ -189,6 +194,10 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
   std::mt19937 gen(uint32_t(k * 31 + n + c.rows));
   const int64_t rows = c.rows;
   std::vector<uint16_t> x = randomBf16(size_t(rows * k), uint32_t(k + n));
+  std::uniform_int_distribution<int> small(-3, 3), eighths(-15, 15), mantissa(0, 15);
+  if (c.exact)
+    for (uint16_t &v : x)
+      v = nx::floatToBf16(float(small(gen)));
   std::vector<float> xf(x.size());
   for (size_t i = 0; i < x.size(); ++i)
     xf[i] = nx::bf16ToFloat(x[i]);
@@ -211,6 +220,20 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       std::memcpy(wData + i * 4, &v, 4);
     } else
       wData[i] = uint8_t(fp4 ? any(gen) : code(gen));
+    if (c.exact) {
+      // E4M3 codes of exponent field 7 (+-1 to +-1.875), eighths for bf16
+      // and f32 weights; FP4's eight values are multiples of 1/2 anyway.
+      const float v = float(eighths(gen)) / 8.f;
+      const uint16_t vb = nx::floatToBf16(v);
+      if (wBytes == 2)
+        std::memcpy(wData + i * 2, &vb, 2);
+      else if (wBytes == 4)
+        std::memcpy(wData + i * 4, &v, 4);
+      else if (!fp4) {
+        const int m = mantissa(gen);
+        wData[i] = uint8_t(((m & 8) << 4) | (7 << 3) | (m & 7));
+      }
+    }
   // The split-K check needs finite outputs: no E4M3 NaN code (S.1111.111).
   if (splitK && !fp4 && wBytes == 1)
     for (int64_t i = 0; i < n * wCols; ++i)
@@ -222,7 +245,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
   std::vector<int8_t> scale(size_t(scaleRows * scaleCols));
   std::uniform_int_distribution<int> exponent(120, 130);
   for (int8_t &s : scale)
-    s = int8_t(exponent(gen));
+    s = int8_t(c.exact ? 127 : exponent(gen));
   const bool f32Out = spec.format == LinearFormat::F32;
   std::vector<uint16_t> yHost(size_t(rows * n), 0x7FC1), yForm(size_t(rows * n), 0x7FC1);
   std::vector<float> yHostF(size_t(rows * n), -1.f), yFormF(size_t(rows * n), -1.f);
@@ -298,7 +321,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
         reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dAct);
     });
   }
-  if (splitK) {
+  if (splitK && !c.exact) {
     // The bound needs the host kernel on the operands' magnitudes.
     std::vector<uint16_t> xAbs = x;
     std::vector<float> xfAbs = xf;
@@ -410,6 +433,26 @@ TEST(GpuFormEmulation, SplitKLinearMeetsTheDotBound) {
   expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 2}, LinearForm::SplitK);
   expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, LinearForm::SplitK);
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, LinearForm::SplitK);
+}
+
+TEST(GpuFormEmulation, SplitKLinearIsExactWhenEverySumIs) {
+  // With exact partial sums the order cannot matter: the form must give the
+  // host kernel's bits. The released widths' shapes as an H200 splits them.
+  auto exact = [](LinearKernelSpec spec, int64_t rows, int64_t sms) {
+    LinearCase c{spec, rows};
+    c.exact = true;
+    c.multiprocessors = sms;
+    return c;
+  };
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{2304, 40}, {1280, 24}, {8192, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "FP8 " << k << "x" << n);
+    expectTiledMatchesHost(exact(specOf(LinearFormat::FP8Block32, k, n), 1, 4), LinearForm::SplitK);
+  }
+  expectTiledMatchesHost(exact(specOf(LinearFormat::FP8Block32, 192, 7), 3, 4), LinearForm::SplitK);
+  expectTiledMatchesHost(exact(specOf(LinearFormat::FP4E2M1, 2304, 24), 1, 4), LinearForm::SplitK);
+  expectTiledMatchesHost(exact(specOf(LinearFormat::FP8AsBF16, 1024, 32, 2), 1, 4), LinearForm::SplitK);
+  expectTiledMatchesHost(exact(specOf(LinearFormat::BF16, 1024, 16), 1, 4), LinearForm::SplitK);
+  expectTiledMatchesHost(exact(specOf(LinearFormat::F32, 512, 40, 1, true), 2, 4), LinearForm::SplitK);
 }
 
 namespace {

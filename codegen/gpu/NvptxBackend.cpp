@@ -574,9 +574,38 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                             MemRefLayoutAttrInterface{}, workgroup);
       lanes.sharedScaleType = MemRefType::get({1}, b.getF32Type(),
                                               MemRefLayoutAttrInterface{}, workgroup);
+      // The tree's partials sit in the row buffer: one a thread.
+      lanes.treeSum = lanes.threads <= dim;
       buildRmsNormBlockBody(fn, dim,
                             rmsNorm.getAs<FloatAttr>("eps").getValueAsDouble(), lanes);
       blockPerRow(lanes.threads, dim * 4 + 4);
+      if (lanes.treeSum)
+        info.tolerance = "norm";
+      info.toleranceTerms = dim;
+      info.toleranceOperands = {"real", "real", "output"};
+      info.toleranceOutput = 2;
+    } else if (mixSums && !rowTiledMix) {
+      // The decode form: a block per (row, sum), the products split over its
+      // threads (within the dot-product tolerance, not the host's bits).
+      HcMixSumsSplitLanes lanes;
+      lanes.row = blockX;
+      lanes.sum = blockY;
+      lanes.thread = threadX;
+      lanes.barrier = blockBarrier;
+      lanes.sharedPartialsType = MemRefType::get({lanes.threads}, b.getF32Type(),
+                                                 MemRefLayoutAttrInterface{}, workgroup);
+      buildHcMixSumsSplitBody(fn, mixHc, mixDim, lanes);
+      info.launch = "row_tiles";
+      info.blockSize = lanes.threads;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = 1;
+      info.outputs = (2 + mixHc) * mixHc + 1;
+      info.outputsPerBlock = 1;
+      info.sharedBytes = lanes.threads * 4;
+      info.tolerance = "dot";
+      info.toleranceTerms = mixHc * mixDim;
+      info.toleranceOperands = {"real", "real", "output"};
+      info.toleranceOutput = 2;
     } else if (mixSums) {
       mixLanes.rowTile = blockX;
       mixLanes.chainGroup = blockY;

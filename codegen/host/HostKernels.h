@@ -39,6 +39,10 @@ struct RmsNormBlockLanes : BlockRowLanes {
   /// Appended to the kernel's arguments, in shared memory: memref<D x f32>
   /// (the row) and memref<1 x f32> (its 1 / rms).
   mlir::Type sharedRowType, sharedScaleType;
+  /// The sum of squares as a tree over the threads' partials (the GPU's
+  /// decode form: within the tolerance of docs/semantics.md, "norm") instead
+  /// of one thread's walk in the host kernel's order (its bits).
+  bool treeSum = false;
 };
 
 /// Replaces the body of `fn` (from buildRmsNormKernel) with the block form:

@@ -226,6 +226,67 @@ void buildHcMixSumsBlockBody(func::FuncOp fn, int64_t hc, int64_t dim,
   func::ReturnOp::create(b, loc);
 }
 
+void buildHcMixSumsSplitBody(func::FuncOp fn, int64_t hc, int64_t dim,
+                             const HcMixSumsSplitLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {lanes.sharedPartialsType});
+  b.setInsertionPointToStart(entry);
+  KernelBuilder k(b, loc);
+  const int64_t mix = (2 + hc) * hc, width = hc * dim, threads = lanes.threads;
+  Value x = entry->getArgument(0), fnW = entry->getArgument(1),
+        sums = entry->getArgument(2), partials = entry->getArgument(3);
+  auto ult = [&](Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
+  };
+  Value row = lanes.row(b, loc), j = lanes.sum(b, loc), tid = lanes.thread(b, loc);
+  // Every thread of a block has the same (row, sum): a block past the rows
+  // skips everything, barriers included.
+  auto active = scf::IfOp::create(b, loc, ult(row, k.dim(x, 0)), /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  Value isSquares = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, j, k.idx(mix));
+  Value wRow = arith::MinUIOp::create(b, loc, j, k.idx(mix - 1));
+  // The thread's elements: loads from clamped places first, then the
+  // products of those that exist.
+  SmallVector<std::pair<Value, Value>> loaded; // (x, fn or x)
+  SmallVector<Value> valid;
+  for (int64_t s = 0; s * threads < width; ++s) {
+    Value col = k.addi(tid, k.idx(s * threads));
+    valid.push_back(ult(col, k.idx(width)));
+    Value c = arith::MinUIOp::create(b, loc, col, k.idx(width - 1));
+    Value i = arith::DivUIOp::create(b, loc, c, k.idx(dim));
+    Value e = arith::RemUIOp::create(b, loc, c, k.idx(dim));
+    Value v = k.loadF32(x, {row, i, e});
+    Value w = k.load(fnW, {wRow, c});
+    loaded.push_back({v, arith::SelectOp::create(b, loc, isSquares, v, w)});
+  }
+  Value acc = k.f32(0.f);
+  for (size_t s = 0; s < loaded.size(); ++s) {
+    Value product = k.mul(loaded[s].first, loaded[s].second);
+    acc = k.add(acc, arith::SelectOp::create(b, loc, valid[s], product, k.f32(0.f)));
+  }
+  k.store(acc, partials, {tid});
+  lanes.barrier(b, loc);
+  // The tree: halves folded onto the lower half until one sum is left.
+  for (int64_t half = threads / 2; half >= 1; half /= 2) {
+    auto fold = scf::IfOp::create(b, loc, ult(tid, k.idx(half)), /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(fold.thenBlock()->getTerminator());
+      k.store(k.add(k.load(partials, {tid}), k.load(partials, {k.addi(tid, k.idx(half))})),
+              partials, {tid});
+    }
+    lanes.barrier(b, loc);
+  }
+  auto first = scf::IfOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0)),
+      /*withElse=*/false);
+  b.setInsertionPoint(first.thenBlock()->getTerminator());
+  k.store(k.load(partials, {k.idx(0)}), sums, {row, j});
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
+}
+
 func::FuncOp buildHcMixKernel(ModuleOp module, const std::string &name,
                               int64_t hc, int64_t dim, int64_t iters,
                               float eps, float normEps) {

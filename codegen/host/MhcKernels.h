@@ -77,6 +77,27 @@ int64_t hcMixSumsChunk(int64_t hc, int64_t dim, int64_t rowsPerTile,
 void buildHcMixSumsBlockBody(mlir::func::FuncOp fn, int64_t hc, int64_t dim,
                              const HcMixSumsBlockLanes &lanes);
 
+/// Where the split form of a mix-sums kernel runs: a block of `threads` per
+/// (row, sum).
+struct HcMixSumsSplitLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, sum, thread;
+  int64_t threads = 512;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  /// Appended to the kernel's arguments, in shared memory:
+  /// memref<threads x f32> (the threads' partials).
+  mlir::Type sharedPartialsType;
+};
+
+/// Replaces the body of `fn` (from buildHcMixSumsKernel) with the split form,
+/// the decode form of the GPU: the threads of a (row, sum) block split the
+/// HC x D products (thread t takes elements t, t + threads, ...; every load
+/// issued before the first product), and a tree in shared memory adds their
+/// partials. The order of the fp32 sum is not the host kernel's, so the
+/// result meets the dot-product tolerance of docs/semantics.md instead of
+/// its bits (one sequential chain of 20480 took 61 us on the H200).
+void buildHcMixSumsSplitBody(mlir::func::FuncOp fn, int64_t hc, int64_t dim,
+                             const HcMixSumsSplitLanes &lanes);
+
 /// `name(sums: memref<?x(MIX+1)xf32>, base: memref<MIXxf32>,
 /// scale: memref<3xf32>, pre: memref<?xHCxf32>, post: memref<?xHCxf32>,
 /// comb: memref<?xHCxHCxf32>)`: the rest of mHC's mix from the sums of

@@ -27,6 +27,18 @@ double dotErrorBound(int64_t terms, double absSum, double reference, bool output
   return sums + roundings + subnormal;
 }
 
+double normErrorBound(int64_t terms, double reference, bool outputBf16) {
+  const double gamma = fp32Gamma(std::max<int64_t>(terms, 1));
+  const double unit = std::ldexp(1.0, -24), unitBf16 = std::ldexp(1.0, -8);
+  // The reference was rounded to bf16 once: the exact value is within 2^-8
+  // of it, and the GPU's own rounding adds as much again.
+  const double magnitude = std::fabs(reference) * (outputBf16 ? 1 + unitBf16 : 1.0);
+  const double scale = (gamma + 6 * unit) * magnitude;
+  const double roundings = outputBf16 ? 2 * unitBf16 * (magnitude + scale) : 0.0;
+  const double subnormal = outputBf16 ? std::ldexp(1.0, -133) : std::ldexp(1.0, -149);
+  return scale + roundings + subnormal;
+}
+
 std::optional<OperandEncoding> parseOperandEncoding(const std::string &name) {
   if (name == "real")
     return OperandEncoding::Real;

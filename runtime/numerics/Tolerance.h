@@ -31,6 +31,15 @@ double fp32Gamma(int64_t terms);
 /// inflated by that rounding first).
 double dotErrorBound(int64_t terms, double absSum, double reference, bool outputBf16);
 
+/// The most an RMS norm's output may differ from the host kernel's
+/// `reference` when the GPU adds the `terms` squares in another order: the
+/// sums differ by at most 2 gamma_n of the (positive) sum, which moves
+/// 1 / sqrt(mean + eps) by at most gamma_n of it plus a few roundings of
+/// the same operations on different inputs (6 u); then one rounding of the
+/// output when it is bf16 (two: the reference's and the GPU's), plus the
+/// smallest subnormal of the output type.
+double normErrorBound(int64_t terms, double reference, bool outputBf16);
+
 /// How an operand's bytes encode its values, for taking magnitudes:
 /// bf16/f32 values (`Real`), E4M3 codes, two E2M1 codes a byte, UE8M0 scale
 /// codes (no sign), or the result (left as it is).

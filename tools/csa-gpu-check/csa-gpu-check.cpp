@@ -21,7 +21,8 @@
 // split-K linears: "dot", a sum of `terms` products) are held to the bound
 // of docs/semantics.md instead: every element of the output within
 // numerics::dotErrorBound of the host's, S taken from a second host run on
-// the operands' magnitudes; the output is poisoned (NaN) before the GPU run,
+// the operands' magnitudes (RMS norms, "norm": numerics::normErrorBound of
+// the host's output); the output is poisoned (NaN) before the GPU run,
 // and the worst error is reported as a fraction of its bound. E4M3 NaN codes
 // (0x7F) are left out of the random codes, so that outputs are finite.
 //
@@ -274,10 +275,12 @@ int main(int argc, char **argv) {
     }
     // A tolerance instead of bits: the output argument and the encodings.
     int64_t toleranceOutput = -1, toleranceTerms = 0;
+    std::string toleranceRule;
     std::vector<csa::numerics::OperandEncoding> encodings;
     if (k.contains("tolerance")) {
       const auto &t = k["tolerance"];
-      bool valid = t.value("rule", "") == "dot" && t.contains("operands") &&
+      toleranceRule = t.value("rule", "");
+      bool valid = (toleranceRule == "dot" || toleranceRule == "norm") && t.contains("operands") &&
                    t["operands"].is_array() && t["operands"].size() == args.size();
       if (valid)
         for (const auto &o : t["operands"]) {
@@ -291,13 +294,13 @@ int main(int argc, char **argv) {
       toleranceTerms = valid ? t.value("terms", int64_t(0)) : 0;
       if (toleranceOutput < 0 || toleranceOutput >= int64_t(args.size()) || toleranceTerms <= 0) {
         std::cerr << "csa-gpu-check: error: kernels.json: kernel '" << name
-                  << "' has a tolerance that is not {rule: dot, terms > 0, output, one "
-                     "operand encoding per argument}\n";
+                  << "' has a tolerance that is not {rule: dot or norm, terms > 0, output, "
+                     "one operand encoding per argument}\n";
         return 1;
       }
     }
     // Exact operands: no bound, the bits (the output still poisoned).
-    const bool exact = exactOperands && toleranceOutput >= 0;
+    const bool exact = exactOperands && toleranceOutput >= 0 && toleranceRule == "dot";
     const bool bounded = toleranceOutput >= 0 && !exact;
     // Fresh inputs; every buffer starts with the same bytes on both sides.
     std::normal_distribution<float> normal(0.f, 1.f);
@@ -381,7 +384,7 @@ int main(int argc, char **argv) {
     callHost(hostFn, hostArgs);
     // S: the host kernel on the magnitudes of the operands.
     std::vector<uint8_t> magnitudeSums;
-    if (bounded) {
+    if (bounded && toleranceRule == "dot") {
       std::vector<std::vector<uint8_t>> magnitudes = drawn;
       std::vector<std::vector<int64_t>> mdescs = descs;
       std::vector<void *> margs;
@@ -491,6 +494,18 @@ int main(int argc, char **argv) {
         if (std::isnan(x) && std::isnan(y))
           continue;
         double diff = std::fabs(x - y);
+        if (boundedOutput && toleranceRule == "norm") {
+          const double bound =
+              csa::numerics::normErrorBound(toleranceTerms, x, a.element == "bf16");
+          const bool within = x == y || diff <= bound;
+          if (!within)
+            ++bad;
+          else if (x != y)
+            worstFraction = std::max(worstFraction, diff / bound);
+          if (diff > maxDiff || std::isnan(diff))
+            maxDiff = diff;
+          continue;
+        }
         if (boundedOutput) {
           double sum = 0;
           if (a.element == "bf16") {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -51,6 +52,43 @@ TEST(Tolerance, TwoSummationOrdersStayWithinTheBound) {
     ASSERT_LE(std::fabs(double(a) - double(b)), bound) << "n " << n;
     EXPECT_LT(bound, 2e-3 * absSum);
     worst = std::max(worst, std::fabs(double(a) - double(b)) / bound);
+  }
+  EXPECT_GT(worst, 0.0); // the orders did differ
+}
+
+TEST(Tolerance, RmsNormsOfTwoSummationOrdersStayWithinTheNormBound) {
+  // An RMS norm whose sum of squares is added in order and as a tree: every
+  // output (f32, and rounded to bf16) within normErrorBound of the other's,
+  // and the f32 bound far below the value (not vacuous).
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  auto toBf16 = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u;
+    float r;
+    std::memcpy(&r, &u, 4);
+    return r;
+  };
+  double worst = 0;
+  for (int trial = 0; trial < 50; ++trial) {
+    const int64_t n = 128 + trial * 101;
+    std::vector<float> x(static_cast<size_t>(n)), squares(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = normal(gen);
+      squares[i] = x[i] * x[i];
+    }
+    auto inverse = [&](float sum) { return 1.f / std::sqrt(sum / float(n) + 1e-6f); };
+    const float ia = inverse(sumInOrder(squares)), ib = inverse(sumPairwise(squares, 0, squares.size()));
+    for (float v : x) {
+      const float a = v * ia, b = v * ib;
+      ASSERT_LE(std::fabs(double(a) - double(b)), normErrorBound(n, a, false)) << "n " << n;
+      EXPECT_LT(normErrorBound(n, a, false), 1e-3 * std::fabs(a) + 1e-40);
+      ASSERT_LE(std::fabs(double(toBf16(a)) - double(toBf16(b))),
+                normErrorBound(n, toBf16(a), true));
+      if (a != b)
+        worst = std::max(worst, std::fabs(double(a) - double(b)) / normErrorBound(n, a, false));
+    }
   }
   EXPECT_GT(worst, 0.0); // the orders did differ
 }

@@ -56,6 +56,13 @@ if [ -f reduced.so ]; then
   ./csa-gpu-check --host=reduced.so --ptx=reduced.ptx --rows=19 --seed=19 --filter=linear_fp > "$out/reduced-rows19-linear.txt" 2>&1 || status=1
   echo "reduced rows=19 linear_fp*: $(tail -1 "$out/reduced-rows19-linear.txt")"
 fi
+# The tolerance forms on exact operands (every partial sum exact in fp32):
+# they must give the host kernel's bits (docs/semantics.md).
+for so in *.so; do
+  v=${so%.so}
+  ./csa-gpu-check --host="$so" --ptx="$v.ptx" --rows=1 --seed=11 --exclude=x129280 --exact-operands > "$out/$v-exact.txt" 2>&1 || status=1
+  echo "$v rows=1 exact operands: $(tail -1 "$out/$v-exact.txt")"
+done
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in memcheck racecheck; do
   "$cs" --tool "$tool" ./csa-gpu-check --host=tiny.so --ptx=tiny.ptx --rows=9 > "$out/$tool.txt" 2>&1 || status=1

@@ -544,6 +544,14 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       if (rmsNorm.getAs<IntegerAttr>("dim").getInt() * 4 + 4 > kMaxStaticSharedBytes)
         rmsNorm = {}; // does not fit: the rows rule below
     }
+    // mHC's Sinkhorn mix: a warp per row, an entry of the matrix a lane.
+    auto hcMix = fn->getAttrOfType<DictionaryAttr>(kHcMixAttr);
+    if (hcMix) {
+      fn->removeAttr(kHcMixAttr);
+      const int64_t hc = hcMix.getAs<IntegerAttr>("hc").getInt();
+      if (hc * hc > 32)
+        hcMix = {}; // more entries than lanes: the rows rule below
+    }
     // The block forms with a block of `threads` per row: row_tiles with one
     // row and one "output" a block.
     auto blockPerRow = [&](int64_t threads, int64_t sharedBytes) {
@@ -566,6 +574,22 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                           MemRefLayoutAttrInterface{}, workgroup);
       buildTopKCompactBlockBody(fn, compact.getAs<IntegerAttr>("k").getInt(), lanes);
       blockPerRow(lanes.threads, (lanes.threads + 1) * 4);
+    } else if (hcMix) {
+      HcMixWarpLanes lanes;
+      lanes.row = blockX;
+      lanes.lane = threadX;
+      lanes.shuffle = [](OpBuilder &b, Location loc, Value v, Value src) -> Value {
+        return gpu::ShuffleOp::create(b, loc, v, src,
+                                      arith::ConstantIntOp::create(b, loc, 32, 32),
+                                      gpu::ShuffleMode::IDX)
+            .getShuffleResult();
+      };
+      buildHcMixWarpBody(fn, hcMix.getAs<IntegerAttr>("hc").getInt(),
+                         hcMix.getAs<IntegerAttr>("dim").getInt(),
+                         hcMix.getAs<IntegerAttr>("iters").getInt(),
+                         float(hcMix.getAs<FloatAttr>("eps").getValueAsDouble()),
+                         float(hcMix.getAs<FloatAttr>("norm_eps").getValueAsDouble()), lanes);
+      blockPerRow(32, 0);
     } else if (rmsNorm) {
       const int64_t dim = rmsNorm.getAs<IntegerAttr>("dim").getInt();
       RmsNormBlockLanes lanes;

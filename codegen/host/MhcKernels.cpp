@@ -375,7 +375,98 @@ func::FuncOp buildHcMixKernel(ModuleOp module, const std::string &name,
     });
   });
   k.finish();
+  fn->setAttr(kHcMixAttr,
+              b.getDictionaryAttr({b.getNamedAttr("hc", b.getI64IntegerAttr(hc)),
+                                   b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                                   b.getNamedAttr("iters", b.getI64IntegerAttr(iters)),
+                                   b.getNamedAttr("eps", b.getF32FloatAttr(eps)),
+                                   b.getNamedAttr("norm_eps", b.getF32FloatAttr(normEps))}));
   return fn;
+}
+
+void buildHcMixWarpBody(func::FuncOp fn, int64_t hc, int64_t dim, int64_t iters,
+                        float eps, float normEps, const HcMixWarpLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {});
+  b.setInsertionPointToStart(entry);
+  KernelBuilder k(b, loc);
+  const int64_t mix = (2 + hc) * hc, width = hc * dim;
+  Value sums = entry->getArgument(0), base = entry->getArgument(1),
+        scale = entry->getArgument(2), pre = entry->getArgument(3),
+        post = entry->getArgument(4), comb = entry->getArgument(5);
+  Type i32 = b.getI32Type();
+  auto ult = [&](Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
+  };
+  Value n = lanes.row(b, loc), lane = lanes.lane(b, loc);
+  auto active = scf::IfOp::create(b, loc, ult(n, k.dim(sums, 0)), /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  // This lane's entry (i, j); the lanes past HC x HC repeat the last one.
+  Value cell = arith::MinUIOp::create(b, loc, lane, k.idx(hc * hc - 1));
+  Value i = arith::DivUIOp::create(b, loc, cell, k.idx(hc));
+  Value j = arith::RemUIOp::create(b, loc, cell, k.idx(hc));
+  Value owner = ult(lane, k.idx(hc * hc));
+  Value s0 = k.load(scale, k.idx(0)), s1 = k.load(scale, k.idx(1)), s2 = k.load(scale, k.idx(2));
+  Value epsV = k.f32(eps);
+  // The host kernel's rsqrt(mean(X^2) + normEps) and scaled sums, per lane.
+  Value sq = k.load(sums, {n, k.idx(mix)});
+  Value rs = k.div(k.f32(1.f), k.sqrt(k.add(k.div(sq, k.f32(float(width))), k.f32(normEps))));
+  auto m = [&](Value row) { return k.mul(k.load(sums, {n, row}), rs); };
+  // pre and post: lanes 0 .. HC-1, entry `lane`.
+  {
+    auto first = scf::IfOp::create(b, loc, ult(lane, k.idx(hc)), /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(first.thenBlock()->getTerminator());
+    Value hi = k.addi(lane, k.idx(hc));
+    k.store(k.add(k.sigmoid(k.add(k.mul(m(lane), s0), k.load(base, lane))), epsV), pre, {n, lane});
+    k.store(k.mul(k.f32(2.f), k.sigmoid(k.add(k.mul(m(hi), s1), k.load(base, hi)))), post,
+            {n, lane});
+  }
+  Value at = k.addi(k.idx(2 * hc), k.addi(k.muli(i, k.idx(hc)), j));
+  Value c = k.add(k.mul(m(at), s2), k.load(base, at));
+  // Entry (r, q)'s value from its lane, for every lane.
+  auto from = [&](Value v, Value r, Value q) {
+    Value src = arith::IndexCastOp::create(b, loc, i32, k.addi(k.muli(r, k.idx(hc)), q));
+    return lanes.shuffle(b, loc, v, src);
+  };
+  auto rowNormalize = [&](bool softmax) {
+    if (softmax) {
+      Value mx = k.f32(-INFINITY);
+      for (int64_t q = 0; q < hc; ++q)
+        mx = k.max(mx, from(c, i, k.idx(q)));
+      c = k.exp(k.sub(c, mx));
+    }
+    Value sum = k.f32(0.f);
+    for (int64_t q = 0; q < hc; ++q)
+      sum = k.add(sum, from(c, i, k.idx(q)));
+    c = softmax ? k.add(k.div(c, sum), epsV) : k.div(c, k.add(sum, epsV));
+  };
+  auto colNormalize = [&]() {
+    Value sum = k.f32(0.f);
+    for (int64_t r = 0; r < hc; ++r)
+      sum = k.add(sum, from(c, k.idx(r), j));
+    c = k.div(c, k.add(sum, epsV));
+  };
+  rowNormalize(true);
+  colNormalize();
+  // The Sinkhorn iterations as a loop carrying the entry.
+  auto loop = scf::ForOp::create(b, loc, k.idx(0), k.idx(std::max<int64_t>(iters - 1, 0)),
+                                 k.idx(1), ValueRange{c});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    c = loop.getRegionIterArg(0);
+    rowNormalize(false);
+    colNormalize();
+    scf::YieldOp::create(b, loc, c);
+  }
+  c = loop.getResult(0);
+  auto store = scf::IfOp::create(b, loc, owner, /*withElse=*/false);
+  b.setInsertionPoint(store.thenBlock()->getTerminator());
+  k.store(c, comb, {n, i, j});
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 func::FuncOp buildHcCollapseKernel(ModuleOp module, const std::string &name,

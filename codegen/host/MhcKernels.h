@@ -107,6 +107,30 @@ mlir::func::FuncOp buildHcMixKernel(mlir::ModuleOp module,
                                     int64_t dim, int64_t iters, float eps,
                                     float normEps);
 
+/// The attribute buildHcMixKernel puts on its function: {hc, dim, iters, eps,
+/// norm_eps}, so that a backend can build its warp form.
+inline constexpr const char *kHcMixAttr = "csa.hc_mix";
+
+/// Where the warp form of a mix kernel runs: a warp per row.
+struct HcMixWarpLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, lane;
+  /// The value `v` of lane `src` (an i32) of the warp, for every lane
+  /// (gpu.shuffle idx on the GPU).
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value v, mlir::Value src)>
+      shuffle;
+};
+
+/// Replaces the body of `fn` (from buildHcMixKernel) with the warp form: lane
+/// (i, j) of the first HC x HC lanes holds entry (i, j) of the Sinkhorn
+/// matrix in a register, and every row or column sum is added by each lane
+/// of that row or column from the others' values (shuffles) in the host
+/// kernel's order, so the result is the host kernel's bits; lanes past
+/// HC x HC take entry (HC-1, HC-1)'s role and store nothing. One thread per
+/// row walked the HC x HC matrix in local memory (28 us for 20 iterations on
+/// the H200). Needs HC x HC <= 32.
+void buildHcMixWarpBody(mlir::func::FuncOp fn, int64_t hc, int64_t dim, int64_t iters,
+                        float eps, float normEps, const HcMixWarpLanes &lanes);
+
 /// `name(streams: memref<?xHCxDxbf16>, pre: memref<?xHCxf32>,
 /// out: memref<?xDxbf16>)`: out = bf16(sum_i pre_i * X_i).
 mlir::func::FuncOp buildHcCollapseKernel(mlir::ModuleOp module,

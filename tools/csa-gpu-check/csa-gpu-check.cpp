@@ -46,6 +46,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+
+#include "absl/strings/numbers.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/LaunchRuleJson.h"
 #include "runtime/numerics/Tolerance.h"
@@ -112,7 +114,10 @@ bool parseArgument(const std::string &type, int64_t rows, Arg &arg) {
   arg.element = items.back();
   items.pop_back();
   for (const std::string &d : items) {
-    arg.shape.push_back(d == "?" ? rows : std::stoll(d));
+    int64_t size = rows;
+    if (d != "?" && (!absl::SimpleAtoi(d, &size) || size < 0))
+      return false; // not a size: not a kernel this tool can feed
+    arg.shape.push_back(size);
     arg.dynamicDims += d == "?";
   }
   if (arg.element == "bf16")
@@ -161,6 +166,10 @@ int main(int argc, char **argv) {
   int64_t rows = 37, timeIterations = 0;
   uint32_t seed = 1;
   bool exactOperands = false;
+  auto badNumber = [](const std::string &flag, const char *what) {
+    std::cerr << "csa-gpu-check: error: " << flag << ": expected " << what << "\n";
+    return 2;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *flag) -> const char * {
@@ -173,16 +182,21 @@ int main(int argc, char **argv) {
       hostLib = v;
     else if (const char *v = value("--ptx"))
       ptxDir = v;
-    else if (const char *v = value("--rows"))
-      rows = std::stoll(v);
-    else if (const char *v = value("--seed"))
-      seed = uint32_t(std::stoul(v));
+    else if (const char *v = value("--rows")) {
+      if (!absl::SimpleAtoi(v, &rows) || rows < 1 || rows > (int64_t(1) << 20))
+        return badNumber(a, "a row count from 1 to 1048576");
+    } else if (const char *v = value("--seed")) {
+      if (!absl::SimpleAtoi(v, &seed))
+        return badNumber(a, "an unsigned 32-bit seed");
+    }
     else if (const char *v = value("--filter"))
       filter = v;
     else if (const char *v = value("--exclude"))
       exclude = v;
-    else if (const char *v = value("--time"))
-      timeIterations = std::stoll(v);
+    else if (const char *v = value("--time")) {
+      if (!absl::SimpleAtoi(v, &timeIterations) || timeIterations < 0 || timeIterations > 100000)
+        return badNumber(a, "a launch count from 0 to 100000");
+    }
     else if (const char *v = value("--csv"))
       csvPath = v;
     else if (a == "--exact-operands")

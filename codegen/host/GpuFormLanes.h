@@ -8,6 +8,9 @@
 #ifndef CSA_CODEGEN_HOST_GPUFORMLANES_H
 #define CSA_CODEGEN_HOST_GPUFORMLANES_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 
 #include <cstdint>
@@ -22,6 +25,36 @@ struct BlockRowLanes {
   int64_t threads = 256;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
 };
+
+/// Adds the `threads` f32 partials of `buffer` (a block's shared memory,
+/// thread t's at [t]) as a tree: the upper half folded onto the lower half,
+/// a barrier after each fold, until [0] holds the sum (read it after the
+/// last barrier). Any `threads`; every thread of the block must call it.
+inline void emitBlockTreeSum(mlir::OpBuilder &b, mlir::Location loc, mlir::Value buffer,
+                             mlir::Value tid, int64_t threads,
+                             const std::function<void(mlir::OpBuilder &, mlir::Location)> &barrier) {
+  using namespace mlir;
+  auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v).getResult(); };
+  auto ult = [&](Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
+  };
+  int64_t span = 1;
+  while (span < threads)
+    span *= 2;
+  for (int64_t half = span / 2; half >= 1; half /= 2) {
+    Value other = arith::AddIOp::create(b, loc, tid, idx(half));
+    Value folds = arith::AndIOp::create(b, loc, ult(tid, idx(half)), ult(other, idx(threads)));
+    auto fold = scf::IfOp::create(b, loc, folds, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(fold.thenBlock()->getTerminator());
+      Value sum = arith::AddFOp::create(b, loc, memref::LoadOp::create(b, loc, buffer, tid),
+                                        memref::LoadOp::create(b, loc, buffer, other));
+      memref::StoreOp::create(b, loc, sum, buffer, tid);
+    }
+    barrier(b, loc);
+  }
+}
 
 } // namespace csa::codegen
 

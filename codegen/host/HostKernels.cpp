@@ -26,14 +26,17 @@ namespace {
 /// 1 / sqrt(mean(x^2) + eps) of a row whose element c `at(c)` loads (as
 /// f32): the sum of squares in element order, kChainUnroll elements a loop
 /// trip when they divide the row.
+Value rmsNormScaleOfSum(KernelBuilder &k, int64_t dim, double eps, Value sumOfSquares) {
+  Value var = k.add(k.div(sumOfSquares, k.f32(float(dim))), k.f32(float(eps)));
+  return k.div(k.f32(1.f), k.sqrt(var));
+}
 Value rmsNormScale(KernelBuilder &k, int64_t dim, double eps,
                    const std::function<Value(Value)> &at) {
   Value sum = k.reduceUnrolled(dim, kChainUnroll, k.f32(0.f), [&](Value c, Value acc) {
     Value v = at(c);
     return k.add(acc, k.mul(v, v));
   });
-  Value var = k.add(k.div(sum, k.f32(float(dim))), k.f32(float(eps)));
-  return k.div(k.f32(1.f), k.sqrt(var));
+  return rmsNormScaleOfSum(k, dim, eps, sum);
 }
 } // namespace
 
@@ -109,60 +112,31 @@ void buildRmsNormBlockBody(func::FuncOp fn, int64_t dim, double eps,
     }
   };
   if (lanes.treeSum) {
-    // Each thread's squares, then halves folded onto the lower half (the
-    // first `threads` floats of the row buffer hold the partials).
+    // Each thread's squares, added as a tree in the first `threads` floats
+    // of the row buffer.
     Value own = k.f32(0.f);
     for (size_t s = 0; s < staged.size(); ++s)
       own = k.add(own, arith::SelectOp::create(b, loc, staged[s].second,
                                                k.mul(values[s], values[s]), k.f32(0.f)));
     k.store(own, sharedRow, {tid});
     lanes.barrier(b, loc);
-    int64_t span = 1;
-    while (span < threads)
-      span *= 2;
-    for (int64_t half = span / 2; half >= 1; half /= 2) {
-      Value other = k.addi(tid, k.idx(half));
-      Value folds = arith::AndIOp::create(b, loc, ult(tid, k.idx(half)), ult(other, k.idx(threads)));
-      auto fold = scf::IfOp::create(b, loc, folds, /*withElse=*/false);
-      {
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPoint(fold.thenBlock()->getTerminator());
-        k.store(k.add(k.load(sharedRow, {tid}), k.load(sharedRow, {other})), sharedRow, {tid});
-      }
-      lanes.barrier(b, loc);
-    }
-    auto first = scf::IfOp::create(
-        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0)),
-        /*withElse=*/false);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPoint(first.thenBlock()->getTerminator());
-      // The host kernel's mean and 1 / sqrt of the sum.
-      Value sum = k.load(sharedRow, {k.idx(0)});
-      Value var = k.add(k.div(sum, k.f32(float(dim))), k.f32(float(eps)));
-      k.store(k.div(k.f32(1.f), k.sqrt(var)), sharedScale, {k.idx(0)});
-    }
+    emitBlockTreeSum(b, loc, sharedRow, tid, threads, lanes.barrier);
+  } else {
+    forEachOwn([&](size_t s) { k.store(values[s], sharedRow, {staged[s].first}); });
     lanes.barrier(b, loc);
-    Value inv = k.load(sharedScale, {k.idx(0)});
-    forEachOwn([&](size_t s) {
-      Value c = staged[s].first;
-      k.storeBf16(k.mul(k.loadF32(w, {c}), k.mul(values[s], inv)), y, {r, c});
-    });
-    b.setInsertionPointToEnd(entry);
-    func::ReturnOp::create(b, loc);
-    return;
   }
-  forEachOwn([&](size_t s) { k.store(values[s], sharedRow, {staged[s].first}); });
-  lanes.barrier(b, loc);
-  // The host kernel's sum of squares, mean, and 1 / sqrt, on thread 0.
+  // Thread 0: the host kernel's mean and 1 / sqrt (of the tree's sum, or of
+  // the host kernel's sum of squares walked in its order).
   auto first = scf::IfOp::create(
       b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0)),
       /*withElse=*/false);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(first.thenBlock()->getTerminator());
-    k.store(rmsNormScale(k, dim, eps, [&](Value c) { return k.load(sharedRow, {c}); }),
-            sharedScale, {k.idx(0)});
+    Value inv = lanes.treeSum
+                    ? rmsNormScaleOfSum(k, dim, eps, k.load(sharedRow, {k.idx(0)}))
+                    : rmsNormScale(k, dim, eps, [&](Value c) { return k.load(sharedRow, {c}); });
+    k.store(inv, sharedScale, {k.idx(0)});
   }
   lanes.barrier(b, loc);
   Value inv = k.load(sharedScale, {k.idx(0)});

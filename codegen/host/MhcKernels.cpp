@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/host/MhcKernels.h"
 
+#include "codegen/host/GpuFormLanes.h"
 #include "codegen/host/KernelBuilder.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -267,17 +268,7 @@ void buildHcMixSumsSplitBody(func::FuncOp fn, int64_t hc, int64_t dim,
   }
   k.store(acc, partials, {tid});
   lanes.barrier(b, loc);
-  // The tree: halves folded onto the lower half until one sum is left.
-  for (int64_t half = threads / 2; half >= 1; half /= 2) {
-    auto fold = scf::IfOp::create(b, loc, ult(tid, k.idx(half)), /*withElse=*/false);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPoint(fold.thenBlock()->getTerminator());
-      k.store(k.add(k.load(partials, {tid}), k.load(partials, {k.addi(tid, k.idx(half))})),
-              partials, {tid});
-    }
-    lanes.barrier(b, loc);
-  }
+  emitBlockTreeSum(b, loc, partials, tid, threads, lanes.barrier);
   auto first = scf::IfOp::create(
       b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0)),
       /*withElse=*/false);

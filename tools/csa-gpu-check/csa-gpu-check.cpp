@@ -508,31 +508,24 @@ int main(int argc, char **argv) {
         if (std::isnan(x) && std::isnan(y))
           continue;
         double diff = std::fabs(x - y);
-        if (boundedOutput && toleranceRule == "norm") {
-          const double bound =
-              csa::numerics::normErrorBound(toleranceTerms, x, a.element == "bf16");
-          const bool within = x == y || diff <= bound;
-          if (!within)
-            ++bad;
-          else if (x != y)
-            worstFraction = std::max(worstFraction, diff / bound);
-          if (diff > maxDiff || std::isnan(diff))
-            maxDiff = diff;
-          continue;
-        }
         if (boundedOutput) {
-          double sum = 0;
-          if (a.element == "bf16") {
-            uint16_t u;
-            std::memcpy(&u, &magnitudeSums[size_t(i) * 2], 2);
-            sum = fromBf16(u);
+          const bool bf16Out = a.element == "bf16";
+          double bound = 0;
+          if (toleranceRule == "norm") {
+            bound = csa::numerics::normErrorBound(toleranceTerms, x, bf16Out);
           } else {
-            float u;
-            std::memcpy(&u, &magnitudeSums[size_t(i) * 4], 4);
-            sum = u;
+            double sum = 0;
+            if (bf16Out) {
+              uint16_t u;
+              std::memcpy(&u, &magnitudeSums[size_t(i) * 2], 2);
+              sum = fromBf16(u);
+            } else {
+              float u;
+              std::memcpy(&u, &magnitudeSums[size_t(i) * 4], 4);
+              sum = u;
+            }
+            bound = csa::numerics::dotErrorBound(toleranceTerms, sum, x, bf16Out);
           }
-          const double bound =
-              csa::numerics::dotErrorBound(toleranceTerms, sum, x, a.element == "bf16");
           const bool within = x == y || diff <= bound;
           if (!within)
             ++bad;

@@ -441,7 +441,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     if (fn->hasAttr(kHcMixSumsAttr))
       return true;
     std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
-    return spec && linearTileOutputs(*spec, options.tileOutputs) != 0 &&
+    return spec && spec->experts == 0 && linearTileOutputs(*spec, options.tileOutputs) != 0 &&
            options.tileChunk % 32 == 0 && options.tileRows >= 1 &&
            options.tileChunk * options.tileRows * 4 <= kMaxStaticSharedBytes;
   };
@@ -511,6 +511,15 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     if (auto form = fn->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)) {
       splitK = form.getValue() == LinearForm::SplitK;
       fn->removeAttr(kLinearFormAttrName);
+    }
+    // A linear grouped over experts (MoE decode) has the split-K form or
+    // none: the rows rule, a slot a thread in the host kernel's order, which
+    // the executor does not use (it launches the experts one by one then).
+    if (linear && linear->experts > 0) {
+      std::optional<LinearSplitKShape> split = linearSplitKShape(*linear, options.multiprocessors);
+      if (!options.linearSplitK || !split || split->sharedBytes() > kMaxStaticSharedBytes)
+        linear.reset();
+      splitK = options.linearSplitK;
     }
     // Top-k ranks: a block of 256 threads per row selects by radix (the
     // row_outputs rule with 8 "outputs", the block's warps).
@@ -742,9 +751,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                              b.getF32Type(), MemRefLayoutAttrInterface{},
                                              workgroup);
       buildLinearSplitKBody(fn, *linear, *split, lanes);
+      const bool grouped = linear->experts > 0;
       info.launch = "row_tiles";
       info.blockSize = split->threads;
-      info.rowsArgument = 0;
+      info.rowsArgument = grouped ? 1 : 0; // the slots' expert ids
       info.rowsPerBlock = 1;
       info.outputs = linear->outFeatures;
       info.outputsPerBlock = split->outputsPerBlock;
@@ -756,6 +766,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.tolerance = "dot";
       info.toleranceTerms = linear->inFeatures / std::max<int64_t>(linear->groups, 1);
       info.toleranceOperands = {"real", weight};
+      if (grouped) {
+        info.toleranceOperands.insert(info.toleranceOperands.begin() + 1, "expert_id");
+        info.toleranceIndexLimit = linear->experts;
+      }
       if (scaled)
         info.toleranceOperands.push_back("ue8m0");
       info.toleranceOutput = int64_t(info.toleranceOperands.size());
@@ -1076,6 +1090,8 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
                                               {"terms", k.toleranceTerms},
                                               {"output", k.toleranceOutput},
                                               {"operands", std::move(operands)}};
+      if (k.toleranceIndexLimit > 0)
+        (*entry.getObject("tolerance"))["index_limit"] = k.toleranceIndexLimit;
     }
     list.push_back(std::move(entry));
   }

@@ -118,6 +118,8 @@ struct PtxKernel {
   std::string tolerance;
   int64_t toleranceTerms = 0, toleranceOutput = -1;
   std::vector<std::string> toleranceOperands;
+  /// Operands encoded "expert_id" take ids in [0, toleranceIndexLimit).
+  int64_t toleranceIndexLimit = 0;
 };
 
 /// Moves the host kernels of `module` (scf/arith/math/memref/func, not yet

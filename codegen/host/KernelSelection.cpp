@@ -127,22 +127,30 @@ public:
     return rows && rows.getInt() > 1 ? rows.getInt() : 1;
   }
 
+  /// With `experts` > 0, the linear of the routed experts grouped into one
+  /// launch (LinearKernelSpec::experts; not tiled, the split-K form on GPUs).
   void linear(const std::string &op, WeightFormat format, int64_t in,
               int64_t out, int64_t groups = 1,
-              const std::string &role = "main") {
-    const int64_t tile = tileRows();
+              const std::string &role = "main", int64_t experts = 0,
+              int64_t slotsPerRow = 1) {
+    const int64_t tile = experts > 0 ? 1 : tileRows();
     // The op's GPU form (csa-select-linear-forms): a per-output kernel is
     // its own kernel, named for it; the kernel carries the form for the
     // NVPTX back end.
     auto form = current ? current->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)
                         : LinearFormAttr();
+    if (experts > 0)
+      form = {};
     const bool perOutput = form && form.getValue() == LinearForm::PerOutput;
     std::string name =
-        llvm::formatv("linear_{0}_{1}x{2}{3}{4}{5}", stringifyWeightFormat(format),
+        llvm::formatv("linear_{0}_{1}x{2}{3}{4}{5}{6}", stringifyWeightFormat(format),
                       in, out,
                       groups > 1 ? "_g" + std::to_string(groups) : "",
                       tile > 1 ? "_t" + std::to_string(tile) : "",
-                      perOutput ? "_per_output" : "")
+                      perOutput ? "_per_output" : "",
+                      experts > 0 ? "_e" + std::to_string(experts) +
+                                        (slotsPerRow > 1 ? "_s" + std::to_string(slotsPerRow) : "")
+                                  : "")
             .str();
     LinearKernelSpec spec;
     spec.format = linearFormat(format);
@@ -150,6 +158,8 @@ public:
     spec.outFeatures = out;
     spec.groups = groups;
     spec.rowTile = tile;
+    spec.experts = experts;
+    spec.slotsPerRow = slotsPerRow;
     if (form && !perOutput && !linearSplitKShape(spec)) {
       current->emitError() << "csa.linear_form split_k: the " << stringifyWeightFormat(format)
                            << " linear " << in << " -> " << out
@@ -426,6 +436,18 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       s.use(acc, "csa.moe", "", KernelParallelism::Nest, [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); }, "accumulate");
       std::string fin = llvm::formatv("moe_finish_{0}", dim).str();
       s.use(fin, "csa.moe", "", KernelParallelism::Nest, [&] { buildMoeFinishKernel(s.kernels, fin, dim); }, "finish");
+      // Decode: the routed experts in one launch per projection, from the
+      // routing on the device (an expert id a slot), then one combine.
+      const WeightFormat ef = op.getExpertFormat();
+      if (ef == WeightFormat::FP8Block32 || ef == WeightFormat::FP4E2M1) {
+        const int64_t experts = op.getExperts(), topK = op.getTopK();
+        s.linear("csa.moe", ef, dim, inter, 1, "experts_in", experts, topK);
+        s.linear("csa.moe", ef, inter, dim, 1, "experts_out", experts, 1);
+        std::string combine = llvm::formatv("moe_combine_{0}_top{1}_e{2}", dim, topK, experts).str();
+        s.use(combine, "csa.moe", "", KernelParallelism::Nest, [&] {
+          buildMoeCombineKernel(s.kernels, combine, dim, topK, experts);
+        }, "combine");
+      }
     } else if (auto op = dyn_cast<EngramOp>(raw)) {
       auto type = cast<RankedTensorType>(op.getStreams().getType());
       int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);

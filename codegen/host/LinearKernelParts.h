@@ -15,12 +15,19 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 namespace csa::codegen {
 
 /// An i8 code byte of `memref` at `indices`, zero-extended to i32.
 mlir::Value loadCode(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref,
                      mlir::ValueRange indices);
+
+/// The expert id of slot `slot` (an i32 of `ids`), clamped to [0, experts)
+/// as an index, and whether it was in range (the grouped linears).
+std::pair<mlir::Value, mlir::Value> loadExpertId(mlir::OpBuilder &b, mlir::Location loc,
+                                                 mlir::Value ids, mlir::Value slot,
+                                                 int64_t experts);
 
 /// numerics::decodeUe8m0 of an i32 code in [0, 255]: 2^(e-127); e = 0 is
 /// 2^-127, e = 255 is NaN.

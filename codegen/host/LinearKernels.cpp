@@ -124,6 +124,18 @@ Value loadCode(OpBuilder &b, Location loc, Value memref, ValueRange indices) {
   return arith::ExtUIOp::create(b, loc, b.getI32Type(), v);
 }
 
+std::pair<Value, Value> loadExpertId(OpBuilder &b, Location loc, Value ids, Value slot,
+                                     int64_t experts) {
+  Type i32 = b.getI32Type();
+  Value id = memref::LoadOp::create(b, loc, ids, ValueRange{slot});
+  // Unsigned: a negative id is above every expert.
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id,
+                                        arith::ConstantIntOp::create(b, loc, i32, experts));
+  Value clamped = arith::SelectOp::create(b, loc, inRange, id,
+                                          arith::ConstantIntOp::create(b, loc, i32, 0));
+  return {arith::IndexCastUIOp::create(b, loc, b.getIndexType(), clamped), inRange};
+}
+
 namespace linear {
 Value lookup(OpBuilder &b, Location loc, Value table, Value codeI32) {
   Value i = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), codeI32);
@@ -403,31 +415,52 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
   const int64_t kBlocks = k / kBlock;
   Type inType = spec.inputF32 ? f32 : bf16;
   auto xType = MemRefType::get({ShapedType::kDynamic, k}, inType);
-  auto weightType = MemRefType::get({n, fp8 ? k : k / 2}, i8);
-  auto scaleType = MemRefType::get(
-      {fp8 ? (n + kBlock - 1) / kBlock : n, kBlocks}, i8);
+  // Grouped over experts: E matrices stacked along N, an expert id a row.
+  const bool grouped = spec.experts > 0;
+  const int64_t experts = std::max<int64_t>(spec.experts, 1);
+  const int64_t scaleRows = fp8 ? (n + kBlock - 1) / kBlock : n;
+  auto weightType = MemRefType::get({experts * n, fp8 ? k : k / 2}, i8);
+  auto scaleType = MemRefType::get({experts * scaleRows, kBlocks}, i8);
   auto yType = MemRefType::get({ShapedType::kDynamic, n}, bf16);
-  func::FuncOp fn =
-      startKernel(b, module, name, {xType, weightType, scaleType, yType});
-  Value x = fn.getArgument(0), w = fn.getArgument(1), s = fn.getArgument(2),
-        y = fn.getArgument(3);
+  SmallVector<Type> argTypes{xType, weightType, scaleType, yType};
+  if (grouped)
+    argTypes.insert(argTypes.begin() + 1,
+                    MemRefType::get({ShapedType::kDynamic}, b.getI32Type()));
+  func::FuncOp fn = startKernel(b, module, name, argTypes);
+  const unsigned first = grouped ? 2 : 1;
+  Value x = fn.getArgument(0), ids = grouped ? fn.getArgument(1) : Value(),
+        w = fn.getArgument(first), s = fn.getArgument(first + 1),
+        y = fn.getArgument(first + 2);
   Value table = fp8 ? e4m3Table(b, loc, module) : e2m1Table(b, loc, module);
   // Rows in tiles of T (csa.tile rows): a tile's activations are quantized
   // once, and each 32-block of a weight row is decoded once per tile and
   // applied to the tile's rows. Every output's fp32 sum keeps the order of
   // the untiled loop (blocks in K order, elements in block order), so the
   // bits do not depend on T.
-  const int64_t tile = std::max<int64_t>(1, spec.rowTile);
+  const int64_t tile = grouped ? 1 : std::max<int64_t>(1, spec.rowTile);
   Value xq = memref::AllocOp::create(b, loc, MemRefType::get({tile, k}, f32));
   Value wb = memref::AllocOp::create(b, loc, MemRefType::get({kBlock}, f32));
   Value acc = memref::AllocOp::create(b, loc, MemRefType::get({tile}, f32));
-  Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
+  Value rows = memref::DimOp::create(b, loc, grouped ? ids : x, idx(b, loc, 0));
   Value block = idx(b, loc, kBlock);
   scf::ForOp::create(
       b, loc, idx(b, loc, 0), rows, idx(b, loc, tile), ValueRange{},
       [&](OpBuilder &b, Location loc, Value rb, ValueRange) {
     Value count = arith::MinSIOp::create(
         b, loc, idx(b, loc, tile), arith::SubIOp::create(b, loc, rows, rb));
+    // Grouped (one row a tile): the slot's expert, clamped so that every
+    // load stays in the weight; an id outside [0, E) stores zeros.
+    Value valid, weightBase, scaleBase;
+    if (grouped) {
+      auto [e, inRange] = loadExpertId(b, loc, ids, rb, spec.experts);
+      valid = inRange;
+      weightBase = arith::MulIOp::create(b, loc, e, idx(b, loc, n));
+      scaleBase = arith::MulIOp::create(b, loc, e, idx(b, loc, scaleRows));
+    }
+    auto activationRow = [&](OpBuilder &b, Value r) -> Value {
+      return grouped ? arith::DivUIOp::create(b, loc, r, idx(b, loc, spec.slotsPerRow)).getResult()
+                     : r;
+    };
     // act_quant(x[r], 32, ue8m0) for the tile's rows, dequantized: exact in
     // fp32.
     forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
@@ -435,7 +468,7 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
       Value r = arith::AddIOp::create(b, loc, rb, t);
       forLoop(b, loc, 0, kBlocks, ValueRange{},
               [&](OpBuilder &b, Location loc, Value kb, ValueRange) {
-        emitActQuantRowBlock(b, loc, x, r, kb, [&](OpBuilder &nb, Value col, Value v) {
+        emitActQuantRowBlock(b, loc, x, activationRow(b, r), kb, [&](OpBuilder &nb, Value col, Value v) {
           memref::StoreOp::create(nb, loc, arith::ExtFOp::create(nb, loc, f32, v),
                                   xq, ValueRange{t, col});
         });
@@ -447,6 +480,11 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
             [&](OpBuilder &b, Location loc, Value j, ValueRange) {
       Value scaleRow =
           fp8 ? arith::DivUIOp::create(b, loc, j, block).getResult() : j;
+      Value weightRow = j;
+      if (grouped) {
+        scaleRow = arith::AddIOp::create(b, loc, scaleBase, scaleRow);
+        weightRow = arith::AddIOp::create(b, loc, weightBase, j);
+      }
       forLoop(b, loc, idx(b, loc, 0), count, ValueRange{},
               [&](OpBuilder &b, Location loc, Value t, ValueRange) {
         memref::StoreOp::create(b, loc, f32c(b, loc, 0.f), acc, ValueRange{t});
@@ -461,7 +499,7 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
           forLoop(b, loc, 0, kBlock, ValueRange{},
                   [&](OpBuilder &b, Location loc, Value c, ValueRange) {
             Value col = arith::AddIOp::create(b, loc, base, c);
-            Value code = loadCode(b, loc, w, ValueRange{j, col});
+            Value code = loadCode(b, loc, w, ValueRange{weightRow, col});
             memref::StoreOp::create(
                 b, loc, arith::MulFOp::create(b, loc, lookup(b, loc, table, code), ws),
                 wb, ValueRange{c});
@@ -473,7 +511,7 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
           forLoop(b, loc, 0, kBlock / 2, ValueRange{},
                   [&](OpBuilder &b, Location loc, Value i, ValueRange) {
             Value byte = loadCode(
-                b, loc, w, ValueRange{j, arith::AddIOp::create(b, loc, byteBase, i)});
+                b, loc, w, ValueRange{weightRow, arith::AddIOp::create(b, loc, byteBase, i)});
             Value lo = arith::AndIOp::create(b, loc, byte, i32c(b, loc, 0xF));
             Value hi = arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4));
             Value even = arith::MulIOp::create(b, loc, i, idx(b, loc, 2));
@@ -511,6 +549,8 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
               [&](OpBuilder &b, Location loc, Value t, ValueRange) {
         Value r = arith::AddIOp::create(b, loc, rb, t);
         Value total = memref::LoadOp::create(b, loc, acc, ValueRange{t});
+        if (grouped)
+          total = arith::SelectOp::create(b, loc, valid, total, f32c(b, loc, 0.f));
         memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, total),
                                 y, ValueRange{r, j});
         return SmallVector<Value>{};
@@ -623,6 +663,8 @@ func::FuncOp buildLinearKernel(ModuleOp module, const std::string &name,
                     b.getNamedAttr("groups", b.getI64IntegerAttr(spec.groups)),
                     b.getNamedAttr("input_f32", b.getBoolAttr(spec.inputF32)),
                     b.getNamedAttr("weight_f32", b.getBoolAttr(spec.weightF32)),
+                    b.getNamedAttr("experts", b.getI64IntegerAttr(spec.experts)),
+                    b.getNamedAttr("slots_per_row", b.getI64IntegerAttr(spec.slotsPerRow)),
                 }));
   }
   return fn;
@@ -634,6 +676,11 @@ static func::FuncOp buildLinearKernelBody(ModuleOp module,
   const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
   if (k <= 0 || n <= 0)
     return fail(module, name, "in/out features must be positive");
+  if (spec.experts < 0 || spec.slotsPerRow < 1)
+    return fail(module, name, "experts must be >= 0 and slots per row >= 1");
+  if (spec.experts > 0 && spec.format != LinearFormat::FP8Block32 &&
+      spec.format != LinearFormat::FP4E2M1)
+    return fail(module, name, "only FP8/FP4 linears are grouped over experts");
   switch (spec.format) {
   case LinearFormat::BF16:
   case LinearFormat::F32:
@@ -687,6 +734,8 @@ std::optional<LinearKernelSpec> linearSpecOf(func::FuncOp fn) {
   spec.groups = *groups;
   spec.inputF32 = inputF32.getValue();
   spec.weightF32 = weightF32.getValue();
+  spec.experts = integer("experts").value_or(0);
+  spec.slotsPerRow = integer("slots_per_row").value_or(1);
   return spec;
 }
 

@@ -29,6 +29,10 @@
 //                   y: memref<?xNxbf16>)
 //   FP4      : name(x: memref<?xKxT>, w: memref<N x K/2 x i8>,
 //                   scale: memref<N x K/32 x i8>, y: memref<?xNxbf16>)
+//   grouped  : name(x: memref<?xKxT>, ids: memref<?xi32>,
+//                   w: memref<E*N x ...>, scale: memref<E*S x K/32 x i8>,
+//                   y: memref<?xNxbf16>) for FP8/FP4 with `experts` E
+//                   (S: the scale rows of one expert, N or ceil(N/32))
 //   FP8AsBF16: name(x: memref<?xKxT>, w: memref<N x K/G x i8>,
 //                   scale: memref<ceil(N/32) x ceil(K/G/32) x i8>,
 //                   y: memref<?xNxbf16>), grouped like BF16; the weight is
@@ -68,6 +72,13 @@ struct LinearKernelSpec {
   /// Rows per tile (the csa.tile `rows` of the op): each weight element is
   /// decoded once per tile of rows. Results do not depend on it.
   int64_t rowTile = 1;
+  /// FP8/FP4 only: the routed experts' matrices of one projection in one
+  /// launch (MoE decode). `experts` E > 0 experts' weights (and scales)
+  /// are stacked along N, and the kernel takes one expert id per output row
+  /// (a slot): y[r] = x[r / slotsPerRow] @ W[ids[r]]^T. An id outside
+  /// [0, E) gives a row of zeros. Rows are not tiled.
+  int64_t experts = 0;
+  int64_t slotsPerRow = 1;
 };
 
 /// Builds `name` for `spec` (signatures in the file comment). Returns a null

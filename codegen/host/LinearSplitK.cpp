@@ -115,9 +115,13 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
 
   Block *entry = freshBody(fn, {lanes.sharedPartialsType, lanes.sharedSumsType});
   b.setInsertionPointToStart(entry);
-  Value x = entry->getArgument(0), w = entry->getArgument(1),
-        s = withScale ? entry->getArgument(2) : Value(),
-        y = entry->getArgument(withScale ? 3 : 2);
+  // Grouped over experts (spec.experts): the slots' expert ids follow x.
+  const bool grouped = spec.experts > 0;
+  const unsigned first = grouped ? 2 : 1;
+  Value x = entry->getArgument(0), ids = grouped ? entry->getArgument(1) : Value(),
+        w = entry->getArgument(first),
+        s = withScale ? entry->getArgument(first + 1) : Value(),
+        y = entry->getArgument(withScale ? first + 2 : first + 1);
   Value partials = entry->getArgument(entry->getNumArguments() - 2),
         sums = entry->getArgument(entry->getNumArguments() - 1);
   Value r = lanes.row(b, loc), t = lanes.thread(b, loc);
@@ -125,9 +129,23 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   auto rowGuard = scf::IfOp::create(
       b, loc,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r,
-                            memref::DimOp::create(b, loc, x, idx(b, loc, 0))),
+                            memref::DimOp::create(b, loc, grouped ? ids : x, idx(b, loc, 0))),
       /*withElse=*/false);
   b.setInsertionPoint(rowGuard.thenBlock()->getTerminator());
+  // Grouped: the row is a slot, reading activation row r / slotsPerRow and
+  // its expert's rows of the stacked weight and scales.
+  Value xRow = r, valid, weightBase, scaleBase;
+  if (grouped) {
+    xRow = arith::DivUIOp::create(b, loc, r, idx(b, loc, spec.slotsPerRow));
+    auto [e, inRange] = loadExpertId(b, loc, ids, r, spec.experts);
+    valid = inRange;
+    weightBase = arith::MulIOp::create(b, loc, e, idx(b, loc, n));
+    scaleBase = arith::MulIOp::create(
+        b, loc, e, idx(b, loc, fp8 ? (n + kBlock - 1) / kBlock : n));
+  }
+  auto weightRow = [&](OpBuilder &b, Value j) -> Value {
+    return grouped ? arith::AddIOp::create(b, loc, weightBase, j).getResult() : j;
+  };
 
   // Threads past the words (a block is whole warps) compute with the last
   // thread's words and contribute zero.
@@ -155,7 +173,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
           b, loc,
           [&](OpBuilder &nb, Value c) {
             Value col = arith::AddIOp::create(nb, loc, column(nb, c0), c);
-            return loadF32(nb, loc, x, ValueRange{r, col});
+            return loadF32(nb, loc, x, ValueRange{xRow, col});
           },
           [&](OpBuilder &nb, Value c, Value v) {
             int64_t at = getConstantIntValue(c).value_or(0);
@@ -165,7 +183,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     }
   } else {
     for (int64_t c = 0; c < values; ++c)
-      xs.push_back(loadF32(b, loc, x, ValueRange{r, column(b, c)}));
+      xs.push_back(loadF32(b, loc, x, ValueRange{xRow, column(b, c)}));
   }
 
   auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
@@ -240,7 +258,8 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
 
   // The words of output row j this thread owns, as 4 i32 each: one 16-byte
   // load (aligned weights) or element loads put together.
-  auto loadWords = [&](OpBuilder &b, Value j, bool vectorLoads) -> SmallVector<Value> {
+  auto loadWords = [&](OpBuilder &b, Value output, bool vectorLoads) -> SmallVector<Value> {
+    Value j = weightRow(b, output);
     SmallVector<Value> q;
     for (int64_t i = 0; i < wpt; ++i) {
       Value word = arith::AddIOp::create(b, loc, firstWord, idx(b, loc, i));
@@ -294,6 +313,8 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     if (!withScale)
       return codes;
     Value scaleRow = fp4 ? j : arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult();
+    if (grouped)
+      scaleRow = arith::AddIOp::create(b, loc, scaleBase, scaleRow);
     for (int64_t i = 0; i < wpt; i += fp8 ? 2 : 1) {
       Value word = arith::AddIOp::create(b, loc, firstWord, idx(b, loc, i));
       Value block = fp4 ? word : arith::DivUIOp::create(b, loc, word, idx(b, loc, 2)).getResult();
@@ -386,6 +407,8 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
           total = arith::AddFOp::create(
               ib, loc, total,
               memref::LoadOp::create(ib, loc, sums, ValueRange{o, idx(ib, loc, part)}));
+        if (grouped)
+          total = arith::SelectOp::create(ib, loc, valid, total, f32Const(ib, loc, 0.f));
         Value out = outType.isF32() ? total
                                     : arith::TruncFOp::create(ib, loc, outType, total).getResult();
         memref::StoreOp::create(ib, loc, out, y, ValueRange{r, j});

@@ -188,4 +188,57 @@ func::FuncOp buildMoeFinishKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
+func::FuncOp buildMoeCombineKernel(ModuleOp module, const std::string &name,
+                                   int64_t dim, int64_t topK, int64_t experts) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i32 = b.getI32Type();
+  auto bf16Rows = MemRefType::get({ShapedType::kDynamic, dim}, b.getBF16Type());
+  func::FuncOp fn = KernelBuilder::start(
+      b, module, name,
+      {bf16Rows, MemRefType::get({ShapedType::kDynamic, topK}, i32), bf16Rows, bf16Rows});
+  KernelBuilder k(b, loc);
+  Value o = fn.getArgument(0), ids = fn.getArgument(1), shared = fn.getArgument(2),
+        out = fn.getArgument(3);
+  using P = arith::CmpIPredicate;
+  auto c32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v); };
+  k.loop(k.idx(0), k.dim(shared, 0), [&](Value n) {
+    k.loop(dim, [&](Value e) {
+      // Rank by rank, the smallest (id, slot) above the previous one: the
+      // order of the per-expert lists (ascending expert, then token order).
+      SmallVector<Value> id;
+      for (int64_t slot = 0; slot < topK; ++slot)
+        id.push_back(k.load(ids, {n, k.idx(slot)}));
+      Value acc = k.f32(0.f), prevId = c32(-1), prevSlot = c32(-1);
+      for (int64_t rank = 0; rank < topK; ++rank) {
+        Value bestId = c32(experts), bestSlot = c32(-1);
+        for (int64_t slot = 0; slot < topK; ++slot) {
+          Value valid = arith::CmpIOp::create(b, loc, P::ult, id[slot], c32(experts));
+          Value after = arith::OrIOp::create(
+              b, loc, arith::CmpIOp::create(b, loc, P::sgt, id[slot], prevId),
+              arith::AndIOp::create(
+                  b, loc, arith::CmpIOp::create(b, loc, P::eq, id[slot], prevId),
+                  arith::CmpIOp::create(b, loc, P::sgt, c32(slot), prevSlot)));
+          Value better = arith::CmpIOp::create(b, loc, P::slt, id[slot], bestId);
+          Value pick = arith::AndIOp::create(b, loc, valid,
+                                             arith::AndIOp::create(b, loc, after, better));
+          bestId = arith::SelectOp::create(b, loc, pick, id[slot], bestId);
+          bestSlot = arith::SelectOp::create(b, loc, pick, c32(slot), bestSlot);
+        }
+        Value found = arith::CmpIOp::create(b, loc, P::sge, bestSlot, c32(0));
+        Value slotIndex = arith::IndexCastOp::create(
+            b, loc, b.getIndexType(), arith::SelectOp::create(b, loc, found, bestSlot, c32(0)));
+        Value row = k.addi(k.muli(n, k.idx(topK)), slotIndex);
+        Value sum = k.add(acc, k.loadF32(o, {row, e}));
+        acc = arith::SelectOp::create(b, loc, found, sum, acc);
+        prevId = arith::SelectOp::create(b, loc, found, bestId, prevId);
+        prevSlot = arith::SelectOp::create(b, loc, found, bestSlot, prevSlot);
+      }
+      k.storeBf16(k.add(acc, k.loadF32(shared, {n, e})), out, {n, e});
+    });
+  });
+  k.finish();
+  return fn;
+}
+
 } // namespace csa::codegen

@@ -47,6 +47,16 @@ mlir::func::FuncOp buildMoeAccumulateKernel(mlir::ModuleOp module,
 mlir::func::FuncOp buildMoeFinishKernel(mlir::ModuleOp module,
                                         const std::string &name, int64_t dim);
 
+/// `name(o: memref<?xDxbf16>, ids: memref<?xKxi32>, shared: memref<?xDxbf16>,
+/// out: memref<?xDxbf16>)`: the routed experts' outputs of a grouped MoE
+/// launch (o, a row per slot r * K + k) combined as the per-expert launches
+/// would: out[r] = bf16((0 + o of the row's slots in ascending (id, slot),
+/// in fp32) + shared[r]); slots whose id is outside [0, experts) are left
+/// out, as the per-expert lists leave them.
+mlir::func::FuncOp buildMoeCombineKernel(mlir::ModuleOp module,
+                                         const std::string &name, int64_t dim,
+                                         int64_t topK, int64_t experts);
+
 } // namespace csa::codegen
 
 #endif // CSA_CODEGEN_HOST_MOEKERNELS_H

@@ -388,6 +388,7 @@ Executor::Impl::run(std::vector<Step> &steps) {
     // Every weight goes to the device in the first run (csa-run --warmup
     // takes it out of the timings), not when a step first uses it.
     try {
+      placeGroupedExperts();
       for (auto &[name, view] : weights)
         runner->preload(view.data);
     } catch (const std::exception &e) {

@@ -431,6 +431,20 @@ struct Executor::Impl {
   absl::Status topk(Step &s);
   absl::Status sparseAttention(Step &s);
   absl::Status moe(Step &s);
+  /// Decode MoE (at most kGroupedMoeMaxRows rows) in one launch a
+  /// projection for the routed experts, from the routing on the device:
+  /// the per-expert launches' bits (each slot's products in the same
+  /// split-K order; the outputs combined in ascending expert id) without
+  /// reading the routing back. From 5 rows on, the per-expert lists read
+  /// each routed expert's weights once for all its rows instead.
+  static constexpr int64_t kGroupedMoeMaxRows = 4;
+  bool groupedMoe(Step &s, int64_t rows);
+  absl::Status moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts);
+  /// GPU: every MoE step's routed-expert weights placed one after another
+  /// on the device (GpuRunner::placeTogether), before the weights' upload.
+  void placeGroupedExperts();
+  /// The first expert's w1 weight of each MoE whose experts are placed.
+  std::set<const void *> expertsPlaced;
   absl::Status engram(Step &s);
   absl::Status lmHead(Step &s);
   absl::Status sliceRows(Step &s);

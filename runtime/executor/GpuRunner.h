@@ -159,6 +159,48 @@ public:
       m.current = Current::Both;
     }
   }
+  /// Gives the registered buffers starting at `parts` (of equal sizes)
+  /// device mirrors that lie one after another in one device block, in
+  /// order, so that a kernel can read them as one array (the routed
+  /// experts' weights of a grouped MoE launch); their bytes are uploaded
+  /// when first needed, as any mirror's. True when they lie so (now or
+  /// already); false, changing nothing, when they cannot: sizes differ, a
+  /// buffer is not registered from its start, or one has a mirror already.
+  bool placeTogether(const std::vector<const void *> &parts) {
+    if (parts.empty())
+      return false;
+    std::vector<uintptr_t> starts;
+    size_t bytes = 0;
+    for (const void *p : parts) {
+      uintptr_t start = 0, end = 0;
+      if (!p || !bounds.range(p, start, end) || uintptr_t(p) != start ||
+          (bytes && end - start != bytes))
+        return false;
+      bytes = end - start;
+      starts.push_back(start);
+    }
+    bool placed = true, anyMirror = false;
+    for (size_t i = 0; i < starts.size(); ++i) {
+      auto it = mirrors.find(starts[i]);
+      anyMirror |= it != mirrors.end();
+      placed &= it != mirrors.end() &&
+                it->second.device == mirrors[starts[0]].device + i * bytes;
+    }
+    if (placed || anyMirror)
+      return placed;
+    size_t capacity = 0;
+    const cuda::DevicePtr block = allocateDevice(bytes * starts.size(), &capacity);
+    for (size_t i = 0; i < starts.size(); ++i) {
+      Mirror &m = mirrors[starts[i]];
+      // Only the first owns the block (releaseDevice ignores the others:
+      // they are no block's start).
+      m.device = block + i * bytes;
+      m.bytes = bytes;
+      m.capacity = i == 0 ? capacity : bytes;
+      m.current = Current::Host;
+    }
+    return true;
+  }
   int32_t launch(const KernelRef &k, std::vector<GpuArg> &args);
   /// Before the host reads or writes the buffer holding `p`: its device
   /// bytes come back if they are newer; the host's are current afterwards.

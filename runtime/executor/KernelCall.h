@@ -94,8 +94,15 @@ public:
     end = it->second;
     return true;
   }
-  /// Whether [p, p + bytes) lies inside one registered range.
+  /// Registered ranges from `p` on that lie one after another on the device
+  /// only (GpuRunner::placeTogether): a kernel run there may read
+  /// [p, p + bytes) as one array.
+  void addDeviceSpan(const void *p, size_t bytes) { deviceSpans[uintptr_t(p)] = bytes; }
+  /// Whether [p, p + bytes) lies inside one registered range, or is the
+  /// start of a device span that long.
   bool contains(const void *p, size_t bytes) const {
+    if (auto s = deviceSpans.find(uintptr_t(p)); s != deviceSpans.end() && bytes <= s->second)
+      return true;
     auto it = ranges.upper_bound(uintptr_t(p));
     if (it == ranges.begin())
       return false;
@@ -105,6 +112,7 @@ public:
 
 private:
   std::map<uintptr_t, uintptr_t> ranges;
+  std::map<uintptr_t, size_t> deviceSpans;
 };
 inline thread_local Bounds *currentBounds = nullptr;
 

@@ -583,6 +583,8 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto dw = desc<2>(wts.ptr(), {n, topK});
     invoke(s, "route", &dl, &db, &di, &dw);
   }
+  if (groupedMoe(s, n))
+    return moeGrouped(s, x, ids, wts);
   Tensor &y = kernelZeros("moe.y", 4, {n, dim});
   // Each expert's tokens in token order, with their routing weights: one
   // list per expert, ascending expert (a counting sort of the routing, once
@@ -669,6 +671,108 @@ absl::Status Executor::Impl::moe(Step &s) {
   auto dsh = desc<2>(o.ptr(), {n, dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
   invoke(s, "finish", &dy, &dsh, &dout);
+  return absl::OkStatus();
+}
+
+bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
+  if (!runner || rows > kGroupedMoeMaxRows || !s.kernels.count("experts_in") ||
+      !s.kernels.count("experts_out") || !s.kernels.count("combine") ||
+      !s.layout.has("w1.weight", 0))
+    return false;
+  // Its kernels on the device (the grouped linears in their split-K form,
+  // not a slot a thread), and its experts' weights placed as arrays.
+  for (const char *role : {"experts_in", "experts_out", "combine"}) {
+    const KernelRef &k = kernel(s, role);
+    if (!k.runner || (role[0] == 'e' && k.gpu && k.gpu->launch.rule != "row_tiles"))
+      return false;
+  }
+  return expertsPlaced.count(weight(s, "w1.weight", 0).data) != 0;
+}
+
+void Executor::Impl::placeGroupedExperts() {
+  for (std::vector<Step> *steps : {&prefillSteps, &decodeSteps})
+    for (Step &s : *steps) {
+      if (!s.kernels.count("experts_in") || !s.layout.has("w1.weight", 0))
+        continue;
+      const int64_t experts = attr(s, "experts");
+      bool placed = true;
+      for (const char *slot : {"w1.weight", "w1.scale", "w3.weight", "w3.scale",
+                               "w2.weight", "w2.scale"}) {
+        std::vector<const void *> parts;
+        for (int64_t e = 0; e < experts && placed; ++e) {
+          placed = s.layout.has(slot, e);
+          if (placed)
+            parts.push_back(weight(s, slot, e).data);
+        }
+        placed = placed && runner->placeTogether(parts);
+        if (!placed)
+          break;
+        bounds.addDeviceSpan(parts[0], size_t(experts) * weight(s, slot, 0).bytes);
+      }
+      if (placed)
+        expertsPlaced.insert(weight(s, "w1.weight", 0).data);
+    }
+}
+
+absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts) {
+  const int64_t n = x.rows(), dim = attr(s, "dim"), experts = attr(s, "experts"),
+                topK = attr(s, "top_k"), inter = attr(s, "inter"), slots = n * topK;
+  // The routing stays on the device; it comes back only to be written out
+  // or replaced (the decisions' options).
+  if (absl::Status st = decision(s, "moe_ids", ids, "<i4"); !st.ok())
+    return st;
+  if (absl::Status st = decision(s, "moe_weights", wts, "<f4"); !st.ok())
+    return st;
+  auto dids = desc<1>(ids.ptr(), {slots});
+  // y[slot] = x[slot / slotsPerRow] @ W[ids[slot]]^T over the experts'
+  // weights (and scales) as one array (placeGroupedExperts).
+  auto grouped = [&](const char *role, const void *in, int64_t inRows, int64_t k,
+                     const std::string &layer, void *out, int64_t outFeatures) {
+    const checkpoint::TensorView &w = weight(s, layer + "weight", 0);
+    const checkpoint::TensorView &sc = weight(s, layer + "scale", 0);
+    auto dx = desc<2>(in, {inRows, k});
+    auto dw = desc<2>(w.data, {experts * w.shape[0], w.shape.size() > 1 ? w.shape[1] : 1});
+    auto ds = desc<2>(sc.data, {experts * sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
+    auto dy = desc<2>(out, {slots, outFeatures});
+    invoke(s, role, &dx, &dids, &dw, &ds, &dy);
+  };
+  Tensor &g = kernelScratch("moe.slot_g", 2, {slots, inter});
+  Tensor &up = kernelScratch("moe.slot_up", 2, {slots, inter});
+  Tensor &h = kernelScratch("moe.slot_h", 2, {slots, inter});
+  Tensor &o = kernelScratch("moe.slot_o", 2, {slots, dim});
+  grouped("experts_in", x.ptr(), n, dim, "w1.", g.ptr(), inter);
+  grouped("experts_in", x.ptr(), n, dim, "w3.", up.ptr(), inter);
+  {
+    auto dg = desc<2>(g.ptr(), {slots, inter});
+    auto du = desc<2>(up.ptr(), {slots, inter});
+    auto dw = desc<1>(wts.ptr(), {slots});
+    auto dh = desc<2>(h.ptr(), {slots, inter});
+    invoke(s, "swiglu", &dg, &du, &dw, &dh);
+  }
+  grouped("experts_out", h.ptr(), slots, inter, "w2.", o.ptr(), dim);
+  // The shared expert on every row, weight 1.
+  Tensor &ones = scratch("moe.ones", 4, {n});
+  std::fill(ones.as<float>(), ones.as<float>() + n, 1.f);
+  Tensor &sg = kernelScratch("moe.g", 2, {n, inter});
+  Tensor &su = kernelScratch("moe.up", 2, {n, inter});
+  Tensor &sh = kernelScratch("moe.h", 2, {n, inter});
+  Tensor &so = kernelScratch("moe.o", 2, {n, dim});
+  linear(s, "shared_in", x.ptr(), n, dim, "shared.w1.", -1, sg.ptr(), inter);
+  linear(s, "shared_in", x.ptr(), n, dim, "shared.w3.", -1, su.ptr(), inter);
+  {
+    auto dg = desc<2>(sg.ptr(), {n, inter});
+    auto du = desc<2>(su.ptr(), {n, inter});
+    auto d1 = desc<1>(ones.ptr(), {n});
+    auto dh = desc<2>(sh.ptr(), {n, inter});
+    invoke(s, "swiglu", &dg, &du, &d1, &dh);
+  }
+  linear(s, "shared_out", sh.ptr(), n, inter, "shared.w2.", -1, so.ptr(), dim);
+  Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
+  auto dO = desc<2>(o.ptr(), {slots, dim});
+  auto dI = desc<2>(ids.ptr(), {n, topK});
+  auto dS = desc<2>(so.ptr(), {n, dim});
+  auto dOut = desc<2>(out.ptr(), {n, dim});
+  invoke(s, "combine", &dO, &dI, &dS, &dOut);
   return absl::OkStatus();
 }
 

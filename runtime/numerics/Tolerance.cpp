@@ -48,6 +48,8 @@ std::optional<OperandEncoding> parseOperandEncoding(const std::string &name) {
     return OperandEncoding::E2M1x2;
   if (name == "ue8m0")
     return OperandEncoding::UE8M0;
+  if (name == "expert_id")
+    return OperandEncoding::ExpertId;
   if (name == "output")
     return OperandEncoding::Output;
   return std::nullopt;
@@ -70,6 +72,7 @@ void takeMagnitudes(void *data, size_t count, size_t elementBytes, OperandEncodi
       bytes[i] &= 0x77;
     return;
   case OperandEncoding::UE8M0:
+  case OperandEncoding::ExpertId:
   case OperandEncoding::Output:
     return;
   }

@@ -42,10 +42,12 @@ double normErrorBound(int64_t terms, double reference, bool outputBf16);
 
 /// How an operand's bytes encode its values, for taking magnitudes:
 /// bf16/f32 values (`Real`), E4M3 codes, two E2M1 codes a byte, UE8M0 scale
-/// codes (no sign), or the result (left as it is).
-enum class OperandEncoding { Real, E4M3, E2M1x2, UE8M0, Output };
+/// codes (no sign), i32 expert ids choosing which products are summed (the
+/// grouped linears; left as they are), or the result (left as it is).
+enum class OperandEncoding { Real, E4M3, E2M1x2, UE8M0, ExpertId, Output };
 
-/// "real", "e4m3", "e2m1x2", "ue8m0", "output" (kernels.json "tolerance").
+/// "real", "e4m3", "e2m1x2", "ue8m0", "expert_id", "output" (kernels.json
+/// "tolerance").
 std::optional<OperandEncoding> parseOperandEncoding(const std::string &name);
 
 /// Clears the sign of every value of `count` elements of `elementBytes`

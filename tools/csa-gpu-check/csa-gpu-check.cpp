@@ -12,7 +12,9 @@
 //
 // Kernels whose arguments are all dense memrefs of bf16, f32 or i8 are run
 // (inputs: normal bf16/f32 values, i8 codes in [100, 140], moderate E4M3 and
-// UE8M0 values); kernels with scalar, index or strided arguments need inputs
+// UE8M0 values), and those whose i32 arguments are expert ids (a tolerance's
+// "expert_id" operands: ids in [-1, index_limit), -1 naming no expert; the
+// grouped linears, timed on the bytes of the experts named); kernels with scalar, index or strided arguments need inputs
 // with meaning (positions, token ids, cache views) and are listed as not run.
 // Every '?' dimension is --rows (37: not a multiple of the row tile).
 //
@@ -126,6 +128,8 @@ bool parseArgument(const std::string &type, int64_t rows, Arg &arg) {
     arg.elementBytes = 4;
   else if (arg.element == "i8")
     arg.elementBytes = 1;
+  else if (arg.element == "i32")
+    arg.elementBytes = 4; // only as a tolerance's expert ids (below)
   else
     return false;
   return true;
@@ -288,7 +292,7 @@ int main(int argc, char **argv) {
       continue;
     }
     // A tolerance instead of bits: the output argument and the encodings.
-    int64_t toleranceOutput = -1, toleranceTerms = 0;
+    int64_t toleranceOutput = -1, toleranceTerms = 0, indexLimit = 0;
     std::string toleranceRule;
     std::vector<csa::numerics::OperandEncoding> encodings;
     if (k.contains("tolerance")) {
@@ -305,6 +309,7 @@ int main(int argc, char **argv) {
             encodings.push_back(*e);
         }
       toleranceOutput = valid ? t.value("output", int64_t(-1)) : -1;
+      indexLimit = valid ? t.value("index_limit", int64_t(0)) : 0;
       toleranceTerms = valid ? t.value("terms", int64_t(0)) : 0;
       if (toleranceOutput < 0 || toleranceOutput >= int64_t(args.size()) || toleranceTerms <= 0) {
         std::cerr << "csa-gpu-check: error: kernels.json: kernel '" << name
@@ -313,6 +318,18 @@ int main(int argc, char **argv) {
         return 1;
       }
     }
+    // i32 arguments are run only as expert ids (values with meaning).
+    bool idsKnown = true;
+    for (size_t ai = 0; ai < args.size(); ++ai) {
+      const bool isId = ai < encodings.size() &&
+                        encodings[ai] == csa::numerics::OperandEncoding::ExpertId;
+      if ((args[ai].element == "i32") != isId || (isId && indexLimit < 1))
+        idsKnown = false;
+    }
+    if (!idsKnown) {
+      notRun.push_back(name);
+      continue;
+    }
     // Exact operands: no bound, the bits (the output still poisoned).
     const bool exact = exactOperands && toleranceOutput >= 0 && toleranceRule == "dot";
     const bool bounded = toleranceOutput >= 0 && !exact;
@@ -320,12 +337,19 @@ int main(int argc, char **argv) {
     std::normal_distribution<float> normal(0.f, 1.f);
     std::uniform_int_distribution<int> code(100, 140), eighths(-16, 16), anyByte(0, 255),
         mantissa(0, 15);
+    // Expert ids: every expert, and -1 (a slot that routes nowhere: zeros).
+    std::uniform_int_distribution<int32_t> expertId(-1, int32_t(std::max<int64_t>(indexLimit, 1) - 1));
     for (size_t ai = 0; ai < args.size(); ++ai) {
       Arg &a = args[ai];
       if (a.scalar)
         continue;
       a.host.resize(size_t(a.count() * a.elementBytes));
       for (int64_t i = 0; i < a.count(); ++i) {
+        if (a.element == "i32") {
+          const int32_t id = expertId(gen);
+          std::memcpy(&a.host[size_t(i) * 4], &id, 4);
+          continue;
+        }
         if (exact) {
           using csa::numerics::OperandEncoding;
           const OperandEncoding e = encodings[ai];
@@ -579,12 +603,35 @@ int main(int argc, char **argv) {
       }
       std::sort(ms.begin(), ms.end());
       const double seconds = ms[ms.size() / 2] * 1e-3;
+      // A grouped linear reads the weights (and scales) of the experts its
+      // ids name, once each, not every expert's.
+      double expertShare = 1, validSlots = double(rows);
+      for (size_t ai = 0; ai < args.size() && indexLimit > 0; ++ai)
+        if (args[ai].element == "i32") {
+          std::vector<bool> named(size_t(indexLimit), false);
+          validSlots = 0;
+          for (int64_t i = 0; i < args[ai].count(); ++i) {
+            int32_t id;
+            std::memcpy(&id, &args[ai].host[size_t(i) * 4], 4);
+            if (id >= 0 && id < indexLimit) {
+              named[size_t(id)] = true;
+              ++validSlots;
+            }
+          }
+          expertShare = double(std::count(named.begin(), named.end(), true)) / double(indexLimit);
+        }
       double bytes = 0;
       std::string shapes;
-      for (const Arg &a : args) {
+      for (size_t ai = 0; ai < args.size(); ++ai) {
+        const Arg &a = args[ai];
         if (a.scalar)
           continue;
-        bytes += double(a.host.size());
+        using csa::numerics::OperandEncoding;
+        const bool expertWeights =
+            indexLimit > 0 && ai < encodings.size() &&
+            (encodings[ai] == OperandEncoding::E2M1x2 || encodings[ai] == OperandEncoding::E4M3 ||
+             encodings[ai] == OperandEncoding::UE8M0);
+        bytes += double(a.host.size()) * (expertWeights ? expertShare : 1.0);
         shapes += (shapes.empty() ? "" : " ") + std::to_string(a.count()) + "x" +
                   a.element;
       }
@@ -595,7 +642,7 @@ int main(int argc, char **argv) {
         double groups = 1;
         if (auto g = name.find("_g"); g != std::string::npos)
           groups = std::max(1.0, std::atof(name.c_str() + g + 2));
-        flops = 2.0 * double(rows) * double(args.front().shape[1]) *
+        flops = 2.0 * validSlots * double(args.front().shape[1]) *
                 double(args.back().shape[1]) / groups;
       }
       constexpr double kCopyBytesPerSecond = 4.3e12, kBf16FlopsPerSecond = 790e12;

@@ -435,6 +435,125 @@ TEST(GpuFormEmulation, SplitKLinearMeetsTheDotBound) {
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, LinearForm::SplitK);
 }
 
+namespace {
+
+/// A grouped linear (LinearKernelSpec::experts) against its experts' own
+/// kernels: host and split-K form, each slot's row must be the bits of the
+/// ungrouped kernel of the same form on the slot's expert and activation
+/// row (zeros for an id outside [0, E)): grouping changes which weights a
+/// block reads, never its sums.
+void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int64_t experts,
+                                  int64_t slotsPerRow, const std::vector<int32_t> &ids) {
+  LinearKernelSpec single = specOf(format, k, n);
+  LinearKernelSpec grouped = single;
+  grouped.experts = experts;
+  grouped.slotsPerRow = slotsPerRow;
+  const int64_t mps = 4;
+  LinearSplitKShape split = *linearSplitKShape(single, mps);
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    MLIRContext *ctx = m.getContext();
+    buildLinearKernel(m, "host_single", single);
+    buildLinearKernel(m, "host_grouped", grouped);
+    for (auto [name, spec] : {std::pair<const char *, LinearKernelSpec *>{"form_single", &single},
+                              {"form_grouped", &grouped}}) {
+      func::FuncOp form = buildLinearKernel(m, name, *spec);
+      LinearSplitKLanes lanes;
+      lanes.row = simt.value(simt.blockX);
+      lanes.outputTile = simt.value(simt.blockY);
+      lanes.thread = simt.value(simt.thread);
+      lanes.barrier = simt.sync();
+      lanes.weightAddressSpace = 0;
+      lanes.sharedPartialsType =
+          MemRefType::get({split.outputsPerBlock, split.threads}, Float32Type::get(ctx));
+      lanes.sharedSumsType =
+          MemRefType::get({split.outputsPerBlock, kSplitKParts}, Float32Type::get(ctx));
+      buildLinearSplitKBody(form, *spec, split, lanes);
+    }
+  });
+  const bool fp4 = format == LinearFormat::FP4E2M1;
+  const int64_t slots = int64_t(ids.size()), rows = (slots + slotsPerRow - 1) / slotsPerRow;
+  const int64_t wCols = fp4 ? k / 2 : k, scaleRows = fp4 ? n : (n + 31) / 32, scaleCols = k / 32;
+  std::mt19937 gen(uint32_t(k + n + experts));
+  std::uniform_int_distribution<int> code(100, 140), any(0, 255), exponent(120, 130);
+  std::vector<uint16_t> x = randomBf16(size_t(rows * k), uint32_t(k));
+  // 16-byte aligned weights (the form's vector loads), E experts stacked.
+  std::vector<uint8_t> wStore(size_t(experts * n * wCols) + 16);
+  uint8_t *w = wStore.data() + (16 - reinterpret_cast<uintptr_t>(wStore.data()) % 16) % 16;
+  for (int64_t i = 0; i < experts * n * wCols; ++i) {
+    w[i] = uint8_t(fp4 ? any(gen) : code(gen));
+    if (!fp4 && (w[i] & 0x7F) == 0x7F)
+      w[i] ^= 1;
+  }
+  std::vector<int8_t> scale(size_t(experts * scaleRows * scaleCols));
+  for (int8_t &v : scale)
+    v = int8_t(exponent(gen));
+  using Fn4 = void (*)(void *, void *, void *, void *);
+  using Fn5 = void (*)(void *, void *, void *, void *, void *);
+  using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
+  using Fn7 = void (*)(void *, void *, void *, void *, void *, void *, void *);
+  void *hostSingle = lib.symbol("host_single"), *hostGrouped = lib.symbol("host_grouped"),
+       *formSingle = lib.symbol("form_single"), *formGrouped = lib.symbol("form_grouped");
+  ASSERT_TRUE(hostSingle && hostGrouped && formSingle && formGrouped);
+  auto dx = describe<2>(x, {rows, k});
+  std::vector<int32_t> idsCopy = ids;
+  auto dids = describe<1>(idsCopy, {slots});
+  Descriptor<2, uint8_t> dw{w, w, 0, {experts * n, wCols}, {wCols, 1}};
+  auto ds = describe<2>(scale, {experts * scaleRows, scaleCols});
+  const int64_t o = split.outputsPerBlock, t = split.threads;
+  auto runForm = [&](int64_t gridRows, const std::function<void(void *, void *, void *)> &call) {
+    launch(gridRows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
+      float *p = static_cast<float *>(shared);
+      Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
+      float *q = p + o * t;
+      Descriptor<2, float> dSums{q, q, 0, {o, kSplitKParts}, {kSplitKParts, 1}};
+      call(&dPart, &dSums, shared);
+    });
+  };
+  std::vector<uint16_t> hostY(size_t(slots * n), 0x7FC1), formY(size_t(slots * n), 0x7FC1);
+  auto dhy = describe<2>(hostY, {slots, n});
+  auto dfy = describe<2>(formY, {slots, n});
+  reinterpret_cast<Fn5>(hostGrouped)(&dx, &dids, &dw, &ds, &dhy);
+  runForm(slots, [&](void *part, void *sums, void *) {
+    reinterpret_cast<Fn7>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, part, sums);
+  });
+  for (int64_t r = 0; r < slots; ++r) {
+    SCOPED_TRACE(::testing::Message() << "slot " << r << ", expert " << ids[size_t(r)]);
+    const int32_t e = ids[size_t(r)];
+    std::vector<uint16_t> hostRef(size_t(n), 0), formRef(size_t(n), 0);
+    if (e >= 0 && e < experts) {
+      // The expert's own weight and scales, the slot's activation row.
+      std::vector<uint16_t> xr(x.begin() + (r / slotsPerRow) * k,
+                               x.begin() + (r / slotsPerRow + 1) * k);
+      auto dxr = describe<2>(xr, {1, k});
+      uint8_t *we = w + e * n * wCols;
+      Descriptor<2, uint8_t> dwe{we, we, 0, {n, wCols}, {wCols, 1}};
+      int8_t *se = scale.data() + e * scaleRows * scaleCols;
+      Descriptor<2, int8_t> dse{se, se, 0, {scaleRows, scaleCols}, {scaleCols, 1}};
+      auto dhr = describe<2>(hostRef, {1, n});
+      auto dfr = describe<2>(formRef, {1, n});
+      reinterpret_cast<Fn4>(hostSingle)(&dxr, &dwe, &dse, &dhr);
+      runForm(1, [&](void *part, void *sums, void *) {
+        reinterpret_cast<Fn6>(formSingle)(&dxr, &dwe, &dse, &dfr, part, sums);
+      });
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(bits(hostY[size_t(r * n + j)]), bits(hostRef[size_t(j)])) << "host, output " << j;
+      ASSERT_EQ(bits(formY[size_t(r * n + j)]), bits(formRef[size_t(j)])) << "form, output " << j;
+    }
+  }
+}
+
+} // namespace
+
+TEST(GpuFormEmulation, GroupedLinearsGiveTheirExpertsBits) {
+  // Two slots a row (the experts' first projection, top-2) and one (the
+  // second); an expert repeated, a negative id and one past the experts.
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 128, 40, 3, 2, {2, 0, 1, 1, -1, 7});
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 64, 24, 4, 1, {3, 0, 2});
+  expectGroupedEqualsPerExpert(LinearFormat::FP8Block32, 192, 40, 3, 2, {1, 2, 0, -1});
+}
+
 TEST(GpuFormEmulation, SplitKLinearIsExactWhenEverySumIs) {
   // With exact partial sums the order cannot matter: the form must give the
   // host kernel's bits. The released widths' shapes as an H200 splits them.

@@ -744,6 +744,19 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         return std::pair<Value, Value>{half(0), half(1)};
       };
       lanes.e2m1ThroughF16 = true;
+      // act_quant by cvt.rn.satfinite.e4m3x2.f32 (`a` to the high byte),
+      // back through cvt.rn.f16x2.e4m3x2: exact, RNE with saturation, as
+      // the host's integer rounding.
+      lanes.e4m3RoundPair = [toF32 = lanes.e4m3PairToF32](OpBuilder &b, Location loc, Value lo,
+                                                          Value hi) {
+        MLIRContext *ctx = b.getContext();
+        Value packed = NVVM::ConvertF32x2ToF8x2Op::create(
+            b, loc, b.getI16Type(), hi, lo,
+            NVVM::FPRoundingModeAttr::get(ctx, NVVM::FPRoundingMode::RN),
+            NVVM::SaturationModeAttr::get(ctx, NVVM::SaturationMode::SATFINITE),
+            b.getBoolAttr(false), TypeAttr::get(b.getType<Float8E4M3FNType>()));
+        return toF32(b, loc, packed);
+      };
       lanes.sharedPartialsType = MemRefType::get({split->outputsPerBlock, split->threads},
                                                  b.getF32Type(), MemRefLayoutAttrInterface{},
                                                  workgroup);

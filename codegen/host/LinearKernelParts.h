@@ -40,12 +40,21 @@ mlir::Value decodeE4M3Arith(mlir::OpBuilder &b, mlir::Location loc, mlir::Value 
 /// The E2M1 value of an i32 code in [0, 15], without a table.
 mlir::Value decodeE2M1Arith(mlir::OpBuilder &b, mlir::Location loc, mlir::Value code);
 
+/// Two f32 values rounded to E4M3 and back (RNE, saturating to +-448): an
+/// instruction where the target has one (sm_89's cvt.rn.satfinite.e4m3x2).
+using E4M3RoundPair = std::function<std::pair<mlir::Value, mlir::Value>(
+    mlir::OpBuilder &, mlir::Location, mlir::Value, mlir::Value)>;
+
 /// act_quant(x, 32, ue8m0) of one block of 32, dequantized: `load(c)` gives
 /// element c as f32, `store(c, v)` receives the dequantized bf16 element
-/// (numerics::actQuantInplace, bit for bit).
+/// (numerics::actQuantInplace, bit for bit). The E4M3 rounding is
+/// emitRoundToE4M3's integer arithmetic, or `roundPair` when given (equal
+/// on every value act_quant rounds: |x / s| <= 448 or an infinity, NaN
+/// staying NaN).
 void emitActQuantBlock(mlir::OpBuilder &b, mlir::Location loc,
                        const std::function<mlir::Value(mlir::OpBuilder &, mlir::Value)> &load,
-                       const std::function<void(mlir::OpBuilder &, mlir::Value, mlir::Value)> &store);
+                       const std::function<void(mlir::OpBuilder &, mlir::Value, mlir::Value)> &store,
+                       const E4M3RoundPair &roundPair = nullptr);
 
 /// Items first, first + stride, ... below `count`, `group` a loop trip: the
 /// trip's loads (`load(read)`; an item past the end reads the last item

@@ -235,7 +235,8 @@ Value blockedDot(OpBuilder &b, Location loc, int64_t k,
 /// ways; code 255, NaN, stays NaN): the same bits without a division.
 void emitActQuantBlock(OpBuilder &b, Location loc,
                        const std::function<Value(OpBuilder &, Value)> &load,
-                       const std::function<void(OpBuilder &, Value, Value)> &store) {
+                       const std::function<void(OpBuilder &, Value, Value)> &store,
+                       const E4M3RoundPair &roundPair) {
   Type i32 = b.getI32Type(), bf16 = b.getBF16Type();
   SmallVector<Value> values;
   for (int64_t c = 0; c < kBlock; ++c)
@@ -278,10 +279,19 @@ void emitActQuantBlock(OpBuilder &b, Location loc,
       arith::SelectOp::create(b, loc, isNaNCode, code,
                               arith::SubIOp::create(b, loc, i32c(b, loc, 254), code)));
   // The elements: x / s, E4M3 round trip, times s, stored as bf16.
+  SmallVector<Value> rounded(kBlock);
+  for (int64_t c = 0; c < kBlock; c += 2) {
+    Value q0 = arith::MulFOp::create(b, loc, values[size_t(c)], inverse);
+    Value q1 = arith::MulFOp::create(b, loc, values[size_t(c + 1)], inverse);
+    if (roundPair) {
+      std::tie(rounded[size_t(c)], rounded[size_t(c + 1)]) = roundPair(b, loc, q0, q1);
+    } else {
+      rounded[size_t(c)] = emitRoundToE4M3(b, loc, q0);
+      rounded[size_t(c + 1)] = emitRoundToE4M3(b, loc, q1);
+    }
+  }
   for (int64_t c = 0; c < kBlock; ++c) {
-    Value q = arith::MulFOp::create(b, loc, values[size_t(c)], inverse);
-    Value r = emitRoundToE4M3(b, loc, q);
-    Value d = arith::MulFOp::create(b, loc, r, scale);
+    Value d = arith::MulFOp::create(b, loc, rounded[size_t(c)], scale);
     store(b, idx(b, loc, c), arith::TruncFOp::create(b, loc, bf16, d));
   }
 }

@@ -86,11 +86,16 @@ std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
   shape.activeThreads = words / *chosen;
   shape.threads = (shape.activeThreads + 31) / 32 * 32;
   // Enough blocks for two a multiprocessor, at most 16 outputs a block (the
-  // activations are read again by every block), all in one group.
+  // activations are read again by every block), all in one group. A linear
+  // grouped over experts has a block row a slot (6 for a top-6 token), so
+  // 16. (Which block computes an output does not change its sum.)
   int64_t outputs =
-      std::clamp<int64_t>(pow2Floor(std::max<int64_t>(
-                              1, spec.outFeatures / (2 * std::max<int64_t>(multiprocessors, 1)))),
-                          4, 16);
+      spec.experts > 0
+          ? 16
+          : std::clamp<int64_t>(
+                pow2Floor(std::max<int64_t>(
+                    1, spec.outFeatures / (2 * std::max<int64_t>(multiprocessors, 1)))),
+                4, 16);
   while (outputs > 1 && (g > 1 ? ng % outputs != 0 : outputs / 2 >= spec.outFeatures))
     outputs /= 2;
   shape.outputsPerBlock = outputs;
@@ -178,7 +183,8 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
           [&](OpBuilder &nb, Value c, Value v) {
             int64_t at = getConstantIntValue(c).value_or(0);
             block[size_t(at)] = arith::ExtFOp::create(nb, loc, f32, v);
-          });
+          },
+          lanes.e4m3RoundPair);
       llvm::append_range(xs, block);
     }
   } else {

@@ -19,6 +19,7 @@
 #ifndef CSA_CODEGEN_HOST_LINEARSPLITK_H
 #define CSA_CODEGEN_HOST_LINEARSPLITK_H
 
+#include "codegen/host/LinearKernelParts.h"
 #include "codegen/host/LinearKernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -68,6 +69,9 @@ struct LinearSplitKLanes {
   /// FP4 codes decoded two at a time through f16 bit patterns (exact; the
   /// GPU converts f16 to f32 in one instruction). Off: decodeE2M1Arith.
   bool e2m1ThroughF16 = false;
+  /// act_quant's E4M3 rounding by the GPU's cvt (emitActQuantBlock); empty:
+  /// integer arithmetic, as on the host.
+  E4M3RoundPair e4m3RoundPair;
   /// The address space of the weight's 16-byte loads (1: NVPTX global; 0 on
   /// the host).
   unsigned weightAddressSpace = 1;

@@ -316,6 +316,21 @@ struct Executor::Impl {
     hostRefilled(t.ptr());
     return t;
   }
+  /// Scratch that keeps the bytes `fill` wrote while its shape stays (a
+  /// constant operand, such as the shared expert's unit routing weights):
+  /// filled, and on the GPU path uploaded, only when the shape changes, not
+  /// every step (an upload ends a step's run of graph launches).
+  Tensor &constantScratch(const std::string &name, int64_t elementBytes,
+                          std::vector<int64_t> dims, const std::function<void(Tensor &)> &fill) {
+    Tensor &t = transients["$scratch." + name];
+    if (t.elementBytes == elementBytes && t.dims == dims && !t.data.empty())
+      return t;
+    t.elementBytes = elementBytes;
+    t.resize(std::move(dims));
+    fill(t);
+    hostRefilled(t.ptr());
+    return t;
+  }
   /// Scratch whose every element that is read was first written by a kernel
   /// of the step (so its bytes are not uploaded on the GPU path). Only for
   /// buffers the host never writes and never reads without onHost.
@@ -438,6 +453,12 @@ struct Executor::Impl {
   /// reading the routing back. From 5 rows on, the per-expert lists read
   /// each routed expert's weights once for all its rows instead.
   static constexpr int64_t kGroupedMoeMaxRows = 4;
+  /// The shared expert's routing weights: 1 for each of `rows` rows.
+  Tensor &unitWeights(int64_t rows) {
+    return constantScratch("moe.ones", 4, {rows}, [](Tensor &t) {
+      std::fill(t.as<float>(), t.as<float>() + t.numel(), 1.f);
+    });
+  }
   bool groupedMoe(Step &s, int64_t rows);
   absl::Status moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts);
   /// GPU: every MoE step's routed-expert weights placed one after another

@@ -616,8 +616,7 @@ absl::Status Executor::Impl::moe(Step &s) {
         rowWeight.as<float>()[at] = wts.as<float>()[r * topK + slot];
       }
   }
-  Tensor &ones = scratch("moe.ones", 4, {n});
-  std::fill(ones.as<float>(), ones.as<float>() + n, 1.f);
+  Tensor &ones = unitWeights(n);
   // Right after the routing came back nothing waits to launch: the lists go
   // to the GPU now, so the experts' launches below are one run.
   uploadNow(rowIndex.ptr());
@@ -751,8 +750,7 @@ absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor 
   }
   grouped("experts_out", h.ptr(), slots, inter, "w2.", o.ptr(), dim);
   // The shared expert on every row, weight 1.
-  Tensor &ones = scratch("moe.ones", 4, {n});
-  std::fill(ones.as<float>(), ones.as<float>() + n, 1.f);
+  Tensor &ones = unitWeights(n);
   Tensor &sg = kernelScratch("moe.g", 2, {n, inter});
   Tensor &su = kernelScratch("moe.up", 2, {n, inter});
   Tensor &sh = kernelScratch("moe.h", 2, {n, inter});

@@ -448,8 +448,11 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   LinearKernelSpec grouped = single;
   grouped.experts = experts;
   grouped.slotsPerRow = slotsPerRow;
+  // Each kernel in its own shape (the grouped one has more outputs a block:
+  // which block computes an output must not change its sum).
   const int64_t mps = 4;
-  LinearSplitKShape split = *linearSplitKShape(single, mps);
+  LinearSplitKShape splitSingle = *linearSplitKShape(single, mps),
+                    splitGrouped = *linearSplitKShape(grouped, mps);
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
     MLIRContext *ctx = m.getContext();
@@ -458,6 +461,7 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
     for (auto [name, spec] : {std::pair<const char *, LinearKernelSpec *>{"form_single", &single},
                               {"form_grouped", &grouped}}) {
       func::FuncOp form = buildLinearKernel(m, name, *spec);
+      const LinearSplitKShape &split = spec == &single ? splitSingle : splitGrouped;
       LinearSplitKLanes lanes;
       lanes.row = simt.value(simt.blockX);
       lanes.outputTile = simt.value(simt.blockY);
@@ -500,8 +504,9 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   auto dids = describe<1>(idsCopy, {slots});
   Descriptor<2, uint8_t> dw{w, w, 0, {experts * n, wCols}, {wCols, 1}};
   auto ds = describe<2>(scale, {experts * scaleRows, scaleCols});
-  const int64_t o = split.outputsPerBlock, t = split.threads;
-  auto runForm = [&](int64_t gridRows, const std::function<void(void *, void *, void *)> &call) {
+  auto runForm = [&](const LinearSplitKShape &split, int64_t gridRows,
+                     const std::function<void(void *, void *, void *)> &call) {
+    const int64_t o = split.outputsPerBlock, t = split.threads;
     launch(gridRows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
       float *p = static_cast<float *>(shared);
       Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
@@ -514,7 +519,7 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   auto dhy = describe<2>(hostY, {slots, n});
   auto dfy = describe<2>(formY, {slots, n});
   reinterpret_cast<Fn5>(hostGrouped)(&dx, &dids, &dw, &ds, &dhy);
-  runForm(slots, [&](void *part, void *sums, void *) {
+  runForm(splitGrouped, slots, [&](void *part, void *sums, void *) {
     reinterpret_cast<Fn7>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, part, sums);
   });
   for (int64_t r = 0; r < slots; ++r) {
@@ -533,7 +538,7 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
       auto dhr = describe<2>(hostRef, {1, n});
       auto dfr = describe<2>(formRef, {1, n});
       reinterpret_cast<Fn4>(hostSingle)(&dxr, &dwe, &dse, &dhr);
-      runForm(1, [&](void *part, void *sums, void *) {
+      runForm(splitSingle, 1, [&](void *part, void *sums, void *) {
         reinterpret_cast<Fn6>(formSingle)(&dxr, &dwe, &dse, &dfr, part, sums);
       });
     }
@@ -550,6 +555,9 @@ TEST(GpuFormEmulation, GroupedLinearsGiveTheirExpertsBits) {
   // Two slots a row (the experts' first projection, top-2) and one (the
   // second); an expert repeated, a negative id and one past the experts.
   expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 128, 40, 3, 2, {2, 0, 1, 1, -1, 7});
+  // The released expert widths (K split over 160 threads, 16 outputs a
+  // block where the single kernel has 4).
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 5120, 48, 2, 1, {1, 0});
   expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 64, 24, 4, 1, {3, 0, 2});
   expectGroupedEqualsPerExpert(LinearFormat::FP8Block32, 192, 40, 3, 2, {1, 2, 0, -1});
 }

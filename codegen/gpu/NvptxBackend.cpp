@@ -5,6 +5,7 @@
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/KernelSelection.h"
 #include "codegen/host/LinearKernels.h"
+#include "codegen/host/EngramKernels.h"
 #include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MhcKernels.h"
 #include "dialects/csa/CsaDialect.h"
@@ -553,6 +554,11 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       if (rmsNorm.getAs<IntegerAttr>("dim").getInt() * 4 + 4 > kMaxStaticSharedBytes)
         rmsNorm = {}; // does not fit: the rows rule below
     }
+    // Engram's gate: a block per (row, stream), the products staged in
+    // shared memory for the thread that adds them.
+    auto engramGate = fn->getAttrOfType<DictionaryAttr>(kEngramGateAttr);
+    if (engramGate)
+      fn->removeAttr(kEngramGateAttr);
     // mHC's Sinkhorn mix: a warp per row, an entry of the matrix a lane.
     auto hcMix = fn->getAttrOfType<DictionaryAttr>(kHcMixAttr);
     if (hcMix) {
@@ -583,6 +589,29 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                           MemRefLayoutAttrInterface{}, workgroup);
       buildTopKCompactBlockBody(fn, compact.getAs<IntegerAttr>("k").getInt(), lanes);
       blockPerRow(lanes.threads, (lanes.threads + 1) * 4);
+    } else if (engramGate) {
+      EngramGateBlockLanes lanes;
+      lanes.row = blockX;
+      lanes.stream = blockY;
+      lanes.thread = threadX;
+      lanes.barrier = blockBarrier;
+      const int64_t hc = engramGate.getAs<IntegerAttr>("hc").getInt();
+      const int64_t dim = engramGate.getAs<IntegerAttr>("dim").getInt();
+      lanes.chunk = std::min<int64_t>(lanes.chunk, (dim + 31) / 32 * 32);
+      lanes.sharedProductsType = MemRefType::get({3, lanes.chunk}, b.getF32Type(),
+                                                 MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedGateType = MemRefType::get({1}, b.getF32Type(), MemRefLayoutAttrInterface{},
+                                             workgroup);
+      buildEngramGateBlockBody(fn, hc, dim,
+                               float(engramGate.getAs<FloatAttr>("eps").getValueAsDouble()),
+                               lanes);
+      info.launch = "row_tiles";
+      info.blockSize = lanes.threads;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = 1;
+      info.outputs = hc;
+      info.outputsPerBlock = 1;
+      info.sharedBytes = 3 * lanes.chunk * 4 + 16;
     } else if (hcMix) {
       HcMixWarpLanes lanes;
       lanes.row = blockX;

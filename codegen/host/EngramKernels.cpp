@@ -6,6 +6,8 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 using namespace mlir;
@@ -163,6 +165,31 @@ func::FuncOp buildEngramGatherKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
+namespace {
+
+/// The gate of one stream from its three sums (sum h^2, sum key^2, sum
+/// h * weight * key), in the host kernel's operations.
+Value engramGateOfSums(KernelBuilder &k, OpBuilder &b, Location loc, Value hh, Value kk,
+                       Value hk, int64_t dim, float eps) {
+  const float invSqrtD = float(std::pow(double(dim), -0.5));
+  Value d = k.f32(float(dim)), epsV = k.f32(eps);
+  Value rstd = k.mul(k.div(k.f32(1.f), k.sqrt(k.add(k.div(hh, d), epsV))),
+                     k.div(k.f32(1.f), k.sqrt(k.add(k.div(kk, d), epsV))));
+  Value dot = k.mul(k.mul(hk, rstd), k.f32(invSqrtD));
+  Value magnitude = k.max(math::AbsFOp::create(b, loc, dot), k.f32(1e-6f));
+  // copysign(sqrt(magnitude), dot) as bit operations: the sign bit of dot
+  // on the (non-negative) root.
+  Type i32 = b.getI32Type();
+  Value signBit = arith::AndIOp::create(
+      b, loc, arith::BitcastOp::create(b, loc, i32, dot),
+      arith::ConstantIntOp::create(b, loc, i32, int64_t(0x80000000u)));
+  Value rootBits = arith::OrIOp::create(
+      b, loc, arith::BitcastOp::create(b, loc, i32, k.sqrt(magnitude)), signBit);
+  return k.sigmoid(arith::BitcastOp::create(b, loc, b.getF32Type(), rootBits));
+}
+
+} // namespace
+
 func::FuncOp buildEngramGateKernel(ModuleOp module, const std::string &name,
                                    int64_t hc, int64_t dim, float eps) {
   OpBuilder b(module.getContext());
@@ -176,7 +203,6 @@ func::FuncOp buildEngramGateKernel(ModuleOp module, const std::string &name,
   KernelBuilder k(b, loc);
   Value streams = fn.getArgument(0), kv = fn.getArgument(1),
         qWeight = fn.getArgument(2), kWeight = fn.getArgument(3);
-  const float invSqrtD = float(std::pow(double(dim), -0.5));
   k.loop(k.idx(0), k.dim(streams, 0), [&](Value n) {
     k.loop(hc, [&](Value j) {
       Value keyBase = k.muli(j, k.idx(dim));
@@ -197,23 +223,8 @@ func::FuncOp buildEngramGateKernel(ModuleOp module, const std::string &name,
                        k.add(sums.getRegionIterArg(2),
                              k.mul(k.mul(h, weight), key))});
       }
-      Value d = k.f32(float(dim)), epsV = k.f32(eps);
-      Value rstd = k.mul(
-          k.div(k.f32(1.f), k.sqrt(k.add(k.div(sums.getResult(0), d), epsV))),
-          k.div(k.f32(1.f), k.sqrt(k.add(k.div(sums.getResult(1), d), epsV))));
-      Value dot = k.mul(k.mul(sums.getResult(2), rstd), k.f32(invSqrtD));
-      Value magnitude = k.max(math::AbsFOp::create(b, loc, dot), k.f32(1e-6f));
-      // copysign(sqrt(magnitude), dot) as bit operations: the sign bit of
-      // dot on the (non-negative) root.
-      Type i32 = b.getI32Type();
-      Value signBit = arith::AndIOp::create(
-          b, loc, arith::BitcastOp::create(b, loc, i32, dot),
-          arith::ConstantIntOp::create(b, loc, i32, int64_t(0x80000000u)));
-      Value rootBits = arith::OrIOp::create(
-          b, loc, arith::BitcastOp::create(b, loc, i32, k.sqrt(magnitude)),
-          signBit);
-      Value root = arith::BitcastOp::create(b, loc, b.getF32Type(), rootBits);
-      Value gate = k.sigmoid(root);
+      Value gate = engramGateOfSums(k, b, loc, sums.getResult(0), sums.getResult(1),
+                                    sums.getResult(2), dim, eps);
       Value valueBase = k.idx(hc * dim);
       k.loop(dim, [&](Value e) {
         Value h = k.loadF32(streams, {n, j, e});
@@ -223,7 +234,104 @@ func::FuncOp buildEngramGateKernel(ModuleOp module, const std::string &name,
     });
   });
   k.finish();
+  fn->setAttr(kEngramGateAttr,
+              b.getDictionaryAttr({b.getNamedAttr("hc", b.getI64IntegerAttr(hc)),
+                                   b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                                   b.getNamedAttr("eps", b.getF32FloatAttr(eps))}));
   return fn;
+}
+
+void buildEngramGateBlockBody(func::FuncOp fn, int64_t hc, int64_t dim, float eps,
+                              const EngramGateBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {lanes.sharedProductsType, lanes.sharedGateType});
+  b.setInsertionPointToStart(entry);
+  KernelBuilder k(b, loc);
+  Type f32 = b.getF32Type();
+  Value streams = entry->getArgument(0), kv = entry->getArgument(1),
+        qWeight = entry->getArgument(2), kWeight = entry->getArgument(3),
+        products = entry->getArgument(4), sharedGate = entry->getArgument(5);
+  const int64_t threads = lanes.threads, chunk = lanes.chunk;
+  auto ult = [&](Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
+  };
+  Value n = lanes.row(b, loc), j = lanes.stream(b, loc), tid = lanes.thread(b, loc);
+  auto active = scf::IfOp::create(b, loc, ult(n, k.dim(streams, 0)), /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0));
+  Value keyBase = k.muli(j, k.idx(dim));
+  // Runs `body` where `cond` holds.
+  auto when = [&](Value cond, const std::function<void()> &body) {
+    auto guard = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    body();
+  };
+  Value sums[3] = {k.f32(0.f), k.f32(0.f), k.f32(0.f)};
+  for (int64_t c0 = 0; c0 < dim; c0 += chunk) {
+    const int64_t length = std::min(chunk, dim - c0);
+    // This thread's elements of the pass: every load first (clamped
+    // columns), then the products' stores that exist.
+    SmallVector<std::pair<Value, Value>> own; // (offset in the pass, valid)
+    SmallVector<std::array<Value, 3>> made;
+    for (int64_t s = 0; s * threads < length; ++s) {
+      Value at = k.addi(tid, k.idx(s * threads));
+      Value e = arith::MinUIOp::create(b, loc, k.addi(at, k.idx(c0)), k.idx(c0 + length - 1));
+      own.push_back({at, ult(at, k.idx(length))});
+      Value h = k.loadF32(streams, {n, j, e});
+      Value key = k.loadF32(kv, {n, k.addi(keyBase, e)});
+      Value weight = k.mul(k.loadF32(qWeight, {j, e}), k.loadF32(kWeight, {j, e}));
+      made.push_back({k.mul(h, h), k.mul(key, key), k.mul(k.mul(h, weight), key)});
+    }
+    for (size_t s = 0; s < own.size(); ++s)
+      when(own[s].second, [&] {
+        for (int64_t p = 0; p < 3; ++p)
+          k.store(made[s][size_t(p)], products, {k.idx(p), own[s].first});
+      });
+    lanes.barrier(b, loc);
+    // Thread 0 adds the pass's products in element order.
+    auto walk = scf::IfOp::create(b, loc, TypeRange{f32, f32, f32}, isFirst, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(walk.thenBlock());
+      auto loop = scf::ForOp::create(b, loc, k.idx(0), k.idx(length), k.idx(1),
+                                     ValueRange{sums[0], sums[1], sums[2]});
+      {
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value e = loop.getInductionVar();
+        SmallVector<Value> next;
+        for (int64_t p = 0; p < 3; ++p)
+          next.push_back(k.add(loop.getRegionIterArg(unsigned(p)),
+                               k.load(products, {k.idx(p), e})));
+        scf::YieldOp::create(b, loc, next);
+      }
+      scf::YieldOp::create(b, loc, loop.getResults());
+      b.setInsertionPointToStart(walk.elseBlock());
+      scf::YieldOp::create(b, loc, ValueRange{sums[0], sums[1], sums[2]});
+    }
+    for (unsigned p = 0; p < 3; ++p)
+      sums[p] = walk.getResult(p);
+    lanes.barrier(b, loc); // the next pass overwrites the products
+  }
+  when(isFirst, [&] {
+    k.store(engramGateOfSums(k, b, loc, sums[0], sums[1], sums[2], dim, eps), sharedGate,
+            {k.idx(0)});
+  });
+  lanes.barrier(b, loc);
+  Value gate = k.load(sharedGate, {k.idx(0)});
+  Value valueBase = k.idx(hc * dim);
+  for (int64_t s = 0; s * threads < dim; ++s) {
+    Value e = k.addi(tid, k.idx(s * threads));
+    when(ult(e, k.idx(dim)), [&] {
+      Value h = k.loadF32(streams, {n, j, e});
+      Value v = k.loadF32(kv, {n, k.addi(valueBase, e)});
+      k.storeBf16(k.add(h, k.mul(gate, v)), streams, {n, j, e});
+    });
+  }
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 } // namespace csa::codegen

@@ -8,8 +8,10 @@
 #define CSA_CODEGEN_HOST_ENGRAMKERNELS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,32 @@ mlir::func::FuncOp buildEngramGatherKernel(mlir::ModuleOp module,
 mlir::func::FuncOp buildEngramGateKernel(mlir::ModuleOp module,
                                          const std::string &name, int64_t hc,
                                          int64_t dim, float eps);
+
+/// The attribute on every Engram gate kernel, {hc, dim, eps}: the NVPTX back
+/// end rebuilds it as the block form.
+inline constexpr const char *kEngramGateAttr = "csa.engram_gate";
+
+/// How the gate's block form is spread: a block of `threads` per (row,
+/// stream); `chunk` elements staged a pass.
+struct EngramGateBlockLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, stream, thread;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  int64_t threads = 256, chunk = 1024;
+  /// Appended to the kernel's arguments, in shared memory: memref<3 x chunk
+  /// x f32> (a pass's products) and memref<1 x f32> (the gate).
+  mlir::Type sharedProductsType, sharedGateType;
+};
+
+/// Replaces the body of `fn` (from buildEngramGateKernel) with the block
+/// form, the host kernel's bits: each pass, the threads compute the products
+/// of `chunk` elements (h * h, key * key, h * (q * k) * key, as the host
+/// does) into shared memory, and one thread adds them to the three sums in
+/// element order; that thread computes the gate, and every thread updates
+/// its elements of the stream. One thread walking the stream in global
+/// memory (the host kernel run a (row, stream) a thread) waited for each
+/// element's loads in turn.
+void buildEngramGateBlockBody(mlir::func::FuncOp fn, int64_t hc, int64_t dim, float eps,
+                              const EngramGateBlockLanes &lanes);
 
 } // namespace csa::codegen
 

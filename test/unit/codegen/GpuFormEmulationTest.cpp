@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/EngramKernels.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/LinearSplitK.h"
@@ -876,6 +877,69 @@ TEST(GpuFormEmulation, RmsNormBlockFormMatchesTheHostKernel) {
   expectRmsNormBlockFormMatchesHost(100, 2, 32, 32);  // a last partial slot
   expectRmsNormBlockFormMatchesHost(7, 2, 32, 33);    // fewer elements than threads
   expectRmsNormBlockFormMatchesHost(5120, 2, 256, 34); // the released hidden size
+}
+
+namespace {
+/// The block form of Engram's gate against the host kernel: the streams
+/// updated in place, bit for bit, over passes of `chunk` elements.
+void expectEngramGateBlockFormMatchesHost(int64_t hc, int64_t dim, int64_t n, int64_t threads,
+                                          int64_t chunk, uint32_t seed) {
+  const float eps = 1e-6f;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildEngramGateKernel(m, "host", hc, dim, eps);
+    func::FuncOp form = buildEngramGateKernel(m, "form", hc, dim, eps);
+    EngramGateBlockLanes lanes;
+    lanes.row = simt.value(simt.blockX);
+    lanes.stream = simt.value(simt.blockY);
+    lanes.thread = simt.value(simt.thread);
+    lanes.barrier = simt.sync();
+    lanes.threads = threads;
+    lanes.chunk = chunk;
+    Type f32 = Float32Type::get(m.getContext());
+    lanes.sharedProductsType = MemRefType::get({3, chunk}, f32);
+    lanes.sharedGateType = MemRefType::get({1}, f32);
+    buildEngramGateBlockBody(form, hc, dim, eps, lanes);
+  });
+  std::vector<uint16_t> streams = randomBf16(size_t(n * hc * dim), seed),
+                        kv = randomBf16(size_t(n * (hc + 1) * dim), seed + 1),
+                        q = randomBf16(size_t(hc * dim), seed + 2),
+                        kw = randomBf16(size_t(hc * dim), seed + 3);
+  std::vector<uint16_t> hostStreams = streams, formStreams = streams;
+  auto dkv = describe<2>(kv, {n, (hc + 1) * dim});
+  auto dq = describe<2>(q, {hc, dim});
+  auto dk = describe<2>(kw, {hc, dim});
+  auto dh = describe<3>(hostStreams, {n, hc, dim});
+  auto df = describe<3>(formStreams, {n, hc, dim});
+  using Host = void (*)(void *, void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  host(&dh, &dkv, &dq, &dk);
+  launch(n, hc, threads, size_t(3 * chunk * 4 + 16), [&](void *shared) {
+    float *p = static_cast<float *>(shared), *gate = p + 3 * chunk;
+    Descriptor<2, float> dProducts{p, p, 0, {3, chunk}, {chunk, 1}};
+    Descriptor<1, float> dGate{gate, gate, 0, {1}, {1}};
+    form(&df, &dkv, &dq, &dk, &dProducts, &dGate);
+  });
+  // The gate did update the streams (most elements move by gate * value).
+  size_t changed = 0;
+  for (size_t i = 0; i < streams.size(); ++i)
+    changed += hostStreams[i] != streams[i];
+  EXPECT_GT(changed, streams.size() / 2);
+  for (size_t i = 0; i < hostStreams.size(); ++i) {
+    ASSERT_EQ(bits(hostStreams[i]), bits(formStreams[i]))
+        << "row " << i / size_t(hc * dim) << " stream " << i / size_t(dim) % size_t(hc)
+        << " element " << i % size_t(dim);
+  }
+}
+} // namespace
+
+TEST(GpuFormEmulation, EngramGateBlockFormMatchesTheHostKernel) {
+  expectEngramGateBlockFormMatchesHost(4, 64, 2, 32, 64, 41);     // one pass, 2 elements a thread
+  expectEngramGateBlockFormMatchesHost(2, 200, 3, 32, 64, 42);    // passes, a last partial one
+  expectEngramGateBlockFormMatchesHost(4, 5120, 1, 256, 1024, 43); // the released widths
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/EngramKernels.h"
 #include "codegen/host/LinearSplitK.h"
+#include "codegen/host/QuantizeKernels.h"
 #include "codegen/host/MhcKernels.h"
 #include "dialects/csa/CsaDialect.h"
 #include "passes/Passes.h"
@@ -554,6 +555,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       if (rmsNorm.getAs<IntegerAttr>("dim").getInt() * 4 + 4 > kMaxStaticSharedBytes)
         rmsNorm = {}; // does not fit: the rows rule below
     }
+    // Cache appends: a block per row, a byte a thread.
+    auto cacheAppend = fn->getAttrOfType<DictionaryAttr>(kCacheAppendAttr);
+    if (cacheAppend)
+      fn->removeAttr(kCacheAppendAttr);
     // Engram's gate: a block per (row, stream), the products staged in
     // shared memory for the thread that adds them.
     auto engramGate = fn->getAttrOfType<DictionaryAttr>(kEngramGateAttr);
@@ -589,6 +594,12 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                           MemRefLayoutAttrInterface{}, workgroup);
       buildTopKCompactBlockBody(fn, compact.getAs<IntegerAttr>("k").getInt(), lanes);
       blockPerRow(lanes.threads, (lanes.threads + 1) * 4);
+    } else if (cacheAppend) {
+      constexpr int64_t kAppendThreads = 128;
+      buildCacheAppendBlockBody(fn, cacheAppend.getAs<IntegerAttr>("row_bytes").getInt(),
+                                cacheAppend.getAs<IntegerAttr>("window").getInt(), blockX, threadX,
+                                kAppendThreads);
+      blockPerRow(kAppendThreads, 0);
     } else if (engramGate) {
       EngramGateBlockLanes lanes;
       lanes.row = blockX;

@@ -435,7 +435,77 @@ func::FuncOp buildCacheAppendKernel(ModuleOp module, const std::string &name,
     scf::YieldOp::create(b, e.loc, ifOp.getResult(0));
   }
   func::ReturnOp::create(b, e.loc, rowLoop.getResult(0));
+  fn->setAttr(kCacheAppendAttr,
+              b.getDictionaryAttr({b.getNamedAttr("row_bytes", b.getI64IntegerAttr(rowBytes)),
+                                   b.getNamedAttr("window", b.getI64IntegerAttr(window))}));
   return fn;
+}
+
+void buildCacheAppendBlockBody(func::FuncOp fn, int64_t rowBytes, int64_t window,
+                               const std::function<Value(OpBuilder &, Location)> &row,
+                               const std::function<Value(OpBuilder &, Location)> &thread,
+                               int64_t threads) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {});
+  fn.setType(FunctionType::get(fn.getContext(), fn.getFunctionType().getInputs(),
+                               {b.getI32Type()}));
+  b.setInsertionPointToStart(entry);
+  Emitter e{b, loc};
+  Type i64 = b.getI64Type();
+  Value rows = entry->getArgument(0), cache = entry->getArgument(1),
+        start = entry->getArgument(2);
+  Value n = memref::DimOp::create(b, loc, rows, e.idx(0));
+  Value capacity = arith::IndexCastOp::create(
+      b, loc, i64, memref::DimOp::create(b, loc, cache, e.idx(0)));
+  Value zero64 = arith::ConstantIntOp::create(b, loc, i64, 0);
+  // Row i's slot and whether it exists (the host kernel's test).
+  auto slotOf = [&](Value i) -> std::pair<Value, Value> {
+    Value pos = e.add(start, arith::IndexCastOp::create(b, loc, i64, i));
+    Value slot = window > 0 ? arith::RemSIOp::create(
+                                  b, loc, pos, arith::ConstantIntOp::create(b, loc, i64, window))
+                                  .getResult()
+                            : pos;
+    Value inRange = e.band(e.cmp(arith::CmpIPredicate::sge, pos, zero64),
+                           e.cmp(arith::CmpIPredicate::slt, slot, capacity));
+    return {slot, inRange};
+  };
+  // The rows not written, as the host kernel counts them.
+  auto count = scf::ForOp::create(b, loc, e.idx(0), n, e.idx(1), ValueRange{e.c32(0)});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(count.getBody());
+    Value missed = arith::ExtUIOp::create(
+        b, loc, e.i32(),
+        arith::XOrIOp::create(b, loc, slotOf(count.getInductionVar()).second,
+                              arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
+    scf::YieldOp::create(b, loc, ValueRange{e.add(count.getRegionIterArg(0), missed)});
+  }
+  Value i = row(b, loc), tid = thread(b, loc);
+  auto [slot, inRange] = slotOf(i);
+  Value write = e.band(inRange, e.cmp(arith::CmpIPredicate::ult, i, n));
+  if (window > 0) // a later row takes the same slot: it wins
+    write = e.band(write, e.cmp(arith::CmpIPredicate::uge, e.add(i, e.idx(window)), n));
+  auto guard = scf::IfOp::create(b, loc, write, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    Value dst = arith::IndexCastOp::create(b, loc, b.getIndexType(), slot);
+    SmallVector<std::pair<Value, Value>> bytes; // (column, byte)
+    for (int64_t c0 = 0; c0 < rowBytes; c0 += threads) {
+      Value c = e.add(tid, e.idx(c0));
+      Value clamped = arith::MinUIOp::create(b, loc, c, e.idx(rowBytes - 1));
+      bytes.push_back({c, memref::LoadOp::create(b, loc, rows, ValueRange{i, clamped})});
+    }
+    for (auto [c, byte] : bytes) {
+      auto own = scf::IfOp::create(b, loc, e.cmp(arith::CmpIPredicate::ult, c, e.idx(rowBytes)),
+                                   /*withElse=*/false);
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPoint(own.thenBlock()->getTerminator());
+      memref::StoreOp::create(b, loc, byte, cache, ValueRange{dst, c});
+    }
+  }
+  func::ReturnOp::create(b, loc, count.getResult(0));
 }
 
 } // namespace csa::codegen

@@ -27,6 +27,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <functional>
 #include <string>
 
 namespace csa::codegen {
@@ -71,6 +72,23 @@ mlir::func::FuncOp buildCacheAppendKernel(mlir::ModuleOp module,
                                           const std::string &name,
                                           numerics::RowFormat format,
                                           int64_t dim, int64_t window = 0);
+
+/// The attribute on every cache-append kernel, {row_bytes, window}: the
+/// NVPTX back end rebuilds it as the block form.
+inline constexpr const char *kCacheAppendAttr = "csa.cache_append";
+
+/// Replaces the body of `fn` (from buildCacheAppendKernel) with the block
+/// form: a block per row (`row`), its `threads` threads each copying every
+/// `threads`-th byte, all loads before the stores. The cache ends as the
+/// host kernel leaves it: of rows that share a ring slot only the last is
+/// written (the host writes them in order). Every thread returns the host
+/// kernel's count of rows not written (computed from the positions, not
+/// from the copies). One thread copying byte after byte waited for each
+/// load before its store.
+void buildCacheAppendBlockBody(mlir::func::FuncOp fn, int64_t rowBytes, int64_t window,
+                               const std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> &row,
+                               const std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> &thread,
+                               int64_t threads);
 
 } // namespace csa::codegen
 

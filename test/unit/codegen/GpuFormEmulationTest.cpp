@@ -16,6 +16,7 @@
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MhcKernels.h"
+#include "codegen/host/QuantizeKernels.h"
 #include "test/unit/codegen/KernelTestSupport.h"
 #include "runtime/numerics/Tolerance.h"
 
@@ -49,10 +50,13 @@ namespace {
 
 /// A grid of gridX x gridY blocks of `threads` threads: `call(shared)` on
 /// each, every block with its own zeroed `sharedBytes` of shared memory.
+/// The blocks run one after another, the last first with `lastFirst` (a GPU
+/// promises no order: a form must not depend on it).
 void launch(int64_t gridX, int64_t gridY, int64_t threads, size_t sharedBytes,
-            const std::function<void(void *)> &call) {
-  for (int64_t bx = 0; bx < gridX; ++bx)
+            const std::function<void(void *)> &call, bool lastFirst = false) {
+  for (int64_t i = 0; i < gridX; ++i)
     for (int64_t by = 0; by < gridY; ++by) {
+      const int64_t bx = lastFirst ? gridX - 1 - i : i;
       std::vector<uint8_t> shared(sharedBytes + 64, 0);
       pthread_barrier_t barrier;
       pthread_barrier_init(&barrier, nullptr, unsigned(threads));
@@ -940,6 +944,61 @@ TEST(GpuFormEmulation, EngramGateBlockFormMatchesTheHostKernel) {
   expectEngramGateBlockFormMatchesHost(4, 64, 2, 32, 64, 41);     // one pass, 2 elements a thread
   expectEngramGateBlockFormMatchesHost(2, 200, 3, 32, 64, 42);    // passes, a last partial one
   expectEngramGateBlockFormMatchesHost(4, 5120, 1, 256, 1024, 43); // the released widths
+}
+
+namespace {
+/// The block form of a cache append against the host kernel: the same
+/// cache bytes (entries the host leaves alone included) and count of rows
+/// not written, from every thread.
+void expectCacheAppendBlockFormMatchesHost(int64_t window, int64_t n, int64_t start,
+                                           int64_t entries, uint32_t seed) {
+  const auto format = nx::RowFormat::SwaKvFp8;
+  const int64_t dim = 64, rowBytes = int64_t(nx::rowBytes(format, dim)), threads = 32;
+  const int64_t stride = rowBytes + 8; // records wider than the row
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildCacheAppendKernel(m, "host", format, dim, window);
+    func::FuncOp form = buildCacheAppendKernel(m, "form", format, dim, window);
+    buildCacheAppendBlockBody(form, rowBytes, window, simt.value(simt.blockX),
+                              simt.value(simt.thread), threads);
+  });
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> rows(size_t(n * rowBytes)), hostCache(size_t(entries * stride));
+  for (uint8_t &v : rows)
+    v = uint8_t(byte(gen));
+  for (uint8_t &v : hostCache)
+    v = uint8_t(byte(gen));
+  std::vector<uint8_t> formCache = hostCache;
+  auto dr = describe<2, uint8_t>(rows, {n, rowBytes});
+  Descriptor<2, uint8_t> dh{hostCache.data(), hostCache.data(), 0, {entries, rowBytes}, {stride, 1}};
+  Descriptor<2, uint8_t> df{formCache.data(), formCache.data(), 0, {entries, rowBytes}, {stride, 1}};
+  using Fn = int32_t (*)(void *, void *, int64_t);
+  auto *host = reinterpret_cast<Fn>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Fn>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  const int32_t hostMissed = host(&dr, &dh, start);
+  std::vector<int32_t> formMissed(size_t(std::max<int64_t>(n, 1) * threads), -7);
+  // The last rows first: where rows share a ring slot, the form must still
+  // leave the last one's bytes.
+  launch(std::max<int64_t>(n, 1), 1, threads, 0, [&](void *) {
+    formMissed[size_t(simtBlockX * threads + simtThread)] = form(&dr, &df, start);
+  }, /*lastFirst=*/true);
+  for (int32_t m : formMissed)
+    ASSERT_EQ(m, hostMissed);
+  for (size_t i = 0; i < hostCache.size(); ++i)
+    ASSERT_EQ(hostCache[i], formCache[i]) << "entry " << i / size_t(stride) << " byte "
+                                          << i % size_t(stride);
+}
+} // namespace
+
+TEST(GpuFormEmulation, CacheAppendBlockFormMatchesTheHostKernel) {
+  expectCacheAppendBlockFormMatchesHost(0, 3, 2, 10, 51);   // a global cache
+  expectCacheAppendBlockFormMatchesHost(0, 4, 8, 10, 52);   // two rows past its end
+  expectCacheAppendBlockFormMatchesHost(0, 3, -1, 10, 53);  // a row before position 0
+  expectCacheAppendBlockFormMatchesHost(8, 1, 13, 8, 54);   // the ring, a decode step
+  expectCacheAppendBlockFormMatchesHost(8, 21, 3, 8, 55);   // more rows than slots: the last win
+  expectCacheAppendBlockFormMatchesHost(8, 3, 5, 6, 56);    // slots past a short ring
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/EngramKernels.h"
 #include "codegen/host/LinearSplitK.h"
+#include "codegen/host/MoeKernels.h"
 #include "codegen/host/QuantizeKernels.h"
 #include "codegen/host/MhcKernels.h"
 #include "dialects/csa/CsaDialect.h"
@@ -554,6 +555,11 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       fn->removeAttr(kRmsNormAttr);
       if (rmsNorm.getAs<IntegerAttr>("dim").getInt() * 4 + 4 > kMaxStaticSharedBytes)
         rmsNorm = {}; // does not fit: the rows rule below
+    }
+    if (auto ids = fn->getAttrOfType<DictionaryAttr>(kExpertIdsAttr)) {
+      info.expertIdsArgument = ids.getAs<IntegerAttr>("argument").getInt();
+      info.expertIdsLimit = ids.getAs<IntegerAttr>("limit").getInt();
+      fn->removeAttr(kExpertIdsAttr);
     }
     // Cache appends: a block per row, a byte a thread.
     auto cacheAppend = fn->getAttrOfType<DictionaryAttr>(kCacheAppendAttr);
@@ -1146,6 +1152,10 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
       if (k.toleranceIndexLimit > 0)
         (*entry.getObject("tolerance"))["index_limit"] = k.toleranceIndexLimit;
     }
+    // An argument of expert ids (values with meaning, for csa-gpu-check).
+    if (k.expertIdsArgument >= 0)
+      entry["expert_ids"] = llvm::json::Object{{"argument", k.expertIdsArgument},
+                                               {"limit", k.expertIdsLimit}};
     list.push_back(std::move(entry));
   }
   llvm::json::Object root{{"chip", options.chip},

@@ -120,6 +120,9 @@ struct PtxKernel {
   std::vector<std::string> toleranceOperands;
   /// Operands encoded "expert_id" take ids in [0, toleranceIndexLimit).
   int64_t toleranceIndexLimit = 0;
+  /// A kernel without a tolerance whose argument `expertIdsArgument` holds
+  /// expert ids in [0, expertIdsLimit) (kernels.json "expert_ids"); -1: none.
+  int64_t expertIdsArgument = -1, expertIdsLimit = 0;
 };
 
 /// Moves the host kernels of `module` (scf/arith/math/memref/func, not yet

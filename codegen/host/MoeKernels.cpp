@@ -196,7 +196,8 @@ func::FuncOp buildMoeCombineKernel(ModuleOp module, const std::string &name,
   auto bf16Rows = MemRefType::get({ShapedType::kDynamic, dim}, b.getBF16Type());
   func::FuncOp fn = KernelBuilder::start(
       b, module, name,
-      {bf16Rows, MemRefType::get({ShapedType::kDynamic, topK}, i32), bf16Rows, bf16Rows});
+      {MemRefType::get({ShapedType::kDynamic, topK, dim}, b.getBF16Type()),
+       MemRefType::get({ShapedType::kDynamic, topK}, i32), bf16Rows, bf16Rows});
   KernelBuilder k(b, loc);
   Value o = fn.getArgument(0), ids = fn.getArgument(1), shared = fn.getArgument(2),
         out = fn.getArgument(3);
@@ -228,8 +229,7 @@ func::FuncOp buildMoeCombineKernel(ModuleOp module, const std::string &name,
         Value found = arith::CmpIOp::create(b, loc, P::sge, bestSlot, c32(0));
         Value slotIndex = arith::IndexCastOp::create(
             b, loc, b.getIndexType(), arith::SelectOp::create(b, loc, found, bestSlot, c32(0)));
-        Value row = k.addi(k.muli(n, k.idx(topK)), slotIndex);
-        Value sum = k.add(acc, k.loadF32(o, {row, e}));
+        Value sum = k.add(acc, k.loadF32(o, {n, slotIndex, e}));
         acc = arith::SelectOp::create(b, loc, found, sum, acc);
         prevId = arith::SelectOp::create(b, loc, found, bestId, prevId);
         prevSlot = arith::SelectOp::create(b, loc, found, bestSlot, prevSlot);
@@ -238,6 +238,9 @@ func::FuncOp buildMoeCombineKernel(ModuleOp module, const std::string &name,
     });
   });
   k.finish();
+  fn->setAttr(kExpertIdsAttr,
+              b.getDictionaryAttr({b.getNamedAttr("argument", b.getI64IntegerAttr(1)),
+                                   b.getNamedAttr("limit", b.getI64IntegerAttr(experts))}));
   return fn;
 }
 

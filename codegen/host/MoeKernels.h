@@ -47,12 +47,17 @@ mlir::func::FuncOp buildMoeAccumulateKernel(mlir::ModuleOp module,
 mlir::func::FuncOp buildMoeFinishKernel(mlir::ModuleOp module,
                                         const std::string &name, int64_t dim);
 
-/// `name(o: memref<?xDxbf16>, ids: memref<?xKxi32>, shared: memref<?xDxbf16>,
+/// `name(o: memref<?xKxDxbf16>, ids: memref<?xKxi32>, shared: memref<?xDxbf16>,
 /// out: memref<?xDxbf16>)`: the routed experts' outputs of a grouped MoE
-/// launch (o, a row per slot r * K + k) combined as the per-expert launches
+/// launch (o[r][k], slot r * K + k) combined as the per-expert launches
 /// would: out[r] = bf16((0 + o of the row's slots in ascending (id, slot),
 /// in fp32) + shared[r]); slots whose id is outside [0, experts) are left
 /// out, as the per-expert lists leave them.
+/// The attribute on a kernel with an argument of expert ids, {argument,
+/// limit}: kernels.json names it, so that csa-gpu-check draws ids in
+/// [-1, limit) for it instead of leaving the kernel unrun.
+inline constexpr const char *kExpertIdsAttr = "csa.expert_ids";
+
 mlir::func::FuncOp buildMoeCombineKernel(mlir::ModuleOp module,
                                          const std::string &name, int64_t dim,
                                          int64_t topK, int64_t experts);

@@ -766,7 +766,7 @@ absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor 
   }
   linear(s, "shared_out", sh.ptr(), n, inter, "shared.w2.", -1, so.ptr(), dim);
   Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
-  auto dO = desc<2>(o.ptr(), {slots, dim});
+  auto dO = desc<3>(o.ptr(), {n, topK, dim});
   auto dI = desc<2>(ids.ptr(), {n, topK});
   auto dS = desc<2>(so.ptr(), {n, dim});
   auto dOut = desc<2>(out.ptr(), {n, dim});

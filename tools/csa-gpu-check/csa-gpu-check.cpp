@@ -14,7 +14,8 @@
 // (inputs: normal bf16/f32 values, i8 codes in [100, 140], moderate E4M3 and
 // UE8M0 values), and those whose i32 arguments are expert ids (a tolerance's
 // "expert_id" operands: ids in [-1, index_limit), -1 naming no expert; the
-// grouped linears, timed on the bytes of the experts named); kernels with scalar, index or strided arguments need inputs
+// grouped linears, timed on the bytes of the experts named; or the argument
+// a kernels.json "expert_ids" names, the MoE combine's); kernels with scalar, index or strided arguments need inputs
 // with meaning (positions, token ids, cache views) and are listed as not run.
 // Every '?' dimension is --rows (37: not a multiple of the row tile).
 //
@@ -318,11 +319,18 @@ int main(int argc, char **argv) {
         return 1;
       }
     }
-    // i32 arguments are run only as expert ids (values with meaning).
+    // i32 arguments are run only as expert ids (values with meaning): a
+    // tolerance's "expert_id" operands, or the one "expert_ids" names.
+    int64_t idsArgument = -1;
+    if (k.contains("expert_ids") && k["expert_ids"].is_object()) {
+      idsArgument = k["expert_ids"].value("argument", int64_t(-1));
+      indexLimit = k["expert_ids"].value("limit", int64_t(0));
+    }
     bool idsKnown = true;
     for (size_t ai = 0; ai < args.size(); ++ai) {
-      const bool isId = ai < encodings.size() &&
-                        encodings[ai] == csa::numerics::OperandEncoding::ExpertId;
+      const bool isId = (ai < encodings.size() &&
+                         encodings[ai] == csa::numerics::OperandEncoding::ExpertId) ||
+                        int64_t(ai) == idsArgument;
       if ((args[ai].element == "i32") != isId || (isId && indexLimit < 1))
         idsKnown = false;
     }

@@ -460,6 +460,8 @@ struct Executor::Impl {
     });
   }
   bool groupedMoe(Step &s, int64_t rows);
+  /// The shared expert on every row of x (routing weight 1): its output.
+  Tensor &sharedExpert(Step &s, Tensor &x);
   absl::Status moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts);
   /// GPU: every MoE step's routed-expert weights placed one after another
   /// on the device (GpuRunner::placeTogether), before the weights' upload.

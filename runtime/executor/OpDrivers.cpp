@@ -655,22 +655,30 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto dci = desc<1>(index, {c});
     invoke(s, "accumulate", &dy, &dout, &dci);
   }
-  // The shared expert on every row, weight 1.
-  linear(s, "shared_in", x.ptr(), n, dim, "shared.w1.", -1, g.ptr(), inter);
-  linear(s, "shared_in", x.ptr(), n, dim, "shared.w3.", -1, up.ptr(), inter);
-  {
-    auto dg = desc<2>(g.ptr(), {n, inter});
-    auto du = desc<2>(up.ptr(), {n, inter});
-    auto d1 = desc<1>(ones.ptr(), {n});
-    auto dh = desc<2>(h.ptr(), {n, inter});
-    invoke(s, "swiglu", &dg, &du, &d1, &dh);
-  }
-  linear(s, "shared_out", h.ptr(), n, inter, "shared.w2.", -1, o.ptr(), dim);
+  Tensor &shared = sharedExpert(s, x);
   Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
-  auto dsh = desc<2>(o.ptr(), {n, dim});
+  auto dsh = desc<2>(shared.ptr(), {n, dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
   invoke(s, "finish", &dy, &dsh, &dout);
   return absl::OkStatus();
+}
+
+Tensor &Executor::Impl::sharedExpert(Step &s, Tensor &x) {
+  const int64_t n = x.rows(), dim = attr(s, "dim"), inter = attr(s, "inter");
+  Tensor &ones = unitWeights(n);
+  Tensor &g = kernelScratch("moe.shared_g", 2, {n, inter});
+  Tensor &up = kernelScratch("moe.shared_up", 2, {n, inter});
+  Tensor &h = kernelScratch("moe.shared_h", 2, {n, inter});
+  Tensor &o = kernelScratch("moe.shared_o", 2, {n, dim});
+  linear(s, "shared_in", x.ptr(), n, dim, "shared.w1.", -1, g.ptr(), inter);
+  linear(s, "shared_in", x.ptr(), n, dim, "shared.w3.", -1, up.ptr(), inter);
+  auto dg = desc<2>(g.ptr(), {n, inter});
+  auto du = desc<2>(up.ptr(), {n, inter});
+  auto d1 = desc<1>(ones.ptr(), {n});
+  auto dh = desc<2>(h.ptr(), {n, inter});
+  invoke(s, "swiglu", &dg, &du, &d1, &dh);
+  linear(s, "shared_out", h.ptr(), n, inter, "shared.w2.", -1, o.ptr(), dim);
+  return o;
 }
 
 bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
@@ -680,11 +688,12 @@ bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
     return false;
   // Its kernels on the device (the grouped linears in their split-K form,
   // not a slot a thread), and its experts' weights placed as arrays.
-  for (const char *role : {"experts_in", "experts_out", "combine"}) {
-    const KernelRef &k = kernel(s, role);
-    if (!k.runner || (role[0] == 'e' && k.gpu && k.gpu->launch.rule != "row_tiles"))
+  for (const char *role : {"experts_in", "experts_out", "combine"})
+    if (!kernel(s, role).runner)
       return false;
-  }
+  for (const char *role : {"experts_in", "experts_out"})
+    if (const GpuKernel *g = kernel(s, role).gpu; g && g->launch.rule != "row_tiles")
+      return false;
   return expertsPlaced.count(weight(s, "w1.weight", 0).data) != 0;
 }
 
@@ -749,22 +758,7 @@ absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor 
     invoke(s, "swiglu", &dg, &du, &dw, &dh);
   }
   grouped("experts_out", h.ptr(), slots, inter, "w2.", o.ptr(), dim);
-  // The shared expert on every row, weight 1.
-  Tensor &ones = unitWeights(n);
-  Tensor &sg = kernelScratch("moe.g", 2, {n, inter});
-  Tensor &su = kernelScratch("moe.up", 2, {n, inter});
-  Tensor &sh = kernelScratch("moe.h", 2, {n, inter});
-  Tensor &so = kernelScratch("moe.o", 2, {n, dim});
-  linear(s, "shared_in", x.ptr(), n, dim, "shared.w1.", -1, sg.ptr(), inter);
-  linear(s, "shared_in", x.ptr(), n, dim, "shared.w3.", -1, su.ptr(), inter);
-  {
-    auto dg = desc<2>(sg.ptr(), {n, inter});
-    auto du = desc<2>(su.ptr(), {n, inter});
-    auto d1 = desc<1>(ones.ptr(), {n});
-    auto dh = desc<2>(sh.ptr(), {n, inter});
-    invoke(s, "swiglu", &dg, &du, &d1, &dh);
-  }
-  linear(s, "shared_out", sh.ptr(), n, inter, "shared.w2.", -1, so.ptr(), dim);
+  Tensor &so = sharedExpert(s, x);
   Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
   auto dO = desc<3>(o.ptr(), {n, topK, dim});
   auto dI = desc<2>(ids.ptr(), {n, topK});

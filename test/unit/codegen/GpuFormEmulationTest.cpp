@@ -114,6 +114,22 @@ struct Simt {
 
 uint32_t bits(uint16_t v) { return v; }
 
+/// The split-K form's lanes on host threads: a block per (row, output tile),
+/// its shared partials and sums appended to the kernel's arguments.
+LinearSplitKLanes splitKLanes(const Simt &simt, MLIRContext *ctx, const LinearSplitKShape &split) {
+  LinearSplitKLanes lanes;
+  lanes.row = simt.value(simt.blockX);
+  lanes.outputTile = simt.value(simt.blockY);
+  lanes.thread = simt.value(simt.thread);
+  lanes.barrier = simt.sync();
+  lanes.weightAddressSpace = 0;
+  lanes.sharedPartialsType =
+      MemRefType::get({split.outputsPerBlock, split.threads}, Float32Type::get(ctx));
+  lanes.sharedSumsType =
+      MemRefType::get({split.outputsPerBlock, kSplitKParts}, Float32Type::get(ctx));
+  return lanes;
+}
+
 /// Weight bytes of `spec` (codes in [100, 140]: every E4M3 exponent near 1,
 /// NaN 0x7F among them; any byte for FP4) and its scales.
 struct LinearCase {
@@ -150,17 +166,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, c.multiprocessors);
       ASSERT_TRUE(shape.has_value());
       split = *shape;
-      LinearSplitKLanes lanes;
-      lanes.row = simt.value(simt.blockX);
-      lanes.outputTile = simt.value(simt.blockY);
-      lanes.thread = simt.value(simt.thread);
-      lanes.barrier = simt.sync();
-      lanes.weightAddressSpace = 0;
-      lanes.sharedPartialsType =
-          MemRefType::get({split.outputsPerBlock, split.threads}, Float32Type::get(ctx));
-      lanes.sharedSumsType =
-          MemRefType::get({split.outputsPerBlock, kSplitKParts}, Float32Type::get(ctx));
-      buildLinearSplitKBody(form, spec, split, lanes);
+      buildLinearSplitKBody(form, spec, split, splitKLanes(simt, ctx, split));
     } else if (perOutput) {
       LinearLanes lanes;
       lanes.row = simt.value(simt.blockX);
@@ -467,17 +473,7 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
                               {"form_grouped", &grouped}}) {
       func::FuncOp form = buildLinearKernel(m, name, *spec);
       const LinearSplitKShape &split = spec == &single ? splitSingle : splitGrouped;
-      LinearSplitKLanes lanes;
-      lanes.row = simt.value(simt.blockX);
-      lanes.outputTile = simt.value(simt.blockY);
-      lanes.thread = simt.value(simt.thread);
-      lanes.barrier = simt.sync();
-      lanes.weightAddressSpace = 0;
-      lanes.sharedPartialsType =
-          MemRefType::get({split.outputsPerBlock, split.threads}, Float32Type::get(ctx));
-      lanes.sharedSumsType =
-          MemRefType::get({split.outputsPerBlock, kSplitKParts}, Float32Type::get(ctx));
-      buildLinearSplitKBody(form, *spec, split, lanes);
+      buildLinearSplitKBody(form, *spec, split, splitKLanes(simt, ctx, split));
     }
   });
   const bool fp4 = format == LinearFormat::FP4E2M1;

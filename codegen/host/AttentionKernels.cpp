@@ -1007,6 +1007,45 @@ func::FuncOp buildSelectedIndexKernel(ModuleOp module, const std::string &name) 
   return fn;
 }
 
+func::FuncOp buildWindowIndexKernel(ModuleOp module, const std::string &name) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  func::FuncOp fn = startKernel(b, module, name,
+                                {MemRefType::get({dyn, dyn}, i32), i64, i64, i64});
+  Value idx = fn.getArgument(0), position = fn.getArgument(1),
+        window = fn.getArgument(2), ringStart = fn.getArgument(3);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  Value oneI64 = intConst(b, loc, i64, 1), minusOne = intConst(b, loc, i32, -1);
+  Value n = memref::DimOp::create(b, loc, idx, zero);
+  Value width = arith::IndexCastOp::create(b, loc, b.getIndexType(), window);
+  // The oldest slot: the one after the newest (position % W).
+  Value oldest = arith::AddIOp::create(
+      b, loc, arith::RemSIOp::create(b, loc, position, window), oneI64);
+  Value firstHeld = arith::AddIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, position, window), oneI64);
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    loop(b, loc, zero, width, one, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      Value jI64 = arith::IndexCastOp::create(b, loc, i64, j);
+      Value slot = arith::RemSIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, oldest, jI64), window);
+      Value p = arith::AddIOp::create(b, loc, firstHeld, jI64);
+      Value empty = arith::OrIOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, slot, position),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, p, ringStart));
+      Value entry = arith::SelectOp::create(
+          b, loc, empty, minusOne, arith::TruncIOp::create(b, loc, i32, slot));
+      memref::StoreOp::create(b, loc, entry, idx, ValueRange{i, j});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
 func::FuncOp buildHsiBlockScoresKernel(ModuleOp module, const std::string &name,
                                        int64_t blockSize) {
   OpBuilder b(module.getContext());

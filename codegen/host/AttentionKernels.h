@@ -153,6 +153,17 @@ mlir::func::FuncOp buildTopKCompactKernel(mlir::ModuleOp module,
 mlir::func::FuncOp buildSelectedIndexKernel(mlir::ModuleOp module,
                                             const std::string &name);
 
+/// `name(idx: memref<?x?xi32>, position: i64, window: i64, ringStart: i64)`:
+/// the window part (columns [0, W), W = window) of a one-token step's index
+/// list, built where the attention runs instead of on the host and
+/// uploaded: idx[i, j] is the ring slot (position % W + 1 + j) % W, which
+/// holds position p = position - W + 1 + j (oldest first), or -1 when that
+/// slot holds nothing yet (slot > position, or p < ringStart, the first
+/// position the ring received). Every row gets the same list (a decode
+/// step's one query row); the columns past W are left as they are.
+mlir::func::FuncOp buildWindowIndexKernel(mlir::ModuleOp module,
+                                          const std::string &name);
+
 /// `name(cache: memref<?xi8>, which: memref<?xi32>, out: memref<?x?xi8>,
 ///       entryBytes: i64, offset: i64)`: out[r, c] = cache[which[r] x
 /// entryBytes + offset + c], the parts of the entries a step reads (the

@@ -398,6 +398,10 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         Type row = op.getWindow().getType().getRow();
         buildDequantizeRowsKernel(s.kernels, ring, rowFormat(row), rowDim(row));
       }, "dequantize_window");
+      s.use("attention_window_index", "csa.sparse_attention", "window index lists",
+            KernelParallelism::Nest,
+            [&] { buildWindowIndexKernel(s.kernels, "attention_window_index"); },
+            "window_index");
       if (auto cache = op.getCache()) {
         Type row = cast<GlobalCacheType>(cache.getType()).getMainRow();
         std::string main = "dequantize_" + rowName(row);

@@ -224,6 +224,9 @@ GpuActivity Executor::Impl::gpuActivity(const GpuActivity *since) const {
   a.uploads = runner->uploads - b.uploads;
   a.downloads = runner->downloads - b.downloads;
   a.deviceAllocations = runner->deviceAllocations - b.deviceAllocations;
+  a.waitSeconds = runner->waitSeconds - b.waitSeconds;
+  a.uploadSeconds = runner->uploadSeconds - b.uploadSeconds;
+  a.launchSeconds = runner->launchSeconds - b.launchSeconds;
   a.graphLaunches = g.graphLaunches - b.graphLaunches;
   a.graphsBuilt = g.graphsBuilt - b.graphsBuilt;
   a.graphNodesUpdated = g.nodesUpdated - b.graphNodesUpdated;

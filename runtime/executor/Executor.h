@@ -73,6 +73,10 @@ struct GpuActivity {
   int64_t graphNodesUpdated = 0; ///< launches changed in a kept graph
   int64_t uploads = 0, downloads = 0;
   int64_t deviceAllocations = 0; ///< cuMemAlloc calls (blocks are reused)
+  /// Host seconds blocked waiting for the GPU (downloads, synchronize) and
+  /// spent in copies to it; the rest of a step's wall time is host work.
+  double waitSeconds = 0, uploadSeconds = 0;
+  double launchSeconds = 0; ///< in the driver's launch calls (graphs)
 };
 
 struct StepTiming {

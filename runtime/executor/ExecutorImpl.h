@@ -12,6 +12,8 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/GpuRunner.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace csa::runtime {
 
 // The executor's own files (this header's includers) use the internal
@@ -301,10 +303,21 @@ struct Executor::Impl {
   }
   /// Per query row at positions base.., the compressed entries it may see:
   /// the groups complete at its position, (position + 1) / ratio.
+  /// One buffer per ratio, refilled (and on the GPU path uploaded) only
+  /// when its values change: in decode once every `ratio` steps, not in
+  /// every index layer of every step (an upload ends a run of launches).
   Tensor &visibleEntries(int64_t base, int64_t n, int64_t ratio) {
-    Tensor &visible = scratch("visible", 8, {n});
+    Tensor &visible = transients[absl::StrCat("$scratch.visible.", ratio)];
+    bool same = visible.elementBytes == 8 && visible.dims == std::vector<int64_t>{n};
+    for (int64_t i = 0; same && i < n; ++i)
+      same = visible.as<int64_t>()[i] == (base + i + 1) / ratio;
+    if (same)
+      return visible;
+    visible.elementBytes = 8;
+    visible.resize({n});
     for (int64_t i = 0; i < n; ++i)
       visible.as<int64_t>()[i] = (base + i + 1) / ratio;
+    hostRefilled(visible.ptr());
     return visible;
   }
   /// Scratch buffers of a step (kept between calls to reuse their memory).

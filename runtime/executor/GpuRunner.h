@@ -13,6 +13,8 @@
 
 #include "runtime/executor/KernelCall.h"
 
+#include <chrono>
+
 namespace csa::runtime::detail {
 
 /// Emulation's graphs: LaunchGraphs' bookkeeping on the emulated launches
@@ -88,8 +90,10 @@ public:
   /// The step being run, named in a status's message.
   void setCurrentStep(std::string where) { currentStep = std::move(where); }
   void synchronize() {
-    if (!emulated())
+    if (!emulated()) {
+      const WaitTimer t(waitSeconds);
       check(driver->synchronize());
+    }
   }
   /// Emulation: the mirror of the buffer holding `p` (uploaded if the host
   /// changed it), at p's offset; the call about to run may write it.
@@ -454,11 +458,27 @@ public:
   uint64_t bytesToDevice = 0, bytesToHost = 0;
   /// Counts so far: kernel launches, copies each way, device allocations.
   int64_t launches = 0, uploads = 0, downloads = 0, deviceAllocations = 0;
+  /// Seconds the host spent blocked on the GPU (downloads, synchronize) and
+  /// in copies to it: a step whose wall time is mostly not waiting is
+  /// bound by the host's work of recording launches, not by the GPU.
+  double waitSeconds = 0, uploadSeconds = 0;
+  /// Seconds in the driver's launch calls (recording, graph updates and
+  /// graph launches), a part of the host's work.
+  double launchSeconds = 0;
   /// The kernel whose arguments are being placed (CSA_CUDA_TRACE=1 names it
   /// with each copy; null: a preload or a download the host asked for).
   const std::string *placing = nullptr;
 
 private:
+  /// Adds the time of its scope to `into`.
+  struct WaitTimer {
+    explicit WaitTimer(double &into) : into(into), start(std::chrono::steady_clock::now()) {}
+    ~WaitTimer() {
+      into += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    double &into;
+    std::chrono::steady_clock::time_point start;
+  };
   void traceCopy(const char *direction, size_t bytes) {
     if (trace)
       std::fprintf(stderr, "csa-cuda: %s %zu bytes (%s)\n", direction, bytes,
@@ -471,8 +491,10 @@ private:
     ++uploads;
     if (emulated())
       std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
-    else
+    else {
+      const WaitTimer t(uploadSeconds);
       check(driver->copyToDevice(dst, src, bytes));
+    }
   }
   void download(void *dst, cuda::DevicePtr src, size_t bytes) {
     endEmulatedRun();
@@ -481,8 +503,10 @@ private:
     ++downloads;
     if (emulated())
       std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
-    else
+    else {
+      const WaitTimer t(waitSeconds);
       check(driver->copyToHost(dst, src, bytes));
+    }
   }
   Mirror &mirror(uintptr_t start, uintptr_t end) {
     Mirror &m = mirrors[start];
@@ -586,7 +610,10 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     throw std::runtime_error(k.name + ": " + std::string(shape.status().message()));
   launch.shape = *shape;
   ++launches;
-  check(driver->launch(launch));
+  {
+    const WaitTimer t(launchSeconds);
+    check(driver->launch(launch));
+  }
   if (syncEach)
     check(driver->synchronize());
   for (Mirror *m : written)

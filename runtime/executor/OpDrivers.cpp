@@ -486,9 +486,15 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   // Indices per query: the window (in position order, -1 where nothing
   // is held), then the selected entries after the window rows.
   const int64_t width = windowWidth + k;
-  Tensor &idx = scratch("attention.idx", 4, {n, width});
+  // A decode step's list is built where the attention runs when the plan
+  // has the kernels for both parts (nothing uploaded, so the step's
+  // launches stay one run); otherwise on the host.
+  const bool onDevice = !ringEmptyBefore && n == 1 && (!global || inSetOrder) &&
+                        s.kernels.count("window_index");
+  Tensor &idx = onDevice ? kernelScratch("attention.idx", 4, {n, width})
+                         : scratch("attention.idx", 4, {n, width});
   int32_t *ix = idx.as<int32_t>();
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n && !onDevice; ++i) {
     int32_t *row = ix + i * width;
     if (ringEmptyBefore) {
       const int64_t first = std::max<int64_t>(0, i - window + 1);
@@ -519,7 +525,13 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     std::memcpy(which->ptr(), used.data(), used.size() * sizeof(int32_t));
     uploadNow(which->ptr());
   }
-  uploadNow(idx.ptr());
+  if (onDevice) {
+    auto didx = desc<2>(idx.ptr(), {n, width});
+    invoke(s, "window_index", &didx, int64_t(*pos), int64_t(window),
+           int64_t(ring.ringStart));
+  } else {
+    uploadNow(idx.ptr());
+  }
   if (inSetOrder && k > 0) {
     auto dsel = desc<2>(setRow, {n, k});
     auto didx = desc<2>(idx.ptr(), {n, width});

@@ -520,11 +520,13 @@ int main(int argc, char **argv) {
     const runtime::GpuActivity &g = ex.lastTiming().gpu;
     std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "
                 "%lld launches updated), %lld uploads, %lld downloads, %lld "
-                "device allocations\n",
+                "device allocations; host %.3f ms waiting for the GPU, %.3f ms "
+                "in uploads, %.3f ms in launch calls\n",
                 (long long)g.launches, (long long)g.graphLaunches,
                 (long long)g.graphsBuilt, (long long)g.graphNodesUpdated,
                 (long long)g.uploads, (long long)g.downloads,
-                (long long)g.deviceAllocations);
+                (long long)g.deviceAllocations, g.waitSeconds * 1e3,
+                g.uploadSeconds * 1e3, g.launchSeconds * 1e3);
   }
   if (executorOptions.profile) {
     const std::vector<runtime::ProfileEntry> rows = ex.profile();

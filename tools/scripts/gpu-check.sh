@@ -119,7 +119,8 @@ cat > gpu-run/run-full.sh <<'RUN'
 #            within the whole-model bounds (logits-check.sh; the top-3 logits
 #            and tokens as text, for information);
 #   latency  decode steps at 4K, 32K and 128K tokens of synthetic context
-#            (csa-run --context), median of the steps, on the GPU;
+#            (csa-run --context), median of $CSA_FULL_STEPS steps (8; the
+#            first steps after a long synthetic context are slower), GPU;
 #   prefill  prompts of 4K and 32K random token ids ($CSA_FULL_PREFILL),
 #            after a --warmup (the weights' upload, untimed).
 # CSA_FULL_ARGS adds csa-run options to every run (e.g. --profile).
@@ -173,7 +174,7 @@ for phase in $phases; do
     tail -q -n 2 "$out/full-cpu.txt" "$out/full-cuda.txt" 2>/dev/null | grep -i error ;;
   latency)
     for ctx in ${CSA_FULL_CONTEXTS:-4096 32768 131072}; do
-      run --context=$ctx --prompt=1 --max-new-tokens=3 --warmup --device="$device" > "$out/full-ctx$ctx.txt" 2>&1 || status=1
+      run --context=$ctx --prompt=1 --max-new-tokens=${CSA_FULL_STEPS:-8} --warmup --device="$device" > "$out/full-ctx$ctx.txt" 2>&1 || status=1
       echo "context $ctx: $(grep "decode step" "$out/full-ctx$ctx.txt" || tail -n 1 "$out/full-ctx$ctx.txt")"
       tail -q -n 2 "$out/full-ctx$ctx.txt" | grep -i error
     done ;;

@@ -623,5 +623,48 @@ TEST(AttentionKernels, HsiSelectMatchesSelectCandidateBlocks) {
   EXPECT_GT(kept, 100u);
 }
 
+/// The window part of a decode step's index list, against a ring filled as
+/// the cache append fills it (position p into slot p % W, later positions
+/// overwriting earlier ones): column j must name the slot holding position
+/// position - W + 1 + j, or -1 where the ring holds no such position (before
+/// position 0, or before the first position the ring received); columns past
+/// the window stay untouched.
+TEST(AttentionKernels, WindowIndexNamesTheRingSlotsOldestFirst) {
+  KernelLibrary lib([](mlir::ModuleOp m) { buildWindowIndexKernel(m, "window_index"); });
+  using Kernel = void (*)(Descriptor<2, int32_t> *, int64_t, int64_t, int64_t);
+  auto *kernel = reinterpret_cast<Kernel>(lib.symbol("window_index"));
+  ASSERT_NE(kernel, nullptr);
+  int64_t checked = 0;
+  for (int64_t window : {1, 4, 7, 128})
+    for (int64_t ringStart : {int64_t(0), int64_t(3), int64_t(200)})
+      for (int64_t position = ringStart; position < ringStart + 3 * window + 2; ++position) {
+        // The ring after positions ringStart..position were appended.
+        std::vector<int64_t> held(size_t(window), -1);
+        for (int64_t p = ringStart; p <= position; ++p)
+          held[size_t(p % window)] = p;
+        const int64_t rows = 2, width = window + 5;
+        std::vector<int32_t> idx(size_t(rows * width), 77);
+        auto d = describe<2>(idx, {rows, width});
+        kernel(&d, position, window, ringStart);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < width; ++j) {
+            const int32_t got = idx[size_t(i * width + j)];
+            int32_t want = 77;
+            if (j < window) {
+              const int64_t p = position - window + 1 + j;
+              want = -1;
+              for (int64_t slot = 0; slot < window; ++slot)
+                if (p >= 0 && held[size_t(slot)] == p)
+                  want = int32_t(slot);
+            }
+            ASSERT_EQ(got, want) << "window " << window << " ring start " << ringStart
+                                 << " position " << position << " row " << i
+                                 << " column " << j;
+            ++checked;
+          }
+      }
+  EXPECT_GT(checked, 1000);
+}
+
 } // namespace
 } // namespace csa::codegen

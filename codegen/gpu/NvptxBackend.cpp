@@ -593,7 +593,61 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     auto compact = fn->getAttrOfType<DictionaryAttr>(kTopKCompactAttr);
     if (compact)
       fn->removeAttr(kTopKCompactAttr);
-    if (compact) {
+    // Index scores: a block per (row, tile of keys), a thread per (head, key).
+    auto indexScore = fn->getAttrOfType<DictionaryAttr>(kIndexScoreAttr);
+    if (indexScore) {
+      fn->removeAttr(kIndexScoreAttr);
+      if (indexScore.getAs<IntegerAttr>("heads").getInt() > 256)
+        indexScore = {}; // more heads than the block's threads: the nest rule below
+    }
+    // MoE routing: a block per row, a thread per expert.
+    auto moeRoute = fn->getAttrOfType<DictionaryAttr>(kMoeRouteAttr);
+    if (moeRoute) {
+      fn->removeAttr(kMoeRouteAttr);
+      if (moeRoute.getAs<IntegerAttr>("experts").getInt() > 1024)
+        moeRoute = {}; // more experts than a block's threads: the rows rule below
+    }
+    if (indexScore) {
+      const int64_t heads = indexScore.getAs<IntegerAttr>("heads").getInt();
+      const int64_t dim = indexScore.getAs<IntegerAttr>("dim").getInt();
+      IndexScoreBlockLanes lanes;
+      lanes.row = blockX;
+      lanes.tile = blockY;
+      lanes.thread = threadX;
+      lanes.barrier = blockBarrier;
+      lanes.keys = std::max<int64_t>(1, 256 / heads);
+      // Rows padded by 2 elements: the lanes reading 4 heads' (or 8 keys')
+      // element e hit different banks.
+      const int64_t padded = dim + 2;
+      lanes.sharedQueriesType = MemRefType::get({heads, padded}, b.getBF16Type(),
+                                                MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedKeysType = MemRefType::get({lanes.keys, padded}, b.getBF16Type(),
+                                             MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedHeadsType = MemRefType::get({lanes.keys, heads}, b.getF32Type(),
+                                              MemRefLayoutAttrInterface{}, workgroup);
+      buildIndexScoreBlockBody(fn, heads, dim, lanes);
+      info.launch = "row_tiles";
+      info.blockSize = heads * lanes.keys;
+      info.rowsArgument = 0;
+      info.rowsPerBlock = 1;
+      info.outputs = 1;
+      info.outputsPerBlock = lanes.keys;
+      info.elementDims = {{4, 1}}; // a tile per `keys` columns of the scores
+      info.sharedBytes = (heads + lanes.keys) * padded * 2 + lanes.keys * heads * 4;
+    } else if (moeRoute) {
+      const int64_t experts = moeRoute.getAs<IntegerAttr>("experts").getInt();
+      const int64_t topK = moeRoute.getAs<IntegerAttr>("top_k").getInt();
+      MoeRouteLanes lanes;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes((experts + 31) / 32 * 32);
+      lanes.sharedScoresType = MemRefType::get({2, experts}, b.getF32Type(),
+                                               MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedIdsType = MemRefType::get({experts + topK + 1}, b.getI32Type(),
+                                            MemRefLayoutAttrInterface{}, workgroup);
+      buildMoeRouteBlockBody(
+          fn, experts, topK,
+          float(moeRoute.getAs<FloatAttr>("route_scale").getValueAsDouble()), lanes);
+      blockPerRow(lanes.threads, (2 * experts + experts + topK + 1) * 4);
+    } else if (compact) {
       TopKCompactLanes lanes;
       static_cast<BlockRowLanes &>(lanes) = blockRowLanes(256);
       lanes.offsetsType = MemRefType::get({lanes.threads + 1}, b.getI32Type(),
@@ -1106,13 +1160,6 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
     } else if (k.launch == "row_elements") {
       launch["rows_argument"] = k.rowsArgument;
       launch["elements_per_row"] = k.elementsPerRow;
-      // Dynamic trip counts: grid.x also multiplies by these dimensions.
-      if (!k.elementDims.empty()) {
-        llvm::json::Array dims;
-        for (auto [argument, dim] : k.elementDims)
-          dims.push_back(llvm::json::Array{argument, dim});
-        launch["element_dims"] = std::move(dims);
-      }
     } else if (k.launch == "row_outputs") {
       launch["rows_argument"] = k.rowsArgument;
       launch["outputs"] = k.outputs;
@@ -1127,6 +1174,14 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
       launch["rows_per_block"] = k.rowsPerBlock;
       launch["outputs"] = k.outputs;
       launch["outputs_per_block"] = k.outputsPerBlock;
+    }
+    // row_elements: grid.x also multiplies by these dimensions (dynamic trip
+    // counts); row_tiles: `outputs` does (a tile count that grows).
+    if ((k.launch == "row_elements" || k.launch == "row_tiles") && !k.elementDims.empty()) {
+      llvm::json::Array dims;
+      for (auto [argument, dim] : k.elementDims)
+        dims.push_back(llvm::json::Array{argument, dim});
+      launch["element_dims"] = std::move(dims);
     }
     llvm::json::Object entry{{"name", k.name},
                              {"launch", std::move(launch)},

@@ -32,7 +32,9 @@
 //     <name> from that many rows on (prefill): a block per tile of
 //     `rows_per_block` rows x `outputs_per_block` outputs, a thread per
 //     output; grid = (ceil(rows / rows_per_block),
-//     ceil(outputs / outputs_per_block)). Same bits as <name>;
+//     ceil(outputs / outputs_per_block)). Same bits as <name>. With
+//     element_dims, `outputs` is multiplied by the sizes they name (the
+//     index scores' block form: a block per (row, tile of keys));
 //   - "single": kernels whose iterations depend on each other (a ring's
 //     ordered stores, the compressor state, gathers that count) run on one
 //     thread.

@@ -591,7 +591,93 @@ func::FuncOp buildIndexScoreKernel(ModuleOp module, const std::string &name,
     return {};
   });
   func::ReturnOp::create(b, loc);
+  fn->setAttr(kIndexScoreAttr,
+              b.getDictionaryAttr({b.getNamedAttr("heads", b.getI64IntegerAttr(heads)),
+                                   b.getNamedAttr("dim", b.getI64IntegerAttr(dim))}));
   return fn;
+}
+
+void buildIndexScoreBlockBody(func::FuncOp fn, int64_t heads, int64_t dim,
+                              const IndexScoreBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {lanes.sharedQueriesType, lanes.sharedKeysType,
+                                lanes.sharedHeadsType});
+  b.setInsertionPointToStart(entry);
+  KernelBuilder k(b, loc);
+  Value q = entry->getArgument(0), keys = entry->getArgument(1), w = entry->getArgument(2),
+        visible = entry->getArgument(3), out = entry->getArgument(4),
+        sq = entry->getArgument(5), sk = entry->getArgument(6), sh = entry->getArgument(7);
+  const int64_t tileKeys = lanes.keys, threads = heads * tileKeys;
+  auto when = [&](Value cond, const std::function<void()> &body) {
+    auto guard = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    body();
+  };
+  auto ult = [&](Value a, Value c) { return cmpI(b, loc, arith::CmpIPredicate::ult, a, c); };
+  Value i = lanes.row(b, loc), tile = lanes.tile(b, loc), tid = lanes.thread(b, loc);
+  Value width = k.dim(out, 1), numKeys = k.dim(keys, 0);
+  Value t0 = k.muli(tile, k.idx(tileKeys));
+  // Every thread of a block has the same (row, tile): a block past them
+  // skips everything, barriers included.
+  auto active = scf::IfOp::create(
+      b, loc, arith::AndIOp::create(b, loc, ult(i, k.dim(out, 0)), ult(t0, width)),
+      /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  Value vis = arith::IndexCastOp::create(b, loc, b.getIndexType(), k.load(visible, i));
+  Value limit = arith::MinSIOp::create(b, loc, vis, numKeys);
+  // Stage the row's queries and the tile's keys (keys past the limit are
+  // never read: their scores are -inf).
+  for (int64_t s0 = 0; s0 < heads * dim; s0 += threads) {
+    Value slot = k.addi(tid, k.idx(s0));
+    when(ult(slot, k.idx(heads * dim)), [&] {
+      Value h = arith::DivUIOp::create(b, loc, slot, k.idx(dim));
+      Value e = arith::RemUIOp::create(b, loc, slot, k.idx(dim));
+      k.store(k.load(q, {i, h, e}), sq, {h, e});
+    });
+  }
+  for (int64_t s0 = 0; s0 < tileKeys * dim; s0 += threads) {
+    Value slot = k.addi(tid, k.idx(s0));
+    Value tk = arith::DivUIOp::create(b, loc, slot, k.idx(dim));
+    Value e = arith::RemUIOp::create(b, loc, slot, k.idx(dim));
+    Value t = k.addi(t0, tk);
+    when(arith::AndIOp::create(b, loc, ult(slot, k.idx(tileKeys * dim)),
+                               cmpI(b, loc, arith::CmpIPredicate::slt, t, limit)),
+         [&] { k.store(k.load(keys, {t, e}), sk, {tk, e}); });
+  }
+  lanes.barrier(b, loc);
+  // Thread (h, key): the host's per-head term.
+  Value tk = arith::RemUIOp::create(b, loc, tid, k.idx(tileKeys));
+  Value h = arith::DivUIOp::create(b, loc, tid, k.idx(tileKeys));
+  Value t = k.addi(t0, tk);
+  when(arith::AndIOp::create(b, loc, ult(tid, k.idx(threads)),
+                             cmpI(b, loc, arith::CmpIPredicate::slt, t, limit)),
+       [&] {
+         Value dot = orderedDot(
+             b, loc, dim, [&](Value e) { return loadF32(b, loc, sq, ValueRange{h, e}); },
+             [&](Value e) { return loadF32(b, loc, sk, ValueRange{tk, e}); });
+         Value relu = stdMax(b, loc, roundBf16(b, loc, dot), f32Const(b, loc, 0.f));
+         Value weighted = arith::MulFOp::create(b, loc, relu, loadF32(b, loc, w, ValueRange{i, h}));
+         k.store(roundBf16(b, loc, weighted), sh, {tk, h});
+       });
+  lanes.barrier(b, loc);
+  // A thread per key adds its heads in order.
+  Value key = k.addi(t0, tid);
+  when(arith::AndIOp::create(b, loc, ult(tid, k.idx(tileKeys)), ult(key, width)), [&] {
+    auto score = scf::IfOp::create(
+        b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, key, limit),
+        [&](OpBuilder &, Location) {
+          Value total = k.reduce(heads, f32Const(b, loc, 0.f), [&](Value hh, Value acc) {
+            return arith::AddFOp::create(b, loc, acc, k.load(sh, {tid, hh})).getResult();
+          });
+          scf::YieldOp::create(b, loc, roundBf16(b, loc, total));
+        },
+        [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, f32Const(b, loc, -kInf)); });
+    k.store(score.getResult(0), out, {i, key});
+  });
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 func::FuncOp buildTopKRankKernel(ModuleOp module, const std::string &name,
@@ -1013,13 +1099,14 @@ func::FuncOp buildWindowIndexKernel(ModuleOp module, const std::string &name) {
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
   const int64_t dyn = ShapedType::kDynamic;
   func::FuncOp fn = startKernel(b, module, name,
-                                {MemRefType::get({dyn, dyn}, i32), i64, i64, i64});
+                                {MemRefType::get({dyn, dyn}, i32), i64, i64});
   Value idx = fn.getArgument(0), position = fn.getArgument(1),
-        window = fn.getArgument(2), ringStart = fn.getArgument(3);
+        ringStart = fn.getArgument(2);
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
   Value oneI64 = intConst(b, loc, i64, 1), minusOne = intConst(b, loc, i32, -1);
   Value n = memref::DimOp::create(b, loc, idx, zero);
-  Value width = arith::IndexCastOp::create(b, loc, b.getIndexType(), window);
+  Value width = memref::DimOp::create(b, loc, idx, one);
+  Value window = arith::IndexCastOp::create(b, loc, i64, width);
   // The oldest slot: the one after the newest (position % W).
   Value oldest = arith::AddIOp::create(
       b, loc, arith::RemSIOp::create(b, loc, position, window), oneI64);

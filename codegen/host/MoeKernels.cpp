@@ -4,6 +4,12 @@
 #include "codegen/host/KernelBuilder.h"
 #include "codegen/host/Transcendental.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <functional>
+
 #include <cmath>
 
 using namespace mlir;
@@ -80,7 +86,140 @@ func::FuncOp buildMoeRouteKernel(ModuleOp module, const std::string &name,
     });
   });
   k.finish();
+  fn->setAttr(kMoeRouteAttr,
+              b.getDictionaryAttr({b.getNamedAttr("experts", b.getI64IntegerAttr(experts)),
+                                   b.getNamedAttr("top_k", b.getI64IntegerAttr(topK)),
+                                   b.getNamedAttr("route_scale", b.getF32FloatAttr(routeScale))}));
   return fn;
+}
+
+void buildMoeRouteBlockBody(func::FuncOp fn, int64_t experts, int64_t topK,
+                            float routeScale, const MoeRouteLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {lanes.sharedScoresType, lanes.sharedIdsType});
+  b.setInsertionPointToStart(entry);
+  KernelBuilder k(b, loc);
+  Type f32 = b.getF32Type(), i32 = b.getI32Type(), indexType = b.getIndexType();
+  Value logits = entry->getArgument(0), bias = entry->getArgument(1),
+        ids = entry->getArgument(2), weights = entry->getArgument(3),
+        scores = entry->getArgument(4), marks = entry->getArgument(5);
+  auto cmpI = [&](arith::CmpIPredicate p, Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, p, a, c).getResult();
+  };
+  auto when = [&](Value cond, const std::function<void()> &body) {
+    auto guard = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    body();
+  };
+  auto toI32 = [&](Value v) { return arith::IndexCastOp::create(b, loc, i32, v).getResult(); };
+  auto toIndex = [&](Value v) {
+    return arith::IndexCastOp::create(b, loc, indexType, v).getResult();
+  };
+  Value n = lanes.row(b, loc), tid = lanes.thread(b, loc);
+  auto active = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, n, k.dim(logits, 0)),
+                                  /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  Value zeroI32 = intConst(b, loc, i32, 0), oneI32 = intConst(b, loc, i32, 1);
+  Value isFirst = cmpI(arith::CmpIPredicate::eq, tid, k.idx(0));
+  Value isExpert = cmpI(arith::CmpIPredicate::ult, tid, k.idx(experts));
+  Value flagAt = k.idx(experts + topK), chosenAt = k.idx(experts);
+  when(isFirst, [&] { k.store(zeroI32, marks, {flagAt}); });
+  // The host's score: F.softplus (threshold 20), then sqrt; plus the bias.
+  Value e = arith::MinUIOp::create(b, loc, tid, k.idx(experts - 1));
+  Value z = k.load(logits, {n, e});
+  Value big = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, z, k.f32(20.f));
+  Value soft = emitLog1p32(b, loc, k.exp(z));
+  Value score = k.sqrt(arith::SelectOp::create(b, loc, big, z, soft));
+  Value biased = k.add(score, k.load(bias, e));
+  when(isExpert, [&] {
+    k.store(score, scores, {k.idx(0), tid});
+    k.store(biased, scores, {k.idx(1), tid});
+    k.store(zeroI32, marks, {tid});
+  });
+  lanes.barrier(b, loc);
+  Value isNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, biased, biased);
+  when(arith::AndIOp::create(b, loc, isExpert, isNaN), [&] { k.store(oneI32, marks, {flagAt}); });
+  lanes.barrier(b, loc);
+  Value anyNaN = cmpI(arith::CmpIPredicate::ne, k.load(marks, {flagAt}), zeroI32);
+  auto choose = scf::IfOp::create(b, loc, anyNaN, /*withElse=*/true);
+  {
+    // Some score is NaN: thread 0 picks as the host does.
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(choose.thenBlock()->getTerminator());
+    when(isFirst, [&] {
+      k.loop(topK, [&](Value slot) {
+        auto best = scf::ForOp::create(b, loc, k.idx(0), k.idx(experts), k.idx(1),
+                                       ValueRange{k.f32(-INFINITY), k.idx(-1)});
+        {
+          OpBuilder::InsertionGuard g2(b);
+          b.setInsertionPointToStart(best.getBody());
+          Value f = best.getInductionVar();
+          Value bestScore = best.getRegionIterArg(0), bestId = best.getRegionIterArg(1);
+          Value v = k.load(scores, {k.idx(1), f});
+          Value free = cmpI(arith::CmpIPredicate::eq, k.load(marks, {f}), zeroI32);
+          Value none = cmpI(arith::CmpIPredicate::slt, bestId, k.idx(0));
+          Value better = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, v, bestScore);
+          Value pick = arith::AndIOp::create(b, loc, free,
+                                             arith::OrIOp::create(b, loc, none, better));
+          scf::YieldOp::create(b, loc,
+                               ValueRange{arith::SelectOp::create(b, loc, pick, v, bestScore),
+                                          arith::SelectOp::create(b, loc, pick, f, bestId)});
+        }
+        Value id = best.getResult(1);
+        k.store(oneI32, marks, {id});
+        k.store(toI32(id), marks, {k.addi(chosenAt, slot)});
+      });
+    });
+    // No NaN: each expert's rank is its place in the host's picking order.
+    b.setInsertionPoint(choose.elseBlock()->getTerminator());
+    when(isExpert, [&] {
+      auto rank = scf::ForOp::create(b, loc, k.idx(0), k.idx(experts), k.idx(1),
+                                     ValueRange{k.idx(0)});
+      {
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(rank.getBody());
+        Value f = rank.getInductionVar();
+        Value v = k.load(scores, {k.idx(1), f});
+        Value higher = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, v, biased);
+        Value tiedBefore = arith::AndIOp::create(
+            b, loc, arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, v, biased),
+            cmpI(arith::CmpIPredicate::ult, f, tid));
+        Value ahead = arith::OrIOp::create(b, loc, higher, tiedBefore);
+        scf::YieldOp::create(
+            b, loc,
+            ValueRange{arith::SelectOp::create(b, loc, ahead,
+                                               k.addi(rank.getRegionIterArg(0), k.idx(1)),
+                                               rank.getRegionIterArg(0))});
+      }
+      Value r = rank.getResult(0);
+      when(cmpI(arith::CmpIPredicate::ult, r, k.idx(topK)),
+           [&] { k.store(toI32(tid), marks, {k.addi(chosenAt, r)}); });
+    });
+  }
+  lanes.barrier(b, loc);
+  // Thread 0: the weights, the chosen scores added in pick order (the host's).
+  when(isFirst, [&] {
+    auto chosenId = [&](Value slot) {
+      return toIndex(k.load(marks, {k.addi(chosenAt, slot)}));
+    };
+    Value sum = k.reduce(topK, k.f32(0.f), [&](Value slot, Value acc) {
+      return k.add(acc, k.load(scores, {k.idx(0), chosenId(slot)}));
+    });
+    k.loop(topK, [&](Value slot) {
+      Value id = chosenId(slot);
+      Value w = k.load(scores, {k.idx(0), id});
+      if (topK > 1)
+        w = k.div(w, k.add(sum, k.f32(1e-20f)));
+      w = k.mul(w, k.f32(routeScale));
+      k.store(w, weights, {n, slot});
+      k.store(toI32(id), ids, {n, slot});
+    });
+  });
+  (void)f32;
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 func::FuncOp buildMoeGatherKernel(ModuleOp module, const std::string &name,

@@ -10,6 +10,8 @@
 #ifndef CSA_CODEGEN_HOST_MOEKERNELS_H
 #define CSA_CODEGEN_HOST_MOEKERNELS_H
 
+#include "codegen/host/GpuFormLanes.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -22,6 +24,31 @@ namespace csa::codegen {
 mlir::func::FuncOp buildMoeRouteKernel(mlir::ModuleOp module,
                                        const std::string &name, int64_t experts,
                                        int64_t topK, float routeScale);
+
+/// The attribute on every routing kernel, {experts, top_k, route_scale}: the
+/// NVPTX back end rebuilds it as the block form.
+inline constexpr const char *kMoeRouteAttr = "csa.moe_route";
+
+/// How the routing's block form is spread: a block per row, a thread per
+/// expert (`threads` >= experts).
+struct MoeRouteLanes : BlockRowLanes {
+  /// Appended to the kernel's arguments, in shared memory: memref<2 x E x
+  /// f32> (the scores, then the scores plus the bias) and memref<(E + K + 1)
+  /// x i32> (taken marks, the chosen ids in order, a NaN flag).
+  mlir::Type sharedScoresType, sharedIdsType;
+};
+
+/// Replaces the body of `fn` (from buildMoeRouteKernel) with the block form,
+/// the host kernel's bits: each thread computes its expert's score with the
+/// host's operations, ranks it against the others (higher first, ties to the
+/// lower id: the order the host's repeated argmax picks them in), and the
+/// first K ranks are the choice; thread 0 adds their scores in that order and
+/// writes the weights. If any score is NaN (where a rank is not the host's
+/// pick) thread 0 runs the host's repeated argmax instead. A thread per row
+/// walked all experts K + 1 times from local memory (42 us a decode step's
+/// routing on the H200).
+void buildMoeRouteBlockBody(mlir::func::FuncOp fn, int64_t experts, int64_t topK,
+                            float routeScale, const MoeRouteLanes &lanes);
 
 /// `name(x: memref<?xDxbf16>, rowIndex: memref<?xi32>, rows: memref<?xDxbf16>)`:
 /// rows[i] = x[rowIndex[i]], the tokens routed to one expert (the runtime

@@ -433,8 +433,11 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
   } else if (rule.rule == "channels") {
     gridX = ceilDiv(rule.outputs, rule.block);
   } else if (rule.rule == "row_tiles") {
+    int64_t outputs = 0;
+    if (__builtin_mul_overflow(rule.outputs, std::max<int64_t>(dynamicElements, 0), &outputs))
+      return absl::InvalidArgumentError("launch: outputs x element_dims overflows");
     gridX = ceilDiv(rows, rule.rowsPerBlock);
-    gridY = ceilDiv(rule.outputs, rule.outputsPerBlock);
+    gridY = ceilDiv(outputs, rule.outputsPerBlock);
   }
   gridX = std::max<int64_t>(gridX, 1);
   gridY = std::max<int64_t>(gridY, 1);

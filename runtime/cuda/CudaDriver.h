@@ -61,7 +61,8 @@ struct LaunchRule {
   int64_t outputsPerBlock = 1; ///< row_outputs, row_tiles
   int64_t rowsPerBlock = 1;    ///< row_tiles
   int64_t elementsPerRow = 1;  ///< row_elements: constant trip counts
-  /// row_elements: (argument, dimension) of each dynamic trip count.
+  /// row_elements: (argument, dimension) of each dynamic trip count;
+  /// row_tiles: of each size that multiplies `outputs`.
   std::vector<std::pair<int64_t, int64_t>> elementDims;
 };
 

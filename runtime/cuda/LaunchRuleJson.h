@@ -82,9 +82,13 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
     if (st.ok())
       st = integer("rows_per_block", 1, 1024, rule.rowsPerBlock);
   }
-  if (st.ok() && rule.rule != "row_elements" && launch.contains("element_dims"))
-    return bad(absl::StrCat("element_dims is only for row_elements, not ", rule.rule));
-  if (st.ok() && rule.rule == "row_elements" && launch.contains("element_dims")) {
+  // row_tiles: element_dims multiply `outputs` (a tile count that grows with
+  // an argument, such as the index scores' keys).
+  const bool dynamicRule = rule.rule == "row_elements" || rule.rule == "row_tiles";
+  if (st.ok() && !dynamicRule && launch.contains("element_dims"))
+    return bad(absl::StrCat("element_dims is only for row_elements and row_tiles, not ",
+                            rule.rule));
+  if (st.ok() && dynamicRule && launch.contains("element_dims")) {
     const nlohmann::json &dims = launch["element_dims"];
     if (!dims.is_array())
       return bad("element_dims is not a list of [argument, dimension]");

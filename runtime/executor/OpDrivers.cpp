@@ -526,9 +526,9 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     uploadNow(which->ptr());
   }
   if (onDevice) {
-    auto didx = desc<2>(idx.ptr(), {n, width});
-    invoke(s, "window_index", &didx, int64_t(*pos), int64_t(window),
-           int64_t(ring.ringStart));
+    // The list's first `window` columns (one row: no stride to skip).
+    auto didx = desc<2>(idx.ptr(), {n, window});
+    invoke(s, "window_index", &didx, int64_t(*pos), int64_t(ring.ringStart));
   } else {
     uploadNow(idx.ptr());
   }

@@ -631,7 +631,7 @@ TEST(AttentionKernels, HsiSelectMatchesSelectCandidateBlocks) {
 /// the window stay untouched.
 TEST(AttentionKernels, WindowIndexNamesTheRingSlotsOldestFirst) {
   KernelLibrary lib([](mlir::ModuleOp m) { buildWindowIndexKernel(m, "window_index"); });
-  using Kernel = void (*)(Descriptor<2, int32_t> *, int64_t, int64_t, int64_t);
+  using Kernel = void (*)(Descriptor<2, int32_t> *, int64_t, int64_t);
   auto *kernel = reinterpret_cast<Kernel>(lib.symbol("window_index"));
   ASSERT_NE(kernel, nullptr);
   int64_t checked = 0;
@@ -642,10 +642,12 @@ TEST(AttentionKernels, WindowIndexNamesTheRingSlotsOldestFirst) {
         std::vector<int64_t> held(size_t(window), -1);
         for (int64_t p = ringStart; p <= position; ++p)
           held[size_t(p % window)] = p;
+        // The list's first `window` columns of two rows of `width`.
         const int64_t rows = 2, width = window + 5;
         std::vector<int32_t> idx(size_t(rows * width), 77);
-        auto d = describe<2>(idx, {rows, width});
-        kernel(&d, position, window, ringStart);
+        auto d = describe<2>(idx, {rows, window});
+        d.strides[0] = width;
+        kernel(&d, position, ringStart);
         for (int64_t i = 0; i < rows; ++i)
           for (int64_t j = 0; j < width; ++j) {
             const int32_t got = idx[size_t(i * width + j)];

@@ -16,6 +16,7 @@
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MhcKernels.h"
+#include "codegen/host/MoeKernels.h"
 #include "codegen/host/QuantizeKernels.h"
 #include "test/unit/codegen/KernelTestSupport.h"
 #include "runtime/numerics/Tolerance.h"
@@ -25,6 +26,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <pthread.h>
 #include <thread>
@@ -113,6 +115,11 @@ struct Simt {
 };
 
 uint32_t bits(uint16_t v) { return v; }
+uint32_t bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
 
 /// The split-K form's lanes on host threads: a block per (row, output tile),
 /// its shared partials and sums appended to the kernel's arguments.
@@ -940,6 +947,146 @@ TEST(GpuFormEmulation, EngramGateBlockFormMatchesTheHostKernel) {
   expectEngramGateBlockFormMatchesHost(4, 64, 2, 32, 64, 41);     // one pass, 2 elements a thread
   expectEngramGateBlockFormMatchesHost(2, 200, 3, 32, 64, 42);    // passes, a last partial one
   expectEngramGateBlockFormMatchesHost(4, 5120, 1, 256, 1024, 43); // the released widths
+}
+
+namespace {
+/// The block form of the index scores against the host kernel, bit for bit:
+/// partial key tiles, rows whose visible count is below the keys (and keys
+/// fewer than the width: -inf past them), negative dots (ReLU).
+void expectIndexScoreBlockFormMatchesHost(int64_t heads, int64_t dim, int64_t n,
+                                          int64_t numKeys, int64_t width,
+                                          std::vector<int64_t> visible, uint32_t seed) {
+  const int64_t tileKeys = std::max<int64_t>(1, 256 / heads), padded = dim + 2;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildIndexScoreKernel(m, "host", heads, dim);
+    func::FuncOp form = buildIndexScoreKernel(m, "form", heads, dim);
+    IndexScoreBlockLanes lanes;
+    lanes.row = simt.value(simt.blockX);
+    lanes.tile = simt.value(simt.blockY);
+    lanes.thread = simt.value(simt.thread);
+    lanes.barrier = simt.sync();
+    lanes.keys = tileKeys;
+    MLIRContext *ctx = m.getContext();
+    lanes.sharedQueriesType = MemRefType::get({heads, padded}, BFloat16Type::get(ctx));
+    lanes.sharedKeysType = MemRefType::get({tileKeys, padded}, BFloat16Type::get(ctx));
+    lanes.sharedHeadsType = MemRefType::get({tileKeys, heads}, Float32Type::get(ctx));
+    buildIndexScoreBlockBody(form, heads, dim, lanes);
+  });
+  std::vector<uint16_t> q = randomBf16(size_t(n * heads * dim), seed),
+                        keys = randomBf16(size_t(numKeys * dim), seed + 1),
+                        w = randomBf16(size_t(n * heads), seed + 2);
+  std::vector<float> outHost(size_t(n * width), 7.f), outForm(size_t(n * width), 7.f);
+  auto dq = describe<3>(q, {n, heads, dim});
+  auto dk = describe<2>(keys, {numKeys, dim});
+  auto dw = describe<2>(w, {n, heads});
+  auto dv = describe<1>(visible, {n});
+  auto dh = describe<2>(outHost, {n, width});
+  auto df = describe<2>(outForm, {n, width});
+  using Host = void (*)(void *, void *, void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  host(&dq, &dk, &dw, &dv, &dh);
+  const size_t queryBytes = size_t(heads * padded * 2), keyBytes = size_t(tileKeys * padded * 2);
+  launch(n, (width + tileKeys - 1) / tileKeys, heads * tileKeys,
+         queryBytes + keyBytes + size_t(tileKeys * heads * 4), [&](void *shared) {
+           char *p = static_cast<char *>(shared);
+           auto *sq = reinterpret_cast<uint16_t *>(p);
+           auto *sk = reinterpret_cast<uint16_t *>(p + queryBytes);
+           auto *sh = reinterpret_cast<float *>(p + queryBytes + keyBytes);
+           Descriptor<2, uint16_t> dsq{sq, sq, 0, {heads, padded}, {padded, 1}};
+           Descriptor<2, uint16_t> dsk{sk, sk, 0, {tileKeys, padded}, {padded, 1}};
+           Descriptor<2, float> dsh{sh, sh, 0, {tileKeys, heads}, {heads, 1}};
+           form(&dq, &dk, &dw, &dv, &df, &dsq, &dsk, &dsh);
+         });
+  int64_t scored = 0;
+  for (size_t e = 0; e < outHost.size(); ++e) {
+    ASSERT_EQ(bits(outHost[e]), bits(outForm[e]))
+        << "row " << e / size_t(width) << " key " << e % size_t(width);
+    scored += std::isfinite(outHost[e]) && outHost[e] != 0.f;
+  }
+  EXPECT_GT(scored, 0);
+}
+} // namespace
+
+TEST(GpuFormEmulation, IndexScoreBlockFormMatchesTheHostKernel) {
+  // tiny's widths: 128 keys a tile, a partial one; visible below the keys.
+  expectIndexScoreBlockFormMatchesHost(2, 32, 3, 150, 170, {170, 37, 0}, 71);
+  // the released widths: 8 keys a tile of 256 threads.
+  expectIndexScoreBlockFormMatchesHost(32, 128, 1, 21, 21, {21}, 72);
+}
+
+namespace {
+/// The block form of the MoE routing against the host kernel: the same
+/// expert ids and weights, bit for bit, with ties (both picking orders),
+/// -inf logits and, in one row, a NaN (thread 0's fallback).
+void expectMoeRouteBlockFormMatchesHost(int64_t experts, int64_t topK, int64_t n,
+                                        uint32_t seed) {
+  const float routeScale = 1.5f;
+  const int64_t threads = (experts + 31) / 32 * 32;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildMoeRouteKernel(m, "host", experts, topK, routeScale);
+    func::FuncOp form = buildMoeRouteKernel(m, "form", experts, topK, routeScale);
+    MoeRouteLanes lanes;
+    static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
+    lanes.sharedScoresType = MemRefType::get({2, experts}, Float32Type::get(m.getContext()));
+    lanes.sharedIdsType = MemRefType::get({experts + topK + 1}, IntegerType::get(m.getContext(), 32));
+    buildMoeRouteBlockBody(form, experts, topK, routeScale, lanes);
+  });
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-6.f, 25.f);
+  std::uniform_int_distribution<int> pick(0, 9);
+  std::vector<float> logits(static_cast<size_t>(n * experts)), bias(static_cast<size_t>(experts));
+  // The first half of the experts without bias: their equal logits tie.
+  for (int64_t e = experts / 2; e < experts; ++e)
+    bias[size_t(e)] = u(gen) * 0.05f;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t e = 0; e < experts; ++e) {
+      float &v = logits[size_t(r * experts + e)];
+      const int p = pick(gen);
+      // Ties among the best: a repeated logit above the others (equal
+      // scores where the bias is zero).
+      v = p <= 1 ? 30.f : p == 2 ? -INFINITY : u(gen);
+      if (r == 1 && e == experts / 2)
+        v = NAN;
+    }
+  std::vector<int32_t> idsHost(size_t(n * topK), 7), idsForm(size_t(n * topK), 7);
+  std::vector<float> wHost(size_t(n * topK), 7.f), wForm(size_t(n * topK), 7.f);
+  auto dl = describe<2>(logits, {n, experts});
+  auto db = describe<1>(bias, {experts});
+  auto dih = describe<2>(idsHost, {n, topK});
+  auto dif = describe<2>(idsForm, {n, topK});
+  auto dwh = describe<2>(wHost, {n, topK});
+  auto dwf = describe<2>(wForm, {n, topK});
+  using Host = void (*)(void *, void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  host(&dl, &db, &dih, &dwh);
+  const size_t scoreBytes = size_t(2 * experts) * 4;
+  launch(n, 1, threads, scoreBytes + size_t(experts + topK + 1) * 4, [&](void *shared) {
+    float *sc = static_cast<float *>(shared);
+    int32_t *marks = reinterpret_cast<int32_t *>(static_cast<char *>(shared) + scoreBytes);
+    Descriptor<2, float> dScores{sc, sc, 0, {2, experts}, {experts, 1}};
+    Descriptor<1, int32_t> dMarks{marks, marks, 0, {experts + topK + 1}, {1}};
+    form(&dl, &db, &dif, &dwf, &dScores, &dMarks);
+  });
+  for (size_t i = 0; i < idsHost.size(); ++i) {
+    ASSERT_EQ(idsHost[i], idsForm[i]) << "row " << i / size_t(topK) << " slot " << i % size_t(topK);
+    ASSERT_EQ(bits(wHost[i]), bits(wForm[i])) << "row " << i / size_t(topK) << " slot " << i % size_t(topK);
+    ASSERT_GE(idsHost[i], 0);
+  }
+}
+} // namespace
+
+TEST(GpuFormEmulation, MoeRouteBlockFormMatchesTheHostKernel) {
+  expectMoeRouteBlockFormMatchesHost(8, 2, 3, 61);    // tiny's routing
+  expectMoeRouteBlockFormMatchesHost(64, 6, 4, 62);   // h200-full's
+  expectMoeRouteBlockFormMatchesHost(40, 6, 3, 63);   // idle threads past the experts
 }
 
 namespace {

@@ -67,6 +67,27 @@ TEST(LaunchRule, RowTilesBlocksMayHaveMoreThreadsThanOutputs) {
   EXPECT_EQ(shape->blockX, 256u);
 }
 
+TEST(LaunchRule, RowTilesOutputsMayGrowWithAnArgument) {
+  // The index scores' block form: a block per (row, 8 keys), the keys the
+  // width of the scores (argument 4, dimension 1).
+  auto rule = parseLaunchRule(
+      json{{"rule", "row_tiles"}, {"block", 256}, {"rows_argument", 0},
+           {"rows_per_block", 1}, {"outputs", 1}, {"outputs_per_block", 8},
+           {"element_dims", json::array({json::array({4, 1})})}},
+      "index_score_32x128", 5);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  std::vector<std::vector<int64_t>> sizes = {{2, 32, 128}, {1001, 128}, {2, 32}, {2}, {2, 1001}};
+  auto sizesOf = [&](int64_t i) {
+    return i < int64_t(sizes.size()) ? &sizes[size_t(i)] : nullptr;
+  };
+  auto shape = csa::cuda::launchShapeFor(*rule, sizesOf);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->gridX, 2u);
+  EXPECT_EQ(shape->gridY, 126u); // ceil(1001 / 8)
+  sizes[4] = {2, 0};
+  EXPECT_EQ(csa::cuda::launchShapeFor(*rule, sizesOf)->gridY, 1u); // never empty
+}
+
 TEST(LaunchRule, RowsGridCoversRowTilesPerThread) {
   auto rule = parseLaunchRule(json{{"rule", "rows"}, {"block", 128},
                                    {"rows_argument", 1}, {"rows_per_thread", 8}},
@@ -121,7 +142,7 @@ TEST(LaunchRule, RowElementsMultiplyByDynamicTripCounts) {
                               "k", 2);
   ASSERT_FALSE(rows.ok());
   EXPECT_EQ(rows.status().message(),
-            "kernel 'k': launch.element_dims is only for row_elements, not rows");
+            "kernel 'k': launch.element_dims is only for row_elements and row_tiles, not rows");
 }
 
 TEST(LaunchRule, ShapeFromTheArguments) {

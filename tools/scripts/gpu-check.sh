@@ -14,6 +14,7 @@
 # logits within bounds, fed the CPU's tokens: logits-check.sh, csa-diff); run-quick.sh is a shorter set of both (about 190 s);
 # run-reduced.sh and run-full.sh run the released widths (docs/gpu.md);
 # run-graphs.sh times decode steps with CUDA graphs off and on;
+# run-profile.sh times every kernel of an h200-full decode step (ncu);
 # bench.sh times the released-width kernels and their PyTorch peers
 # (bench/gpu/torch_peers.py).
 set -euo pipefail
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
 rm -rf gpu-run && mkdir -p gpu-run/lib
 cp build/bin/csa-gpu-check build/bin/csa-run build/bin/csa-checkpoint build/bin/csa-diff \
-  tools/scripts/logits-check.sh bench/gpu/torch_peers.py gpu-run/
+  tools/scripts/logits-check.sh bench/gpu/torch_peers.py bench/gpu/step_profile.py gpu-run/
 for tool in csa-gpu-check csa-run csa-checkpoint csa-diff; do
   ldd "build/bin/$tool" | awk '/libabsl/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done
@@ -193,6 +194,32 @@ echo "== done ($(date +%T))"
 exit $status
 RUN
 chmod +x gpu-run/run-full.sh
+cat > gpu-run/run-profile.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. The GPU time of every kernel of one
+# h200-full decode step (ncu, one metric, no replay; its CSV to
+# $OUT/step-ctxC.csv) at each of ${CSA_FULL_CONTEXTS:-4096} tokens of context,
+# then step_profile.py's table. Needs the weights run-full.sh writes
+# ($CSA_FULL_CKPT, default /dev/shm/h200-full).
+set -uo pipefail
+out=${OUT:-.}
+ck=${CSA_FULL_CKPT:-/dev/shm/h200-full}
+[ -f "$ck/config.json" ] || ./csa-checkpoint generate --variant=h200-full --out="$ck" --seed=7 > "$out/full-generate.txt" 2>&1
+status=0
+for ctx in ${CSA_FULL_CONTEXTS:-4096}; do
+  # A window of one step's launches, after about the warm-up, the prefill
+  # and two decode steps (their launch counts are close to a step's).
+  steps=$(./csa-run h200-full.csa --weights="$ck" --context=$ctx --prompt=1 --max-new-tokens=2 --warmup --device=cuda | sed -n 's/^gpu, last run: \([0-9]*\) kernel launches.*/\1/p')
+  [ -n "$steps" ] || { echo "context $ctx: the run failed"; status=1; continue; }
+  ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+    --launch-skip $((4 * steps)) --launch-count "$steps" \
+    ./csa-run h200-full.csa --weights="$ck" --context=$ctx --prompt=1 --max-new-tokens=6 --warmup --device=cuda \
+    > "$out/step-ctx$ctx.csv" 2> "$out/step-ctx$ctx.err" || status=1
+  python3 step_profile.py "context $ctx=$out/step-ctx$ctx.csv" || status=1
+done
+exit $status
+RUN
+chmod +x gpu-run/run-profile.sh
 cat > gpu-run/run-quick.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The correctness checks in about

@@ -41,7 +41,7 @@ mlir::func::FuncOp buildSparseAttentionKernel(mlir::ModuleOp module,
                                               int64_t heads, int64_t headDim);
 
 /// The most threads of the head form's block (one (row, head) a block).
-inline constexpr int64_t kAttentionHeadMaxThreads = 512;
+inline constexpr int64_t kAttentionHeadMaxThreads = 256;
 
 /// Threads of the head form for `headDim` (0 when it is not a multiple of
 /// 32): the most, up to kAttentionHeadMaxThreads, that divide it.

@@ -16,6 +16,36 @@ using namespace mlir;
 
 namespace csa::codegen {
 
+namespace {
+/// The router's score of logit z: F.softplus (threshold 20), then sqrt.
+Value routeScore(KernelBuilder &k, OpBuilder &b, Location loc, Value z) {
+  Value big = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, z, k.f32(20.f));
+  Value soft = emitLog1p32(b, loc, k.exp(z));
+  return k.sqrt(arith::SelectOp::create(b, loc, big, z, soft));
+}
+
+/// One pick of the host's repeated argmax over `experts`: the free expert
+/// with the highest score (`scoreAt`), the first free one if none is
+/// higher (ties and NaN keep the lowest id). Returns its id (index).
+Value pickBest(KernelBuilder &k, OpBuilder &b, Location loc, int64_t experts,
+               function_ref<Value(Value)> scoreAt, function_ref<Value(Value)> isFree) {
+  auto best = scf::ForOp::create(b, loc, k.idx(0), k.idx(experts), k.idx(1),
+                                 ValueRange{k.f32(-INFINITY), k.idx(-1)});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(best.getBody());
+  Value e = best.getInductionVar();
+  Value bestScore = best.getRegionIterArg(0), bestId = best.getRegionIterArg(1);
+  Value score = scoreAt(e);
+  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, bestId, k.idx(0));
+  Value better = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, score, bestScore);
+  Value pick = arith::AndIOp::create(b, loc, isFree(e), arith::OrIOp::create(b, loc, first, better));
+  scf::YieldOp::create(b, loc,
+                       ValueRange{arith::SelectOp::create(b, loc, pick, score, bestScore),
+                                  arith::SelectOp::create(b, loc, pick, e, bestId)});
+  return best.getResult(1);
+}
+} // namespace
+
 func::FuncOp buildMoeRouteKernel(ModuleOp module, const std::string &name,
                                  int64_t experts, int64_t topK,
                                  float routeScale) {
@@ -38,39 +68,18 @@ func::FuncOp buildMoeRouteKernel(ModuleOp module, const std::string &name,
   Value trueV = arith::ConstantIntOp::create(b, loc, i1, 1);
   k.loop(k.idx(0), k.dim(logits, 0), [&](Value n) {
     k.loop(experts, [&](Value e) {
-      // F.softplus (threshold 20), then sqrt.
-      Value z = k.load(logits, {n, e});
-      Value big = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, z,
-                                        k.f32(20.f));
-      Value soft = emitLog1p32(b, loc, k.exp(z));
-      k.store(k.sqrt(arith::SelectOp::create(b, loc, big, z, soft)), s, e);
+      k.store(routeScore(k, b, loc, k.load(logits, {n, e})), s, e);
       k.store(falseV, taken, e);
     });
     // Top-k of s + bias by repeated argmax: ties keep the lowest id.
     Value sum = k.reduce(topK, k.f32(0.f), [&](Value slot, Value acc) {
-      auto best = scf::ForOp::create(
-          b, loc, k.idx(0), k.idx(experts), k.idx(1),
-          ValueRange{k.f32(-INFINITY), k.idx(-1)});
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(best.getBody());
-        Value e = best.getInductionVar();
-        Value bestScore = best.getRegionIterArg(0), bestId = best.getRegionIterArg(1);
-        Value score = k.add(k.load(s, e), k.load(bias, e));
-        Value free = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                           k.load(taken, e), falseV);
-        Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                            bestId, k.idx(0));
-        Value better = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
-                                             score, bestScore);
-        Value pick = arith::AndIOp::create(
-            b, loc, free, arith::OrIOp::create(b, loc, first, better));
-        scf::YieldOp::create(
-            b, loc,
-            ValueRange{arith::SelectOp::create(b, loc, pick, score, bestScore),
-                       arith::SelectOp::create(b, loc, pick, e, bestId)});
-      }
-      Value id = best.getResult(1);
+      Value id = pickBest(
+          k, b, loc, experts, [&](Value e) { return k.add(k.load(s, e), k.load(bias, e)); },
+          [&](Value e) {
+            return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, k.load(taken, e),
+                                         falseV)
+                .getResult();
+          });
       k.store(trueV, taken, id);
       k.store(id, chosen, slot);
       return k.add(acc, k.load(s, id));
@@ -100,7 +109,7 @@ void buildMoeRouteBlockBody(func::FuncOp fn, int64_t experts, int64_t topK,
   Block *entry = freshBody(fn, {lanes.sharedScoresType, lanes.sharedIdsType});
   b.setInsertionPointToStart(entry);
   KernelBuilder k(b, loc);
-  Type f32 = b.getF32Type(), i32 = b.getI32Type(), indexType = b.getIndexType();
+  Type i32 = b.getI32Type(), indexType = b.getIndexType();
   Value logits = entry->getArgument(0), bias = entry->getArgument(1),
         ids = entry->getArgument(2), weights = entry->getArgument(3),
         scores = entry->getArgument(4), marks = entry->getArgument(5);
@@ -128,10 +137,7 @@ void buildMoeRouteBlockBody(func::FuncOp fn, int64_t experts, int64_t topK,
   when(isFirst, [&] { k.store(zeroI32, marks, {flagAt}); });
   // The host's score: F.softplus (threshold 20), then sqrt; plus the bias.
   Value e = arith::MinUIOp::create(b, loc, tid, k.idx(experts - 1));
-  Value z = k.load(logits, {n, e});
-  Value big = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, z, k.f32(20.f));
-  Value soft = emitLog1p32(b, loc, k.exp(z));
-  Value score = k.sqrt(arith::SelectOp::create(b, loc, big, z, soft));
+  Value score = routeScore(k, b, loc, k.load(logits, {n, e}));
   Value biased = k.add(score, k.load(bias, e));
   when(isExpert, [&] {
     k.store(score, scores, {k.idx(0), tid});
@@ -150,24 +156,9 @@ void buildMoeRouteBlockBody(func::FuncOp fn, int64_t experts, int64_t topK,
     b.setInsertionPoint(choose.thenBlock()->getTerminator());
     when(isFirst, [&] {
       k.loop(topK, [&](Value slot) {
-        auto best = scf::ForOp::create(b, loc, k.idx(0), k.idx(experts), k.idx(1),
-                                       ValueRange{k.f32(-INFINITY), k.idx(-1)});
-        {
-          OpBuilder::InsertionGuard g2(b);
-          b.setInsertionPointToStart(best.getBody());
-          Value f = best.getInductionVar();
-          Value bestScore = best.getRegionIterArg(0), bestId = best.getRegionIterArg(1);
-          Value v = k.load(scores, {k.idx(1), f});
-          Value free = cmpI(arith::CmpIPredicate::eq, k.load(marks, {f}), zeroI32);
-          Value none = cmpI(arith::CmpIPredicate::slt, bestId, k.idx(0));
-          Value better = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, v, bestScore);
-          Value pick = arith::AndIOp::create(b, loc, free,
-                                             arith::OrIOp::create(b, loc, none, better));
-          scf::YieldOp::create(b, loc,
-                               ValueRange{arith::SelectOp::create(b, loc, pick, v, bestScore),
-                                          arith::SelectOp::create(b, loc, pick, f, bestId)});
-        }
-        Value id = best.getResult(1);
+        Value id = pickBest(
+            k, b, loc, experts, [&](Value f) { return k.load(scores, {k.idx(1), f}); },
+            [&](Value f) { return cmpI(arith::CmpIPredicate::eq, k.load(marks, {f}), zeroI32); });
         k.store(oneI32, marks, {id});
         k.store(toI32(id), marks, {k.addi(chosenAt, slot)});
       });
@@ -217,7 +208,6 @@ void buildMoeRouteBlockBody(func::FuncOp fn, int64_t experts, int64_t topK,
       k.store(toI32(id), ids, {n, slot});
     });
   });
-  (void)f32;
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc);
 }

@@ -54,6 +54,7 @@ struct LowerKernelsToNvvmPass
     options.ptxVersion = ptxVersion;
     options.linearBlockSize = linearBlock;
     options.linearSplitK = linearSplitK;
+    options.attentionWarpForm = attentionWarpForm;
     if (std::string problem = nvptxOptionsProblem(options); !problem.empty()) {
       getOperation().emitError() << "csa-lower-kernels-to-nvvm: " << problem;
       return signalPassFailure();

@@ -67,6 +67,10 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
            /*default=*/"::csa::codegen::NvptxOptions{}.linearSplitK",
            "Linears in the split-K form (within the dot-product tolerance) "
            "where K allows; false: the per-output form (the host's bits)">,
+    Option<"attentionWarpForm", "attention-warp-form", "bool",
+           /*default=*/"::csa::codegen::NvptxOptions{}.attentionWarpForm",
+           "Sparse attention in the warp form (within the tolerance "
+           "contract); false: the head form (the host's bits)">,
   ];
 }
 

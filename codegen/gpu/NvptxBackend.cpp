@@ -777,6 +777,35 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputs = kTopKThreads / 32;
       info.outputsPerBlock = kTopKThreads / 32;
       info.sharedBytes = 256 * 4 + 2 * 8;
+    } else if (attentionHeads > 0 && options.attentionWarpForm &&
+               attentionWarpSharedBytes(AttentionWarpLanes{}, attentionDim) <=
+                   kMaxStaticSharedBytes) {
+      AttentionWarpLanes lanes;
+      lanes.row = blockX;
+      lanes.head = blockY;
+      lanes.lane = threadX;
+      lanes.barrier = blockBarrier;
+      lanes.shuffleXor = [](OpBuilder &b, Location loc, Value v, int32_t mask) -> Value {
+        return gpu::ShuffleOp::create(b, loc, v, arith::ConstantIntOp::create(b, loc, mask, 32),
+                                      arith::ConstantIntOp::create(b, loc, 32, 32),
+                                      gpu::ShuffleMode::XOR)
+            .getShuffleResult();
+      };
+      const int64_t warps = lanes.threads / 32;
+      auto sharedOf = [&](ArrayRef<int64_t> shape, Type element) {
+        return MemRefType::get(shape, element, MemRefLayoutAttrInterface{}, workgroup);
+      };
+      lanes.sharedScoresType = sharedOf({lanes.chunk}, b.getF32Type());
+      lanes.sharedIndexType = sharedOf({lanes.chunk}, b.getI32Type());
+      lanes.sharedReduceType = sharedOf({2 * warps}, b.getF32Type());
+      lanes.sharedAccType = sharedOf({warps, attentionDim}, b.getF32Type());
+      buildSparseAttentionWarpBody(fn, attentionHeads, attentionDim, lanes);
+      info.launch = "row_outputs";
+      info.blockSize = lanes.threads;
+      info.rowsArgument = 0;
+      info.outputs = attentionHeads;
+      info.outputsPerBlock = 1;
+      info.sharedBytes = attentionWarpSharedBytes(lanes, attentionDim);
     } else if (attentionHeads > 0) {
       AttentionHeadLanes lanes;
       lanes.row = blockX;

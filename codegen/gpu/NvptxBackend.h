@@ -74,6 +74,10 @@ struct NvptxOptions {
   /// weight read at HBM speed within the tolerance contract of a dot
   /// product; off: the per-output form (the host kernel's bits).
   bool linearSplitK = true;
+  /// Sparse attention in the warp form (a warp a row of the chunk, the
+  /// tolerance contract of docs/semantics.md); off: the head form, the host
+  /// kernel's bits.
+  bool attentionWarpForm = true;
   /// The GPU's multiprocessors, for the split-K form's outputs per block.
   int64_t multiprocessors = 132;
 };

@@ -522,6 +522,296 @@ void buildSparseAttentionHeadBody(func::FuncOp fn, int64_t heads, int64_t headDi
   func::ReturnOp::create(b, loc);
 }
 
+int64_t attentionWarpVector(int64_t headDim) {
+  if (headDim % 256 == 0)
+    return 8;
+  return headDim % 64 == 0 ? 2 : 1;
+}
+
+void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDim,
+                                  const AttentionWarpLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type(),
+       indexType = b.getIndexType();
+  const int64_t warps = lanes.threads / 32, perLane = headDim / 32,
+                vec = attentionWarpVector(headDim), runs = perLane / vec;
+  // Rows a warp's trip loads before their adds (scores and P.V).
+  constexpr int64_t kAhead = 4;
+  Block *entry = freshBody(fn, {lanes.sharedScoresType, lanes.sharedIndexType,
+                                lanes.sharedReduceType, lanes.sharedAccType});
+  b.setInsertionPointToStart(entry);
+  const unsigned numArgs = entry->getNumArguments();
+  Value q = entry->getArgument(0), rows = entry->getArgument(1),
+        idx = entry->getArgument(2), sink = entry->getArgument(3),
+        scale = entry->getArgument(4), out = entry->getArgument(5),
+        sharedS = entry->getArgument(numArgs - 4), sharedJ = entry->getArgument(numArgs - 3),
+        sharedR = entry->getArgument(numArgs - 2), sharedA = entry->getArgument(numArgs - 1);
+  auto c = [&](int64_t v) { return indexConst(b, loc, v); };
+  Value zero = c(0), one = c(1);
+  Value zeroF = f32Const(b, loc, 0.f), negInf = f32Const(b, loc, -kInf),
+        startMax = f32Const(b, loc, -1e30f), zeroI32 = intConst(b, loc, i32, 0),
+        minusOne = intConst(b, loc, i32, -1);
+  Value i = lanes.row(b, loc), h = lanes.head(b, loc), thread = lanes.lane(b, loc);
+  Value warp = arith::DivUIOp::create(b, loc, thread, c(32));
+  Value lane = arith::RemUIOp::create(b, loc, thread, c(32));
+  Value laneIsZero = cmpI(b, loc, arith::CmpIPredicate::eq, lane, zero);
+  Value n = memref::DimOp::create(b, loc, q, zero);
+  Value numIdx = memref::DimOp::create(b, loc, idx, one);
+  Value active = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, i, n),
+                      cmpI(b, loc, arith::CmpIPredicate::slt, h, c(heads)));
+  Value hasRows = cmpI(b, loc, arith::CmpIPredicate::sgt,
+                       memref::DimOp::create(b, loc, rows, zero), zero);
+  auto select = [&](Value cond, TypeRange types, function_ref<SmallVector<Value>()> then,
+                    function_ref<SmallVector<Value>()> otherwise) {
+    auto op = scf::IfOp::create(b, loc, types, cond, /*withElse=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    scf::YieldOp::create(b, loc, then());
+    b.setInsertionPointToStart(op.elseBlock());
+    scf::YieldOp::create(b, loc, otherwise());
+    return op;
+  };
+  auto when = [&](Value cond, function_ref<void()> body) {
+    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    body();
+  };
+  // Lane l's channel m: run m / vec at l x vec + 32 x vec x (m / vec).
+  auto channel = [&](int64_t m) -> Value {
+    Value base = arith::MulIOp::create(b, loc, lane, c(vec));
+    return arith::AddIOp::create(b, loc, base, c((m / vec) * 32 * vec + m % vec));
+  };
+  SmallVector<Value> query;
+  for (int64_t m = 0; m < perLane; ++m)
+    query.push_back(select(active, TypeRange{f32}, [&]() -> SmallVector<Value> {
+      return {loadF32(b, loc, q, ValueRange{i, h, channel(m)})};
+    }, [&]() -> SmallVector<Value> { return {zeroF}; }).getResult(0));
+  Value rowsBase, rowsAligned;
+  std::tie(rowsBase, rowsAligned) = bytePointer(b, loc, rows, lanes.rowsAddressSpace);
+  // Lane l's channels of row r (vector loads when the rows start on 16
+  // bytes; a row of headDim bf16 is then on 4 or 16 too).
+  auto loadRow = [&](Value r) -> SmallVector<Value> {
+    SmallVector<Type> types(size_t(perLane), f32);
+    auto vectorLoads = [&]() -> SmallVector<Value> {
+      SmallVector<Value> values;
+      for (int64_t run = 0; run < runs; ++run) {
+        Value at = arith::IndexCastUIOp::create(
+            b, loc, b.getI64Type(),
+            arith::MulIOp::create(b, loc,
+                                  arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, r, c(headDim)),
+                                                        channel(run * vec)),
+                                  c(2)));
+        Value ptr = LLVM::GEPOp::create(b, loc, rowsBase.getType(), b.getI8Type(), rowsBase,
+                                        ValueRange{at});
+        SmallVector<Value> words;
+        if (vec == 8) {
+          Value v = LLVM::LoadOp::create(b, loc, VectorType::get({4}, i32), ptr, /*alignment=*/16);
+          for (int32_t w = 0; w < 4; ++w)
+            words.push_back(LLVM::ExtractElementOp::create(
+                b, loc, v, LLVM::ConstantOp::create(b, loc, i32, w)));
+        } else {
+          words.push_back(LLVM::LoadOp::create(b, loc, i32, ptr, /*alignment=*/4));
+        }
+        // Element 2w of a load is word w's low half.
+        for (Value word : words) {
+          values.push_back(arith::BitcastOp::create(
+              b, loc, f32, arith::ShLIOp::create(b, loc, word, intConst(b, loc, i32, 16))));
+          values.push_back(arith::BitcastOp::create(
+              b, loc, f32,
+              arith::AndIOp::create(b, loc, word, intConst(b, loc, i32, int32_t(0xFFFF0000u)))));
+        }
+      }
+      return values;
+    };
+    auto elementLoads = [&]() -> SmallVector<Value> {
+      SmallVector<Value> values;
+      for (int64_t m = 0; m < perLane; ++m)
+        values.push_back(loadF32(b, loc, rows, ValueRange{r, channel(m)}));
+      return values;
+    };
+    if (vec == 1)
+      return elementLoads();
+    auto op = select(rowsAligned, types, vectorLoads, elementLoads);
+    return SmallVector<Value>(op.getResults().begin(), op.getResults().end());
+  };
+  // The warp's sum (max) of every lane's `v`, on every lane; lanes may
+  // differ in a sum's last bits, so lane 0's is the one used.
+  auto warpReduce = [&](Value v, bool isMax) {
+    for (int32_t mask = 16; mask >= 1; mask /= 2) {
+      Value other = lanes.shuffleXor(b, loc, v, mask);
+      v = isMax ? stdMax(b, loc, v, other) : arith::AddFOp::create(b, loc, v, other).getResult();
+    }
+    return v;
+  };
+  // Lane 0 of each warp puts `v` in sharedR[base + warp]; after a barrier
+  // every thread combines the warps' values in warp order.
+  auto blockReduce = [&](Value v, bool isMax, int64_t base) {
+    Value warpValue = warpReduce(v, isMax);
+    when(laneIsZero, [&] {
+      memref::StoreOp::create(b, loc, warpValue, sharedR,
+                              ValueRange{arith::AddIOp::create(b, loc, warp, c(base))});
+    });
+    lanes.barrier(b, loc);
+    Value total = memref::LoadOp::create(b, loc, sharedR, ValueRange{c(base)});
+    for (int64_t w = 1; w < warps; ++w) {
+      Value x = memref::LoadOp::create(b, loc, sharedR, ValueRange{c(base + w)});
+      total = isMax ? stdMax(b, loc, total, x) : arith::AddFOp::create(b, loc, total, x).getResult();
+    }
+    return total;
+  };
+  SmallVector<Value> init{startMax, zeroF};
+  init.append(size_t(perLane), zeroF);
+  auto chunks = loop(b, loc, zero, numIdx, c(lanes.chunk), init,
+                     [&](Value c0, ValueRange state) -> SmallVector<Value> {
+    Value prevMax = state[0], sumExp = state[1];
+    SmallVector<Value> acc(state.drop_front(2));
+    Value chunkEnd = arith::MinSIOp::create(
+        b, loc, numIdx, arith::AddIOp::create(b, loc, c0, c(lanes.chunk)));
+    Value count = arith::SubIOp::create(b, loc, chunkEnd, c0);
+    // Scores: warp w takes slots w, w + warps, ..., kAhead of them a trip
+    // (the rows loaded first). Without rows every index is -1.
+    auto scoreTrips = [&](bool withRows) {
+      loop(b, loc, arith::MulIOp::create(b, loc, warp, c(kAhead)), count, c(warps * kAhead), {},
+           [&](Value k0, ValueRange) -> SmallVector<Value> {
+        SmallVector<Value> slot, index;
+        SmallVector<SmallVector<Value>> values;
+        for (int64_t u = 0; u < kAhead; ++u) {
+          Value k = arith::AddIOp::create(b, loc, k0, c(u));
+          Value in = cmpI(b, loc, arith::CmpIPredicate::slt, k, count);
+          Value kk = arith::SelectOp::create(b, loc, in, k, zero);
+          Value j = memref::LoadOp::create(b, loc, idx,
+                                           ValueRange{i, arith::AddIOp::create(b, loc, c0, kk)});
+          Value ok = andI(b, loc, andI(b, loc, in, active),
+                          cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32));
+          slot.push_back(k);
+          index.push_back(arith::SelectOp::create(b, loc, ok, j, minusOne));
+          if (withRows)
+            values.push_back(loadRow(arith::IndexCastOp::create(
+                b, loc, indexType, arith::SelectOp::create(b, loc, ok, j, zeroI32))));
+        }
+        for (int64_t u = 0; u < kAhead; ++u) {
+          Value s = negInf;
+          if (withRows) {
+            Value partial = zeroF;
+            for (int64_t m = 0; m < perLane; ++m)
+              partial = arith::AddFOp::create(
+                  b, loc, partial,
+                  arith::MulFOp::create(b, loc, query[size_t(m)], values[size_t(u)][size_t(m)]));
+            Value dot = arith::MulFOp::create(b, loc, warpReduce(partial, false), scale);
+            Value ok = cmpI(b, loc, arith::CmpIPredicate::sge, index[size_t(u)], zeroI32);
+            s = arith::SelectOp::create(b, loc, ok, dot, negInf);
+          }
+          when(andI(b, loc, laneIsZero, cmpI(b, loc, arith::CmpIPredicate::slt, slot[size_t(u)], count)), [&] {
+            memref::StoreOp::create(b, loc, s, sharedS, ValueRange{slot[size_t(u)]});
+            memref::StoreOp::create(b, loc, index[size_t(u)], sharedJ, ValueRange{slot[size_t(u)]});
+          });
+        }
+        return {};
+      });
+    };
+    auto withRowsIf = scf::IfOp::create(b, loc, hasRows, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(withRowsIf.thenBlock());
+      scoreTrips(true);
+      b.setInsertionPointToStart(withRowsIf.elseBlock());
+      scoreTrips(false);
+    }
+    lanes.barrier(b, loc);
+    // The chunk's max, then its probabilities (in place of the scores) and
+    // their sum.
+    auto localMax = loop(b, loc, thread, count, c(lanes.threads), {negInf},
+                         [&](Value k, ValueRange m) -> SmallVector<Value> {
+      return {stdMax(b, loc, m[0], memref::LoadOp::create(b, loc, sharedS, ValueRange{k}))};
+    });
+    Value newMax = stdMax(b, loc, prevMax, blockReduce(localMax.getResult(0), true, 0));
+    Value rescale = emitExp32(b, loc, arith::SubFOp::create(b, loc, prevMax, newMax));
+    auto localSum = loop(b, loc, thread, count, c(lanes.threads), {zeroF},
+                         [&](Value k, ValueRange s) -> SmallVector<Value> {
+      Value p = emitExp32(
+          b, loc,
+          arith::SubFOp::create(b, loc, memref::LoadOp::create(b, loc, sharedS, ValueRange{k}),
+                                newMax));
+      memref::StoreOp::create(b, loc, p, sharedS, ValueRange{k});
+      return {arith::AddFOp::create(b, loc, s[0], p)};
+    });
+    Value chunkSum = blockReduce(localSum.getResult(0), false, warps);
+    for (Value &a : acc)
+      a = arith::MulFOp::create(b, loc, a, rescale);
+    // P.V: warp w adds its slots' rows (bf16 probabilities) for all its
+    // lanes' channels.
+    auto pvTrips = [&](bool withRows) -> SmallVector<Value> {
+      if (!withRows)
+        return acc;
+      auto pv = loop(b, loc, arith::MulIOp::create(b, loc, warp, c(kAhead)), count,
+                     c(warps * kAhead), acc, [&](Value k0, ValueRange st) -> SmallVector<Value> {
+        SmallVector<Value> ok, pb;
+        SmallVector<SmallVector<Value>> values;
+        for (int64_t u = 0; u < kAhead; ++u) {
+          Value k = arith::AddIOp::create(b, loc, k0, c(u));
+          Value in = cmpI(b, loc, arith::CmpIPredicate::slt, k, count);
+          Value kk = arith::SelectOp::create(b, loc, in, k, zero);
+          Value j = memref::LoadOp::create(b, loc, sharedJ, ValueRange{kk});
+          Value valid = andI(b, loc, in, cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32));
+          ok.push_back(valid);
+          pb.push_back(roundBf16(b, loc, memref::LoadOp::create(b, loc, sharedS, ValueRange{kk})));
+          values.push_back(loadRow(arith::IndexCastOp::create(
+              b, loc, indexType, arith::SelectOp::create(b, loc, valid, j, zeroI32))));
+        }
+        SmallVector<Value> cur(st.begin(), st.end());
+        for (int64_t u = 0; u < kAhead; ++u)
+          for (int64_t m = 0; m < perLane; ++m) {
+            Value prod = arith::MulFOp::create(b, loc, pb[size_t(u)], values[size_t(u)][size_t(m)]);
+            cur[size_t(m)] = arith::SelectOp::create(
+                b, loc, ok[size_t(u)], arith::AddFOp::create(b, loc, cur[size_t(m)], prod),
+                cur[size_t(m)]);
+          }
+        return cur;
+      });
+      return SmallVector<Value>(pv.getResults().begin(), pv.getResults().end());
+    };
+    SmallVector<Type> accTypes(size_t(perLane), f32);
+    auto pv = select(hasRows, accTypes, [&] { return pvTrips(true); },
+                     [&] { return pvTrips(false); });
+    // Before the next chunk's scores overwrite what the warps read.
+    lanes.barrier(b, loc);
+    SmallVector<Value> next{newMax, arith::AddFOp::create(
+                                        b, loc, arith::MulFOp::create(b, loc, sumExp, rescale),
+                                        chunkSum)};
+    next.append(pv.getResults().begin(), pv.getResults().end());
+    return next;
+  });
+  // The warps' P.V meet in shared memory; a thread a channel adds them in
+  // warp order.
+  for (int64_t m = 0; m < perLane; ++m)
+    memref::StoreOp::create(b, loc, chunks.getResult(unsigned(2 + m)), sharedA,
+                            ValueRange{warp, channel(m)});
+  lanes.barrier(b, loc);
+  Value maxScore = chunks.getResult(0);
+  Value sinkTerm = select(active, TypeRange{f32}, [&]() -> SmallVector<Value> {
+    return {emitExp32(b, loc, arith::SubFOp::create(b, loc, memref::LoadOp::create(b, loc, sink, h),
+                                                    maxScore))};
+  }, [&]() -> SmallVector<Value> { return {zeroF}; }).getResult(0);
+  Value total = arith::AddFOp::create(b, loc, chunks.getResult(1), sinkTerm);
+  when(active, [&] {
+    loop(b, loc, thread, c(headDim), c(lanes.threads), {},
+         [&](Value e, ValueRange) -> SmallVector<Value> {
+      Value sum = memref::LoadOp::create(b, loc, sharedA, ValueRange{zero, e});
+      for (int64_t w = 1; w < warps; ++w)
+        sum = arith::AddFOp::create(b, loc, sum,
+                                    memref::LoadOp::create(b, loc, sharedA, ValueRange{c(w), e}));
+      Value v = arith::DivFOp::create(b, loc, sum, total);
+      memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, v), out,
+                              ValueRange{i, h, e});
+      return {};
+    });
+  });
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
+}
+
 func::FuncOp buildScaleRowsKernel(ModuleOp module, const std::string &name,
                                   int64_t columns, float scale) {
   OpBuilder b(module.getContext());

@@ -79,6 +79,53 @@ struct AttentionHeadLanes {
 void buildSparseAttentionHeadBody(mlir::func::FuncOp fn, int64_t heads,
                                   int64_t headDim, const AttentionHeadLanes &lanes);
 
+/// How the warp form of sparse attention is spread: a block of `threads`
+/// lanes (whole warps) per (row, head); `shuffleXor` gives lane l the value
+/// lane l ^ mask of its warp holds (shfl.sync.bfly on the GPU).
+struct AttentionWarpLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, head, lane;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value v, int32_t mask)>
+      shuffleXor;
+  int64_t threads = 256;
+  /// Indices scored before their probabilities and P.V.
+  int64_t chunk = 1024;
+  /// Appended to the kernel's arguments, in shared memory:
+  /// memref<chunk x f32> (the chunk's scores, then probabilities),
+  /// memref<chunk x i32> (its indices), memref<2 x warps x f32> (the warps'
+  /// maxima and sums) and memref<warps x headDim x f32> (the warps' P.V).
+  mlir::Type sharedScoresType, sharedIndexType, sharedReduceType, sharedAccType;
+  /// Where `rows` lives for its vector loads (1: CUDA global; 0 on a host).
+  unsigned rowsAddressSpace = 1;
+};
+
+/// The shared memory of the warp form's block.
+inline int64_t attentionWarpSharedBytes(const AttentionWarpLanes &lanes, int64_t headDim) {
+  const int64_t warps = lanes.threads / 32;
+  return (2 * lanes.chunk + 2 * warps + warps * headDim) * 4;
+}
+
+/// Channels of a row each lane of the warp form loads at once: 8 (16
+/// bytes) when headDim is a multiple of 256, 2 when of 64, else 1.
+int64_t attentionWarpVector(int64_t headDim);
+
+/// Replaces the body of `fn` (from buildSparseAttentionKernel; headDim a
+/// multiple of 32) with the warp form, within the tolerance contract
+/// (docs/semantics.md) instead of the host's bits: a block per (row, head);
+/// lane l of every warp holds headDim / 32 channels of the query in
+/// registers (runs of attentionWarpVector(headDim) channels at l x vector,
+/// strided by 32 x vector), so a warp reads a whole row coalesced. For each
+/// chunk of indices: warp w scores indices w, w + warps, ... (a dot's 32
+/// partials added by shuffles), one block-wide max and sum of the chunk's
+/// probabilities (the online softmax a chunk at a time, not 64 indices),
+/// and each warp adds P.V over its indices for all its channels; the warps'
+/// sums meet in shared memory at the end. The fp32 sums run in another
+/// order than the reference's (dots, the probabilities' sum, P.V), and a
+/// probability's bf16 rounding may then differ by one code: that is the
+/// form's whole error.
+void buildSparseAttentionWarpBody(mlir::func::FuncOp fn, int64_t heads, int64_t headDim,
+                                  const AttentionWarpLanes &lanes);
+
 /// `name(q: memref<?xHxDxbf16>, keys: memref<?xDxbf16>, w: memref<?xHxbf16>,
 ///       visible: memref<?xi64>, out: memref<?x?xf32>)` (H = heads, D = dim):
 /// out[i, t] = indexScore(q[i], keys[t], w[i]) — per head the fp32 dot in

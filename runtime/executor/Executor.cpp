@@ -437,12 +437,14 @@ Executor::Impl::run(std::vector<Step> &steps) {
   for (Step &step : steps) {
     absl::Status st;
     const auto stepStart = std::chrono::steady_clock::now();
+    auto driverDone = stepStart;
     const uint64_t toDeviceBefore = runner ? runner->bytesToDevice : 0,
                    toHostBefore = runner ? runner->bytesToHost : 0;
     try {
       if (runner)
         runner->setCurrentStep(absl::StrCat(step.where, " (", step.op, ")"));
       st = step.driver(*this, step);
+      driverDone = std::chrono::steady_clock::now();
       if (options.profile && runner)
         runner->synchronize();
     } catch (const std::bad_alloc &) {
@@ -471,6 +473,7 @@ Executor::Impl::run(std::vector<Step> &steps) {
       e.seconds += std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - stepStart)
                        .count();
+      e.hostSeconds += std::chrono::duration<double>(driverDone - stepStart).count();
       if (runner) {
         e.bytesToDevice += runner->bytesToDevice - toDeviceBefore;
         e.bytesToHost += runner->bytesToHost - toHostBefore;

@@ -152,6 +152,10 @@ struct ProfileEntry {
   std::string step; ///< "op kernel"
   int64_t calls = 0;
   double seconds = 0;
+  /// Of `seconds`, the host's time in the step's driver (on the GPU path:
+  /// building arguments and recording launches, before the profile waits
+  /// for the GPU).
+  double hostSeconds = 0;
   /// The GPU path's copies during the step (0 on the CPU).
   uint64_t bytesToDevice = 0, bytesToHost = 0;
 };

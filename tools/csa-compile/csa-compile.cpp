@@ -169,6 +169,13 @@ cl::opt<bool> linearSplitK(
              "within the dot-product tolerance of docs/semantics.md); "
              "=false: the per-output form, the host kernel's bits"),
     cl::init(csa::codegen::NvptxOptions{}.linearSplitK), cl::cat(category));
+cl::opt<bool> attentionWarpForm(
+    "attention-warp-form",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: sparse attention in the warp "
+             "form (a warp a selected row, one softmax step a chunk; within the "
+             "tolerance contract of docs/semantics.md); =false: the head form, "
+             "the host kernel's bits"),
+    cl::init(csa::codegen::NvptxOptions{}.attentionWarpForm), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -205,6 +212,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.ptxVersion = ptxVersion;
   options.linearBlockSize = linearBlock;
   options.linearSplitK = linearSplitK;
+  options.attentionWarpForm = attentionWarpForm;
   return options;
 }
 

@@ -530,15 +530,18 @@ int main(int argc, char **argv) {
   }
   if (executorOptions.profile) {
     const std::vector<runtime::ProfileEntry> rows = ex.profile();
-    double total = 0;
-    for (const runtime::ProfileEntry &e : rows)
+    double total = 0, host = 0;
+    for (const runtime::ProfileEntry &e : rows) {
       total += e.seconds;
-    std::printf("profile: %.3f ms in %zu kinds of step (ms, calls, share, "
-                "op and kernels)\n", total * 1e3, rows.size());
+      host += e.hostSeconds;
+    }
+    std::printf("profile: %.3f ms in %zu kinds of step, %.3f ms of it in the host's "
+                "drivers (ms, calls, share, host ms, op and kernels)\n",
+                total * 1e3, rows.size(), host * 1e3);
     for (const runtime::ProfileEntry &e : rows)
-      std::printf("  %10.3f ms %7lld %5.1f%%  %s\n", e.seconds * 1e3,
+      std::printf("  %10.3f ms %7lld %5.1f%% %9.3f  %s\n", e.seconds * 1e3,
                   (long long)e.calls, total > 0 ? 100 * e.seconds / total : 0.0,
-                  e.step.c_str());
+                  e.hostSeconds * 1e3, e.step.c_str());
     // The GPU path: what each kind of step copied between host and device.
     std::vector<runtime::ProfileEntry> copying;
     double toDevice = 0, toHost = 0;

@@ -38,6 +38,9 @@ using namespace mlir;
 namespace {
 thread_local int64_t simtThread = 0, simtBlockX = 0, simtBlockY = 0;
 thread_local pthread_barrier_t *simtBarrier = nullptr;
+/// The block's warps: a barrier each, and a slot a thread for shuffles.
+thread_local pthread_barrier_t *simtWarpBarrier = nullptr;
+thread_local float *simtExchange = nullptr;
 } // namespace
 
 // What the forms' lane callbacks call (the test binary exports them).
@@ -46,6 +49,16 @@ int64_t csa_simt_thread() { return simtThread; }
 int64_t csa_simt_block_x() { return simtBlockX; }
 int64_t csa_simt_block_y() { return simtBlockY; }
 void csa_simt_barrier() { pthread_barrier_wait(simtBarrier); }
+// shfl.sync.bfly: every lane of the warp puts its value in its slot, then
+// reads lane (l ^ mask)'s.
+float csa_simt_shuffle_xor(float v, int32_t mask) {
+  const int64_t warpBase = simtThread / 32 * 32;
+  simtExchange[simtThread] = v;
+  pthread_barrier_wait(simtWarpBarrier);
+  const float other = simtExchange[warpBase + ((simtThread - warpBase) ^ mask)];
+  pthread_barrier_wait(simtWarpBarrier);
+  return other;
+}
 }
 
 namespace {
@@ -62,6 +75,12 @@ void launch(int64_t gridX, int64_t gridY, int64_t threads, size_t sharedBytes,
       std::vector<uint8_t> shared(sharedBytes + 64, 0);
       pthread_barrier_t barrier;
       pthread_barrier_init(&barrier, nullptr, unsigned(threads));
+      const int64_t warps = (threads + 31) / 32;
+      std::vector<pthread_barrier_t> warpBarriers(static_cast<size_t>(warps));
+      for (int64_t w = 0; w < warps; ++w)
+        pthread_barrier_init(&warpBarriers[size_t(w)], nullptr,
+                             unsigned(std::min<int64_t>(32, threads - 32 * w)));
+      std::vector<float> exchange(size_t(warps * 32), 0.f);
       std::vector<std::thread> pool;
       for (int64_t t = 0; t < threads; ++t)
         pool.emplace_back([&, t] {
@@ -69,17 +88,21 @@ void launch(int64_t gridX, int64_t gridY, int64_t threads, size_t sharedBytes,
           simtBlockX = bx;
           simtBlockY = by;
           simtBarrier = &barrier;
+          simtWarpBarrier = &warpBarriers[size_t(t / 32)];
+          simtExchange = exchange.data();
           call(shared.data());
         });
       for (std::thread &th : pool)
         th.join();
       pthread_barrier_destroy(&barrier);
+      for (pthread_barrier_t &wb : warpBarriers)
+        pthread_barrier_destroy(&wb);
     }
 }
 
 /// The lane callbacks: calls of the exported functions above.
 struct Simt {
-  func::FuncOp thread, blockX, blockY, barrier;
+  func::FuncOp thread, blockX, blockY, barrier, shuffle;
   explicit Simt(ModuleOp m) {
     OpBuilder b(m.getBodyRegion());
     Type index = b.getIndexType();
@@ -92,6 +115,16 @@ struct Simt {
     blockX = declare("csa_simt_block_x", index);
     blockY = declare("csa_simt_block_y", index);
     barrier = declare("csa_simt_barrier", {});
+    Type f32 = b.getF32Type();
+    shuffle = func::FuncOp::create(b, m.getLoc(), "csa_simt_shuffle_xor",
+                                   b.getFunctionType({f32, b.getI32Type()}, {f32}));
+    shuffle.setPrivate();
+  }
+  std::function<Value(OpBuilder &, Location, Value, int32_t)> shuffleXor() const {
+    return [f = shuffle](OpBuilder &b, Location loc, Value v, int32_t mask) -> Value {
+      Value m = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(mask));
+      return func::CallOp::create(b, loc, f, ValueRange{v, m}).getResult(0);
+    };
   }
   std::function<Value(OpBuilder &, Location)> value(func::FuncOp f) const {
     return [f](OpBuilder &b, Location loc) -> Value {
@@ -674,6 +707,156 @@ TEST(GpuFormEmulation, SparseAttentionHeadFormMatchesTheHostKernel) {
   expectAttentionHeadFormMatchesHost(3, 64, 32, 128, 5, 150, 40, /*misalignedRows=*/true);
   // No rows, every index -1: nothing is read, the sink alone.
   expectAttentionHeadFormMatchesHost(2, 64, 32, 128, 2, 70, 0);
+}
+
+namespace {
+/// The warp form of sparse attention against the host kernel on the same
+/// inputs: each output within the bound its arithmetic allows (bf16
+/// probabilities one code apart, the fp32 sums in another order, the scores'
+/// dot error through exp, and the output's own bf16 rounding); returns the
+/// worst error as a fraction of its bound.
+double expectAttentionWarpFormWithinBound(int64_t heads, int64_t dim, int64_t threads,
+                                          int64_t chunk, int64_t n, int64_t numIdx,
+                                          int64_t table, bool misalignedRows = false) {
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildSparseAttentionKernel(m, "host", heads, dim);
+    func::FuncOp form = buildSparseAttentionKernel(m, "form", heads, dim);
+    AttentionWarpLanes lanes;
+    lanes.row = simt.value(simt.blockX);
+    lanes.head = simt.value(simt.blockY);
+    lanes.lane = simt.value(simt.thread);
+    lanes.barrier = simt.sync();
+    lanes.shuffleXor = simt.shuffleXor();
+    lanes.threads = threads;
+    lanes.chunk = chunk;
+    Type f32 = Float32Type::get(m.getContext());
+    lanes.sharedScoresType = MemRefType::get({chunk}, f32);
+    lanes.sharedIndexType = MemRefType::get({chunk}, IntegerType::get(m.getContext(), 32));
+    lanes.sharedReduceType = MemRefType::get({2 * (threads / 32)}, f32);
+    lanes.sharedAccType = MemRefType::get({threads / 32, dim}, f32);
+    lanes.rowsAddressSpace = 0;
+    buildSparseAttentionWarpBody(form, heads, dim, lanes);
+  });
+  std::vector<uint16_t> q = randomBf16(size_t(n * heads * dim), 13, 0.5f);
+  std::vector<uint16_t> rowValues = randomBf16(size_t(table * dim), 14, 0.5f);
+  std::vector<uint16_t> rowStore(rowValues.size() + 16);
+  uint16_t *rowsAt = rowStore.data();
+  while (reinterpret_cast<uintptr_t>(rowsAt) % 16 != 0)
+    ++rowsAt;
+  rowsAt += misalignedRows ? 1 : 0;
+  std::copy(rowValues.begin(), rowValues.end(), rowsAt);
+  std::vector<int32_t> idx(size_t(n * numIdx));
+  std::mt19937 gen(15);
+  std::uniform_int_distribution<int> pick(-1, int(table) - 1);
+  for (int32_t &v : idx)
+    v = pick(gen);
+  std::vector<float> sinks(size_t(heads), 0.f);
+  for (int64_t h = 0; h < heads; ++h)
+    sinks[size_t(h)] = 0.25f * float(h % 5) - 0.5f;
+  const float scale = 0.125f;
+  // Poisoned (NaN) outputs: an element the form does not store shows.
+  std::vector<uint16_t> outHost(q.size(), 0xFFFF), outForm(q.size(), 0xFFFF);
+  auto dq = describe<3>(q, {n, heads, dim});
+  Descriptor<2> dr{rowsAt, rowsAt, 0, {table, dim}, {dim, 1}};
+  auto di = describe<2>(idx, {n, numIdx});
+  auto dsink = describe<1>(sinks, {heads});
+  auto doutHost = describe<3>(outHost, {n, heads, dim});
+  auto doutForm = describe<3>(outForm, {n, heads, dim});
+  using Host = void (*)(void *, void *, void *, void *, float, void *);
+  using Form = void (*)(void *, void *, void *, void *, float, void *, void *, void *,
+                        void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  EXPECT_TRUE(host && form);
+  if (!host || !form)
+    return 0;
+  host(&dq, &dr, &di, &dsink, scale, &doutHost);
+  const int64_t warps = threads / 32;
+  launch(n, heads, threads, size_t((2 * chunk + 2 * warps + warps * dim) * 4), [&](void *shared) {
+    float *s = static_cast<float *>(shared);
+    int32_t *j = reinterpret_cast<int32_t *>(s + chunk);
+    float *r = s + 2 * chunk, *a = r + 2 * warps;
+    Descriptor<1, float> dScores{s, s, 0, {chunk}, {1}};
+    Descriptor<1, int32_t> dIndex{j, j, 0, {chunk}, {1}};
+    Descriptor<1, float> dReduce{r, r, 0, {2 * warps}, {1}};
+    Descriptor<2, float> dAcc{a, a, 0, {warps, dim}, {dim, 1}};
+    form(&dq, &dr, &di, &dsink, scale, &doutForm, &dScores, &dIndex, &dReduce, &dAcc);
+  }, /*lastFirst=*/true);
+  // The bound, from the inputs in double.
+  const double u = std::ldexp(1.0, -24);
+  double worst = 0;
+  int64_t exact = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<double> score(size_t(numIdx), -INFINITY), dotError(size_t(numIdx), 0);
+      double maxScore = -1e30;
+      for (int64_t k = 0; k < numIdx; ++k) {
+        const int32_t jk = idx[size_t(i * numIdx + k)];
+        if (jk < 0)
+          continue;
+        double dot = 0, absDot = 0;
+        for (int64_t e = 0; e < dim; ++e) {
+          const double prod = double(nx::bf16ToFloat(q[size_t((i * heads + h) * dim + e)])) *
+                              nx::bf16ToFloat(rowValues[size_t(jk * dim + e)]);
+          dot += prod;
+          absDot += std::fabs(prod);
+        }
+        score[size_t(k)] = dot * scale;
+        dotError[size_t(k)] = 2 * double(dim) * u * absDot * scale;
+        maxScore = std::max(maxScore, score[size_t(k)]);
+      }
+      double total = std::exp(double(sinks[size_t(h)]) - maxScore);
+      for (int64_t k = 0; k < numIdx; ++k)
+        total += std::exp(score[size_t(k)] - maxScore);
+      for (int64_t e = 0; e < dim; ++e) {
+        // Sum of |p v| over the indices, each p's relative error: one bf16
+        // code (2^-8), its score's dot error through exp, the sums' order.
+        double spread = 0;
+        for (int64_t k = 0; k < numIdx; ++k) {
+          const int32_t jk = idx[size_t(i * numIdx + k)];
+          if (jk < 0)
+            continue;
+          const double p = std::exp(score[size_t(k)] - maxScore);
+          const double v = std::fabs(nx::bf16ToFloat(rowValues[size_t(jk * dim + e)]));
+          spread += p * v * (std::ldexp(1.0, -8) + 2 * dotError[size_t(k)] +
+                             4 * double(numIdx + dim) * u);
+        }
+        const size_t at = size_t((i * heads + h) * dim + e);
+        const double hostValue = nx::bf16ToFloat(outHost[at]),
+                     formValue = nx::bf16ToFloat(outForm[at]);
+        // Over the denominator (its own relative error is in the same
+        // terms), plus one bf16 code of the output.
+        const double bound = 2 * spread / total + std::ldexp(std::fabs(hostValue), -7) + 1e-30;
+        EXPECT_FALSE(std::isnan(formValue)) << "element " << at << " not stored";
+        const double err = std::fabs(hostValue - formValue);
+        EXPECT_LE(err, bound) << "row " << i << " head " << h << " channel " << e << ": host "
+                              << hostValue << ", warp form " << formValue;
+        worst = std::max(worst, err / bound);
+        exact += outHost[at] == outForm[at];
+      }
+    }
+  // Nearly every output is within a code of the host's: a form that mixed
+  // up channels or indices would not be.
+  EXPECT_GT(double(exact), 0.5 * double(outHost.size()));
+  return worst;
+}
+} // namespace
+
+TEST(GpuFormEmulation, SparseAttentionWarpFormMeetsItsBound) {
+  // 64 channels on 2 warps (a run of 2 a lane), chunks of 128: 150 indices
+  // are two chunks, with -1 among them.
+  double worst = expectAttentionWarpFormWithinBound(3, 64, 64, 128, 3, 150, 40);
+  // 32 channels (tiny's): a channel a lane, element loads.
+  worst = std::max(worst, expectAttentionWarpFormWithinBound(4, 32, 64, 64, 2, 70, 20));
+  // The released widths: 512 channels, 16-byte loads, 8 warps, one chunk.
+  worst = std::max(worst, expectAttentionWarpFormWithinBound(4, 512, 256, 1024, 1, 640, 300));
+  // Rows 2 bytes past 16: element loads.
+  worst = std::max(worst, expectAttentionWarpFormWithinBound(3, 64, 64, 128, 2, 150, 40,
+                                                             /*misalignedRows=*/true));
+  // No rows, every index -1: the sink alone (zeros).
+  worst = std::max(worst, expectAttentionWarpFormWithinBound(2, 64, 64, 128, 2, 70, 0));
+  std::printf("sparse attention warp form: worst error %.3g of its bound\n", worst);
 }
 
 namespace {

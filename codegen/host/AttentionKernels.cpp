@@ -536,8 +536,9 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
        indexType = b.getIndexType();
   const int64_t warps = lanes.threads / 32, perLane = headDim / 32,
                 vec = attentionWarpVector(headDim), runs = perLane / vec;
-  // Rows a warp's trip loads before their adds (scores and P.V).
-  constexpr int64_t kAhead = 4;
+  // Rows a warp's trip loads before their adds (scores and P.V): the
+  // walk is bound by the latency of those loads, not their bytes.
+  const int64_t kAhead = std::clamp<int64_t>(128 / perLane, 1, 8);
   Block *entry = freshBody(fn, {lanes.sharedScoresType, lanes.sharedIndexType,
                                 lanes.sharedReduceType, lanes.sharedAccType});
   b.setInsertionPointToStart(entry);
@@ -670,8 +671,20 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
     Value chunkEnd = arith::MinSIOp::create(
         b, loc, numIdx, arith::AddIOp::create(b, loc, c0, c(lanes.chunk)));
     Value count = arith::SubIOp::create(b, loc, chunkEnd, c0);
-    // Scores: warp w takes slots w, w + warps, ..., kAhead of them a trip
-    // (the rows loaded first). Without rows every index is -1.
+    // The chunk's indices in shared memory first (one coalesced pass; -1
+    // where nothing is attended), so a warp's trip waits for one load.
+    loop(b, loc, thread, count, c(lanes.threads), {}, [&](Value k, ValueRange) -> SmallVector<Value> {
+      Value j = select(active, TypeRange{i32}, [&]() -> SmallVector<Value> {
+        Value v = memref::LoadOp::create(b, loc, idx, ValueRange{i, arith::AddIOp::create(b, loc, c0, k)});
+        return {arith::SelectOp::create(b, loc, cmpI(b, loc, arith::CmpIPredicate::sge, v, zeroI32), v,
+                                        minusOne).getResult()};
+      }, [&]() -> SmallVector<Value> { return {minusOne}; }).getResult(0);
+      memref::StoreOp::create(b, loc, j, sharedJ, ValueRange{k});
+      return {};
+    });
+    lanes.barrier(b, loc);
+    // Scores: warp w takes slots w x kAhead, + warps x kAhead, ..., kAhead
+    // of them a trip (the rows loaded first). Without rows every index is -1.
     auto scoreTrips = [&](bool withRows) {
       loop(b, loc, arith::MulIOp::create(b, loc, warp, c(kAhead)), count, c(warps * kAhead), {},
            [&](Value k0, ValueRange) -> SmallVector<Value> {
@@ -681,10 +694,8 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
           Value k = arith::AddIOp::create(b, loc, k0, c(u));
           Value in = cmpI(b, loc, arith::CmpIPredicate::slt, k, count);
           Value kk = arith::SelectOp::create(b, loc, in, k, zero);
-          Value j = memref::LoadOp::create(b, loc, idx,
-                                           ValueRange{i, arith::AddIOp::create(b, loc, c0, kk)});
-          Value ok = andI(b, loc, andI(b, loc, in, active),
-                          cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32));
+          Value j = memref::LoadOp::create(b, loc, sharedJ, ValueRange{kk});
+          Value ok = andI(b, loc, in, cmpI(b, loc, arith::CmpIPredicate::sge, j, zeroI32));
           slot.push_back(k);
           index.push_back(arith::SelectOp::create(b, loc, ok, j, minusOne));
           if (withRows)
@@ -705,7 +716,6 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
           }
           when(andI(b, loc, laneIsZero, cmpI(b, loc, arith::CmpIPredicate::slt, slot[size_t(u)], count)), [&] {
             memref::StoreOp::create(b, loc, s, sharedS, ValueRange{slot[size_t(u)]});
-            memref::StoreOp::create(b, loc, index[size_t(u)], sharedJ, ValueRange{slot[size_t(u)]});
           });
         }
         return {};

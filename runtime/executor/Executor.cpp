@@ -142,7 +142,10 @@ absl::Status Executor::Impl::loadGpu() {
       runner->markConstant(view.data);
     return absl::OkStatus();
   }
-  auto opened = cuda::Driver::open();
+  // CSA_CUDA_LIBRARY: another driver library (the null driver of
+  // runtime/cuda/null runs the host side without a GPU).
+  const char *library = std::getenv("CSA_CUDA_LIBRARY");
+  auto opened = cuda::Driver::open(0, library && *library ? library : "libcuda.so.1");
   if (!opened.ok())
     return opened.status();
   driver = std::move(*opened);
@@ -359,7 +362,7 @@ Executor::Impl::run(std::vector<Step> &steps) {
   // Every run hands out the free buffers in the same order (by address), for
   // the values that have no buffer of their own yet (Tensor::lastBuffer).
   std::sort(pool.begin(), pool.end(),
-            [](const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
+            [](const Bytes &a, const Bytes &b) {
               return std::less<const uint8_t *>()(a.data(), b.data());
             });
   const GpuActivity activityBefore = gpuActivity();

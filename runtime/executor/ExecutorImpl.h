@@ -82,7 +82,7 @@ struct Executor::Impl {
     /// the pool afterwards (the memory plan: liveness within the entry).
     std::vector<Tensor *> release;
   };
-  std::vector<std::vector<uint8_t>> pool; ///< free transient buffers
+  std::vector<Bytes> pool; ///< free transient buffers
   /// Every value's Tensor::lastBuffer (counted once per value).
   std::multiset<const uint8_t *> claimedBuffers;
   uint64_t liveBytes = 0, peakBytes = 0;
@@ -242,7 +242,7 @@ struct Executor::Impl {
       // from the second step of a decode on); else a free one no value had
       // last (a value of every 4th step would otherwise move another one
       // each time it comes); else the last free one.
-      auto it = std::find_if(pool.begin(), pool.end(), [&](const std::vector<uint8_t> &b) {
+      auto it = std::find_if(pool.begin(), pool.end(), [&](const Bytes &b) {
         return b.data() == t.lastBuffer;
       });
       for (auto i = pool.end(); it == pool.end() && i != pool.begin();) {

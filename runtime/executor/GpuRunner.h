@@ -567,6 +567,7 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   std::vector<uint64_t> &slots = launch.params;
   slots.reserve(args.size() * 12 + 8);
   std::vector<Mirror *> written;
+  written.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     GpuArg &a = args[i];
     uint64_t device = 0;
@@ -761,7 +762,11 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     }
   }
   if (k.runner) {
-    std::vector<GpuArg> gpuArgs{gpuArg(args)...};
+    // Moved in, not copied from an initializer list (two allocations less
+    // a memref argument: a launch's host work is mostly such bookkeeping).
+    std::vector<GpuArg> gpuArgs;
+    gpuArgs.reserve(sizeof...(A));
+    (gpuArgs.push_back(gpuArg(args)), ...);
     int32_t r = k.runner->launch(k, gpuArgs);
     if constexpr (std::is_void_v<R>)
       return;

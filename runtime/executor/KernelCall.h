@@ -136,8 +136,26 @@ inline thread_local GpuRunner *currentRunner = nullptr;
 /// Frees the device copy of the host buffer at `p` (defined after GpuRunner).
 inline void forgetDeviceCopy(const void *p);
 
+/// An allocator whose resize leaves new bytes as they are (std::vector's
+/// value-initializes them): Tensor::resize zeroes them only where the host
+/// reads its buffers (the CPU path). On the GPU path a transient's host
+/// bytes are written before they are read, or never read (its kernels'
+/// results stay on the device), and zeroing them was half of a decode
+/// step's host work.
+template <typename T> struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U> struct rebind { using other = DefaultInitAllocator<U>; };
+  DefaultInitAllocator() = default;
+  template <typename U> DefaultInitAllocator(const DefaultInitAllocator<U> &) {}
+  template <typename U> void construct(U *p) { ::new (static_cast<void *>(p)) U; }
+  template <typename U, typename... A> void construct(U *p, A &&...args) {
+    ::new (static_cast<void *>(p)) U(std::forward<A>(args)...);
+  }
+};
+/// A transient's bytes.
+using Bytes = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
+
 struct Tensor {
-  std::vector<uint8_t> data;
+  Bytes data;
   std::vector<int64_t> dims;
   int64_t base = 0;
   int64_t elementBytes = 1;
@@ -169,7 +187,10 @@ struct Tensor {
     // buffer, and with it the device copy, each time.
     if (bytes > data.capacity())
       data.reserve(bytes + bytes / 8);
+    const size_t had = data.size();
     data.resize(bytes);
+    if (!currentRunner && bytes > had)
+      std::memset(data.data() + had, 0, bytes - had);
     if (before && before != data.data())
       forgetDeviceCopy(before); // the old bytes are freed: so is their copy
     if (currentBounds)

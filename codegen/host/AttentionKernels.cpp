@@ -300,18 +300,9 @@ void buildSparseAttentionHeadBody(func::FuncOp fn, int64_t heads, int64_t headDi
   Value active = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, i, n),
                       cmpI(b, loc, arith::CmpIPredicate::slt, h,
                            indexConst(b, loc, heads)));
-  // if cond -> types { then } else { otherwise }, at b's insertion point.
   auto select = [&](Value cond, TypeRange types, function_ref<SmallVector<Value>()> then,
                     function_ref<SmallVector<Value>()> otherwise) {
-    auto op = scf::IfOp::create(b, loc, types, cond, /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(op.thenBlock());
-      scf::YieldOp::create(b, loc, then());
-      b.setInsertionPointToStart(op.elseBlock());
-      scf::YieldOp::create(b, loc, otherwise());
-    }
-    return op;
+    return emitSelect(b, loc, cond, types, then, otherwise);
   };
   // Lane l owns channels l, l + threads, ... (neighbouring lanes,
   // neighbouring channels of a row).
@@ -565,20 +556,9 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
                        memref::DimOp::create(b, loc, rows, zero), zero);
   auto select = [&](Value cond, TypeRange types, function_ref<SmallVector<Value>()> then,
                     function_ref<SmallVector<Value>()> otherwise) {
-    auto op = scf::IfOp::create(b, loc, types, cond, /*withElse=*/true);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(op.thenBlock());
-    scf::YieldOp::create(b, loc, then());
-    b.setInsertionPointToStart(op.elseBlock());
-    scf::YieldOp::create(b, loc, otherwise());
-    return op;
+    return emitSelect(b, loc, cond, types, then, otherwise);
   };
-  auto when = [&](Value cond, function_ref<void()> body) {
-    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(op.thenBlock());
-    body();
-  };
+  auto when = [&](Value cond, function_ref<void()> body) { emitWhen(b, loc, cond, body); };
   // Lane l's channel m: run m / vec at l x vec + 32 x vec x (m / vec).
   auto channel = [&](int64_t m) -> Value {
     Value base = arith::MulIOp::create(b, loc, lane, c(vec));
@@ -909,12 +889,7 @@ void buildIndexScoreBlockBody(func::FuncOp fn, int64_t heads, int64_t dim,
         visible = entry->getArgument(3), out = entry->getArgument(4),
         sq = entry->getArgument(5), sk = entry->getArgument(6), sh = entry->getArgument(7);
   const int64_t tileKeys = lanes.keys, threads = heads * tileKeys;
-  auto when = [&](Value cond, const std::function<void()> &body) {
-    auto guard = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(guard.thenBlock()->getTerminator());
-    body();
-  };
+  auto when = [&](Value cond, function_ref<void()> body) { emitWhen(b, loc, cond, body); };
   auto ult = [&](Value a, Value c) { return cmpI(b, loc, arith::CmpIPredicate::ult, a, c); };
   Value i = lanes.row(b, loc), tile = lanes.tile(b, loc), tid = lanes.thread(b, loc);
   Value width = k.dim(out, 1), numKeys = k.dim(keys, 0);

@@ -262,12 +262,7 @@ void buildEngramGateBlockBody(func::FuncOp fn, int64_t hc, int64_t dim, float ep
   Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0));
   Value keyBase = k.muli(j, k.idx(dim));
   // Runs `body` where `cond` holds.
-  auto when = [&](Value cond, const std::function<void()> &body) {
-    auto guard = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(guard.thenBlock()->getTerminator());
-    body();
-  };
+  auto when = [&](Value cond, llvm::function_ref<void()> body) { emitWhen(b, loc, cond, body); };
   Value sums[3] = {k.f32(0.f), k.f32(0.f), k.f32(0.f)};
   for (int64_t c0 = 0; c0 < dim; c0 += chunk) {
     const int64_t length = std::min(chunk, dim - c0);

@@ -62,6 +62,31 @@ inline mlir::Value intConst(mlir::OpBuilder &b, mlir::Location loc,
   return mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
 }
 
+/// Emits `body` under `if (cond)` at b's insertion point (the GPU forms'
+/// guarded stores: a lane, a thread or a block that has the work).
+inline void emitWhen(mlir::OpBuilder &b, mlir::Location loc, mlir::Value cond,
+                     llvm::function_ref<void()> body) {
+  auto guard = mlir::scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+  mlir::OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(guard.thenBlock()->getTerminator());
+  body();
+}
+
+/// `cond ? then() : otherwise()` as an scf.if with results of `types` (the
+/// branches may load: only the taken one runs).
+inline mlir::scf::IfOp
+emitSelect(mlir::OpBuilder &b, mlir::Location loc, mlir::Value cond, mlir::TypeRange types,
+           llvm::function_ref<llvm::SmallVector<mlir::Value>()> then,
+           llvm::function_ref<llvm::SmallVector<mlir::Value>()> otherwise) {
+  auto op = mlir::scf::IfOp::create(b, loc, types, cond, /*withElseRegion=*/true);
+  mlir::OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(op.thenBlock());
+  mlir::scf::YieldOp::create(b, loc, then());
+  b.setInsertionPointToStart(op.elseBlock());
+  mlir::scf::YieldOp::create(b, loc, otherwise());
+  return op;
+}
+
 /// Loads an element and widens it to fp32 (f32 elements as they are).
 inline mlir::Value loadF32(mlir::OpBuilder &b, mlir::Location loc,
                            mlir::Value memref, mlir::ValueRange indices) {

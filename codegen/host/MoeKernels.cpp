@@ -116,12 +116,7 @@ void buildMoeRouteBlockBody(func::FuncOp fn, int64_t experts, int64_t topK,
   auto cmpI = [&](arith::CmpIPredicate p, Value a, Value c) {
     return arith::CmpIOp::create(b, loc, p, a, c).getResult();
   };
-  auto when = [&](Value cond, const std::function<void()> &body) {
-    auto guard = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(guard.thenBlock()->getTerminator());
-    body();
-  };
+  auto when = [&](Value cond, llvm::function_ref<void()> body) { emitWhen(b, loc, cond, body); };
   auto toI32 = [&](Value v) { return arith::IndexCastOp::create(b, loc, i32, v).getResult(); };
   auto toIndex = [&](Value v) {
     return arith::IndexCastOp::create(b, loc, indexType, v).getResult();

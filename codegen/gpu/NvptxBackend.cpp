@@ -892,6 +892,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedSumsType = MemRefType::get({split->outputsPerBlock, kSplitKParts},
                                              b.getF32Type(), MemRefLayoutAttrInterface{},
                                              workgroup);
+      split->outputsInFlight = options.linearOutputsInFlight;
       buildLinearSplitKBody(fn, *linear, *split, lanes);
       const bool grouped = linear->experts > 0;
       info.launch = "row_tiles";
@@ -1064,6 +1065,9 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (block < 32 || block > 1024 || block % 32 != 0)
     return "linear-block must be a multiple of 32 from 32 to 1024, got " +
            std::to_string(block);
+  if (options.linearOutputsInFlight < 1 || options.linearOutputsInFlight > 16)
+    return "linear-outputs-in-flight must be from 1 to 16, got " +
+           std::to_string(options.linearOutputsInFlight);
   return "";
 }
 

@@ -30,7 +30,6 @@ namespace {
 
 constexpr int64_t kWordBytes = 16;     // one vector load
 constexpr int64_t kMaxValues = 64;     // activations a thread keeps
-constexpr int64_t kOutputsInFlight = 4; // outputs whose loads a trip issues
 
 int64_t elementsPerWord(const LinearKernelSpec &spec) {
   switch (spec.format) {
@@ -335,7 +334,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   auto emitOutputs = [&](OpBuilder &b, bool vectorLoads) {
     forGroupsLoadedAhead(
         b, loc, idx(b, loc, 0), outputs, idx(b, loc, 1),
-        std::min<int64_t>(outputs, kOutputsInFlight),
+        std::clamp<int64_t>(shape.outputsInFlight, 1, outputs),
         [&](OpBuilder &b, Value o) -> SmallVector<Value> {
           Value j = arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, firstOut, o),
                                            idx(b, loc, n - 1));

@@ -39,6 +39,9 @@ namespace csa::codegen {
 struct LinearSplitKShape {
   int64_t threads = 0, activeThreads = 0, wordsPerThread = 0, elementsPerWord = 0,
           outputsPerBlock = 0;
+  /// Outputs whose weight loads a thread issues before their products (the
+  /// bytes in flight that hide the memory's latency).
+  int64_t outputsInFlight = 4;
   /// The shared memory the form declares: the partials (outputs x threads
   /// f32) and the second step's sums (outputs x kSplitKParts f32).
   int64_t sharedBytes() const;

@@ -169,6 +169,11 @@ cl::opt<bool> linearSplitK(
              "within the dot-product tolerance of docs/semantics.md); "
              "=false: the per-output form, the host kernel's bits"),
     cl::init(csa::codegen::NvptxOptions{}.linearSplitK), cl::cat(category));
+cl::opt<int64_t> linearOutputsInFlight(
+    "linear-outputs-in-flight",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: outputs whose weight loads a "
+             "split-K linear's thread issues at once (default 4)"),
+    cl::init(csa::codegen::NvptxOptions{}.linearOutputsInFlight), cl::cat(category));
 cl::opt<bool> attentionWarpForm(
     "attention-warp-form",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: sparse attention in the warp "
@@ -213,6 +218,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearBlockSize = linearBlock;
   options.linearSplitK = linearSplitK;
   options.attentionWarpForm = attentionWarpForm;
+  options.linearOutputsInFlight = linearOutputsInFlight;
   return options;
 }
 

@@ -854,6 +854,13 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                    linear && splitK ? linearSplitKShape(*linear, options.multiprocessors)
                                     : std::nullopt;
                split && split->sharedBytes() <= kMaxStaticSharedBytes) {
+      // A chosen number of outputs a block (more blocks, more loads in
+      // flight at one row), where it keeps a block's outputs in one group.
+      if (const int64_t o = options.linearOutputsPerBlock; o > 0) {
+        const int64_t g = std::max<int64_t>(linear->groups, 1);
+        if (g == 1 || (linear->outFeatures / g) % o == 0)
+          split->outputsPerBlock = o;
+      }
       LinearSplitKLanes lanes;
       lanes.row = blockX;
       lanes.outputTile = blockY;
@@ -1065,6 +1072,9 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (block < 32 || block > 1024 || block % 32 != 0)
     return "linear-block must be a multiple of 32 from 32 to 1024, got " +
            std::to_string(block);
+  if (options.linearOutputsPerBlock < 0 || options.linearOutputsPerBlock > 16)
+    return "linear-outputs-per-block must be from 1 to 16 (0: the shape's own), got " +
+           std::to_string(options.linearOutputsPerBlock);
   if (options.linearOutputsInFlight < 1 || options.linearOutputsInFlight > 16)
     return "linear-outputs-in-flight must be from 1 to 16, got " +
            std::to_string(options.linearOutputsInFlight);

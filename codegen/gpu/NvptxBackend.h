@@ -78,6 +78,8 @@ struct NvptxOptions {
   /// tolerance contract of docs/semantics.md); off: the head form, the host
   /// kernel's bits.
   bool attentionWarpForm = true;
+  /// Outputs a split-K block computes (0: linearSplitKShape's choice).
+  int64_t linearOutputsPerBlock = 0;
   /// Outputs whose weight loads a split-K thread issues at once.
   int64_t linearOutputsInFlight = 4;
   /// The GPU's multiprocessors, for the split-K form's outputs per block.

@@ -169,6 +169,12 @@ cl::opt<bool> linearSplitK(
              "within the dot-product tolerance of docs/semantics.md); "
              "=false: the per-output form, the host kernel's bits"),
     cl::init(csa::codegen::NvptxOptions{}.linearSplitK), cl::cat(category));
+cl::opt<int64_t> linearOutputsPerBlock(
+    "linear-outputs-per-block",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: outputs a split-K linear's "
+             "block computes (default 0: from the output count and the GPU's "
+             "multiprocessors, 4 to 16)"),
+    cl::init(csa::codegen::NvptxOptions{}.linearOutputsPerBlock), cl::cat(category));
 cl::opt<int64_t> linearOutputsInFlight(
     "linear-outputs-in-flight",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: outputs whose weight loads a "
@@ -219,6 +225,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearSplitK = linearSplitK;
   options.attentionWarpForm = attentionWarpForm;
   options.linearOutputsInFlight = linearOutputsInFlight;
+  options.linearOutputsPerBlock = linearOutputsPerBlock;
   return options;
 }
 

@@ -498,6 +498,18 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // Sparse attention: a block per (row, head) when the head dimension is a
     // multiple of 32 (the row_outputs rule: outputs are the heads).
     int64_t attentionHeads = 0, attentionDim = 0;
+    auto sharedOf = [&](ArrayRef<int64_t> shape, Type element) {
+      return MemRefType::get(shape, element, MemRefLayoutAttrInterface{}, workgroup);
+    };
+    // Either attention form: a block per (row, head), the heads the outputs.
+    auto attentionLaunch = [&](int64_t threads, int64_t sharedBytes) {
+      info.launch = "row_outputs";
+      info.blockSize = threads;
+      info.rowsArgument = 0;
+      info.outputs = attentionHeads;
+      info.outputsPerBlock = 1;
+      info.sharedBytes = sharedBytes;
+    };
     if (auto attention = fn->getAttrOfType<DictionaryAttr>(kSparseAttentionAttr)) {
       fn->removeAttr(kSparseAttentionAttr);
       const int64_t dim = attention.getAs<IntegerAttr>("dim").getInt();
@@ -792,20 +804,12 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
             .getShuffleResult();
       };
       const int64_t warps = lanes.threads / 32;
-      auto sharedOf = [&](ArrayRef<int64_t> shape, Type element) {
-        return MemRefType::get(shape, element, MemRefLayoutAttrInterface{}, workgroup);
-      };
       lanes.sharedScoresType = sharedOf({lanes.chunk}, b.getF32Type());
       lanes.sharedIndexType = sharedOf({lanes.chunk}, b.getI32Type());
       lanes.sharedReduceType = sharedOf({2 * warps}, b.getF32Type());
       lanes.sharedAccType = sharedOf({warps, attentionDim}, b.getF32Type());
       buildSparseAttentionWarpBody(fn, attentionHeads, attentionDim, lanes);
-      info.launch = "row_outputs";
-      info.blockSize = lanes.threads;
-      info.rowsArgument = 0;
-      info.outputs = attentionHeads;
-      info.outputsPerBlock = 1;
-      info.sharedBytes = attentionWarpSharedBytes(lanes, attentionDim);
+      attentionLaunch(lanes.threads, attentionWarpSharedBytes(lanes, attentionDim));
     } else if (attentionHeads > 0) {
       AttentionHeadLanes lanes;
       lanes.row = blockX;
@@ -813,20 +817,12 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.lane = threadX;
       lanes.barrier = blockBarrier;
       lanes.threads = attentionHeadThreads(attentionDim);
-      auto sharedOf = [&](int64_t size, Type element) {
-        return MemRefType::get({size}, element, MemRefLayoutAttrInterface{}, workgroup);
-      };
-      lanes.sharedScoresType = sharedOf(lanes.chunk, b.getF32Type());
-      lanes.sharedIndexType = sharedOf(lanes.chunk, b.getI32Type());
-      lanes.sharedProbsType = sharedOf(64, b.getF32Type());
-      lanes.sharedQueryType = sharedOf(attentionDim, b.getF32Type());
+      lanes.sharedScoresType = sharedOf({lanes.chunk}, b.getF32Type());
+      lanes.sharedIndexType = sharedOf({lanes.chunk}, b.getI32Type());
+      lanes.sharedProbsType = sharedOf({64}, b.getF32Type());
+      lanes.sharedQueryType = sharedOf({attentionDim}, b.getF32Type());
       buildSparseAttentionHeadBody(fn, attentionHeads, attentionDim, lanes);
-      info.launch = "row_outputs";
-      info.blockSize = lanes.threads;
-      info.rowsArgument = 0;
-      info.outputs = attentionHeads;
-      info.outputsPerBlock = 1;
-      info.sharedBytes = (2 * lanes.chunk + 64 + attentionDim) * 4;
+      attentionLaunch(lanes.threads, (2 * lanes.chunk + 64 + attentionDim) * 4);
     } else if (tiled) {
       LinearTileLanes lanes;
       lanes.rowTile = blockX;

@@ -36,6 +36,15 @@ constexpr int64_t kAttentionBlock = 64;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+/// The two bf16 of an i32 word as f32 (exact): element 2w of a little-endian
+/// load is the low half.
+std::pair<Value, Value> bf16PairToF32(OpBuilder &b, Location loc, Value word) {
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  Value low = arith::ShLIOp::create(b, loc, word, intConst(b, loc, i32, 16));
+  Value high = arith::AndIOp::create(b, loc, word, intConst(b, loc, i32, int32_t(0xFFFF0000u)));
+  return {arith::BitcastOp::create(b, loc, f32, low), arith::BitcastOp::create(b, loc, f32, high)};
+}
+
 /// std::max(a, c) as libstdc++ computes it: (a < c) ? c : a.
 Value stdMax(OpBuilder &b, Location loc, Value a, Value c) {
   Value lt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a, c);
@@ -352,13 +361,11 @@ void buildSparseAttentionHeadBody(func::FuncOp fn, int64_t heads, int64_t headDi
           for (int64_t w = 0; w < 4; ++w) {
             Value word = LLVM::ExtractElementOp::create(
                 b, loc, vecs[size_t(v)], LLVM::ConstantOp::create(b, loc, i32, int32_t(w)));
-            Value pair[2] = {
-                arith::ShLIOp::create(b, loc, word, intConst(b, loc, i32, 16)),
-                arith::AndIOp::create(b, loc, word, intConst(b, loc, i32, int32_t(0xFFFF0000u)))};
+            std::pair<Value, Value> pair = bf16PairToF32(b, loc, word);
             for (int64_t half = 0; half < 2; ++half) {
               Value e = arith::AddIOp::create(b, loc, e0,
                                               indexConst(b, loc, 8 * v + 2 * w + half));
-              Value rowValue = arith::BitcastOp::create(b, loc, f32, pair[half]);
+              Value rowValue = half ? pair.second : pair.first;
               Value prod = arith::MulFOp::create(
                   b, loc, memref::LoadOp::create(b, loc, sharedQ, ValueRange{e}), rowValue);
               acc = arith::AddFOp::create(b, loc, acc, prod);
@@ -597,11 +604,9 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
         }
         // Element 2w of a load is word w's low half.
         for (Value word : words) {
-          values.push_back(arith::BitcastOp::create(
-              b, loc, f32, arith::ShLIOp::create(b, loc, word, intConst(b, loc, i32, 16))));
-          values.push_back(arith::BitcastOp::create(
-              b, loc, f32,
-              arith::AndIOp::create(b, loc, word, intConst(b, loc, i32, int32_t(0xFFFF0000u)))));
+          std::pair<Value, Value> pair = bf16PairToF32(b, loc, word);
+          values.push_back(pair.first);
+          values.push_back(pair.second);
         }
       }
       return values;

@@ -55,6 +55,7 @@ struct LowerKernelsToNvvmPass
     options.linearBlockSize = linearBlock;
     options.linearSplitK = linearSplitK;
     options.attentionWarpForm = attentionWarpForm;
+    options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
     if (std::string problem = nvptxOptionsProblem(options); !problem.empty()) {
       getOperation().emitError() << "csa-lower-kernels-to-nvvm: " << problem;
       return signalPassFailure();

@@ -876,6 +876,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         return std::pair<Value, Value>{half(0), half(1)};
       };
       lanes.e2m1ThroughF16 = true;
+      lanes.e2m1ThroughE4m3 = options.linearFp4ThroughE4m3;
       // act_quant by cvt.rn.satfinite.e4m3x2.f32 (`a` to the high byte),
       // back through cvt.rn.f16x2.e4m3x2: exact, RNE with saturation, as
       // the host's integer rounding.

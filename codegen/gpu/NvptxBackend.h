@@ -78,6 +78,10 @@ struct NvptxOptions {
   /// tolerance contract of docs/semantics.md); off: the head form, the host
   /// kernel's bits.
   bool attentionWarpForm = true;
+  /// Split-K FP4 linears decode their weights through E4M3 bytes (bit
+  /// moves, then cvt.rn.f16x2.e4m3x2); off: through f16 bit patterns.
+  /// Both are exact: the products are the same.
+  bool linearFp4ThroughE4m3 = true;
   /// Outputs a split-K block computes (0: linearSplitKShape's choice).
   int64_t linearOutputsPerBlock = 0;
   /// Outputs whose weight loads a split-K thread issues at once.

@@ -156,28 +156,98 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, t,
                                        idx(b, loc, shape.activeThreads));
   Value tc = arith::MinUIOp::create(b, loc, t, idx(b, loc, shape.activeThreads - 1));
-  Value firstWord = arith::MulIOp::create(b, loc, tc, idx(b, loc, wpt));
+  // The thread's words are interleaved with the other threads' a unit at a
+  // time (a unit: the words act_quant needs together, two for FP8's
+  // 32-blocks, else one), so that a warp's loads of its i-th words lie
+  // side by side in memory: word (u * activeThreads + t) * unit + v is the
+  // thread's (u * unit + v)-th.
+  const int64_t unit = fp8 ? 2 : 1;
+  auto wordOf = [&](OpBuilder &nb, int64_t i) -> Value {
+    Value u = arith::MulIOp::create(
+        nb, loc,
+        arith::AddIOp::create(nb, loc, tc, idx(nb, loc, (i / unit) * shape.activeThreads)),
+        idx(nb, loc, unit));
+    return arith::AddIOp::create(nb, loc, u, idx(nb, loc, i % unit));
+  };
   // The block's outputs lie in one group (linearSplitKShape).
   Value inBase = arith::MulIOp::create(
       b, loc, arith::DivUIOp::create(b, loc, firstOut, idx(b, loc, ng)), idx(b, loc, kg));
-  Value firstCol = arith::AddIOp::create(
-      b, loc, inBase, arith::MulIOp::create(b, loc, firstWord, idx(b, loc, epw)));
 
   // The thread's activations, once: act_quant-ed per 32-block (FP8/FP4,
-  // the host kernel's values) or as they are.
+  // the host kernel's values) or as they are. They are read as 16-byte
+  // words where the row and the thread's columns lie on 16 bytes (element
+  // loads otherwise): the activations are the same for every block, so
+  // element loads cost L1 throughput the weights' stream needs.
   SmallVector<Value> xs;
   const int64_t values = wpt * epw;
+  // Activation c of the thread's (c / epw)-th word.
   auto column = [&](OpBuilder &nb, int64_t c) -> Value {
-    return arith::AddIOp::create(nb, loc, firstCol, idx(nb, loc, c));
+    Value word = wordOf(nb, c / epw);
+    return arith::AddIOp::create(
+        nb, loc, inBase,
+        arith::AddIOp::create(nb, loc, arith::MulIOp::create(nb, loc, word, idx(nb, loc, epw)),
+                              idx(nb, loc, c % epw)));
   };
+  auto xType = cast<MemRefType>(x.getType());
+  const int64_t xBytes = xType.getElementTypeBitWidth() / 8;
+  const bool xF32 = xType.getElementType().isF32();
+  const bool xVectorizable =
+      xType.getLayout().isIdentity() && xType.getRank() == 2 &&
+      xType.getShape()[1] == spec.inFeatures && (xF32 || xType.getElementType().isBF16()) &&
+      (epw * xBytes) % kWordBytes == 0 && (kg * xBytes) % kWordBytes == 0 &&
+      (spec.inFeatures * xBytes) % kWordBytes == 0;
+  SmallVector<Value> raw;
+  if (xVectorizable) {
+    auto [xBase, xAligned] = bytePointer(b, loc, x, lanes.weightAddressSpace);
+    SmallVector<Type> types(size_t(values), f32);
+    auto ifX = scf::IfOp::create(b, loc, types, xAligned, /*withElse=*/true);
+    {
+      OpBuilder vb = OpBuilder::atBlockBegin(ifX.thenBlock());
+      SmallVector<Value> loaded;
+      Value rowStart = arith::MulIOp::create(vb, loc, xRow, idx(vb, loc, spec.inFeatures));
+      const int64_t perWord = kWordBytes / xBytes;
+      for (int64_t c0 = 0; c0 < values; c0 += perWord) {
+        Value element = arith::AddIOp::create(vb, loc, rowStart, column(vb, c0));
+        Value offset = arith::IndexCastUIOp::create(
+            vb, loc, i64, arith::MulIOp::create(vb, loc, element, idx(vb, loc, xBytes)));
+        Value ptr = LLVM::GEPOp::create(vb, loc, xBase.getType(), vb.getI8Type(), xBase,
+                                        ValueRange{offset});
+        Value vec = LLVM::LoadOp::create(vb, loc, VectorType::get({4}, i32), ptr,
+                                         /*alignment=*/16, /*isVolatile=*/false,
+                                         /*isNonTemporal=*/false, /*isInvariant=*/true);
+        for (int64_t e = 0; e < 4; ++e) {
+          Value q = LLVM::ExtractElementOp::create(vb, loc, vec,
+                                                   LLVM::ConstantOp::create(vb, loc, i32, int32_t(e)));
+          if (xF32) {
+            loaded.push_back(arith::BitcastOp::create(vb, loc, f32, q));
+            continue;
+          }
+          // Two bf16, low first: exact as f32 by their bits.
+          loaded.push_back(arith::BitcastOp::create(
+              vb, loc, f32, arith::ShLIOp::create(vb, loc, q, i32c(vb, loc, 16))));
+          loaded.push_back(arith::BitcastOp::create(
+              vb, loc, f32, arith::AndIOp::create(vb, loc, q, i32c(vb, loc, 0xFFFF0000u))));
+        }
+      }
+      scf::YieldOp::create(vb, loc, loaded);
+      OpBuilder eb = OpBuilder::atBlockBegin(ifX.elseBlock());
+      SmallVector<Value> elements;
+      for (int64_t c = 0; c < values; ++c)
+        elements.push_back(loadF32(eb, loc, x, ValueRange{xRow, column(eb, c)}));
+      scf::YieldOp::create(eb, loc, elements);
+    }
+    llvm::append_range(raw, ifX.getResults());
+  } else {
+    for (int64_t c = 0; c < values; ++c)
+      raw.push_back(loadF32(b, loc, x, ValueRange{xRow, column(b, c)}));
+  }
   if (quantized) {
     for (int64_t c0 = 0; c0 < values; c0 += kBlock) {
       SmallVector<Value> block(kBlock);
       emitActQuantBlock(
           b, loc,
-          [&](OpBuilder &nb, Value c) {
-            Value col = arith::AddIOp::create(nb, loc, column(nb, c0), c);
-            return loadF32(nb, loc, x, ValueRange{xRow, col});
+          [&](OpBuilder &, Value c) {
+            return raw[size_t(c0 + getConstantIntValue(c).value_or(0))];
           },
           [&](OpBuilder &nb, Value c, Value v) {
             int64_t at = getConstantIntValue(c).value_or(0);
@@ -187,8 +257,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
       llvm::append_range(xs, block);
     }
   } else {
-    for (int64_t c = 0; c < values; ++c)
-      xs.push_back(loadF32(b, loc, x, ValueRange{xRow, column(b, c)}));
+    xs = raw;
   }
 
   auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
@@ -218,6 +287,36 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
         }
       }
       return {v, 1.f};
+    }
+    if (fp4 && lanes.e2m1ThroughE4m3 && lanes.e4m3PairToF32) {
+      // Four nibbles to four E4M3 bytes in three or four integer ops: the
+      // sign to bit 7, exponent and mantissa to bits 2-4 (the E2M1 value
+      // times 2^-6, subnormal 0.5 included), then two bytes a conversion.
+      for (int64_t i = 0; i < 4; ++i) {
+        Value w = q[size_t(i)];
+        auto masked = [&](Value v, uint32_t mask) -> Value {
+          return arith::AndIOp::create(b, loc, v, i32c(b, loc, mask));
+        };
+        // Nibbles 0, 2, 4, 6 (even) and 1, 3, 5, 7 (odd), a byte each.
+        Value even = arith::OrIOp::create(
+            b, loc, masked(arith::ShLIOp::create(b, loc, w, i32c(b, loc, 2)), 0x1C1C1C1Cu),
+            masked(arith::ShLIOp::create(b, loc, w, i32c(b, loc, 4)), 0x80808080u));
+        Value odd = arith::OrIOp::create(
+            b, loc, masked(arith::ShRUIOp::create(b, loc, w, i32c(b, loc, 2)), 0x1C1C1C1Cu),
+            masked(w, 0x80808080u));
+        for (int64_t parity = 0; parity < 2; ++parity) {
+          Value bytes = parity ? odd : even;
+          for (int64_t half = 0; half < 2; ++half) {
+            Value word = half ? arith::ShRUIOp::create(b, loc, bytes, i32c(b, loc, 16)).getResult()
+                              : bytes;
+            auto [lo, hi] = lanes.e4m3PairToF32(
+                b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), word));
+            v[size_t(8 * i + 4 * half + parity)] = lo;
+            v[size_t(8 * i + 4 * half + 2 + parity)] = hi;
+          }
+        }
+      }
+      return {v, 64.f};
     }
     if (fp4) {
       for (int64_t i = 0; i < 4; ++i) {
@@ -267,7 +366,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     Value j = weightRow(b, output);
     SmallVector<Value> q;
     for (int64_t i = 0; i < wpt; ++i) {
-      Value word = arith::AddIOp::create(b, loc, firstWord, idx(b, loc, i));
+      Value word = wordOf(b, i);
       if (vectorLoads) {
         Value offset = arith::IndexCastUIOp::create(
             b, loc, i64,
@@ -321,7 +420,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     if (grouped)
       scaleRow = arith::AddIOp::create(b, loc, scaleBase, scaleRow);
     for (int64_t i = 0; i < wpt; i += fp8 ? 2 : 1) {
-      Value word = arith::AddIOp::create(b, loc, firstWord, idx(b, loc, i));
+      Value word = wordOf(b, i);
       Value block = fp4 ? word : arith::DivUIOp::create(b, loc, word, idx(b, loc, 2)).getResult();
       codes.push_back(loadCode(b, loc, s, ValueRange{scaleRow, block}));
     }

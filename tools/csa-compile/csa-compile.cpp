@@ -187,6 +187,13 @@ cl::opt<bool> attentionWarpForm(
              "tolerance contract of docs/semantics.md); =false: the head form, "
              "the host kernel's bits"),
     cl::init(csa::codegen::NvptxOptions{}.attentionWarpForm), cl::cat(category));
+cl::opt<bool> linearFp4ThroughE4m3(
+    "linear-fp4-through-e4m3",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: split-K FP4 linears decode "
+             "their weights four at a time to E4M3 bytes, then by "
+             "cvt.rn.f16x2.e4m3x2; =false: through f16 bit patterns (both "
+             "exact, the same products)"),
+    cl::init(csa::codegen::NvptxOptions{}.linearFp4ThroughE4m3), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -224,6 +231,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearBlockSize = linearBlock;
   options.linearSplitK = linearSplitK;
   options.attentionWarpForm = attentionWarpForm;
+  options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
   options.linearOutputsInFlight = linearOutputsInFlight;
   options.linearOutputsPerBlock = linearOutputsPerBlock;
   return options;

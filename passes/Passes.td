@@ -250,4 +250,32 @@ def SelectLinearForms : Pass<"csa-select-linear-forms", "::mlir::ModuleOp"> {
   ];
 }
 
+def SelectAttentionForms : Pass<"csa-select-attention-forms", "::mlir::ModuleOp"> {
+  let summary = "Choose the GPU form of every sparse attention's kernel";
+  let description = [{
+    Sparse attention's lowering strategy: attaches `csa.attention_form`
+    (`#csa.attention_form<warp|head>`, see its description) to every
+    `csa.sparse_attention`. The kernel selection names and builds the op's
+    attention kernel after it and the NVPTX back end lowers it in that form,
+    so a new GPU form of the attention is one more value of the attribute
+    and one more builder behind it.
+
+    An op that already carries the attribute keeps it: a kernel researcher
+    sets another form on one layer's attention in `tiled.mlir` and finishes
+    the build with `csa-compile --compile-from=tiled`.
+
+    Example:
+    ```
+    csa-opt fused.mlir --csa-select-attention-forms='form=head'
+    ```
+  }];
+  let options = [
+    Option<"form", "form", "std::string", /*default=*/"\"warp\"",
+           "The form given to ops without one: warp or head">,
+  ];
+  let statistics = [
+    Statistic<"numChosen", "num-chosen", "Ops given a form">,
+  ];
+}
+
 #endif // CSA_PASSES_PASSES_TD

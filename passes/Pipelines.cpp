@@ -22,6 +22,7 @@ StagePipelineOptions TilePipelineCliOptions::get() const {
   o.target = target;
   o.rows = rows;
   o.linearForm = linearForm;
+  o.attentionForm = attentionForm;
   return o;
 }
 
@@ -31,6 +32,7 @@ StagePipelineOptions StagePipelineCliOptions::get() const {
   o.target = target;
   o.rows = rows;
   o.linearForm = linearForm;
+  o.attentionForm = attentionForm;
   return o;
 }
 
@@ -67,6 +69,9 @@ void buildFusedToTiledPipeline(OpPassManager &pm,
   SelectLinearFormsOptions forms;
   forms.form = options.linearForm;
   pm.addPass(createSelectLinearForms(forms));
+  SelectAttentionFormsOptions attentionForms;
+  attentionForms.form = options.attentionForm;
+  pm.addPass(createSelectAttentionForms(attentionForms));
 }
 
 void buildGraphToTiledPipeline(OpPassManager &pm,

@@ -32,6 +32,9 @@ struct StagePipelineOptions {
   /// fused -> tiled: the GPU form of the linears of ops that have none
   /// (csa-select-linear-forms: split_k or per_output).
   std::string linearForm = "split_k";
+  /// fused -> tiled: the GPU form of the sparse attentions that have none
+  /// (csa-select-attention-forms: warp or head).
+  std::string attentionForm = "warp";
 };
 
 /// The graph stage's cleanup of a freshly built (or read) graph.
@@ -78,7 +81,11 @@ void buildGraphToTiledPipeline(mlir::OpPassManager &pm,
   Option<std::string> linearForm{                                              \
       *this, "linear-form",                                                    \
       llvm::cl::desc("GPU form of the linears: split_k or per_output"),       \
-      llvm::cl::init("split_k")};
+      llvm::cl::init("split_k")};                                              \
+  Option<std::string> attentionForm{                                           \
+      *this, "attention-form",                                                 \
+      llvm::cl::desc("GPU form of the sparse attentions: warp or head"),      \
+      llvm::cl::init("warp")};
 
 /// The replay options of any of the command-line option structs below.
 template <typename Cli>

@@ -518,6 +518,13 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         attentionDim = dim;
       }
     }
+    // Sparse attention's form: its op's csa.attention_form (the kernel
+    // selection put it on the kernel), else the option's default.
+    bool attentionWarp = options.attentionWarpForm;
+    if (auto form = fn->getAttrOfType<AttentionFormAttr>(kAttentionFormAttrName)) {
+      attentionWarp = form.getValue() == AttentionForm::Warp;
+      fn->removeAttr(kAttentionFormAttrName);
+    }
     const KernelParallelism parallelism = parallelismOf(fn);
     fn->removeAttr(kKernelParallelismAttr);
     // A linear's form: its op's csa.linear_form (the kernel selection put it
@@ -789,7 +796,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputs = kTopKThreads / 32;
       info.outputsPerBlock = kTopKThreads / 32;
       info.sharedBytes = 256 * 4 + 2 * 8;
-    } else if (attentionHeads > 0 && options.attentionWarpForm &&
+    } else if (attentionHeads > 0 && attentionWarp &&
                attentionWarpSharedBytes(AttentionWarpLanes{}, attentionDim) <=
                    kMaxStaticSharedBytes) {
       AttentionWarpLanes lanes;

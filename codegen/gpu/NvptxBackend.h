@@ -74,7 +74,8 @@ struct NvptxOptions {
   /// weight read at HBM speed within the tolerance contract of a dot
   /// product; off: the per-output form (the host kernel's bits).
   bool linearSplitK = true;
-  /// Sparse attention in the warp form (a warp a row of the chunk, the
+  /// The form of a sparse attention kernel that carries no
+  /// csa.attention_form: the warp form (a warp a row of the chunk, the
   /// tolerance contract of docs/semantics.md); off: the head form, the host
   /// kernel's bits.
   bool attentionWarpForm = true;

@@ -415,8 +415,17 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
           buildSelectedIndexKernel(s.kernels, "attention_selected_index");
         }, "selected_index");
       }
-      std::string name = llvm::formatv("sparse_attention_{0}x{1}", heads, dim).str();
-      s.use(name, "csa.sparse_attention", "", KernelParallelism::Nest, [&] { buildSparseAttentionKernel(s.kernels, name, heads, dim); });
+      // The op's GPU form (csa-select-attention-forms): the head form is
+      // its own kernel, named for it; the kernel carries the form for the
+      // NVPTX back end.
+      auto form = op->getAttrOfType<AttentionFormAttr>(kAttentionFormAttrName);
+      const bool headForm = form && form.getValue() == AttentionForm::Head;
+      std::string name =
+          llvm::formatv("sparse_attention_{0}x{1}{2}", heads, dim, headForm ? "_head" : "").str();
+      s.use(name, "csa.sparse_attention", "", KernelParallelism::Nest, [&] {
+        if (func::FuncOp fn = buildSparseAttentionKernel(s.kernels, name, heads, dim); fn && form)
+          fn->setAttr(kAttentionFormAttrName, form);
+      });
     } else if (auto op = dyn_cast<MoeOp>(raw)) {
       int64_t dim = lastDim(op.getInput()), inter = op.getInter();
       std::string route = llvm::formatv("moe_route_{0}_top{1}", op.getExperts(), op.getTopK()).str();

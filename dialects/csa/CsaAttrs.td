@@ -91,6 +91,42 @@ def Csa_KernelParallelismAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Csa_AttentionFormEnum : I32EnumAttr<"AttentionForm",
+    "the GPU form of a sparse attention's kernel", [
+    I32EnumAttrCase<"Warp", 0, "warp">,
+    I32EnumAttrCase<"Head", 1, "head">]> {
+  let cppNamespace = "::csa";
+  let genSpecializedAttr = 0;
+}
+def Csa_AttentionFormAttr : EnumAttr<Csa_Dialect, Csa_AttentionFormEnum, "attention_form"> {
+  let summary = "the GPU form of the attention kernel of one csa.sparse_attention";
+  let description = [{
+    The lowering strategy of a `csa.sparse_attention` on the GPU, attached
+    as `csa.attention_form` by `csa-select-attention-forms` (in
+    `csa-fused-to-tiled`) and read by the kernel selection, which names and
+    builds the op's attention kernel after it, and by the NVPTX back end,
+    which lowers the kernel in it:
+
+    * `warp`: a block per (row, head), a warp per selected row of a chunk,
+      the query's channels split over the lanes, the dot's partials added by
+      `shfl.sync.bfly`, one online-softmax step a chunk
+      (`buildSparseAttentionWarpBody`); within the tolerance contract of
+      docs/semantics.md.
+    * `head`: a block per (row, head) walking the entries in the host
+      kernel's order (the CPU's bits); its kernel is named
+      `<kernel>_head`.
+
+    The host target ignores it (one host kernel for both). A user edits it
+    in `tiled.mlir` and finishes with `csa-compile --compile-from=tiled`.
+
+    Example:
+    ```mlir
+    %o = csa.sparse_attention %q, %ring, %window ... {csa.attention_form = #csa.attention_form<head>} ...
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Csa_LinearFormEnum : I32EnumAttr<"LinearForm",
     "the GPU form of an op's matrix-vector products", [
     I32EnumAttrCase<"SplitK", 0, "split_k">,

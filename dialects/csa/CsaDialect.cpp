@@ -145,9 +145,20 @@ LogicalResult HsiConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   return success();
 }
 
-/// `csa.linear_form` only where there are linears, and only a form.
+/// `csa.linear_form` only where there are linears, `csa.attention_form` only
+/// on sparse attention, and only a form.
 mlir::LogicalResult
 csa::CsaDialect::verifyOperationAttribute(mlir::Operation *op, mlir::NamedAttribute attr) {
+  if (attr.getName() == kAttentionFormAttrName) {
+    if (!mlir::isa<AttentionFormAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << kAttentionFormAttrName
+                               << "' must be a #csa.attention_form<warp|head>";
+    // Also on a generated kernel (the kernel selection copies its op's form).
+    if (!mlir::isa<SparseAttentionOp, mlir::FunctionOpInterface>(op))
+      return op->emitOpError() << "has no attention kernel: '" << kAttentionFormAttrName
+                               << "' belongs on csa.sparse_attention";
+    return mlir::success();
+  }
   if (attr.getName() != kLinearFormAttrName)
     return mlir::success();
   if (!mlir::isa<LinearFormAttr>(attr.getValue()))

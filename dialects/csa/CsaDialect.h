@@ -50,6 +50,9 @@ namespace csa {
 /// The discardable attribute of an op's linear lowering strategy
 /// (#csa.linear_form, set by csa-select-linear-forms).
 inline constexpr const char *kLinearFormAttrName = "csa.linear_form";
+/// The discardable attribute of a sparse attention's lowering strategy
+/// (#csa.attention_form, set by csa-select-attention-forms).
+inline constexpr const char *kAttentionFormAttrName = "csa.attention_form";
 
 /// The schedule-rule view of an attention mode.
 inline LayerMode toLayerMode(AttentionMode mode) {

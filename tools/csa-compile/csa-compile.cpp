@@ -552,6 +552,7 @@ int main(int argc, char **argv) {
         options.target = "host";
         options.rows = tileRows;
         options.linearForm = linearSplitK ? "split_k" : "per_output";
+        options.attentionForm = attentionWarpForm ? "warp" : "head";
         csa::buildFusedToTiledPipeline(pm, options);
       }) == StageResult::Failed)
     return 1;

@@ -14,7 +14,9 @@
 #include "runtime/support/JsonLimits.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -40,6 +42,85 @@ std::string formatShape(const std::vector<int64_t> &shape) {
 //===----------------------------------------------------------------------===//
 // MappedFile
 //===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The mappings a SIGBUS may come from: a file truncated (or replaced in
+/// place) while mapped makes a read past its new end raise SIGBUS, which
+/// would end the process without a word. The handler finds the mapping of
+/// the faulting address and names its file (async-signal-safe: atomics,
+/// write(2), _exit); a fault elsewhere gets the default action.
+struct MappingSlot {
+  std::atomic<uintptr_t> start{0};
+  std::atomic<uintptr_t> end{0};
+  std::atomic<const char *> path{nullptr};
+};
+constexpr size_t kMappingSlots = 1024;
+MappingSlot mappingSlots[kMappingSlots];
+std::atomic<bool> sigbusHandlerInstalled{false};
+
+void writeAll(const char *text) {
+  size_t n = std::strlen(text);
+  while (n > 0) {
+    ssize_t w = ::write(STDERR_FILENO, text, n);
+    if (w <= 0)
+      return;
+    text += w;
+    n -= size_t(w);
+  }
+}
+
+void onSigbus(int signal, siginfo_t *info, void *) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(info ? info->si_addr : nullptr);
+  for (MappingSlot &slot : mappingSlots) {
+    const uintptr_t start = slot.start.load(std::memory_order_acquire);
+    if (start == 0 || at < start || at >= slot.end.load(std::memory_order_acquire))
+      continue;
+    writeAll("error: ");
+    if (const char *path = slot.path.load(std::memory_order_acquire))
+      writeAll(path);
+    writeAll(": the file was truncated or changed while it was mapped (reading it raised "
+             "SIGBUS); a checkpoint must not be modified while a run uses it\n");
+    ::_exit(1);
+  }
+  ::signal(signal, SIG_DFL); // not ours: the default action on return
+}
+
+void installSigbusHandler() {
+  if (sigbusHandlerInstalled.exchange(true))
+    return;
+  struct sigaction action {};
+  action.sa_sigaction = onSigbus;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGBUS, &action, nullptr);
+}
+
+MappingSlot *registerMapping(const void *data, uint64_t size, const char *path) {
+  installSigbusHandler();
+  for (MappingSlot &slot : mappingSlots) {
+    uintptr_t expected = 0;
+    // Claimed with a placeholder start, published once end and path are set.
+    if (!slot.start.compare_exchange_strong(expected, 1, std::memory_order_acq_rel))
+      continue;
+    slot.path.store(path, std::memory_order_release);
+    const uintptr_t start = reinterpret_cast<uintptr_t>(data);
+    slot.end.store(start + size, std::memory_order_release);
+    slot.start.store(start, std::memory_order_release);
+    return &slot;
+  }
+  return nullptr; // more mappings than slots: those keep the default action
+}
+
+void unregisterMapping(MappingSlot *slot) {
+  if (!slot)
+    return;
+  slot->end.store(0, std::memory_order_release);
+  slot->path.store(nullptr, std::memory_order_release);
+  slot->start.store(0, std::memory_order_release);
+}
+
+} // namespace
 
 absl::StatusOr<std::unique_ptr<MappedFile>>
 MappedFile::open(const std::string &path) {
@@ -71,12 +152,14 @@ MappedFile::open(const std::string &path) {
           absl::StrCat(path, ": cannot map: ", std::strerror(err)));
     }
     file->data_ = static_cast<const uint8_t *>(p);
+    file->slot_ = registerMapping(file->data_, file->size_, file->path_.c_str());
   }
   ::close(fd); // the mapping keeps the file alive
   return file;
 }
 
 MappedFile::~MappedFile() {
+  unregisterMapping(static_cast<MappingSlot *>(slot_));
   if (data_)
     ::munmap(const_cast<uint8_t *>(data_), size_);
 }

@@ -56,7 +56,9 @@ struct TensorView {
 /// "[2304, 2560]".
 std::string formatShape(const std::vector<int64_t> &shape);
 
-/// A read-only memory mapping of a whole file.
+/// A read-only memory mapping of a whole file. A read of it that raises
+/// SIGBUS (the file truncated or changed under the mapping) ends the process
+/// with an error naming the file (exit 1), not a signal.
 class MappedFile {
 public:
   static absl::StatusOr<std::unique_ptr<MappedFile>>
@@ -74,6 +76,7 @@ private:
   std::string path_;
   const uint8_t *data_ = nullptr;
   uint64_t size_ = 0;
+  void *slot_ = nullptr; ///< its entry in the SIGBUS handler's table
 };
 
 /// A parsed, validated, mapped safetensors file.

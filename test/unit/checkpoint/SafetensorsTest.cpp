@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <fstream>
+#include <unistd.h>
 
 namespace csa::test {
 namespace {
@@ -394,6 +396,34 @@ TEST_F(Corruption, EmptyFileWithNoTensorsIsValid) {
   auto file = SafetensorsFile::parse(image.data(), image.size(), "m");
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_TRUE((*file)->tensors().empty());
+}
+
+// A mapped file truncated under the process: the read that faults ends it
+// with an error naming the file (exit 1), not a SIGBUS death.
+TEST(MappedFileDeathTest, TruncationWhileMappedIsAClearError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  TempDir dir;
+  const std::string path = dir / "weights.bin";
+  {
+    std::ofstream out(path, std::ios::binary);
+    std::string bytes(3 * 4096, 'x');
+    out << bytes;
+  }
+  EXPECT_EXIT(
+      {
+        auto file = MappedFile::open(path);
+        if (!file.ok())
+          std::_Exit(3);
+        if (::truncate(path.c_str(), 0) != 0)
+          std::_Exit(4);
+        volatile uint8_t byte = (*file)->data()[2 * 4096];
+        (void)byte;
+        std::_Exit(5); // the read did not fault
+      },
+      ::testing::ExitedWithCode(1), "weights.bin: the file was truncated or changed while it was mapped");
+  // Mappings that are gone leave the handler with nothing to name.
+  auto file = MappedFile::open(path);
+  ASSERT_TRUE(file.ok());
 }
 
 } // namespace

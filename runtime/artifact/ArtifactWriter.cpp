@@ -1,14 +1,13 @@
-//===- ArtifactWriter.cpp - Writing a compiled artifact
-//--------------------===//
+//===- ArtifactWriter.cpp - Writing a compiled artifact ------------------===//
 #include "runtime/artifact/ArtifactWriter.h"
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/artifact/Sha256.h"
+#include "runtime/support/AtomicFile.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
 namespace csa {
@@ -24,12 +23,7 @@ absl::Status writeBytes(const fs::path &path, const std::string &bytes) {
   if (ec)
     return absl::InternalError(absl::StrCat(path.parent_path().string(),
                                             ": cannot create: ", ec.message()));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  out.close();
-  if (!out)
-    return absl::InternalError(absl::StrCat(path.string(), ": cannot write"));
-  return absl::OkStatus();
+  return support::writeStagedFile(path.string(), bytes);
 }
 
 } // namespace
@@ -70,11 +64,17 @@ ArtifactWriter::write(const std::string &directory) const {
           "refusing to replace ", directory,
           ": it exists and is not an artifact (no manifest.json)"));
   }
-  fs::path partial = dir.string() + ".partial";
-  fs::remove_all(partial, ec);
-  if (ec)
-    return absl::InternalError(
-        absl::StrCat(partial.string(), ": cannot remove: ", ec.message()));
+  // Built in a staging directory of its own beside the target and swapped
+  // in whole (runtime/support/AtomicFile.h): the old artifact stays until
+  // the new one is complete and checked, and two writers never mix files.
+  auto staging = support::makeStagingDirectory(directory);
+  if (!staging.ok())
+    return staging.status();
+  fs::path partial = *staging;
+  auto discard = [&](absl::Status st) {
+    support::discardStagingDirectory(*staging);
+    return st;
+  };
 
   Manifest manifest = manifest_;
   manifest.format = kFormatName;
@@ -85,33 +85,22 @@ ArtifactWriter::write(const std::string &directory) const {
   all[kWeightsFile] = formatJson(weightsToJson(weights_));
   for (const auto &[path, bytes] : all) {
     if (absl::Status s = writeBytes(partial / path, bytes); !s.ok())
-      return s;
+      return discard(s);
     manifest.files.push_back({path, bytes.size(), sha256Hex(bytes)});
   }
   // The manifest last: a directory without one is not an artifact.
   if (absl::Status s = writeBytes(partial / kManifestFile,
                                   formatJson(manifestToJson(manifest)));
       !s.ok())
-    return s;
+    return discard(s);
 
   auto check = Artifact::open(partial.string());
   if (!check.ok())
-    return absl::Status(
+    return discard(absl::Status(
         check.status().code(),
-        absl::StrCat("the artifact csa would write is invalid (left in ",
-                     partial.string(), "): ", check.status().message()));
-
-  if (fs::exists(dir, ec)) {
-    fs::remove_all(dir, ec);
-    if (ec)
-      return absl::InternalError(
-          absl::StrCat(directory, ": cannot replace: ", ec.message()));
-  }
-  fs::rename(partial, dir, ec);
-  if (ec)
-    return absl::InternalError(absl::StrCat("cannot move ", partial.string(),
-                                            " to ", directory, ": ",
-                                            ec.message()));
+        absl::StrCat("the artifact csa would write is invalid: ", check.status().message())));
+  if (absl::Status st = support::commitDirectory(partial.string(), directory); !st.ok())
+    return st;
   return manifest;
 }
 

@@ -41,7 +41,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/PrettyStackTrace.h"
-#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/FileSystem.h"
+#include "runtime/support/AtomicFile.h"
 #include "llvm/Support/WithColor.h"
 
 #include <fstream>
@@ -374,16 +375,33 @@ void printStage(ModuleOp module, llvm::raw_ostream &os) {
   os << "\n";
 }
 
-LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
-  std::string error;
-  auto out = openOutputFile(path, &error);
-  if (!out) {
-    llvm::errs() << error << "\n";
+/// Writes an output: `-` is stdout (its write errors checked), anything
+/// else is replaced whole or not at all (runtime/support/AtomicFile.h).
+LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef text) {
+  if (path == "-") {
+    llvm::outs() << text;
+    llvm::outs().flush();
+    if (llvm::outs().has_error()) {
+      llvm::errs() << "csa-compile: error: cannot write the output to stdout: "
+                   << llvm::outs().error().message() << "\n";
+      llvm::outs().clear_error();
+      return failure();
+    }
+    return success();
+  }
+  if (absl::Status st = csa::support::writeFileAtomically(path.str(), {text.data(), text.size()});
+      !st.ok()) {
+    llvm::errs() << "csa-compile: error: " << std::string(st.message()) << "\n";
     return failure();
   }
-  printStage(module, out->os());
-  out->keep();
   return success();
+}
+
+LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printStage(module, os);
+  return writeOutput(path, text);
 }
 
 } // namespace
@@ -589,34 +607,39 @@ int main(int argc, char **argv) {
       if (failed(writeStage(*kernels, path)))
         return 1;
     }
-    if (emitStage == Stage::Gpu) {
-      std::string error;
-      auto out = openOutputFile(outputPath, &error);
-      if (!out)
-        return fail(error);
-      printStage(*kernels, out->os());
-      out->keep();
-      return 0;
-    }
+    if (emitStage == Stage::Gpu)
+      return failed(writeStage(*kernels, outputPath)) ? 1 : 0;
     if (outputPath == "-")
       return fail("--emit=ptx writes a directory: give -o DIR");
     auto ptx = csa::codegen::emitPtx(*kernels, options);
     if (!ptx)
       return fail(llvm::toString(ptx.takeError()));
-    if (std::error_code ec = llvm::sys::fs::create_directories(outputPath))
-      return fail("cannot create '" + outputPath + "': " + ec.message());
+    // A PTX directory is built beside the target and swapped in whole; a
+    // directory that holds something else is not replaced.
+    if (llvm::sys::fs::is_directory(outputPath)) {
+      std::error_code ec;
+      llvm::sys::fs::directory_iterator it(outputPath, ec), end;
+      llvm::SmallString<256> ptxFile(outputPath);
+      llvm::sys::path::append(ptxFile, "kernels.ptx");
+      if (!ec && it != end && !llvm::sys::fs::exists(ptxFile))
+        return fail("refusing to replace " + outputPath +
+                    ": it exists and is not a PTX directory (no kernels.ptx)");
+    } else if (llvm::sys::fs::exists(outputPath)) {
+      return fail("refusing to replace " + outputPath + ": --emit=ptx writes a directory");
+    }
+    auto staging = csa::support::makeStagingDirectory(outputPath);
+    if (!staging.ok())
+      return fail(std::string(staging.status().message()));
     for (auto [file, text] :
          {std::pair<const char *, std::string>{"kernels.ptx", *ptx},
           {"kernels.json", csa::codegen::kernelsJson(gpuKernels, options)}}) {
-      llvm::SmallString<256> path(outputPath);
-      llvm::sys::path::append(path, file);
-      std::string error;
-      auto out = openOutputFile(path, &error);
-      if (!out)
-        return fail(error);
-      out->os() << text;
-      out->keep();
+      if (absl::Status st = csa::support::writeStagedFile(*staging + "/" + file, text); !st.ok()) {
+        csa::support::discardStagingDirectory(*staging);
+        return fail(std::string(st.message()));
+      }
     }
+    if (absl::Status st = csa::support::commitDirectory(*staging, outputPath); !st.ok())
+      return fail(std::string(st.message()));
     return 0;
   }
   // --with-ptx: the GPU form of the same kernels, made before the host
@@ -659,42 +682,59 @@ int main(int argc, char **argv) {
     if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
       return fail("cannot write " + outputPath + ": directory '" + parent.str() +
                   "' does not exist");
-    std::string object = outputPath + ".o";
-    if (llvm::Error e = csa::codegen::emitHostObject(*kernels, object))
+    // The object and the library under temporary names beside the
+    // target; the library renamed over it only once linked.
+    llvm::SmallString<256> object, library;
+    llvm::StringRef directory = parent.empty() ? llvm::StringRef(".") : parent;
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+            directory + "/." + llvm::sys::path::filename(outputPath) + ".%%%%%%.o", object))
+      return fail("cannot create a temporary file beside " + outputPath + ": " + ec.message());
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+            directory + "/." + llvm::sys::path::filename(outputPath) + ".%%%%%%.so", library)) {
+      llvm::sys::fs::remove(object);
+      return fail("cannot create a temporary file beside " + outputPath + ": " + ec.message());
+    }
+    auto cleanUp = [&] {
+      llvm::sys::fs::remove(object);
+      llvm::sys::fs::remove(library);
+    };
+    if (llvm::Error e = csa::codegen::emitHostObject(*kernels, object.str().str())) {
+      cleanUp();
       return fail(llvm::toString(std::move(e)));
-    if (llvm::Error e = csa::codegen::linkSharedObject({object}, outputPath))
+    }
+    if (llvm::Error e = csa::codegen::linkSharedObject({object.str().str()}, library.str().str())) {
+      cleanUp();
       return fail(llvm::toString(std::move(e)));
+    }
     llvm::sys::fs::remove(object);
-    std::string error;
-    auto listing = openOutputFile(outputPath + ".json", &error);
-    if (!listing)
-      return fail(error);
-    csa::codegen::printKernelSelectionJson(*selection, listing->os());
-    listing->keep();
-    return 0;
+    if (std::error_code ec = llvm::sys::fs::rename(library, outputPath)) {
+      cleanUp();
+      return fail("cannot replace " + outputPath + ": " + ec.message());
+    }
+    std::string listing;
+    llvm::raw_string_ostream os(listing);
+    csa::codegen::printKernelSelectionJson(*selection, os);
+    return failed(writeOutput(outputPath + ".json", listing)) ? 1 : 0;
   }
 
-  std::string error;
-  auto out = openOutputFile(outputPath, &error);
-  if (!out)
-    return fail(error);
+  std::string text;
+  llvm::raw_string_ostream out(text);
   if (cost) {
     if (report == ReportFormat::Json) {
-      csa::printCostJson(*cost, out->os());
+      csa::printCostJson(*cost, out);
     } else {
-      out->os() << "csa cost report: " << name << "\n";
-      csa::printCostText(*cost, out->os());
+      out << "csa cost report: " << name << "\n";
+      csa::printCostText(*cost, out);
     }
   } else if (emitStage == Stage::LLVM && kernels) {
     auto ir = csa::codegen::translateToLLVMIR(*kernels);
     if (!ir)
       return fail(llvm::toString(ir.takeError()));
-    out->os() << *ir;
+    out << *ir;
   } else if (emitStage == Stage::Host && kernels) {
-    printStage(*kernels, out->os());
+    printStage(*kernels, out);
   } else {
-    printStage(*module, out->os());
+    printStage(*module, out);
   }
-  out->keep();
-  return 0;
+  return failed(writeOutput(outputPath, text)) ? 1 : 0;
 }

@@ -16,6 +16,7 @@
 #include "models/config/ModelConfig.h"
 #include "models/schedule/Schedule.h"
 #include "models/weights/RandomCheckpoint.h"
+#include "runtime/support/AtomicFile.h"
 #include "runtime/artifact/Artifact.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/sampling/TokenIds.h"
@@ -126,8 +127,16 @@ absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art,
   auto schedule = scheduleFromConfig(*config);
   if (!schedule.ok())
     return schedule.status();
-  fs::path dir = fs::temp_directory_path() /
-                 absl::StrCat("csa-run-weights-", ::getpid(), "-", seed);
+  // A directory of our own (mkdtemp: unique, 0700, never a name another
+  // user could have planted a link at).
+  std::string pattern =
+      (fs::temp_directory_path() / absl::StrCat("csa-run-weights-", seed, "-XXXXXX")).string();
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  if (!::mkdtemp(name.data()))
+    return absl::InternalError(absl::StrCat(pattern, ": cannot create a temporary directory: ",
+                                            std::strerror(errno)));
+  fs::path dir = name.data();
   RandomCheckpointOptions options;
   options.seed = seed;
   options.origin = art.pathOf("config.json");
@@ -469,9 +478,8 @@ int main(int argc, char **argv) {
     ids << "\n";
   }
   if (!outputFile.empty()) {
-    std::ofstream out(outputFile);
-    if (!(out << ids.str()))
-      return fail(outputFile + ": cannot write");
+    if (absl::Status st = support::writeFileAtomically(outputFile, ids.str()); !st.ok())
+      return fail(absl::StrCat("--output: ", st.message()));
   }
   if (logitsFile.active())
     if (absl::Status st = logitsFile.commit(); !st.ok())

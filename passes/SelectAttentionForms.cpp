@@ -1,5 +1,6 @@
 //===- SelectAttentionForms.cpp - The GPU form of every sparse attention --===//
 #include "dialects/csa/CsaDialect.h"
+#include "passes/FormSelection.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -26,13 +27,8 @@ struct SelectAttentionFormsPass
                          << "' (warp or head)";
       return signalPassFailure();
     }
-    auto attr = AttentionFormAttr::get(module.getContext(), *chosen);
-    module.walk([&](SparseAttentionOp op) {
-      if (op->hasAttr(kAttentionFormAttrName))
-        return;
-      op->setAttr(kAttentionFormAttrName, attr);
-      ++numChosen;
-    });
+    numChosen += setFormWhereAbsent<SparseAttentionOp>(
+        module, kAttentionFormAttrName, AttentionFormAttr::get(module.getContext(), *chosen));
   }
 };
 

@@ -1,5 +1,6 @@
 //===- SelectLinearForms.cpp - The GPU form of every op's linears ---------===//
 #include "dialects/csa/CsaDialect.h"
+#include "passes/FormSelection.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -26,13 +27,8 @@ struct SelectLinearFormsPass
                          << "' (split_k or per_output)";
       return signalPassFailure();
     }
-    auto attr = LinearFormAttr::get(module.getContext(), *chosen);
-    module.walk([&](Operation *op) {
-      if (!isa<LinearOp, CompressOp, MoeOp, EngramOp, LmHeadOp>(op) || op->hasAttr(kLinearFormAttrName))
-        return;
-      op->setAttr(kLinearFormAttrName, attr);
-      ++numChosen;
-    });
+    numChosen += setFormWhereAbsent<LinearOp, CompressOp, MoeOp, EngramOp, LmHeadOp>(
+        module, kLinearFormAttrName, LinearFormAttr::get(module.getContext(), *chosen));
   }
 };
 

@@ -36,15 +36,6 @@ constexpr int64_t kAttentionBlock = 64;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-/// The two bf16 of an i32 word as f32 (exact): element 2w of a little-endian
-/// load is the low half.
-std::pair<Value, Value> bf16PairToF32(OpBuilder &b, Location loc, Value word) {
-  Type f32 = b.getF32Type(), i32 = b.getI32Type();
-  Value low = arith::ShLIOp::create(b, loc, word, intConst(b, loc, i32, 16));
-  Value high = arith::AndIOp::create(b, loc, word, intConst(b, loc, i32, int32_t(0xFFFF0000u)));
-  return {arith::BitcastOp::create(b, loc, f32, low), arith::BitcastOp::create(b, loc, f32, high)};
-}
-
 /// std::max(a, c) as libstdc++ computes it: (a < c) ? c : a.
 Value stdMax(OpBuilder &b, Location loc, Value a, Value c) {
   Value lt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a, c);

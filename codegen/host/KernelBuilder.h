@@ -123,6 +123,38 @@ bytePointer(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref,
   return {base, aligned};
 }
 
+/// The two bf16 of an i32 word as f32 (exact): element 2w of a little-endian
+/// load is the low half.
+inline std::pair<mlir::Value, mlir::Value> bf16PairToF32(mlir::OpBuilder &b, mlir::Location loc,
+                                                         mlir::Value word) {
+  mlir::Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  mlir::Value low = mlir::arith::ShLIOp::create(
+      b, loc, word, mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, 16)));
+  mlir::Value high = mlir::arith::AndIOp::create(
+      b, loc, word,
+      mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, int32_t(0xFFFF0000u))));
+  return {mlir::arith::BitcastOp::create(b, loc, f32, low),
+          mlir::arith::BitcastOp::create(b, loc, f32, high)};
+}
+
+/// The four i32 of a 16-byte load at `byteOffset` from `base` (an LLVM
+/// pointer from bytePointer; the address a multiple of 16). The bytes are
+/// not written while the kernel runs.
+inline llvm::SmallVector<mlir::Value, 4> load16Bytes(mlir::OpBuilder &b, mlir::Location loc,
+                                                     mlir::Value base, mlir::Value byteOffset) {
+  mlir::Type i32 = b.getI32Type();
+  mlir::Value ptr = mlir::LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                                              mlir::ValueRange{byteOffset});
+  mlir::Value vec = mlir::LLVM::LoadOp::create(b, loc, mlir::VectorType::get({4}, i32), ptr,
+                                               /*alignment=*/16, /*isVolatile=*/false,
+                                               /*isNonTemporal=*/false, /*isInvariant=*/true);
+  llvm::SmallVector<mlir::Value, 4> words;
+  for (int32_t e = 0; e < 4; ++e)
+    words.push_back(mlir::LLVM::ExtractElementOp::create(
+        b, loc, vec, mlir::LLVM::ConstantOp::create(b, loc, i32, e)));
+  return words;
+}
+
 /// Elements of a long sequential fp32 sum (a dot product, a sum of squares)
 /// walked per loop trip, in the same order: a GPU thread then keeps a trip's
 /// loads in flight instead of waiting for each before its add.

@@ -210,23 +210,14 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
         Value element = arith::AddIOp::create(vb, loc, rowStart, column(vb, c0));
         Value offset = arith::IndexCastUIOp::create(
             vb, loc, i64, arith::MulIOp::create(vb, loc, element, idx(vb, loc, xBytes)));
-        Value ptr = LLVM::GEPOp::create(vb, loc, xBase.getType(), vb.getI8Type(), xBase,
-                                        ValueRange{offset});
-        Value vec = LLVM::LoadOp::create(vb, loc, VectorType::get({4}, i32), ptr,
-                                         /*alignment=*/16, /*isVolatile=*/false,
-                                         /*isNonTemporal=*/false, /*isInvariant=*/true);
-        for (int64_t e = 0; e < 4; ++e) {
-          Value q = LLVM::ExtractElementOp::create(vb, loc, vec,
-                                                   LLVM::ConstantOp::create(vb, loc, i32, int32_t(e)));
+        for (Value q : load16Bytes(vb, loc, xBase, offset)) {
           if (xF32) {
             loaded.push_back(arith::BitcastOp::create(vb, loc, f32, q));
             continue;
           }
-          // Two bf16, low first: exact as f32 by their bits.
-          loaded.push_back(arith::BitcastOp::create(
-              vb, loc, f32, arith::ShLIOp::create(vb, loc, q, i32c(vb, loc, 16))));
-          loaded.push_back(arith::BitcastOp::create(
-              vb, loc, f32, arith::AndIOp::create(vb, loc, q, i32c(vb, loc, 0xFFFF0000u))));
+          auto [low, high] = bf16PairToF32(vb, loc, q);
+          loaded.push_back(low);
+          loaded.push_back(high);
         }
       }
       scf::YieldOp::create(vb, loc, loaded);
@@ -349,10 +340,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     }
     for (int64_t i = 0; i < 4; ++i) {
       if (bf16Weight) {
-        v[size_t(2 * i)] = arith::BitcastOp::create(
-            b, loc, f32, arith::ShLIOp::create(b, loc, q[size_t(i)], i32c(b, loc, 16)));
-        v[size_t(2 * i + 1)] = arith::BitcastOp::create(
-            b, loc, f32, arith::AndIOp::create(b, loc, q[size_t(i)], i32c(b, loc, 0xFFFF0000u)));
+        std::tie(v[size_t(2 * i)], v[size_t(2 * i + 1)]) = bf16PairToF32(b, loc, q[size_t(i)]);
       } else {
         v[size_t(i)] = arith::BitcastOp::create(b, loc, f32, q[size_t(i)]);
       }
@@ -373,14 +361,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
             arith::AddIOp::create(
                 b, loc, arith::MulIOp::create(b, loc, j, idx(b, loc, rowBytes)),
                 arith::MulIOp::create(b, loc, word, idx(b, loc, kWordBytes))));
-        Value ptr = LLVM::GEPOp::create(b, loc, wBase.getType(), b.getI8Type(), wBase,
-                                        ValueRange{offset});
-        Value vec = LLVM::LoadOp::create(b, loc, VectorType::get({4}, i32), ptr,
-                                         /*alignment=*/16, /*isVolatile=*/false,
-                                         /*isNonTemporal=*/false, /*isInvariant=*/true);
-        for (int64_t e = 0; e < 4; ++e)
-          q.push_back(LLVM::ExtractElementOp::create(
-              b, loc, vec, LLVM::ConstantOp::create(b, loc, i32, int32_t(e))));
+        llvm::append_range(q, load16Bytes(b, loc, wBase, offset));
         continue;
       }
       // Element loads: the memref's elements of this word, in order.

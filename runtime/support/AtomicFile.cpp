@@ -44,6 +44,20 @@ std::pair<std::string, std::string> splitPath(const std::string &path) {
   return {parent.empty() ? std::string(".") : parent, p.filename().string()};
 }
 
+/// Opens `path` with `flags`, writes all of `bytes` and closes it, every
+/// step checked (the error names `opening`, the step that opens it).
+absl::Status writeThrough(const std::string &path, int flags, const char *opening,
+                          std::string_view bytes) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return ioError(path, opening, errno);
+  const bool ok = writeAll(fd, bytes);
+  const int error = errno;
+  if (::close(fd) != 0 && ok)
+    return ioError(path, "write", errno);
+  return ok ? absl::OkStatus() : ioError(path, "write", error);
+}
+
 bool isSpecialFile(const std::string &path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
@@ -66,17 +80,8 @@ absl::Status syncPath(const std::string &path, bool directory) {
 absl::Status writeFileAtomically(const std::string &path, std::string_view bytes) {
   if (path.empty())
     return absl::InvalidArgumentError("an output needs a file name");
-  if (isSpecialFile(path)) {
-    // A device or a pipe: written in place, every error checked.
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-      return ioError(path, "open", errno);
-    const bool ok = writeAll(fd, bytes);
-    const int error = errno;
-    if (::close(fd) != 0 && ok)
-      return ioError(path, "write", errno);
-    return ok ? absl::OkStatus() : ioError(path, "write", error);
-  }
+  if (isSpecialFile(path)) // a device or a pipe: written in place
+    return writeThrough(path, O_WRONLY, "open", bytes);
   if (fs::is_directory(path))
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": is a directory, not a file"));
@@ -118,14 +123,7 @@ absl::Status writeFileAtomically(const std::string &path, std::string_view bytes
 }
 
 absl::Status writeStagedFile(const std::string &path, std::string_view bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0)
-    return ioError(path, "create", errno);
-  const bool ok = writeAll(fd, bytes);
-  const int error = errno;
-  if (::close(fd) != 0 && ok)
-    return ioError(path, "write", errno);
-  return ok ? absl::OkStatus() : ioError(path, "write", error);
+  return writeThrough(path, O_WRONLY | O_CREAT | O_TRUNC, "create", bytes);
 }
 
 absl::StatusOr<std::string> makeStagingDirectory(const std::string &target) {

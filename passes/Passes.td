@@ -254,7 +254,7 @@ def SelectAttentionForms : Pass<"csa-select-attention-forms", "::mlir::ModuleOp"
   let summary = "Choose the GPU form of every sparse attention's kernel";
   let description = [{
     Sparse attention's lowering strategy: attaches `csa.attention_form`
-    (`#csa.attention_form<warp|head>`, see its description) to every
+    (`#csa.attention_form<warp|head|split>`, see its description) to every
     `csa.sparse_attention`. The kernel selection names and builds the op's
     attention kernel after it and the NVPTX back end lowers it in that form,
     so a new GPU form of the attention is one more value of the attribute
@@ -270,8 +270,8 @@ def SelectAttentionForms : Pass<"csa-select-attention-forms", "::mlir::ModuleOp"
     ```
   }];
   let options = [
-    Option<"form", "form", "std::string", /*default=*/"\"warp\"",
-           "The form given to ops without one: warp or head">,
+    Option<"form", "form", "std::string", /*default=*/"\"split\"",
+           "The form given to ops without one: warp, head or split">,
   ];
   let statistics = [
     Statistic<"numChosen", "num-chosen", "Ops given a form">,

@@ -24,7 +24,7 @@ struct SelectAttentionFormsPass
     std::optional<AttentionForm> chosen = symbolizeAttentionForm(form);
     if (!chosen) {
       module.emitError() << "csa-select-attention-forms: unknown form '" << form
-                         << "' (warp or head)";
+                         << "' (warp, head or split)";
       return signalPassFailure();
     }
     numChosen += setFormWhereAbsent<SparseAttentionOp>(

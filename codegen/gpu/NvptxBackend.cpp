@@ -520,11 +520,13 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     }
     // Sparse attention's form: its op's csa.attention_form (the kernel
     // selection put it on the kernel), else the option's default.
-    bool attentionWarp = options.attentionWarpForm;
+    AttentionForm attentionForm =
+        options.attentionWarpForm ? AttentionForm::Warp : AttentionForm::Head;
     if (auto form = fn->getAttrOfType<AttentionFormAttr>(kAttentionFormAttrName)) {
-      attentionWarp = form.getValue() == AttentionForm::Warp;
+      attentionForm = form.getValue();
       fn->removeAttr(kAttentionFormAttrName);
     }
+    const bool attentionWarp = attentionForm != AttentionForm::Head;
     const KernelParallelism parallelism = parallelismOf(fn);
     fn->removeAttr(kKernelParallelismAttr);
     // A linear's form: its op's csa.linear_form (the kernel selection put it
@@ -803,6 +805,23 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.row = blockX;
       lanes.head = blockY;
       lanes.lane = threadX;
+      if (attentionForm == AttentionForm::Split) {
+        // blockIdx.y = head x splits + split.
+        const int64_t splits = options.attentionSplits > 0
+                                   ? options.attentionSplits
+                                   : attentionSplits(attentionHeads, options.multiprocessors);
+        lanes.splits = splits;
+        lanes.splitRows = kAttentionSplitRows;
+        lanes.head = [splits](OpBuilder &b, Location loc) -> Value {
+          return arith::DivUIOp::create(b, loc, blockY(b, loc), arith::ConstantIndexOp::create(b, loc, splits).getResult());
+        };
+        lanes.split = [splits](OpBuilder &b, Location loc) -> Value {
+          return arith::RemUIOp::create(b, loc, blockY(b, loc), arith::ConstantIndexOp::create(b, loc, splits).getResult());
+        };
+        lanes.fence = [](OpBuilder &b, Location loc) {
+          NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+        };
+      }
       lanes.barrier = blockBarrier;
       lanes.shuffleXor = [](OpBuilder &b, Location loc, Value v, int32_t mask) -> Value {
         return gpu::ShuffleOp::create(b, loc, v, arith::ConstantIntOp::create(b, loc, mask, 32),
@@ -817,6 +836,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedAccType = sharedOf({warps, attentionDim}, b.getF32Type());
       buildSparseAttentionWarpBody(fn, attentionHeads, attentionDim, lanes);
       attentionLaunch(lanes.threads, attentionWarpSharedBytes(lanes, attentionDim));
+      info.outputs = attentionHeads * lanes.splits;
     } else if (attentionHeads > 0) {
       AttentionHeadLanes lanes;
       lanes.row = blockX;
@@ -1082,6 +1102,9 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (options.linearOutputsInFlight < 1 || options.linearOutputsInFlight > 16)
     return "linear-outputs-in-flight must be from 1 to 16, got " +
            std::to_string(options.linearOutputsInFlight);
+  if (options.attentionSplits < 0 || options.attentionSplits > 16)
+    return "attention-splits must be from 1 to 16 (0: the form's own choice), got " +
+           std::to_string(options.attentionSplits);
   return "";
 }
 

@@ -87,6 +87,9 @@ struct NvptxOptions {
   int64_t linearOutputsPerBlock = 0;
   /// Outputs whose weight loads a split-K thread issues at once.
   int64_t linearOutputsInFlight = 4;
+  /// Blocks per (row, head) of sparse attention's split form (0:
+  /// attentionSplits' choice for the multiprocessors; 1 to 16).
+  int64_t attentionSplits = 0;
   /// The GPU's multiprocessors, for the split-K form's outputs per block.
   int64_t multiprocessors = 132;
 };

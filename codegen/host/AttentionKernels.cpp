@@ -511,6 +511,16 @@ void buildSparseAttentionHeadBody(func::FuncOp fn, int64_t heads, int64_t headDi
   func::ReturnOp::create(b, loc);
 }
 
+int64_t attentionSplits(int64_t heads, int64_t multiprocessors) {
+  // The form's block holds about 220 registers a thread (one block an SM):
+  // more blocks than multiprocessors run in waves, each paying the block's
+  // fixed cost again (8 splits at 64 heads: 47 us against 53 for one).
+  int64_t splits = 1;
+  while (splits < 16 && heads * splits * 2 <= multiprocessors)
+    splits *= 2;
+  return splits;
+}
+
 int64_t attentionWarpVector(int64_t headDim) {
   if (headDim % 256 == 0)
     return 8;
@@ -550,6 +560,24 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
   Value numIdx = memref::DimOp::create(b, loc, idx, one);
   Value active = andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, i, n),
                       cmpI(b, loc, arith::CmpIPredicate::slt, h, c(heads)));
+  // The block's slice of the indices: with the split form and few rows, the
+  // split's consecutive share; otherwise all of them for split 0, none for
+  // the others.
+  const int64_t splits = std::max<int64_t>(lanes.splits, 1);
+  Value split = splits > 1 ? lanes.split(b, loc) : zero;
+  Value splitting = splits > 1 ? cmpI(b, loc, arith::CmpIPredicate::ule, n, c(lanes.splitRows))
+                               : arith::ConstantIntOp::create(b, loc, 0, 1).getResult();
+  Value sliceBegin = zero, sliceEnd = numIdx;
+  if (splits > 1) {
+    Value share = arith::DivUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, numIdx, c(splits - 1)), c(splits));
+    Value begin = arith::MinUIOp::create(b, loc, numIdx, arith::MulIOp::create(b, loc, split, share));
+    Value end = arith::MinUIOp::create(b, loc, numIdx, arith::AddIOp::create(b, loc, begin, share));
+    Value firstSplit = cmpI(b, loc, arith::CmpIPredicate::eq, split, zero);
+    sliceBegin = arith::SelectOp::create(b, loc, splitting, begin, zero);
+    sliceEnd = arith::SelectOp::create(b, loc, splitting, end,
+                                       arith::SelectOp::create(b, loc, firstSplit, numIdx, zero));
+  }
   Value hasRows = cmpI(b, loc, arith::CmpIPredicate::sgt,
                        memref::DimOp::create(b, loc, rows, zero), zero);
   auto select = [&](Value cond, TypeRange types, function_ref<SmallVector<Value>()> then,
@@ -640,12 +668,12 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
   };
   SmallVector<Value> init{startMax, zeroF};
   init.append(size_t(perLane), zeroF);
-  auto chunks = loop(b, loc, zero, numIdx, c(lanes.chunk), init,
+  auto chunks = loop(b, loc, sliceBegin, sliceEnd, c(lanes.chunk), init,
                      [&](Value c0, ValueRange state) -> SmallVector<Value> {
     Value prevMax = state[0], sumExp = state[1];
     SmallVector<Value> acc(state.drop_front(2));
     Value chunkEnd = arith::MinSIOp::create(
-        b, loc, numIdx, arith::AddIOp::create(b, loc, c0, c(lanes.chunk)));
+        b, loc, sliceEnd, arith::AddIOp::create(b, loc, c0, c(lanes.chunk)));
     Value count = arith::SubIOp::create(b, loc, chunkEnd, c0);
     // The chunk's indices in shared memory first (one coalesced pass; -1
     // where nothing is attended), so a warp's trip waits for one load.
@@ -776,22 +804,142 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
                             ValueRange{warp, channel(m)});
   lanes.barrier(b, loc);
   Value maxScore = chunks.getResult(0);
-  Value sinkTerm = select(active, TypeRange{f32}, [&]() -> SmallVector<Value> {
-    return {emitExp32(b, loc, arith::SubFOp::create(b, loc, memref::LoadOp::create(b, loc, sink, h),
-                                                    maxScore))};
-  }, [&]() -> SmallVector<Value> { return {zeroF}; }).getResult(0);
-  Value total = arith::AddFOp::create(b, loc, chunks.getResult(1), sinkTerm);
+  // Channel e of the block's P.V: the warps' sums in warp order.
+  auto blockAcc = [&](Value e) {
+    Value sum = memref::LoadOp::create(b, loc, sharedA, ValueRange{zero, e});
+    for (int64_t w = 1; w < warps; ++w)
+      sum = arith::AddFOp::create(b, loc, sum,
+                                  memref::LoadOp::create(b, loc, sharedA, ValueRange{c(w), e}));
+    return sum;
+  };
+  auto sinkOver = [&](Value max) {
+    return emitExp32(b, loc, arith::SubFOp::create(b, loc, memref::LoadOp::create(b, loc, sink, h), max));
+  };
+  // The whole walk's output: P.V over the sum and the sink's term.
+  auto storeWhole = [&](Value active) {
+    Value sinkTerm = select(active, TypeRange{f32}, [&]() -> SmallVector<Value> {
+      return {sinkOver(maxScore)};
+    }, [&]() -> SmallVector<Value> { return {zeroF}; }).getResult(0);
+    Value total = arith::AddFOp::create(b, loc, chunks.getResult(1), sinkTerm);
+    when(active, [&] {
+      loop(b, loc, thread, c(headDim), c(lanes.threads), {},
+           [&](Value e, ValueRange) -> SmallVector<Value> {
+        Value v = arith::DivFOp::create(b, loc, blockAcc(e), total);
+        memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, v), out,
+                                ValueRange{i, h, e});
+        return {};
+      });
+    });
+  };
+  if (splits == 1) {
+    storeWhole(active);
+    b.setInsertionPointToEnd(entry);
+    func::ReturnOp::create(b, loc);
+    return;
+  }
+  // The split form's partials: slot (row, head, split) holds the slice's
+  // P.V, then its max and its sum; a (row, head)'s count of finished
+  // slices, back to 0 once combined (zero when the module loads).
+  const int64_t slot = headDim + 2;
+  auto partialsType = MemRefType::get({lanes.splitRows, heads, splits, slot}, f32);
+  auto countsType = MemRefType::get({lanes.splitRows, heads}, i32);
+  const std::string partialsName = (fn.getSymName() + "_split_partials").str(),
+                    countsName = (fn.getSymName() + "_split_counts").str();
+  {
+    OpBuilder gb(fn);
+    memref::GlobalOp::create(gb, loc, partialsName, gb.getStringAttr("private"), partialsType,
+                             DenseElementsAttr::get(RankedTensorType::get(partialsType.getShape(), f32),
+                                                    gb.getF32FloatAttr(0.f)),
+                             /*constant=*/false, /*alignment=*/gb.getI64IntegerAttr(16));
+    memref::GlobalOp::create(gb, loc, countsName, gb.getStringAttr("private"), countsType,
+                             DenseElementsAttr::get(RankedTensorType::get(countsType.getShape(), i32),
+                                                    gb.getI32IntegerAttr(0)),
+                             /*constant=*/false, /*alignment=*/gb.getI64IntegerAttr(16));
+  }
+  auto splitIf = scf::IfOp::create(b, loc, splitting, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(splitIf.elseBlock());
+    storeWhole(andI(b, loc, active, cmpI(b, loc, arith::CmpIPredicate::eq, split, zero)));
+  }
+  b.setInsertionPointToStart(splitIf.thenBlock());
+  Value partials = memref::GetGlobalOp::create(b, loc, partialsType, partialsName);
+  Value counts = memref::GetGlobalOp::create(b, loc, countsType, countsName);
+  Value threadIsZero = cmpI(b, loc, arith::CmpIPredicate::eq, thread, zero);
   when(active, [&] {
     loop(b, loc, thread, c(headDim), c(lanes.threads), {},
          [&](Value e, ValueRange) -> SmallVector<Value> {
-      Value sum = memref::LoadOp::create(b, loc, sharedA, ValueRange{zero, e});
-      for (int64_t w = 1; w < warps; ++w)
+      memref::StoreOp::create(b, loc, blockAcc(e), partials, ValueRange{i, h, split, e});
+      return {};
+    });
+    when(threadIsZero, [&] {
+      memref::StoreOp::create(b, loc, maxScore, partials, ValueRange{i, h, split, c(headDim)});
+      memref::StoreOp::create(b, loc, chunks.getResult(1), partials,
+                              ValueRange{i, h, split, c(headDim + 1)});
+    });
+  });
+  // Every thread's partials are stored; thread 0 makes them visible before
+  // it counts the slice, and the block learns whether it was the last.
+  lanes.barrier(b, loc);
+  when(andI(b, loc, active, threadIsZero), [&] {
+    if (lanes.fence)
+      lanes.fence(b, loc);
+    Value before = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
+                                               intConst(b, loc, i32, 1), counts, ValueRange{i, h});
+    Value last = cmpI(b, loc, arith::CmpIPredicate::eq, before, intConst(b, loc, i32, splits - 1));
+    memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, last, f32Const(b, loc, 1.f), zeroF),
+                            sharedR, ValueRange{zero});
+  });
+  lanes.barrier(b, loc);
+  Value isLast = andI(b, loc, active,
+                      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                            memref::LoadOp::create(b, loc, sharedR, ValueRange{zero}),
+                                            f32Const(b, loc, 1.f)));
+  when(isLast, [&] {
+    if (lanes.fence)
+      lanes.fence(b, loc);
+    // The other blocks' partials, read past the L1 (volatile): they were
+    // written on other multiprocessors during this launch.
+    Value base = bytePointer(b, loc, partials, lanes.rowsAddressSpace).first;
+    auto partial = [&](int64_t s, Value e) -> Value {
+      Value flat = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(
+              b, loc,
+              arith::AddIOp::create(b, loc, arith::MulIOp::create(
+                                                b, loc, arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, i, c(heads)), h),
+                                                c(splits)),
+                                    c(s)),
+              c(slot)),
+          e);
+      Value at = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
+                                              arith::MulIOp::create(b, loc, flat, c(4)));
+      Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base, ValueRange{at});
+      return LLVM::LoadOp::create(b, loc, f32, ptr, /*alignment=*/4, /*isVolatile=*/true);
+    };
+    Value max = partial(0, c(headDim));
+    for (int64_t s = 1; s < splits; ++s)
+      max = stdMax(b, loc, max, partial(s, c(headDim)));
+    SmallVector<Value> weight;
+    Value total = sinkOver(max);
+    for (int64_t s = 0; s < splits; ++s) {
+      weight.push_back(emitExp32(b, loc, arith::SubFOp::create(b, loc, partial(s, c(headDim)), max)));
+      total = arith::AddFOp::create(
+          b, loc, total, arith::MulFOp::create(b, loc, weight.back(), partial(s, c(headDim + 1))));
+    }
+    loop(b, loc, thread, c(headDim), c(lanes.threads), {},
+         [&](Value e, ValueRange) -> SmallVector<Value> {
+      Value sum = arith::MulFOp::create(b, loc, weight[0], partial(0, e));
+      for (int64_t s = 1; s < splits; ++s)
         sum = arith::AddFOp::create(b, loc, sum,
-                                    memref::LoadOp::create(b, loc, sharedA, ValueRange{c(w), e}));
+                                    arith::MulFOp::create(b, loc, weight[size_t(s)], partial(s, e)));
       Value v = arith::DivFOp::create(b, loc, sum, total);
       memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, v), out,
                               ValueRange{i, h, e});
       return {};
+    });
+    when(threadIsZero, [&] {
+      memref::StoreOp::create(b, loc, intConst(b, loc, i32, 0), counts, ValueRange{i, h});
     });
   });
   b.setInsertionPointToEnd(entry);

@@ -97,7 +97,24 @@ struct AttentionWarpLanes {
   mlir::Type sharedScoresType, sharedIndexType, sharedReduceType, sharedAccType;
   /// Where `rows` lives for its vector loads (1: CUDA global; 0 on a host).
   unsigned rowsAddressSpace = 1;
+  /// The split form (splits > 1): `splits` blocks per (row, head), `split`
+  /// the block's, each over a slice of the indices when the query has at
+  /// most `splitRows` rows (a decode step); their partials meet in global
+  /// memory (a module global of splitRows x heads x splits slots) and the
+  /// last block of a (row, head) to finish combines them. With more rows,
+  /// block 0 of each (row, head) does the whole walk (the warp form) and the
+  /// others return. `fence` orders a block's partials before its count
+  /// (membar.gl; nothing on a host, whose blocks run one after another).
+  int64_t splits = 1, splitRows = 0;
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> split;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> fence;
 };
+
+/// The blocks per (row, head) of the split form on a GPU of `multiprocessors`
+/// SMs: as many as run in one wave at one row (a power of 2, at most 16).
+int64_t attentionSplits(int64_t heads, int64_t multiprocessors = 132);
+/// Rows of a query the split form splits (more go the warp form's way).
+inline constexpr int64_t kAttentionSplitRows = 2;
 
 /// The shared memory of the warp form's block.
 inline int64_t attentionWarpSharedBytes(const AttentionWarpLanes &lanes, int64_t headDim) {
@@ -123,6 +140,10 @@ int64_t attentionWarpVector(int64_t headDim);
 /// order than the reference's (dots, the probabilities' sum, P.V), and a
 /// probability's bf16 rounding may then differ by one code: that is the
 /// form's whole error.
+/// With lanes.splits > 1, the split form of the same walk (see
+/// AttentionWarpLanes): the blocks of a (row, head) take consecutive slices
+/// of its indices and the last one to finish rescales their partials by
+/// exp(max_s - max) and divides once; only the order of the fp32 sums differs.
 void buildSparseAttentionWarpBody(mlir::func::FuncOp fn, int64_t heads, int64_t headDim,
                                   const AttentionWarpLanes &lanes);
 

@@ -419,9 +419,11 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
       // its own kernel, named for it; the kernel carries the form for the
       // NVPTX back end.
       auto form = op->getAttrOfType<AttentionFormAttr>(kAttentionFormAttrName);
-      const bool headForm = form && form.getValue() == AttentionForm::Head;
-      std::string name =
-          llvm::formatv("sparse_attention_{0}x{1}{2}", heads, dim, headForm ? "_head" : "").str();
+      const char *suffix = !form                                   ? ""
+                           : form.getValue() == AttentionForm::Head  ? "_head"
+                           : form.getValue() == AttentionForm::Split ? "_split"
+                                                                     : "";
+      std::string name = llvm::formatv("sparse_attention_{0}x{1}{2}", heads, dim, suffix).str();
       s.use(name, "csa.sparse_attention", "", KernelParallelism::Nest, [&] {
         if (func::FuncOp fn = buildSparseAttentionKernel(s.kernels, name, heads, dim); fn && form)
           fn->setAttr(kAttentionFormAttrName, form);

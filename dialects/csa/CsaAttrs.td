@@ -94,7 +94,8 @@ def Csa_KernelParallelismAttr
 def Csa_AttentionFormEnum : I32EnumAttr<"AttentionForm",
     "the GPU form of a sparse attention's kernel", [
     I32EnumAttrCase<"Warp", 0, "warp">,
-    I32EnumAttrCase<"Head", 1, "head">]> {
+    I32EnumAttrCase<"Head", 1, "head">,
+    I32EnumAttrCase<"Split", 2, "split">]> {
   let cppNamespace = "::csa";
   let genSpecializedAttr = 0;
 }
@@ -115,6 +116,12 @@ def Csa_AttentionFormAttr : EnumAttr<Csa_Dialect, Csa_AttentionFormEnum, "attent
     * `head`: a block per (row, head) walking the entries in the host
       kernel's order (the CPU's bits); its kernel is named
       `<kernel>_head`.
+    * `split`: the warp form's walk over slices of the indices, several
+      blocks per (row, head) (enough for the GPU at one row) when the query
+      has at most 2 rows (a decode step; more rows run as `warp`); the last
+      block of a (row, head) to finish combines the slices' partials (flash
+      decoding in one launch, its partials in a module global). Named
+      `<kernel>_split`; within the same tolerance as `warp`.
 
     The host target ignores it (one host kernel for both). A user edits it
     in `tiled.mlir` and finishes with `csa-compile --compile-from=tiled`.

@@ -183,11 +183,24 @@ cl::opt<int64_t> linearOutputsInFlight(
     cl::init(csa::codegen::NvptxOptions{}.linearOutputsInFlight), cl::cat(category));
 cl::opt<bool> attentionWarpForm(
     "attention-warp-form",
-    cl::desc("--emit=gpu|ptx|artifact --with-ptx: sparse attention in the warp "
-             "form (a warp a selected row, one softmax step a chunk; within the "
-             "tolerance contract of docs/semantics.md); =false: the head form, "
-             "the host kernel's bits"),
+    cl::desc("sparse attention in the warp form (a warp a selected row, one "
+             "softmax step a chunk, a block per (row, head); within the "
+             "tolerance contract of docs/semantics.md) instead of the default "
+             "split form; =false: the head form, the host kernel's bits"),
     cl::init(csa::codegen::NvptxOptions{}.attentionWarpForm), cl::cat(category));
+cl::opt<std::string> attentionForm(
+    "attention-form",
+    cl::desc("sparse attention's GPU form for ops without one: split (the "
+             "default: the warp form over slices of the indices, several "
+             "blocks a head at decode), warp or head (see "
+             "#csa.attention_form); overrides --attention-warp-form"),
+    cl::init(""), cl::cat(category));
+cl::opt<int64_t> attentionSplits(
+    "attention-splits",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: blocks per (row, head) of "
+             "sparse attention's split form (1 to 16; default 0: as many as "
+             "fill the GPU in one wave at one row)"),
+    cl::init(csa::codegen::NvptxOptions{}.attentionSplits), cl::cat(category));
 cl::opt<bool> linearFp4ThroughE4m3(
     "linear-fp4-through-e4m3",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: split-K FP4 linears decode "
@@ -234,6 +247,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.attentionWarpForm = attentionWarpForm;
   options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
   options.linearOutputsInFlight = linearOutputsInFlight;
+  options.attentionSplits = attentionSplits;
   options.linearOutputsPerBlock = linearOutputsPerBlock;
   return options;
 }
@@ -570,7 +584,10 @@ int main(int argc, char **argv) {
         options.target = "host";
         options.rows = tileRows;
         options.linearForm = linearSplitK ? "split_k" : "per_output";
-        options.attentionForm = attentionWarpForm ? "warp" : "head";
+        options.attentionForm =
+            !attentionForm.empty()                  ? std::string(attentionForm)
+            : attentionWarpForm.getNumOccurrences() ? (attentionWarpForm ? "warp" : "head")
+                                                    : "split";
         csa::buildFusedToTiledPipeline(pm, options);
       }) == StageResult::Failed)
     return 1;

@@ -812,11 +812,14 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                    : attentionSplits(attentionHeads, options.multiprocessors);
         lanes.splits = splits;
         lanes.splitRows = kAttentionSplitRows;
-        lanes.head = [splits](OpBuilder &b, Location loc) -> Value {
-          return arith::DivUIOp::create(b, loc, blockY(b, loc), arith::ConstantIndexOp::create(b, loc, splits).getResult());
+        auto splitsConst = [splits](OpBuilder &b, Location loc) -> Value {
+          return arith::ConstantIndexOp::create(b, loc, splits);
         };
-        lanes.split = [splits](OpBuilder &b, Location loc) -> Value {
-          return arith::RemUIOp::create(b, loc, blockY(b, loc), arith::ConstantIndexOp::create(b, loc, splits).getResult());
+        lanes.head = [splitsConst](OpBuilder &b, Location loc) -> Value {
+          return arith::DivUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
+        };
+        lanes.split = [splitsConst](OpBuilder &b, Location loc) -> Value {
+          return arith::RemUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
         };
         lanes.fence = [](OpBuilder &b, Location loc) {
           NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);

@@ -901,19 +901,13 @@ void buildSparseAttentionWarpBody(func::FuncOp fn, int64_t heads, int64_t headDi
     // The other blocks' partials, read past the L1 (volatile): they were
     // written on other multiprocessors during this launch.
     Value base = bytePointer(b, loc, partials, lanes.rowsAddressSpace).first;
+    auto mul = [&](Value x, int64_t y) { return arith::MulIOp::create(b, loc, x, c(y)).getResult(); };
+    auto add = [&](Value x, Value y) { return arith::AddIOp::create(b, loc, x, y).getResult(); };
+    // Slot (i, h, s) starts at float ((i x heads + h) x splits + s) x slot.
+    Value firstSlot = mul(add(mul(i, heads), h), splits);
     auto partial = [&](int64_t s, Value e) -> Value {
-      Value flat = arith::AddIOp::create(
-          b, loc,
-          arith::MulIOp::create(
-              b, loc,
-              arith::AddIOp::create(b, loc, arith::MulIOp::create(
-                                                b, loc, arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, i, c(heads)), h),
-                                                c(splits)),
-                                    c(s)),
-              c(slot)),
-          e);
-      Value at = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
-                                              arith::MulIOp::create(b, loc, flat, c(4)));
+      Value flat = add(mul(add(firstSlot, c(s)), slot), e);
+      Value at = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), mul(flat, 4));
       Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base, ValueRange{at});
       return LLVM::LoadOp::create(b, loc, f32, ptr, /*alignment=*/4, /*isVolatile=*/true);
     };

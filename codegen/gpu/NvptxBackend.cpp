@@ -92,6 +92,13 @@ Value threadX(OpBuilder &b, Location loc) {
   return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
 }
 void blockBarrier(OpBuilder &b, Location loc) { gpu::BarrierOp::create(b, loc); }
+/// shfl.sync.bfly over the whole warp.
+Value shuffleXorLane(OpBuilder &b, Location loc, Value v, int32_t mask) {
+  return gpu::ShuffleOp::create(b, loc, v, arith::ConstantIntOp::create(b, loc, mask, 32),
+                                arith::ConstantIntOp::create(b, loc, 32, 32),
+                                gpu::ShuffleMode::XOR)
+      .getShuffleResult();
+}
 
 /// A block of `threads` per row: blockIdx.x, threadIdx.x, the block barrier.
 BlockRowLanes blockRowLanes(int64_t threads) {
@@ -723,8 +730,14 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     } else if (rmsNorm) {
       const int64_t dim = rmsNorm.getAs<IntegerAttr>("dim").getInt();
       RmsNormBlockLanes lanes;
-      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(std::min<int64_t>(256, (dim + 31) / 32 * 32));
-      lanes.sharedRowType = MemRefType::get({dim}, b.getF32Type(),
+      // The word form (a 16-byte word a thread, shuffles, one barrier) where
+      // the row is whole words; otherwise the element form.
+      const bool words = rmsNormWordFormFits(dim);
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(
+          words ? (dim / 8 + 31) / 32 * 32 : std::min<int64_t>(256, (dim + 31) / 32 * 32));
+      if (words)
+        lanes.shuffleXor = shuffleXorLane;
+      lanes.sharedRowType = MemRefType::get({words ? lanes.threads / 32 : dim}, b.getF32Type(),
                                             MemRefLayoutAttrInterface{}, workgroup);
       lanes.sharedScaleType = MemRefType::get({1}, b.getF32Type(),
                                               MemRefLayoutAttrInterface{}, workgroup);
@@ -732,8 +745,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.treeSum = lanes.threads <= dim;
       buildRmsNormBlockBody(fn, dim,
                             rmsNorm.getAs<FloatAttr>("eps").getValueAsDouble(), lanes);
-      blockPerRow(lanes.threads, dim * 4 + 4);
-      if (lanes.treeSum)
+      blockPerRow(lanes.threads, (words ? lanes.threads / 32 : dim) * 4 + 4);
+      if (lanes.treeSum || words)
         info.tolerance = "norm";
       info.toleranceTerms = dim;
       info.toleranceOperands = {"real", "real", "output"};
@@ -746,6 +759,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sum = blockY;
       lanes.thread = threadX;
       lanes.barrier = blockBarrier;
+      lanes.shuffleXor = shuffleXorLane; // the word form where the row is whole words
       lanes.sharedPartialsType = MemRefType::get({lanes.threads}, b.getF32Type(),
                                                  MemRefLayoutAttrInterface{}, workgroup);
       buildHcMixSumsSplitBody(fn, mixHc, mixDim, lanes);
@@ -826,12 +840,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         };
       }
       lanes.barrier = blockBarrier;
-      lanes.shuffleXor = [](OpBuilder &b, Location loc, Value v, int32_t mask) -> Value {
-        return gpu::ShuffleOp::create(b, loc, v, arith::ConstantIntOp::create(b, loc, mask, 32),
-                                      arith::ConstantIntOp::create(b, loc, 32, 32),
-                                      gpu::ShuffleMode::XOR)
-            .getShuffleResult();
-      };
+      lanes.shuffleXor = shuffleXorLane;
       const int64_t warps = lanes.threads / 32;
       lanes.sharedScoresType = sharedOf({lanes.chunk}, b.getF32Type());
       lanes.sharedIndexType = sharedOf({lanes.chunk}, b.getI32Type());

@@ -77,8 +77,125 @@ func::FuncOp buildRmsNormKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
+namespace {
+/// RmsNormBlockLanes's word form: a thread a 16-byte word of the row.
+void buildRmsNormWordBody(func::FuncOp fn, int64_t dim, double eps,
+                          const RmsNormBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {lanes.sharedRowType, lanes.sharedScaleType});
+  b.setInsertionPointToStart(entry);
+  KernelBuilder k(b, loc);
+  Type f32 = b.getF32Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
+  Value x = entry->getArgument(0), w = entry->getArgument(1), y = entry->getArgument(2),
+        warpSums = entry->getArgument(3);
+  const int64_t words = dim / 8, warps = lanes.threads / 32;
+  auto ult = [&](Value a, Value c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
+  };
+  Value r = lanes.row(b, loc), tid = lanes.thread(b, loc);
+  auto active = scf::IfOp::create(b, loc, ult(r, k.dim(x, 0)), /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  // Threads past the words load the last word and add nothing.
+  Value owns = ult(tid, k.idx(words));
+  Value first = k.muli(arith::MinUIOp::create(b, loc, tid, k.idx(words - 1)), k.idx(8));
+  auto [xBase, xAligned] = bytePointer(b, loc, x, lanes.addressSpace);
+  auto [wBase, wAligned] = bytePointer(b, loc, w, lanes.addressSpace);
+  auto [yBase, yAligned] = bytePointer(b, loc, y, lanes.addressSpace);
+  Value aligned = arith::AndIOp::create(b, loc, arith::AndIOp::create(b, loc, xAligned, wAligned),
+                                        yAligned);
+  Value rowElement = k.addi(k.muli(r, k.idx(dim)), first);
+  auto byteOffset = [&](OpBuilder &nb, Value element) -> Value {
+    return arith::IndexCastUIOp::create(
+        nb, loc, i64, arith::MulIOp::create(nb, loc, element, indexConst(nb, loc, 2)));
+  };
+  // The thread's 8 x then 8 weights, as f32.
+  auto loads = scf::IfOp::create(b, loc, SmallVector<Type>(16, f32), aligned, /*withElse=*/true);
+  {
+    OpBuilder vb = OpBuilder::atBlockBegin(loads.thenBlock());
+    SmallVector<Value> values;
+    for (auto [base, element] : {std::pair{xBase, rowElement}, std::pair{wBase, first}})
+      for (Value q : load16Bytes(vb, loc, base, byteOffset(vb, element))) {
+        auto [low, high] = bf16PairToF32(vb, loc, q);
+        values.push_back(low);
+        values.push_back(high);
+      }
+    scf::YieldOp::create(vb, loc, values);
+    OpBuilder eb = OpBuilder::atBlockBegin(loads.elseBlock());
+    SmallVector<Value> elements;
+    for (int64_t e = 0; e < 8; ++e)
+      elements.push_back(loadF32(eb, loc, x, ValueRange{r, arith::AddIOp::create(eb, loc, first, indexConst(eb, loc, e))}));
+    for (int64_t e = 0; e < 8; ++e)
+      elements.push_back(loadF32(eb, loc, w, ValueRange{arith::AddIOp::create(eb, loc, first, indexConst(eb, loc, e))}));
+    scf::YieldOp::create(eb, loc, elements);
+  }
+  ValueRange xs = loads.getResults().take_front(8), ws = loads.getResults().drop_front(8);
+  Value own = k.f32(0.f);
+  for (Value v : xs)
+    own = k.add(own, k.mul(v, v));
+  own = arith::SelectOp::create(b, loc, owns, own, k.f32(0.f));
+  for (int32_t mask = 16; mask >= 1; mask /= 2)
+    own = k.add(own, lanes.shuffleXor(b, loc, own, mask));
+  Value lane = arith::RemUIOp::create(b, loc, tid, k.idx(32));
+  auto laneZero = scf::IfOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, k.idx(0)),
+      /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(laneZero.thenBlock()->getTerminator());
+    k.store(own, warpSums, {arith::DivUIOp::create(b, loc, tid, k.idx(32))});
+  }
+  lanes.barrier(b, loc);
+  // Every thread adds the warps' sums in the same order (the same bits).
+  Value total = k.f32(0.f);
+  for (int64_t v = 0; v < warps; ++v)
+    total = k.add(total, k.load(warpSums, {k.idx(v)}));
+  Value inv = rmsNormScaleOfSum(k, dim, eps, total);
+  SmallVector<Value> outs; // f32; each branch below rounds them to bf16 in
+  // its own block (a bf16 value live across blocks makes a host's
+  // instruction selection call __truncsfbf2)
+  for (int64_t e = 0; e < 8; ++e)
+    outs.push_back(k.mul(ws[size_t(e)], k.mul(xs[size_t(e)], inv)));
+  auto store = scf::IfOp::create(b, loc, owns, /*withElse=*/false);
+  b.setInsertionPoint(store.thenBlock()->getTerminator());
+  auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
+  {
+    OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
+    Value vec = LLVM::UndefOp::create(vb, loc, VectorType::get({4}, i32));
+    for (int64_t q = 0; q < 4; ++q) {
+      auto half = [&](int64_t e) -> Value {
+        Value h = arith::TruncFOp::create(vb, loc, vb.getBF16Type(), outs[size_t(e)]);
+        return arith::ExtUIOp::create(vb, loc, i32,
+                                      arith::BitcastOp::create(vb, loc, vb.getI16Type(), h));
+      };
+      Value word = arith::OrIOp::create(
+          vb, loc, half(2 * q),
+          arith::ShLIOp::create(vb, loc, half(2 * q + 1),
+                                arith::ConstantOp::create(vb, loc, vb.getI32IntegerAttr(16))));
+      vec = LLVM::InsertElementOp::create(vb, loc, vec, word,
+                                          LLVM::ConstantOp::create(vb, loc, i32, int32_t(q)));
+    }
+    Value ptr = LLVM::GEPOp::create(vb, loc, yBase.getType(), vb.getI8Type(), yBase,
+                                    ValueRange{byteOffset(vb, rowElement)});
+    LLVM::StoreOp::create(vb, loc, vec, ptr, /*alignment=*/16);
+    OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
+    for (int64_t e = 0; e < 8; ++e)
+      memref::StoreOp::create(eb, loc, arith::TruncFOp::create(eb, loc, eb.getBF16Type(), outs[size_t(e)]), y,
+                              ValueRange{r, arith::AddIOp::create(eb, loc, first, indexConst(eb, loc, e))});
+  }
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
+}
+} // namespace
+
 void buildRmsNormBlockBody(func::FuncOp fn, int64_t dim, double eps,
                            const RmsNormBlockLanes &lanes) {
+  if (lanes.shuffleXor) {
+    assert(rmsNormWordFormFits(dim, lanes.threads) && lanes.threads * 8 >= dim &&
+           "the word form needs whole words and a thread a word");
+    buildRmsNormWordBody(fn, dim, eps, lanes);
+    return;
+  }
   OpBuilder b(fn.getContext());
   Location loc = fn.getLoc();
   Block *entry = freshBody(fn, {lanes.sharedRowType, lanes.sharedScaleType});

@@ -43,9 +43,27 @@ struct RmsNormBlockLanes : BlockRowLanes {
   /// decode form: within the tolerance of docs/semantics.md, "norm") instead
   /// of one thread's walk in the host kernel's order (its bits).
   bool treeSum = false;
+  /// The word form (set: `shuffleXor`, D % 8 == 0, threads >= D / 8):
+  /// thread t owns the row's t-th 16-byte word (8 bf16) and the weight's,
+  /// both loaded before anything else (16-byte loads where the rows lie on
+  /// 16 bytes); the squares are added by shuffleXor within each warp, the
+  /// warps' sums in warp order from shared memory (sharedRowType then only
+  /// needs threads / 32 floats), one barrier in all. Within the tolerance of
+  /// treeSum (any order of the sum).
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)> shuffleXor;
+  /// Where x, weight and y live for the word form's 16-byte accesses
+  /// (1: CUDA global; 0 on a host).
+  unsigned addressSpace = 1;
 };
 
-/// Replaces the body of `fn` (from buildRmsNormKernel) with the block form:
+/// Whether the word form of RmsNormBlockLanes applies to rows of `dim`
+/// with at most `maxThreads` threads a block.
+inline bool rmsNormWordFormFits(int64_t dim, int64_t maxThreads = 1024) {
+  return dim % 8 == 0 && (dim / 8 + 31) / 32 * 32 <= maxThreads;
+}
+
+/// Replaces the body of `fn` (from buildRmsNormKernel) with the block form
+/// (or its word form, see RmsNormBlockLanes::shuffleXor):
 /// the block loads its row into shared memory (each thread its elements, all
 /// loads issued before any store), one thread walks the sum of squares there
 /// in the host kernel's order (the same bits), and every thread scales its

@@ -9,6 +9,7 @@
 #include "codegen/host/GpuFormLanes.h"
 #include "codegen/host/KernelBuilder.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <cmath>
@@ -249,31 +250,114 @@ void buildHcMixSumsSplitBody(func::FuncOp fn, int64_t hc, int64_t dim,
   Value wRow = arith::MinUIOp::create(b, loc, j, k.idx(mix - 1));
   // The thread's elements: loads from clamped places first, then the
   // products of those that exist.
-  SmallVector<std::pair<Value, Value>> loaded; // (x, fn or x)
-  SmallVector<Value> valid;
-  for (int64_t s = 0; s * threads < width; ++s) {
-    Value col = k.addi(tid, k.idx(s * threads));
-    valid.push_back(ult(col, k.idx(width)));
-    Value c = arith::MinUIOp::create(b, loc, col, k.idx(width - 1));
-    Value i = arith::DivUIOp::create(b, loc, c, k.idx(dim));
-    Value e = arith::RemUIOp::create(b, loc, c, k.idx(dim));
-    Value v = k.loadF32(x, {row, i, e});
-    Value w = k.load(fnW, {wRow, c});
-    loaded.push_back({v, arith::SelectOp::create(b, loc, isSquares, v, w)});
+  auto elementPartial = [&](OpBuilder &b) -> Value {
+    KernelBuilder k(b, loc);
+    auto ult = [&](Value a, Value c) {
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
+    };
+    SmallVector<std::pair<Value, Value>> loaded; // (x, fn or x)
+    SmallVector<Value> valid;
+    for (int64_t s = 0; s * threads < width; ++s) {
+      Value col = k.addi(tid, k.idx(s * threads));
+      valid.push_back(ult(col, k.idx(width)));
+      Value c = arith::MinUIOp::create(b, loc, col, k.idx(width - 1));
+      Value i = arith::DivUIOp::create(b, loc, c, k.idx(dim));
+      Value e = arith::RemUIOp::create(b, loc, c, k.idx(dim));
+      Value v = k.loadF32(x, {row, i, e});
+      Value w = k.load(fnW, {wRow, c});
+      loaded.push_back({v, arith::SelectOp::create(b, loc, isSquares, v, w)});
+    }
+    Value acc = k.f32(0.f);
+    for (size_t s = 0; s < loaded.size(); ++s) {
+      Value product = k.mul(loaded[s].first, loaded[s].second);
+      acc = k.add(acc, arith::SelectOp::create(b, loc, valid[s], product, k.f32(0.f)));
+    }
+    return acc;
+  };
+  auto xType = cast<MemRefType>(x.getType()), fnType = cast<MemRefType>(fnW.getType());
+  const bool words = lanes.shuffleXor && width % 8 == 0 && xType.getLayout().isIdentity() &&
+                     fnType.getLayout().isIdentity();
+  if (!words) {
+    k.store(elementPartial(b), partials, {tid});
+    lanes.barrier(b, loc);
+    emitBlockTreeSum(b, loc, partials, tid, threads, lanes.barrier);
+    auto first = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0)),
+        /*withElse=*/false);
+    b.setInsertionPoint(first.thenBlock()->getTerminator());
+    k.store(k.load(partials, {k.idx(0)}), sums, {row, j});
+    b.setInsertionPointToEnd(entry);
+    func::ReturnOp::create(b, loc);
+    return;
   }
-  Value acc = k.f32(0.f);
-  for (size_t s = 0; s < loaded.size(); ++s) {
-    Value product = k.mul(loaded[s].first, loaded[s].second);
-    acc = k.add(acc, arith::SelectOp::create(b, loc, valid[s], product, k.f32(0.f)));
+  // The word form: 16-byte loads of x's row and fn's row, every load of the
+  // thread issued before its products.
+  Type f32 = b.getF32Type(), i64 = b.getI64Type();
+  auto [xBase, xAligned] = bytePointer(b, loc, x, lanes.addressSpace);
+  auto [wBase, wAligned] = bytePointer(b, loc, fnW, lanes.addressSpace);
+  Value aligned = arith::AndIOp::create(b, loc, xAligned, wAligned);
+  const int64_t wordCount = width / 8;
+  auto partial = scf::IfOp::create(b, loc, TypeRange{f32}, aligned, /*withElse=*/true);
+  {
+    OpBuilder vb = OpBuilder::atBlockBegin(partial.thenBlock());
+    KernelBuilder vk(vb, loc);
+    auto bytes = [&](Value element, int64_t size) -> Value {
+      return arith::IndexCastUIOp::create(vb, loc, i64, vk.muli(element, vk.idx(size)));
+    };
+    SmallVector<std::pair<SmallVector<Value>, SmallVector<Value>>> loaded;
+    SmallVector<Value> valid;
+    for (int64_t s = 0; s * threads < wordCount; ++s) {
+      Value word = vk.addi(tid, vk.idx(s * threads));
+      valid.push_back(
+          arith::CmpIOp::create(vb, loc, arith::CmpIPredicate::ult, word, vk.idx(wordCount)));
+      Value first = vk.muli(arith::MinUIOp::create(vb, loc, word, vk.idx(wordCount - 1)), vk.idx(8));
+      SmallVector<Value> xs, ws;
+      for (Value q : load16Bytes(vb, loc, xBase, bytes(vk.addi(vk.muli(row, vk.idx(width)), first), 2))) {
+        auto [lo, hi] = bf16PairToF32(vb, loc, q);
+        xs.push_back(lo);
+        xs.push_back(hi);
+      }
+      Value wFirst = vk.addi(vk.muli(wRow, vk.idx(width)), first);
+      for (int64_t half = 0; half < 2; ++half)
+        for (Value q : load16Bytes(vb, loc, wBase, bytes(vk.addi(wFirst, vk.idx(4 * half)), 4)))
+          ws.push_back(arith::BitcastOp::create(vb, loc, f32, q));
+      loaded.push_back({xs, ws});
+    }
+    Value acc = vk.f32(0.f);
+    for (size_t s = 0; s < loaded.size(); ++s) {
+      Value wordSum = vk.f32(0.f);
+      for (size_t e = 0; e < 8; ++e) {
+        Value v = loaded[s].first[e];
+        Value w = arith::SelectOp::create(vb, loc, isSquares, v, loaded[s].second[e]);
+        wordSum = math::FmaOp::create(vb, loc, v, w, wordSum);
+      }
+      acc = vk.add(acc, arith::SelectOp::create(vb, loc, valid[s], wordSum, vk.f32(0.f)));
+    }
+    scf::YieldOp::create(vb, loc, acc);
+    OpBuilder eb = OpBuilder::atBlockBegin(partial.elseBlock());
+    scf::YieldOp::create(eb, loc, elementPartial(eb));
   }
-  k.store(acc, partials, {tid});
+  Value own = partial.getResult(0);
+  for (int32_t mask = 16; mask >= 1; mask /= 2)
+    own = k.add(own, lanes.shuffleXor(b, loc, own, mask));
+  Value lane = arith::RemUIOp::create(b, loc, tid, k.idx(32));
+  {
+    auto laneZero = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, k.idx(0)),
+        /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(laneZero.thenBlock()->getTerminator());
+    k.store(own, partials, {arith::DivUIOp::create(b, loc, tid, k.idx(32))});
+  }
   lanes.barrier(b, loc);
-  emitBlockTreeSum(b, loc, partials, tid, threads, lanes.barrier);
   auto first = scf::IfOp::create(
       b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0)),
       /*withElse=*/false);
   b.setInsertionPoint(first.thenBlock()->getTerminator());
-  k.store(k.load(partials, {k.idx(0)}), sums, {row, j});
+  Value total = k.f32(0.f);
+  for (int64_t w = 0; w < (threads + 31) / 32; ++w)
+    total = k.add(total, k.load(partials, {k.idx(w)}));
+  k.store(total, sums, {row, j});
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc);
 }

@@ -86,15 +86,26 @@ struct HcMixSumsSplitLanes {
   /// Appended to the kernel's arguments, in shared memory:
   /// memref<threads x f32> (the threads' partials).
   mlir::Type sharedPartialsType;
+  /// The word form (set, and HC x D % 8 == 0): thread t takes the 16-byte
+  /// words t, t + threads, ... of the row (8 bf16 of x, 8 f32 of fn, loaded
+  /// whole where both lie on 16 bytes), the partials are added by shuffleXor
+  /// within each warp and the warps' sums in warp order by thread 0 (the
+  /// first threads / 32 floats of the partials). Element loads and the tree
+  /// otherwise.
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)> shuffleXor;
+  /// Where x and fn live for the word form's 16-byte loads (1: CUDA
+  /// global; 0 on a host).
+  unsigned addressSpace = 1;
 };
 
 /// Replaces the body of `fn` (from buildHcMixSumsKernel) with the split form,
 /// the decode form of the GPU: the threads of a (row, sum) block split the
 /// HC x D products (thread t takes elements t, t + threads, ...; every load
 /// issued before the first product), and a tree in shared memory adds their
-/// partials. The order of the fp32 sum is not the host kernel's, so the
-/// result meets the dot-product tolerance of docs/semantics.md instead of
-/// its bits (one sequential chain of 20480 took 61 us on the H200).
+/// partials (or, with HcMixSumsSplitLanes::shuffleXor, the word form). The
+/// order of the fp32 sum is not the host kernel's, so the result meets the
+/// dot-product tolerance of docs/semantics.md instead of its bits (one
+/// sequential chain of 20480 took 61 us on the H200).
 void buildHcMixSumsSplitBody(mlir::func::FuncOp fn, int64_t hc, int64_t dim,
                              const HcMixSumsSplitLanes &lanes);
 

@@ -1056,6 +1056,92 @@ void expectHcMixSumsBlockFormMatchesHost(int64_t hc, int64_t dim, int64_t n,
 }
 } // namespace
 
+namespace {
+/// The split form (the decode form: a block per (row, sum), the products
+/// split over its threads) within the dot bound of the host kernel, with
+/// the element loads and tree (`words` false) or the word form (16-byte
+/// loads, shuffles); the worst error as a fraction of its bound.
+double expectHcMixSumsSplitFormWithinBound(int64_t hc, int64_t dim, int64_t n, int64_t threads,
+                                           bool words, uint32_t seed) {
+  const int64_t mix = (2 + hc) * hc, width = hc * dim;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildHcMixSumsKernel(m, "host", hc, dim);
+    func::FuncOp form = buildHcMixSumsKernel(m, "form", hc, dim);
+    HcMixSumsSplitLanes lanes;
+    lanes.row = simt.value(simt.blockX);
+    lanes.sum = simt.value(simt.blockY);
+    lanes.thread = simt.value(simt.thread);
+    lanes.threads = threads;
+    lanes.barrier = simt.sync();
+    if (words) {
+      lanes.shuffleXor = simt.shuffleXor();
+      lanes.addressSpace = 0;
+    }
+    lanes.sharedPartialsType = MemRefType::get({threads}, Float32Type::get(m.getContext()));
+    buildHcMixSumsSplitBody(form, hc, dim, lanes);
+  });
+  std::vector<uint16_t> x = randomBf16(size_t(n * width), seed);
+  std::mt19937 gen(seed + 1);
+  std::normal_distribution<float> normal(0.f, 0.05f);
+  std::vector<float> fnW(size_t(mix * width));
+  for (float &v : fnW)
+    v = normal(gen);
+  std::vector<float> sumsHost(size_t(n * (mix + 1)), -1.f),
+      sumsForm(size_t(n * (mix + 1)), std::numeric_limits<float>::quiet_NaN()), // poisoned
+      sumsAbs(size_t(n * (mix + 1)));
+  auto dx = describe<3>(x, {n, hc, dim});
+  auto dw = describe<2>(fnW, {mix, width});
+  auto dh = describe<2>(sumsHost, {n, mix + 1});
+  auto df = describe<2>(sumsForm, {n, mix + 1});
+  using Host = void (*)(void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  EXPECT_TRUE(host && form);
+  if (!host || !form)
+    return 1e9;
+  host(&dx, &dw, &dh);
+  // The sums of the products' magnitudes, by the host kernel.
+  std::vector<uint16_t> xAbs(x);
+  std::vector<float> fnAbs(fnW);
+  nx::takeMagnitudes(xAbs.data(), xAbs.size(), 2, nx::OperandEncoding::Real);
+  nx::takeMagnitudes(fnAbs.data(), fnAbs.size(), 4, nx::OperandEncoding::Real);
+  auto dxa = describe<3>(xAbs, {n, hc, dim});
+  auto dwa = describe<2>(fnAbs, {mix, width});
+  auto dsa = describe<2>(sumsAbs, {n, mix + 1});
+  host(&dxa, &dwa, &dsa);
+  launch(n, mix + 1, threads, size_t(threads * 4), [&](void *shared) {
+    float *p = static_cast<float *>(shared);
+    Descriptor<1, float> dP{p, p, 0, {threads}, {1}};
+    form(&dx, &dw, &df, &dP);
+  });
+  double worst = 0;
+  for (size_t i = 0; i < sumsHost.size(); ++i) {
+    const double u = sumsHost[i], v = sumsForm[i];
+    const double bound = nx::dotErrorBound(width, sumsAbs[i], u, /*outputBf16=*/false);
+    EXPECT_LE(std::fabs(u - v), bound) << "row " << i / size_t(mix + 1) << " sum "
+                                       << i % size_t(mix + 1) << ": host " << u << ", form " << v;
+    if (!(std::fabs(u - v) <= bound))
+      return 1e9;
+    worst = std::max(worst, std::fabs(u - v) / bound);
+  }
+  return worst;
+}
+} // namespace
+
+TEST(GpuFormEmulation, HcMixSumsSplitFormMeetsItsBound) {
+  // 96 channels a stream: 48 words a row, more than the 32 threads (a
+  // second, partial pass) and fewer than the 64 (idle threads).
+  double worst = 0;
+  for (bool words : {false, true}) {
+    worst = std::max(worst, expectHcMixSumsSplitFormWithinBound(4, 96, 2, 32, words, 51));
+    worst = std::max(worst, expectHcMixSumsSplitFormWithinBound(4, 96, 2, 64, words, 52));
+  }
+  EXPECT_LT(worst, 1.0);
+  std::printf("  worst %.3g of the bound\n", worst);
+}
+
 TEST(GpuFormEmulation, HcMixSumsBlockFormMatchesTheHostKernel) {
   // hc 4 (24 dot products and a sum of squares a row), 96 channels a
   // stream: chunks of 64 cross the streams' boundaries.
@@ -1111,7 +1197,68 @@ void expectRmsNormBlockFormMatchesHost(int64_t dim, int64_t n, int64_t threads,
     ASSERT_EQ(bits(yHost[i]), bits(yForm[i])) << "row " << i / size_t(dim) << " element "
                                               << i % size_t(dim);
 }
+
+/// The word form (a 16-byte word a thread, the squares added by shuffles)
+/// within numerics::normErrorBound of the host kernel; the worst error as
+/// a fraction of its bound.
+double expectRmsNormWordFormWithinBound(int64_t dim, int64_t n, uint32_t seed) {
+  const double eps = 1e-6;
+  const int64_t threads = (dim / 8 + 31) / 32 * 32, warps = threads / 32;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildRmsNormKernel(m, "host", dim, eps);
+    func::FuncOp form = buildRmsNormKernel(m, "form", dim, eps);
+    RmsNormBlockLanes lanes;
+    static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
+    lanes.shuffleXor = simt.shuffleXor();
+    lanes.addressSpace = 0;
+    Type f32 = Float32Type::get(m.getContext());
+    lanes.sharedRowType = MemRefType::get({warps}, f32);
+    lanes.sharedScaleType = MemRefType::get({1}, f32);
+    buildRmsNormBlockBody(form, dim, eps, lanes);
+  });
+  std::vector<uint16_t> x = randomBf16(size_t(n * dim), seed),
+                        w = randomBf16(size_t(dim), seed + 1);
+  std::vector<uint16_t> yHost(x.size(), 0), yForm(x.size(), 0x7FC1); // poisoned: NaN
+  auto dx = describe<2>(x, {n, dim});
+  auto dw = describe<1>(w, {dim});
+  auto dh = describe<2>(yHost, {n, dim});
+  auto df = describe<2>(yForm, {n, dim});
+  using Host = void (*)(void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  EXPECT_TRUE(host && form);
+  if (!host || !form)
+    return 0;
+  host(&dx, &dw, &dh);
+  launch(n, 1, threads, size_t(warps * 4 + 4), [&](void *shared) {
+    float *sums = static_cast<float *>(shared), *scale = sums + warps;
+    Descriptor<1, float> dSums{sums, sums, 0, {warps}, {1}};
+    Descriptor<1, float> dScale{scale, scale, 0, {1}, {1}};
+    form(&dx, &dw, &df, &dSums, &dScale);
+  });
+  double worst = 0;
+  for (size_t i = 0; i < yHost.size(); ++i) {
+    const double h = nx::bf16ToFloat(yHost[i]), g = nx::bf16ToFloat(yForm[i]);
+    const double bound = nx::normErrorBound(dim, h, /*outputBf16=*/true);
+    EXPECT_LE(std::fabs(g - h), bound) << "row " << i / size_t(dim) << " element "
+                                       << i % size_t(dim);
+    if (!(std::fabs(g - h) <= bound))
+      return 1e9;
+    worst = std::max(worst, std::fabs(g - h) / bound);
+  }
+  return worst;
+}
 } // namespace
+
+TEST(GpuFormEmulation, RmsNormWordFormMeetsItsBound) {
+  double worst = expectRmsNormWordFormWithinBound(5120, 2, 41); // 640 threads, 20 warps
+  worst = std::max(worst, expectRmsNormWordFormWithinBound(512, 3, 42)); // 2 warps
+  worst = std::max(worst, expectRmsNormWordFormWithinBound(136, 2, 43)); // 17 words: idle lanes
+  EXPECT_LT(worst, 1.0);
+  std::printf("  worst %.3g of the bound\n", worst);
+}
 
 TEST(GpuFormEmulation, RmsNormBlockFormMatchesTheHostKernel) {
   expectRmsNormBlockFormMatchesHost(512, 3, 64, 31);  // 8 elements a thread

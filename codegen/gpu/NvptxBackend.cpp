@@ -935,7 +935,9 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedSumsType = MemRefType::get({split->outputsPerBlock, kSplitKParts},
                                              b.getF32Type(), MemRefLayoutAttrInterface{},
                                              workgroup);
-      split->outputsInFlight = options.linearOutputsInFlight;
+      split->outputsInFlight = options.linearOutputsInFlight > 0
+                                   ? options.linearOutputsInFlight
+                                   : linearSplitKOutputsInFlight(*split);
       buildLinearSplitKBody(fn, *linear, *split, lanes);
       const bool grouped = linear->experts > 0;
       info.launch = "row_tiles";
@@ -1111,8 +1113,8 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (options.linearOutputsPerBlock < 0 || options.linearOutputsPerBlock > 16)
     return "linear-outputs-per-block must be from 1 to 16 (0: the shape's own), got " +
            std::to_string(options.linearOutputsPerBlock);
-  if (options.linearOutputsInFlight < 1 || options.linearOutputsInFlight > 16)
-    return "linear-outputs-in-flight must be from 1 to 16, got " +
+  if (options.linearOutputsInFlight < 0 || options.linearOutputsInFlight > 16)
+    return "linear-outputs-in-flight must be from 0 (the default's choice) to 16, got " +
            std::to_string(options.linearOutputsInFlight);
   if (options.attentionSplits < 0 || options.attentionSplits > 16)
     return "attention-splits must be from 1 to 16 (0: the form's own choice), got " +

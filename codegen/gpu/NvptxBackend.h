@@ -85,8 +85,9 @@ struct NvptxOptions {
   bool linearFp4ThroughE4m3 = true;
   /// Outputs a split-K block computes (0: linearSplitKShape's choice).
   int64_t linearOutputsPerBlock = 0;
-  /// Outputs whose weight loads a split-K thread issues at once.
-  int64_t linearOutputsInFlight = 4;
+  /// Outputs whose weight loads a split-K thread issues at once (0:
+  /// linearSplitKOutputsInFlight's choice; 1 to 16).
+  int64_t linearOutputsInFlight = 0;
   /// Blocks per (row, head) of sparse attention's split form (0:
   /// attentionSplits' choice for the multiprocessors; 1 to 16).
   int64_t attentionSplits = 0;

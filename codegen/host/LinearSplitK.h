@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -46,6 +47,17 @@ struct LinearSplitKShape {
   /// f32) and the second step's sums (outputs x kSplitKParts f32).
   int64_t sharedBytes() const;
 };
+
+/// The outputs in flight a thread for `shape` (LinearSplitKShape's
+/// outputsInFlight): 16 of its 16-byte words, 4 to 8 outputs. Measured in a
+/// h200-full step on the H200 (bench/RESULTS.md, eighteenth session): 8
+/// outputs in flight against 4 took `linear_fp8_block32_1280x32768` (2
+/// words a thread) from 24.4 to 18.0 us, and `linear_fp8_block32_8192x5120`
+/// (4 words) from 16.5 to 19.0 us.
+inline int64_t linearSplitKOutputsInFlight(const LinearSplitKShape &shape) {
+  const int64_t outputs = 16 / std::max<int64_t>(shape.wordsPerThread, 1);
+  return outputs < 4 ? 4 : (outputs > 8 ? 8 : outputs);
+}
 
 /// The second reduction step adds each output's partials in this many parts.
 inline constexpr int64_t kSplitKParts = 8;

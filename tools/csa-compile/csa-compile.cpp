@@ -179,7 +179,8 @@ cl::opt<int64_t> linearOutputsPerBlock(
 cl::opt<int64_t> linearOutputsInFlight(
     "linear-outputs-in-flight",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: outputs whose weight loads a "
-             "split-K linear's thread issues at once (default 4)"),
+             "split-K linear's thread issues at once (default 0: 16 words in "
+             "flight a thread, 4 to 8 outputs)"),
     cl::init(csa::codegen::NvptxOptions{}.linearOutputsInFlight), cl::cat(category));
 cl::opt<bool> attentionWarpForm(
     "attention-warp-form",

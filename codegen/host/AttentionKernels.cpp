@@ -22,6 +22,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
+#include <algorithm>
+#include <cassert>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -1233,37 +1236,88 @@ void buildTopKRankBlockBody(func::FuncOp fn, int64_t k, bool masked,
                                   intConst(b, loc, i32, 1), hist, ValueRange{digit});
     });
     lanes.barrier(b, loc);
-    // Thread 0: the digit of the remaining-th key, from the highest bin down.
-    auto first = scf::IfOp::create(b, loc, isFirst, /*withElse=*/false);
+    // The digit of the remaining-th key, from the highest bin down, as a
+    // parallel scan: thread t (of the first scanThreads) owns `per`
+    // consecutive bins in descending order (bins 255 - t * per, ...); its
+    // counts' total goes to hist[t] and a Hillis-Steele scan (a barrier
+    // before and after each step's writes) gives the counts of all bins
+    // above its own. The thread whose bins hold the remaining-th key writes
+    // the state; thread 0 first writes the state of no such bin. (One
+    // thread walking the 256 bins took about 4 us a pass on the H200.)
+    const int64_t scanThreads = std::min<int64_t>(lanes.threads, 256), per = 256 / scanThreads;
+    assert(256 % scanThreads == 0 && "the top-k block's threads must divide the 256 bins");
+    Value scanning = cmpI(b, loc, arith::CmpIPredicate::ult, tid, indexConst(b, loc, scanThreads));
+    Value firstBin = arith::SubIOp::create(
+        b, loc, indexConst(b, loc, 255),
+        arith::MulIOp::create(b, loc,
+                              arith::MinUIOp::create(b, loc, tid, indexConst(b, loc, scanThreads - 1)),
+                              indexConst(b, loc, per)));
+    SmallVector<Value> counts;
+    Value own = c64(0);
+    for (int64_t u = 0; u < per; ++u) {
+      Value bin = arith::SubIOp::create(b, loc, firstBin, indexConst(b, loc, u));
+      counts.push_back(arith::ExtUIOp::create(
+          b, loc, i64, memref::LoadOp::create(b, loc, hist, ValueRange{bin})));
+      own = arith::AddIOp::create(b, loc, own, counts.back());
+    }
     {
+      auto ifFirst = scf::IfOp::create(b, loc, isFirst, /*withElse=*/false);
       OpBuilder::InsertionGuard g(b);
-      b.setInsertionPoint(first.thenBlock()->getTerminator());
-      Value falseV = intConst(b, loc, b.getI1Type(), 0);
-      auto scan = loop(b, loc, zero, bins, one, {c64(0), c64(0), c64(0), falseV},
-                       [&](Value j, ValueRange sc) -> SmallVector<Value> {
-        Value cum = sc[0];
-        Value bin = arith::SubIOp::create(b, loc, indexConst(b, loc, 255), j);
-        Value count = arith::ExtUIOp::create(
-            b, loc, i64, memref::LoadOp::create(b, loc, hist, ValueRange{bin}));
-        Value next = arith::AddIOp::create(b, loc, cum, count);
-        Value hit = andI(b, loc, arith::XOrIOp::create(b, loc, sc[3], intConst(b, loc, b.getI1Type(), 1)),
-                         cmpI(b, loc, arith::CmpIPredicate::sge, next, remaining));
-        Value bin64 = arith::IndexCastOp::create(b, loc, i64, bin);
-        return {next, arith::SelectOp::create(b, loc, hit, bin64, sc[1]),
-                arith::SelectOp::create(b, loc, hit,
-                                        arith::SubIOp::create(b, loc, remaining, cum), sc[2]),
-                orI(b, loc, sc[3], hit)};
-      });
-      Value found = andI(b, loc, scan.getResult(3),
-                         cmpI(b, loc, arith::CmpIPredicate::sge, remaining, c64(1)));
-      Value newPrefix = arith::SelectOp::create(
-          b, loc, found,
-          arith::OrIOp::create(b, loc, prefix,
-                               arith::ShLIOp::create(b, loc, scan.getResult(1), shift)),
-          prefix);
-      Value newRemaining = arith::SelectOp::create(b, loc, found, scan.getResult(2), c64(-1));
-      memref::StoreOp::create(b, loc, newPrefix, state, ValueRange{zero});
-      memref::StoreOp::create(b, loc, newRemaining, state, ValueRange{one});
+      b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
+      memref::StoreOp::create(b, loc, prefix, state, ValueRange{zero});
+      memref::StoreOp::create(b, loc, c64(-1), state, ValueRange{one});
+    }
+    auto whenScanning = [&](const std::function<void()> &body) {
+      auto ifScan = scf::IfOp::create(b, loc, scanning, /*withElse=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(ifScan.thenBlock()->getTerminator());
+      body();
+    };
+    auto asI32 = [&](Value v) { return arith::TruncIOp::create(b, loc, i32, v).getResult(); };
+    auto loadTotal = [&](Value at) {
+      return arith::ExtUIOp::create(b, loc, i64, memref::LoadOp::create(b, loc, hist, ValueRange{at}))
+          .getResult();
+    };
+    lanes.barrier(b, loc); // every count read before the totals overwrite them
+    whenScanning([&] { memref::StoreOp::create(b, loc, asI32(own), hist, ValueRange{tid}); });
+    lanes.barrier(b, loc);
+    Value inclusive = own;
+    for (int64_t d = 1; d < scanThreads; d *= 2) {
+      Value hasLeft = cmpI(b, loc, arith::CmpIPredicate::uge, tid, indexConst(b, loc, d));
+      Value left = arith::SelectOp::create(
+          b, loc, andI(b, loc, scanning, hasLeft),
+          loadTotal(arith::SubIOp::create(
+              b, loc, arith::MaxUIOp::create(b, loc, tid, indexConst(b, loc, d)),
+              indexConst(b, loc, d))),
+          c64(0));
+      inclusive = arith::AddIOp::create(b, loc, inclusive, left);
+      lanes.barrier(b, loc);
+      whenScanning([&] { memref::StoreOp::create(b, loc, asI32(inclusive), hist, ValueRange{tid}); });
+      lanes.barrier(b, loc);
+    }
+    // The thread's bins, with the counts above them: the first bin whose
+    // running count reaches `remaining` (at most one thread has it).
+    Value cum = arith::SubIOp::create(b, loc, inclusive, own);
+    Value positive = cmpI(b, loc, arith::CmpIPredicate::sge, remaining, c64(1));
+    for (int64_t u = 0; u < per; ++u) {
+      Value next = arith::AddIOp::create(b, loc, cum, counts[size_t(u)]);
+      Value hit = andI(b, loc, andI(b, loc, scanning, positive),
+                       andI(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, cum, remaining),
+                            cmpI(b, loc, arith::CmpIPredicate::sge, next, remaining)));
+      auto ifHit = scf::IfOp::create(b, loc, hit, /*withElse=*/false);
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPoint(ifHit.thenBlock()->getTerminator());
+        Value bin64 = arith::IndexCastOp::create(
+            b, loc, i64, arith::SubIOp::create(b, loc, firstBin, indexConst(b, loc, u)));
+        memref::StoreOp::create(b, loc,
+                                arith::OrIOp::create(b, loc, prefix,
+                                                     arith::ShLIOp::create(b, loc, bin64, shift)),
+                                state, ValueRange{zero});
+        memref::StoreOp::create(b, loc, arith::SubIOp::create(b, loc, remaining, cum), state,
+                                ValueRange{one});
+      }
+      cum = next;
     }
     lanes.barrier(b, loc);
     SmallVector<Value> out{memref::LoadOp::create(b, loc, state, ValueRange{zero}),

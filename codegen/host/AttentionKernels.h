@@ -221,7 +221,8 @@ struct TopKBlockLanes : BlockRowLanes {
 /// each position's key is its score's order bits (-0 as +0) above its
 /// inverted position, so the reference's order (higher score, then lower
 /// position) is the keys' descending order with no ties; eight passes of an
-/// 8-bit radix select (a shared histogram, counted with atomic adds) find
+/// 8-bit radix select (a shared histogram, counted with atomic adds, then
+/// scanned by the block's threads: their threads must divide 256) find
 /// the key of the min(k, T)-th position, and a position is picked iff its key
 /// is not below it. NaN scores are picked and count ahead of nothing, as in
 /// the host kernel; with fewer other positions than min(k, T), all are

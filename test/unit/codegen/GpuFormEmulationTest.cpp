@@ -981,6 +981,7 @@ TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
   for (bool masked : {false, true}) {
     expectTopKBlockFormMatchesHost(16, masked, 32, n, width, scores, mask);
     expectTopKBlockFormMatchesHost(100, masked, 64, n, width, scores, mask);
+    expectTopKBlockFormMatchesHost(100, masked, 256, n, width, scores, mask); // the GPU's: a bin a thread
   }
   // Fewer positions than k: every position is picked.
   std::vector<float> few(scores.begin(), scores.begin() + 3 * 10);

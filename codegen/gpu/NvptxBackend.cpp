@@ -593,6 +593,18 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     auto cacheAppend = fn->getAttrOfType<DictionaryAttr>(kCacheAppendAttr);
     if (cacheAppend)
       fn->removeAttr(kCacheAppendAttr);
+    // Quantizers: a block per row, a byte of the row a thread.
+    auto quantize = fn->getAttrOfType<DictionaryAttr>(kQuantizeRowsAttr);
+    numerics::RowFormat quantizeFormat{};
+    int64_t quantizeDim = 0, quantizeThreads = 0;
+    if (quantize) {
+      fn->removeAttr(kQuantizeRowsAttr);
+      quantizeFormat = numerics::RowFormat(quantize.getAs<IntegerAttr>("format").getInt());
+      quantizeDim = quantize.getAs<IntegerAttr>("dim").getInt();
+      quantizeThreads = quantizeRowsBlockThreads(quantizeFormat, quantizeDim);
+      if (quantizeThreads == 0)
+        quantize = {}; // does not fit: the nest rule below
+    }
     // Engram's gate: a block per (row, stream), the products staged in
     // shared memory for the thread that adds them.
     auto engramGate = fn->getAttrOfType<DictionaryAttr>(kEngramGateAttr);
@@ -682,6 +694,12 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                           MemRefLayoutAttrInterface{}, workgroup);
       buildTopKCompactBlockBody(fn, compact.getAs<IntegerAttr>("k").getInt(), lanes);
       blockPerRow(lanes.threads, (lanes.threads + 1) * 4);
+    } else if (quantize) {
+      QuantizeRowsBlockLanes lanes;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(quantizeThreads);
+      lanes.shuffleXor = shuffleXorLane;
+      buildQuantizeRowsBlockBody(fn, quantizeFormat, quantizeDim, lanes);
+      blockPerRow(lanes.threads, 0);
     } else if (cacheAppend) {
       constexpr int64_t kAppendThreads = 128;
       buildCacheAppendBlockBody(fn, cacheAppend.getAs<IntegerAttr>("row_bytes").getInt(),

@@ -236,6 +236,38 @@ MemRefType rowsType(OpBuilder &b, nx::RowFormat format, int64_t dim) {
       b.getI8Type());
 }
 
+/// The group's scale code and decoded scale from its amax (max |x| ignoring
+/// NaN): +-inf counted as FLT_MAX, then the format's scale rule (Quantize.cpp,
+/// "Scale rules"). The host kernel and the block form share it.
+std::pair<Value, Value> groupScale(Emitter &e, nx::RowFormat format, Value amax) {
+  OpBuilder &b = e.b;
+  Value fltMax = e.f(std::numeric_limits<float>::max());
+  amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, amax, fltMax), fltMax, amax);
+  Value code, scale;
+  auto floorAmax = [&](float minimum) {
+    Value m = e.f(minimum);
+    return e.select(e.fcmp(arith::CmpFPredicate::OLT, amax, m), m, amax);
+  };
+  switch (format) {
+  case nx::RowFormat::MainKvFp4:
+    code = e.encodeE4M3(arith::DivFOp::create(
+        b, e.loc, floorAmax(nx::kFp4E4M3AmaxFloor), e.f(nx::kE2M1Max)));
+    scale = e.decodeE4M3(code);
+    break;
+  case nx::RowFormat::IndexKeyFp4:
+    code = e.ceilPow2Ue8m0(arith::MulFOp::create(
+        b, e.loc, floorAmax(nx::kFp4Ue8m0AmaxFloor), e.f(nx::kFp4MaxInv)));
+    scale = e.decodeUe8m0(code);
+    break;
+  case nx::RowFormat::SwaKvFp8:
+    code = e.ceilPow2Ue8m0(arith::MulFOp::create(
+        b, e.loc, floorAmax(nx::kFp8AmaxFloor), e.f(nx::kFp8MaxInv)));
+    scale = e.decodeUe8m0(code);
+    break;
+  }
+  return {code, scale};
+}
+
 } // namespace
 
 func::FuncOp buildQuantizeRowsKernel(ModuleOp module, const std::string &name,
@@ -271,33 +303,9 @@ func::FuncOp buildQuantizeRowsKernel(ModuleOp module, const std::string &name,
             b, e.loc,
             e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax));
       }
-      Value amax = amaxLoop.getResult(0);
-      Value fltMax = e.f(std::numeric_limits<float>::max());
-      amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, amax, fltMax), fltMax,
-                      amax);
-      // The scale rule of the format (Quantize.cpp, "Scale rules").
-      Value code, scale;
-      auto floorAmax = [&](float minimum) {
-        Value m = e.f(minimum);
-        return e.select(e.fcmp(arith::CmpFPredicate::OLT, amax, m), m, amax);
-      };
-      switch (format) {
-      case nx::RowFormat::MainKvFp4:
-        code = e.encodeE4M3(arith::DivFOp::create(
-            b, e.loc, floorAmax(nx::kFp4E4M3AmaxFloor), e.f(nx::kE2M1Max)));
-        scale = e.decodeE4M3(code);
-        break;
-      case nx::RowFormat::IndexKeyFp4:
-        code = e.ceilPow2Ue8m0(arith::MulFOp::create(
-            b, e.loc, floorAmax(nx::kFp4Ue8m0AmaxFloor), e.f(nx::kFp4MaxInv)));
-        scale = e.decodeUe8m0(code);
-        break;
-      case nx::RowFormat::SwaKvFp8:
-        code = e.ceilPow2Ue8m0(arith::MulFOp::create(
-            b, e.loc, floorAmax(nx::kFp8AmaxFloor), e.f(nx::kFp8MaxInv)));
-        scale = e.decodeUe8m0(code);
-        break;
-      }
+      const std::pair<Value, Value> codeAndScale =
+          groupScale(e, format, amaxLoop.getResult(0));
+      Value code = codeAndScale.first, scale = codeAndScale.second;
       e.storeByte(code, out,
                   {r, arith::AddIOp::create(b, e.loc, g, e.idx(scaleOffset))});
       if (!isFp4(format)) {
@@ -324,7 +332,78 @@ func::FuncOp buildQuantizeRowsKernel(ModuleOp module, const std::string &name,
     });
   });
   func::ReturnOp::create(b, e.loc);
+  fn->setAttr(kQuantizeRowsAttr,
+              b.getDictionaryAttr(
+                  {b.getNamedAttr("format", b.getI64IntegerAttr(int64_t(format))),
+                   b.getNamedAttr("dim", b.getI64IntegerAttr(dim))}));
   return fn;
+}
+
+int64_t quantizeRowsBlockThreads(nx::RowFormat format, int64_t dim) {
+  const int64_t perByte = isFp4(format) ? 2 : 1;
+  const int64_t group = int64_t(nx::rowGroup(format)), lanes = group / perByte;
+  if (dim <= 0 || dim % group != 0 || lanes > 32 || (lanes & (lanes - 1)) != 0)
+    return 0;
+  const int64_t threads = (dim / perByte + 31) / 32 * 32;
+  return threads <= 1024 ? threads : 0;
+}
+
+void buildQuantizeRowsBlockBody(func::FuncOp fn, nx::RowFormat format, int64_t dim,
+                                const QuantizeRowsBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {});
+  b.setInsertionPointToStart(entry);
+  Emitter e{b, loc};
+  Value x = entry->getArgument(0), out = entry->getArgument(1);
+  const bool fp4 = isFp4(format);
+  const int64_t perByte = fp4 ? 2 : 1, bytes = dim / perByte;
+  const int64_t groupLanes = int64_t(nx::rowGroup(format)) / perByte;
+  const int64_t scaleOffset = int64_t(nx::rowScaleOffset(format, dim));
+  Value r = lanes.row(b, loc), t = lanes.thread(b, loc);
+  Value active = e.cmp(arith::CmpIPredicate::ult, t, e.idx(bytes));
+  // Idle threads (the block's last warp) read the last byte's elements, so
+  // that every lane of a warp takes part in the shuffles; they store nothing.
+  Value byte = arith::MinUIOp::create(b, loc, t, e.idx(bytes - 1));
+  SmallVector<Value, 2> values;
+  for (int64_t i = 0; i < perByte; ++i)
+    values.push_back(e.loadF32(
+        x, {r, fp4 ? e.add(e.mul(byte, e.idx(2)), e.idx(i)) : byte}));
+  // The lane's part of the amax, as the host's loop from 0 (NaN ignored:
+  // |x| > amax is false), so never NaN; a max of such values does not
+  // depend on the order, so the shuffles give the host's amax.
+  Value amax = e.f(0.f);
+  for (Value v : values) {
+    Value a = e.fromBits(e.band(e.bits(v), e.c32(0x7FFFFFFF)));
+    amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax);
+  }
+  for (int64_t mask = groupLanes / 2; mask >= 1; mask /= 2) {
+    Value other = lanes.shuffleXor(b, loc, amax, int32_t(mask));
+    amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, other, amax), other, amax);
+  }
+  const std::pair<Value, Value> codeAndScale = groupScale(e, format, amax);
+  Value code = codeAndScale.first, scale = codeAndScale.second;
+  auto store = scf::IfOp::create(b, loc, active, /*withElse=*/false);
+  b.setInsertionPoint(store.thenBlock()->getTerminator());
+  Value q;
+  if (fp4) {
+    Value lo = e.encodeE2M1(arith::DivFOp::create(b, loc, values[0], scale));
+    Value hi = e.encodeE2M1(arith::DivFOp::create(b, loc, values[1], scale));
+    q = e.bor(lo, e.shl(hi, e.c32(4)));
+  } else {
+    q = e.encodeE4M3(arith::DivFOp::create(b, loc, values[0], scale));
+  }
+  e.storeByte(q, out, {r, byte});
+  // The group's first lane writes its scale byte.
+  Value lane = arith::RemUIOp::create(b, loc, t, e.idx(groupLanes));
+  auto first = scf::IfOp::create(b, loc, e.cmp(arith::CmpIPredicate::eq, lane, e.idx(0)),
+                                 /*withElse=*/false);
+  b.setInsertionPoint(first.thenBlock()->getTerminator());
+  e.storeByte(code, out,
+              {r, e.add(arith::DivUIOp::create(b, loc, t, e.idx(groupLanes)),
+                        e.idx(scaleOffset))});
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 func::FuncOp buildDequantizeRowsKernel(ModuleOp module, const std::string &name,

@@ -22,6 +22,7 @@
 #ifndef CSA_CODEGEN_HOST_QUANTIZEKERNELS_H
 #define CSA_CODEGEN_HOST_QUANTIZEKERNELS_H
 
+#include "codegen/host/GpuFormLanes.h"
 #include "runtime/numerics/Quantize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,6 +43,33 @@ mlir::func::FuncOp buildQuantizeRowsKernel(mlir::ModuleOp module,
                                            numerics::RowFormat format,
                                            int64_t dim,
                                            mlir::Type valueType = {});
+
+/// The attribute on every quantizer kernel, {format (numerics::RowFormat),
+/// dim}: the NVPTX back end rebuilds it as the block form.
+inline constexpr const char *kQuantizeRowsAttr = "csa.quantize_rows";
+
+/// Where the block form of a quantizer runs: a block per row, a thread per
+/// output byte, and a shuffle (XOR of the lane) within the warp.
+struct QuantizeRowsBlockLanes : BlockRowLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)>
+      shuffleXor;
+};
+
+/// The block form's threads for a row of `dim` values (the row's bytes
+/// rounded up to a warp), or 0 where it does not apply: a group must be a
+/// power of two of at most 32 bytes' lanes, the row at most 1024 bytes.
+int64_t quantizeRowsBlockThreads(numerics::RowFormat format, int64_t dim);
+
+/// Replaces the body of `fn` (from buildQuantizeRowsKernel) with the block
+/// form: thread t loads the elements of the row's byte t (one E4M3 value or
+/// an E2M1 pair), the group's amax is found by XOR shuffles among its lanes
+/// (a max, so the host's value whatever the order), every lane computes the
+/// scale by the host's rule and encodes its byte, and the group's first lane
+/// writes the scale: the host kernel's bytes. (The nest rule gave each
+/// group to one thread, which walked its elements twice: 5.7 us for a SWA
+/// row on the H200.) `lanes.threads` must be quantizeRowsBlockThreads.
+void buildQuantizeRowsBlockBody(mlir::func::FuncOp fn, numerics::RowFormat format,
+                                int64_t dim, const QuantizeRowsBlockLanes &lanes);
 
 /// `name(rows: memref<?xRxi8>, y: memref<?xDxT>)`: y = value * group scale
 /// (csa.dequantize), as `numerics::dequantizeRow`. The fp32 product is exact

@@ -1527,6 +1527,62 @@ TEST(GpuFormEmulation, CacheAppendBlockFormMatchesTheHostKernel) {
 }
 
 namespace {
+/// The block form of a quantizer (a thread per output byte, the groups'
+/// amax by shuffles) against the host kernel, byte for byte, on fresh random
+/// rows with a NaN, infinities, an all-zero group and a group below the
+/// amax floor; the form's rows poisoned first.
+void expectQuantizeRowsBlockFormMatchesHost(nx::RowFormat format, int64_t dim, int64_t n,
+                                            uint32_t seed) {
+  const int64_t threads = quantizeRowsBlockThreads(format, dim);
+  ASSERT_GT(threads, 0);
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildQuantizeRowsKernel(m, "host", format, dim);
+    func::FuncOp form = buildQuantizeRowsKernel(m, "form", format, dim);
+    QuantizeRowsBlockLanes lanes;
+    static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
+    lanes.shuffleXor = simt.shuffleXor();
+    buildQuantizeRowsBlockBody(form, format, dim, lanes);
+  });
+  const int64_t rowBytes = int64_t(nx::rowBytes(format, dim));
+  const int64_t group = int64_t(nx::rowGroup(format));
+  std::vector<uint16_t> x = randomBf16(size_t(n * dim), seed, 8.f);
+  x[3] = 0x7FC0;                      // NaN
+  x[size_t(dim + 1)] = 0x7F80;         // +inf
+  x[size_t(n * dim - 2)] = 0xFF80;     // -inf
+  for (int64_t i = 0; i < group; ++i) {
+    x[size_t(dim - group + i)] = 0;    // row 0's last group all zero
+    x[size_t(group + i)] = 0x2000;     // a group of 2^-63: below every floor
+  }
+  std::vector<uint8_t> host(size_t(n * rowBytes), 0), form(size_t(n * rowBytes), 0xAB);
+  auto dx = describe<2>(x, {n, dim});
+  auto dh = describe<2, uint8_t>(host, {n, rowBytes});
+  auto df = describe<2, uint8_t>(form, {n, rowBytes});
+  using Fn = void (*)(void *, void *);
+  auto *hostFn = reinterpret_cast<Fn>(lib.symbol("host"));
+  auto *formFn = reinterpret_cast<Fn>(lib.symbol("form"));
+  ASSERT_TRUE(hostFn && formFn);
+  hostFn(&dx, &dh);
+  launch(n, 1, threads, 0, [&](void *) { formFn(&dx, &df); });
+  for (size_t i = 0; i < host.size(); ++i)
+    ASSERT_EQ(host[i], form[i]) << "row " << i / size_t(rowBytes) << " byte "
+                                << i % size_t(rowBytes);
+}
+} // namespace
+
+TEST(GpuFormEmulation, QuantizeRowsBlockFormMatchesTheHostKernel) {
+  // The released rows: SWA 512 (512 threads), main KV 512 (256), index
+  // keys 128 (64); then rows whose bytes leave part of the last warp idle.
+  expectQuantizeRowsBlockFormMatchesHost(nx::RowFormat::SwaKvFp8, 512, 2, 61);
+  expectQuantizeRowsBlockFormMatchesHost(nx::RowFormat::MainKvFp4, 512, 2, 62);
+  expectQuantizeRowsBlockFormMatchesHost(nx::RowFormat::IndexKeyFp4, 128, 3, 63);
+  expectQuantizeRowsBlockFormMatchesHost(nx::RowFormat::SwaKvFp8, 96, 2, 64);
+  expectQuantizeRowsBlockFormMatchesHost(nx::RowFormat::MainKvFp4, 48, 2, 65);
+  EXPECT_EQ(quantizeRowsBlockThreads(nx::RowFormat::SwaKvFp8, 4096), 0); // over 1024 bytes
+  EXPECT_EQ(quantizeRowsBlockThreads(nx::RowFormat::SwaKvFp8, 100), 0);  // not whole groups
+}
+
+namespace {
 /// The block form of a top-k compaction against the host kernel.
 void expectTopKCompactBlockFormMatchesHost(int64_t k, int64_t threads, int64_t n,
                                            int64_t width, const std::vector<int8_t> &picks,

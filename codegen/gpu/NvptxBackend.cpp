@@ -911,8 +911,11 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       // flight at one row), where it keeps a block's outputs in one group.
       if (const int64_t o = options.linearOutputsPerBlock; o > 0) {
         const int64_t g = std::max<int64_t>(linear->groups, 1);
+        const int64_t own = split->outputsPerBlock;
         if (g == 1 || (linear->outFeatures / g) % o == 0)
           split->outputsPerBlock = o;
+        if (split->sharedBytes() > kMaxStaticSharedBytes)
+          split->outputsPerBlock = own; // its partials would not fit
       }
       LinearSplitKLanes lanes;
       lanes.row = blockX;
@@ -1128,8 +1131,8 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (block < 32 || block > 1024 || block % 32 != 0)
     return "linear-block must be a multiple of 32 from 32 to 1024, got " +
            std::to_string(block);
-  if (options.linearOutputsPerBlock < 0 || options.linearOutputsPerBlock > 16)
-    return "linear-outputs-per-block must be from 1 to 16 (0: the shape's own), got " +
+  if (options.linearOutputsPerBlock < 0 || options.linearOutputsPerBlock > 64)
+    return "linear-outputs-per-block must be from 1 to 64 (0: the shape's own), got " +
            std::to_string(options.linearOutputsPerBlock);
   if (options.linearOutputsInFlight < 0 || options.linearOutputsInFlight > 16)
     return "linear-outputs-in-flight must be from 0 (the default's choice) to 16, got " +

@@ -174,7 +174,8 @@ cl::opt<int64_t> linearOutputsPerBlock(
     "linear-outputs-per-block",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: outputs a split-K linear's "
              "block computes (default 0: from the output count and the GPU's "
-             "multiprocessors, 4 to 16)"),
+             "multiprocessors, 4 to 16; at most 64, where the block's "
+             "partials fit its shared memory)"),
     cl::init(csa::codegen::NvptxOptions{}.linearOutputsPerBlock), cl::cat(category));
 cl::opt<int64_t> linearOutputsInFlight(
     "linear-outputs-in-flight",

@@ -56,6 +56,48 @@ inline void emitBlockTreeSum(mlir::OpBuilder &b, mlir::Location loc, mlir::Value
   }
 }
 
+/// An XOR shuffle over the whole warp (`gpu.shuffle xor` on the GPU).
+using ShuffleXorFn =
+    std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)>;
+
+/// Each warp's f32 sum of `v` (XOR shuffles) stored by its lane 0 in
+/// `buffer`[warp] (a block's shared memory), then the block barrier: read
+/// the warps' sums after it (emitWarpSumsInOrder).
+inline void emitWarpSumsToShared(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                                 mlir::Value tid, mlir::Value buffer,
+                                 const ShuffleXorFn &shuffleXor,
+                                 const std::function<void(mlir::OpBuilder &, mlir::Location)> &barrier) {
+  using namespace mlir;
+  auto idx = [&](int64_t c) { return arith::ConstantIndexOp::create(b, loc, c).getResult(); };
+  for (int32_t mask = 16; mask >= 1; mask /= 2)
+    v = arith::AddFOp::create(b, loc, v, shuffleXor(b, loc, v, mask));
+  Value lane = arith::RemUIOp::create(b, loc, tid, idx(32));
+  auto laneZero = scf::IfOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, idx(0)),
+      /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(laneZero.thenBlock()->getTerminator());
+    memref::StoreOp::create(b, loc, v, buffer,
+                            ValueRange{arith::DivUIOp::create(b, loc, tid, idx(32))});
+  }
+  barrier(b, loc);
+}
+
+/// buffer[0] + buffer[1] + ... + buffer[warps - 1], in that order (the same
+/// bits on every thread that adds them).
+inline mlir::Value emitWarpSumsInOrder(mlir::OpBuilder &b, mlir::Location loc, mlir::Value buffer,
+                                       int64_t warps) {
+  using namespace mlir;
+  Value total = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.f));
+  for (int64_t w = 0; w < warps; ++w)
+    total = arith::AddFOp::create(
+        b, loc, total,
+        memref::LoadOp::create(b, loc, buffer,
+                               ValueRange{arith::ConstantIndexOp::create(b, loc, w)}));
+  return total;
+}
+
 } // namespace csa::codegen
 
 #endif // CSA_CODEGEN_HOST_GPUFORMLANES_H

@@ -115,11 +115,7 @@ void buildRmsNormWordBody(func::FuncOp fn, int64_t dim, double eps,
     OpBuilder vb = OpBuilder::atBlockBegin(loads.thenBlock());
     SmallVector<Value> values;
     for (auto [base, element] : {std::pair{xBase, rowElement}, std::pair{wBase, first}})
-      for (Value q : load16Bytes(vb, loc, base, byteOffset(vb, element))) {
-        auto [low, high] = bf16PairToF32(vb, loc, q);
-        values.push_back(low);
-        values.push_back(high);
-      }
+      llvm::append_range(values, load16BytesAsF32(vb, loc, base, byteOffset(vb, element)));
     scf::YieldOp::create(vb, loc, values);
     OpBuilder eb = OpBuilder::atBlockBegin(loads.elseBlock());
     SmallVector<Value> elements;
@@ -134,22 +130,9 @@ void buildRmsNormWordBody(func::FuncOp fn, int64_t dim, double eps,
   for (Value v : xs)
     own = k.add(own, k.mul(v, v));
   own = arith::SelectOp::create(b, loc, owns, own, k.f32(0.f));
-  for (int32_t mask = 16; mask >= 1; mask /= 2)
-    own = k.add(own, lanes.shuffleXor(b, loc, own, mask));
-  Value lane = arith::RemUIOp::create(b, loc, tid, k.idx(32));
-  auto laneZero = scf::IfOp::create(
-      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, k.idx(0)),
-      /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(laneZero.thenBlock()->getTerminator());
-    k.store(own, warpSums, {arith::DivUIOp::create(b, loc, tid, k.idx(32))});
-  }
-  lanes.barrier(b, loc);
+  emitWarpSumsToShared(b, loc, own, tid, warpSums, lanes.shuffleXor, lanes.barrier);
   // Every thread adds the warps' sums in the same order (the same bits).
-  Value total = k.f32(0.f);
-  for (int64_t v = 0; v < warps; ++v)
-    total = k.add(total, k.load(warpSums, {k.idx(v)}));
+  Value total = emitWarpSumsInOrder(b, loc, warpSums, warps);
   Value inv = rmsNormScaleOfSum(k, dim, eps, total);
   SmallVector<Value> outs; // f32; each branch below rounds them to bf16 in
   // its own block (a bf16 value live across blocks makes a host's

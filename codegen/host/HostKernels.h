@@ -50,7 +50,7 @@ struct RmsNormBlockLanes : BlockRowLanes {
   /// warps' sums in warp order from shared memory (sharedRowType then only
   /// needs threads / 32 floats), one barrier in all. Within the tolerance of
   /// treeSum (any order of the sum).
-  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)> shuffleXor;
+  ShuffleXorFn shuffleXor;
   /// Where x, weight and y live for the word form's 16-byte accesses
   /// (1: CUDA global; 0 on a host).
   unsigned addressSpace = 1;

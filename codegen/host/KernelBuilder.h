@@ -155,6 +155,24 @@ inline llvm::SmallVector<mlir::Value, 4> load16Bytes(mlir::OpBuilder &b, mlir::L
   return words;
 }
 
+/// A 16-byte load's elements as f32 (exact): 8 bf16 or, with `f32Elements`,
+/// 4 f32, in memory order.
+inline llvm::SmallVector<mlir::Value, 8> load16BytesAsF32(mlir::OpBuilder &b, mlir::Location loc,
+                                                          mlir::Value base, mlir::Value byteOffset,
+                                                          bool f32Elements = false) {
+  llvm::SmallVector<mlir::Value, 8> values;
+  for (mlir::Value q : load16Bytes(b, loc, base, byteOffset)) {
+    if (f32Elements) {
+      values.push_back(mlir::arith::BitcastOp::create(b, loc, b.getF32Type(), q));
+      continue;
+    }
+    auto [low, high] = bf16PairToF32(b, loc, q);
+    values.push_back(low);
+    values.push_back(high);
+  }
+  return values;
+}
+
 /// Elements of a long sequential fp32 sum (a dot product, a sum of squares)
 /// walked per loop trip, in the same order: a GPU thread then keeps a trip's
 /// loads in flight instead of waiting for each before its add.

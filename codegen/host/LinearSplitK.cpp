@@ -210,15 +210,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
         Value element = arith::AddIOp::create(vb, loc, rowStart, column(vb, c0));
         Value offset = arith::IndexCastUIOp::create(
             vb, loc, i64, arith::MulIOp::create(vb, loc, element, idx(vb, loc, xBytes)));
-        for (Value q : load16Bytes(vb, loc, xBase, offset)) {
-          if (xF32) {
-            loaded.push_back(arith::BitcastOp::create(vb, loc, f32, q));
-            continue;
-          }
-          auto [low, high] = bf16PairToF32(vb, loc, q);
-          loaded.push_back(low);
-          loaded.push_back(high);
-        }
+        llvm::append_range(loaded, load16BytesAsF32(vb, loc, xBase, offset, xF32));
       }
       scf::YieldOp::create(vb, loc, loaded);
       OpBuilder eb = OpBuilder::atBlockBegin(ifX.elseBlock());

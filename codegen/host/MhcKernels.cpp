@@ -311,16 +311,14 @@ void buildHcMixSumsSplitBody(func::FuncOp fn, int64_t hc, int64_t dim,
       valid.push_back(
           arith::CmpIOp::create(vb, loc, arith::CmpIPredicate::ult, word, vk.idx(wordCount)));
       Value first = vk.muli(arith::MinUIOp::create(vb, loc, word, vk.idx(wordCount - 1)), vk.idx(8));
-      SmallVector<Value> xs, ws;
-      for (Value q : load16Bytes(vb, loc, xBase, bytes(vk.addi(vk.muli(row, vk.idx(width)), first), 2))) {
-        auto [lo, hi] = bf16PairToF32(vb, loc, q);
-        xs.push_back(lo);
-        xs.push_back(hi);
-      }
+      SmallVector<Value> xs =
+          load16BytesAsF32(vb, loc, xBase, bytes(vk.addi(vk.muli(row, vk.idx(width)), first), 2));
+      SmallVector<Value> ws;
       Value wFirst = vk.addi(vk.muli(wRow, vk.idx(width)), first);
       for (int64_t half = 0; half < 2; ++half)
-        for (Value q : load16Bytes(vb, loc, wBase, bytes(vk.addi(wFirst, vk.idx(4 * half)), 4)))
-          ws.push_back(arith::BitcastOp::create(vb, loc, f32, q));
+        llvm::append_range(ws, load16BytesAsF32(vb, loc, wBase,
+                                                bytes(vk.addi(wFirst, vk.idx(4 * half)), 4),
+                                                /*f32Elements=*/true));
       loaded.push_back({xs, ws});
     }
     Value acc = vk.f32(0.f);
@@ -337,27 +335,13 @@ void buildHcMixSumsSplitBody(func::FuncOp fn, int64_t hc, int64_t dim,
     OpBuilder eb = OpBuilder::atBlockBegin(partial.elseBlock());
     scf::YieldOp::create(eb, loc, elementPartial(eb));
   }
-  Value own = partial.getResult(0);
-  for (int32_t mask = 16; mask >= 1; mask /= 2)
-    own = k.add(own, lanes.shuffleXor(b, loc, own, mask));
-  Value lane = arith::RemUIOp::create(b, loc, tid, k.idx(32));
-  {
-    auto laneZero = scf::IfOp::create(
-        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, k.idx(0)),
-        /*withElse=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(laneZero.thenBlock()->getTerminator());
-    k.store(own, partials, {arith::DivUIOp::create(b, loc, tid, k.idx(32))});
-  }
-  lanes.barrier(b, loc);
+  emitWarpSumsToShared(b, loc, partial.getResult(0), tid, partials, lanes.shuffleXor,
+                       lanes.barrier);
   auto first = scf::IfOp::create(
       b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, k.idx(0)),
       /*withElse=*/false);
   b.setInsertionPoint(first.thenBlock()->getTerminator());
-  Value total = k.f32(0.f);
-  for (int64_t w = 0; w < (threads + 31) / 32; ++w)
-    total = k.add(total, k.load(partials, {k.idx(w)}));
-  k.store(total, sums, {row, j});
+  k.store(emitWarpSumsInOrder(b, loc, partials, (threads + 31) / 32), sums, {row, j});
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc);
 }

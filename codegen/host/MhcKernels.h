@@ -8,6 +8,8 @@
 #ifndef CSA_CODEGEN_HOST_MHCKERNELS_H
 #define CSA_CODEGEN_HOST_MHCKERNELS_H
 
+#include "codegen/host/GpuFormLanes.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -92,7 +94,7 @@ struct HcMixSumsSplitLanes {
   /// within each warp and the warps' sums in warp order by thread 0 (the
   /// first threads / 32 floats of the partials). Element loads and the tree
   /// otherwise.
-  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)> shuffleXor;
+  ShuffleXorFn shuffleXor;
   /// Where x and fn live for the word form's 16-byte loads (1: CUDA
   /// global; 0 on a host).
   unsigned addressSpace = 1;

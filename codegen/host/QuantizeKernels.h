@@ -51,8 +51,7 @@ inline constexpr const char *kQuantizeRowsAttr = "csa.quantize_rows";
 /// Where the block form of a quantizer runs: a block per row, a thread per
 /// output byte, and a shuffle (XOR of the lane) within the warp.
 struct QuantizeRowsBlockLanes : BlockRowLanes {
-  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)>
-      shuffleXor;
+  ShuffleXorFn shuffleXor;
 };
 
 /// The block form's threads for a row of `dim` values (the row's bytes

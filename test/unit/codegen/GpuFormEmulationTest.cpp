@@ -997,6 +997,16 @@ TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
 }
 
 namespace {
+/// mHC's fn weights for the mix-sums tests: N(0, 0.05), as trained ones.
+std::vector<float> randomHcMixSumsWeights(int64_t count, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.f, 0.05f);
+  std::vector<float> fnW(static_cast<size_t>(count));
+  for (float &v : fnW)
+    v = normal(gen);
+  return fnW;
+}
+
 /// The block form of an mHC mix-sums kernel (a block per tile of `tileRows`
 /// rows and group of `chains` sums, `threads` threads, shared chunks of
 /// `chunk`) against the host kernel on fresh random streams and fn.
@@ -1023,11 +1033,7 @@ void expectHcMixSumsBlockFormMatchesHost(int64_t hc, int64_t dim, int64_t n,
     buildHcMixSumsBlockBody(form, hc, dim, lanes);
   });
   std::vector<uint16_t> x = randomBf16(size_t(n * width), seed);
-  std::mt19937 gen(seed + 1);
-  std::normal_distribution<float> normal(0.f, 0.05f);
-  std::vector<float> fnW(size_t(mix * width));
-  for (float &v : fnW)
-    v = normal(gen);
+  std::vector<float> fnW = randomHcMixSumsWeights(mix * width, seed + 1);
   std::vector<float> sumsHost(size_t(n * (mix + 1)), -1.f),
       sumsForm(size_t(n * (mix + 1)), -1.f);
   auto dx = describe<3>(x, {n, hc, dim});
@@ -1083,11 +1089,7 @@ double expectHcMixSumsSplitFormWithinBound(int64_t hc, int64_t dim, int64_t n, i
     buildHcMixSumsSplitBody(form, hc, dim, lanes);
   });
   std::vector<uint16_t> x = randomBf16(size_t(n * width), seed);
-  std::mt19937 gen(seed + 1);
-  std::normal_distribution<float> normal(0.f, 0.05f);
-  std::vector<float> fnW(size_t(mix * width));
-  for (float &v : fnW)
-    v = normal(gen);
+  std::vector<float> fnW = randomHcMixSumsWeights(mix * width, seed + 1);
   std::vector<float> sumsHost(size_t(n * (mix + 1)), -1.f),
       sumsForm(size_t(n * (mix + 1)), std::numeric_limits<float>::quiet_NaN()), // poisoned
       sumsAbs(size_t(n * (mix + 1)));

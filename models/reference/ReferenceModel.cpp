@@ -328,7 +328,7 @@ absl::Status ReferenceModel::Impl::load() {
       CSA_ASSIGN_OR_RETURN(lw.engramQ, w.vec(e + "q_weight", {c.hcMult, d}));
       CSA_ASSIGN_OR_RETURN(lw.engramK, w.vec(e + "k_weight", {c.hcMult, d}));
       if (!options.engramHash) {
-        auto hasher = EngramHasher::create(c, l);
+        auto hasher = EngramHasher::create(c, l, options.engramTokenMap);
         if (!hasher.ok())
           return hasher.status();
         hashers[size_t(l)] = std::make_unique<EngramHasher>(std::move(*hasher));

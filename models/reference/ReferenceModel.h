@@ -74,6 +74,9 @@ struct ReferenceOptions {
 
   /// Engram hashing; empty = the official hash (models/reference/EngramHash).
   EngramHashFn engramHash;
+  /// The official hash's raw -> compressed token map (vocab_size entries);
+  /// empty: t mod engram_compressed_vocab_size (random weights).
+  std::vector<int64_t> engramTokenMap;
 };
 
 /// Per-layer state, exposed for tests and inspection.

@@ -435,6 +435,19 @@ writeRandomCheckpoint(const ModelConfig &config, const Schedule &schedule,
   result.totals = manifestTotals(*manifest);
   result.files = std::move(*files);
   result.files.push_back(configPath);
+  if (!config.engramLayerIds.empty()) {
+    // Random weights have no tokenizer: their Engram layers hash t mod the
+    // compressed vocabulary, written down so a run names the map it used
+    // (runtime/tokenizer/EngramTokenMap.h).
+    std::string map = "[";
+    for (int64_t t = 0; t < config.vocabSize; ++t)
+      absl::StrAppend(&map, t ? "," : "", t % config.engramCompressedVocabSize);
+    map += "]\n";
+    const std::string mapPath = (fs::path(directory) / kRandomEngramTokenMapFile).string();
+    if (absl::Status s = writeText(mapPath, map); !s.ok())
+      return s;
+    result.files.push_back(mapPath);
+  }
   return result;
 }
 

@@ -58,12 +58,18 @@ struct RandomCheckpointOptions {
 
 struct RandomCheckpointResult {
   ManifestTotals totals;
-  std::vector<std::string> files; ///< shards, index, config.json
+  std::vector<std::string> files; ///< shards, index, config.json, Engram map
 };
+
+/// The Engram token map a random checkpoint carries (a JSON list of
+/// vocab_size compressed ids: t mod engram_compressed_vocab_size), since it
+/// has no tokenizer to build the released map from.
+inline constexpr const char *kRandomEngramTokenMapFile = "engram_token_map.json";
 
 /// Writes the random checkpoint of `config` + `schedule` into `directory`
 /// (shards, index when sharded, config.json in the flat layout with the
-/// schedule written back into its layer lists).
+/// schedule written back into its layer lists, and kRandomEngramTokenMapFile
+/// when the model has Engram layers).
 absl::StatusOr<RandomCheckpointResult>
 writeRandomCheckpoint(const ModelConfig &config, const Schedule &schedule,
                       const std::string &directory,

@@ -67,6 +67,13 @@ absl::Status Executor::Impl::load() {
   }
   if (auto embed = weights.find("embed.weight"); embed != weights.end())
     vocab = embed->second.shape[0];
+  if (!options.engramTokenMap.empty()) {
+    if (int64_t(options.engramTokenMap.size()) != vocab)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the Engram token map has ", options.engramTokenMap.size(),
+          " entries; the model's vocabulary has ", vocab));
+    engramMap = options.engramTokenMap;
+  }
   for (auto &[name, view] : weights)
     bounds.add(view.data, view.bytes);
   {

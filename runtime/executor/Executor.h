@@ -141,6 +141,13 @@ struct ExecutorOptions {
   /// an error naming the file.
   std::string forceDecisions;
 
+  /// The Engram layers' raw -> compressed token map: vocab_size entries, each
+  /// in [0, engram_compressed_vocab_size) (runtime/tokenizer/EngramTokenMap.h
+  /// builds the released one from a tokenizer). Empty: t mod
+  /// engram_compressed_vocab_size, for random weights; csa-run asks for that
+  /// by name (--engram-token-map=modulo) when a checkpoint has no tokenizer.
+  std::vector<int64_t> engramTokenMap;
+
   /// The defaults with the environment's aliases applied: CSA_CUDA_EMULATE=1,
   /// CSA_CUDA_SYNC, CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS=prefix,...,
   /// CSA_CUDA_NO_TILES.

@@ -789,14 +789,22 @@ absl::Status Executor::Impl::engram(Step &s) {
                 maxNgram = attr(s, "max_ngram"), cols = attr(s, "columns"),
                 headDim = attr(s, "head_dim"),
                 compressedVocab = attr(s, "compressed_vocab");
-  if (int64_t(engramMap.size()) != vocab) {
-    // The tokenizer's compressed-token map; without a tokenizer, t mod the
-    // compressed vocabulary (models/reference/EngramHash.h).
-    engramMap.resize(size_t(vocab));
-    for (int64_t t = 0; t < vocab; ++t)
-      engramMap[size_t(t)] = t % compressedVocab;
+  if (!engramMapChecked) {
+    // The options' map (the tokenizer's compressed ids); without one, t mod
+    // the compressed vocabulary (ExecutorOptions::engramTokenMap).
+    if (engramMap.empty()) {
+      engramMap.resize(size_t(vocab));
+      for (int64_t t = 0; t < vocab; ++t)
+        engramMap[size_t(t)] = t % compressedVocab;
+    }
+    for (size_t t = 0; t < engramMap.size(); ++t)
+      if (engramMap[t] < 0 || engramMap[t] >= compressedVocab)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the Engram token map gives token ", t, " the class ", engramMap[t],
+            ", outside [0, ", compressedVocab, ") (engram_compressed_vocab_size)"));
     bounds.add(engramMap.data(), engramMap.size() * sizeof(int64_t));
     hostRefilled(engramMap.data());
+    engramMapChecked = true;
   }
   // The history from max(0, start - (maxNgram - 1)) to the step's last token.
   const int64_t first = std::max<int64_t>(0, *pos - (maxNgram - 1));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -108,6 +109,34 @@ EngramTokenMap moduloEngramMap(const EngramVocab &vocab) {
     out.map[size_t(t)] = t % vocab.compressedVocab;
   out.source = "modulo (token id mod engram_compressed_vocab_size; no tokenizer)";
   return out;
+}
+
+absl::StatusOr<EngramTokenMap> chooseEngramTokenMap(const EngramVocab &vocab,
+                                                    const std::string &flag,
+                                                    const Tokenizer *tokenizer,
+                                                    const std::string &tokenizerPath,
+                                                    const std::string &weightsDir) {
+  if (flag == "modulo")
+    return moduloEngramMap(vocab);
+  if (!flag.empty())
+    return engramMapFromFile(flag, vocab);
+  if (tokenizer)
+    return engramMapFromTokenizer(*tokenizer, vocab, tokenizerPath);
+  const std::string carried =
+      (std::filesystem::path(weightsDir) / "engram_token_map.json").string();
+  std::error_code ec;
+  if (!weightsDir.empty() && std::filesystem::is_regular_file(carried, ec)) {
+    auto map = engramMapFromFile(carried, vocab);
+    if (map.ok()) // named without the folder, which may be a temporary one
+      map->source = "the checkpoint's engram_token_map.json";
+    return map;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the model has Engram layers, which hash the tokenizer's compressed token ids, and ",
+      weightsDir.empty() ? std::string("no checkpoint folder") : weightsDir,
+      " has no tokenizer.json: give --tokenizer=DIR|tokenizer.json, "
+      "--engram-token-map=FILE (a JSON list of ", vocab.vocabSize,
+      " ids), or --engram-token-map=modulo for random-weight experiments"));
 }
 
 } // namespace csa::tokenizer

@@ -57,6 +57,16 @@ absl::StatusOr<EngramTokenMap> engramMapFromFile(const std::string &path,
 /// t mod compressedVocab (random-weight experiments).
 EngramTokenMap moduloEngramMap(const EngramVocab &vocab);
 
+/// A run's map, in this order: `flag` ("modulo" or a map file:
+/// --engram-token-map=), else the tokenizer when there is one, else the
+/// map file a random checkpoint carries (weightsDir/engram_token_map.json),
+/// else an error that says what to give. Never a silent modulo map.
+absl::StatusOr<EngramTokenMap> chooseEngramTokenMap(const EngramVocab &vocab,
+                                                    const std::string &flag,
+                                                    const Tokenizer *tokenizer,
+                                                    const std::string &tokenizerPath,
+                                                    const std::string &weightsDir);
+
 } // namespace csa::tokenizer
 
 #endif // CSA_RUNTIME_TOKENIZER_ENGRAMTOKENMAP_H

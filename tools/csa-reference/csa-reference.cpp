@@ -15,6 +15,8 @@
 #include "models/schedule/Schedule.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/sampling/TokenIds.h"
+#include "runtime/tokenizer/EngramTokenMap.h"
+#include "runtime/tokenizer/ModelTokenizer.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -35,10 +37,13 @@ int usage() {
       << "usage: csa-reference CKPT_DIR (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "         [--decode=N] [--config=FILE] [--schedule=STR]\n"
          "         [--publication=owner|release] [--bounded-replay[=START:TAIL]]\n"
-         "         [--top=K]\n"
+         "         [--top=K] [--prompt-text=TEXT] [--tokenizer=DIR|FILE]\n"
+         "         [--engram-token-map=FILE|modulo]\n"
          "Prefills the prompt at position 0 and greedily decodes N tokens with\n"
          "the reference forward; prints the top-K logits of each step.\n"
-         "The config defaults to CKPT_DIR/config.json.\n";
+         "The config defaults to CKPT_DIR/config.json. The tokenizer (for\n"
+         "--prompt-text, the generated text and the Engram token map) defaults\n"
+         "to CKPT_DIR/tokenizer.json; the map is chosen as csa-run chooses it.\n";
   return 2;
 }
 
@@ -70,6 +75,8 @@ void printTop(const std::vector<float> &logits, int top, int64_t step) {
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-reference");
   std::string dir, configPath, scheduleString, promptText, promptFile;
+  std::string textPrompt, tokenizerFlag, engramMapFlag;
+  bool textPromptGiven = false;
   int64_t decodeSteps = 0;
   int top = 5;
   reference::ReferenceOptions options;
@@ -82,6 +89,14 @@ int main(int argc, char **argv) {
       promptText = v;
     } else if (const char *v = value("--prompt-file")) {
       promptFile = v;
+    } else if (const char *v = value("--prompt-text")) {
+      textPrompt = v, textPromptGiven = true;
+    } else if (const char *v = value("--tokenizer")) {
+      tokenizerFlag = v;
+    } else if (const char *v = value("--engram-token-map")) {
+      engramMapFlag = v;
+      if (engramMapFlag.empty())
+        return fail("--engram-token-map needs a file or 'modulo'");
     } else if (const char *v = value("--decode")) {
       if (!absl::SimpleAtoi(v, &decodeSteps) || decodeSteps < 0)
         return fail("--decode needs a count >= 0");
@@ -124,12 +139,36 @@ int main(int argc, char **argv) {
   }
   if (dir.empty())
     return usage();
+  std::optional<tokenizer::ModelTokenizer> text;
+  const std::string tokenizerAt =
+      !tokenizerFlag.empty() ? tokenizerFlag
+      : tokenizer::hasTokenizer(dir) ? dir : std::string();
+  if (!tokenizerAt.empty()) {
+    auto loaded = tokenizer::ModelTokenizer::load(tokenizerAt);
+    if (!loaded.ok())
+      return fail(std::string(loaded.status().message()));
+    text = std::move(*loaded);
+  }
   std::vector<int32_t> prompt;
   std::string error;
-  if (!sampling::promptText(promptText, promptFile, promptText, error))
-    return fail(error);
-  if (!sampling::parseTokenIds(promptText, prompt, error))
-    return fail("prompt: " + error);
+  if (textPromptGiven) {
+    if (!promptText.empty() || !promptFile.empty())
+      return fail("give one of --prompt, --prompt-file and --prompt-text");
+    if (!text)
+      return fail("--prompt-text needs a tokenizer: " + dir +
+                  " has no tokenizer.json; give --tokenizer=DIR|tokenizer.json");
+    auto ids = text->encodePrompt(textPrompt);
+    if (!ids.ok())
+      return fail(std::string(ids.status().message()));
+    if (ids->empty())
+      return fail("the prompt text encodes to no tokens");
+    prompt.assign(ids->begin(), ids->end());
+  } else {
+    if (!sampling::promptText(promptText, promptFile, promptText, error))
+      return fail(error);
+    if (!sampling::parseTokenIds(promptText, prompt, error))
+      return fail("prompt: " + error);
+  }
 
   auto config =
       loadModelConfig(configPath.empty() ? dir + "/config.json" : configPath);
@@ -144,6 +183,16 @@ int main(int argc, char **argv) {
   if (!ckpt.ok())
     return fail(std::string(ckpt.status().message()));
   reference::TensorSource source = reference::checkpointTensorSource(*ckpt);
+  std::string engramMapSource;
+  if (!config->engramLayerIds.empty()) {
+    auto map = tokenizer::chooseEngramTokenMap(
+        {config->vocabSize, config->engramCompressedVocabSize, config->engramPadId},
+        engramMapFlag, text ? &text->tokenizer : nullptr, text ? text->path : "", dir);
+    if (!map.ok())
+      return fail(std::string(map.status().message()));
+    options.engramTokenMap = std::move(map->map);
+    engramMapSource = map->source;
+  }
 
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
@@ -174,9 +223,16 @@ int main(int argc, char **argv) {
   std::printf("generated:");
   for (int32_t t : generated)
     std::printf(" %d", t);
-  std::printf("\nload %.1f ms, prefill %zu tokens %.1f ms, decode %lld steps "
+  std::printf("\n");
+  if (text) {
+    std::vector<int64_t> ids(generated.begin(), generated.end());
+    std::printf("text: %s\n", text->tokenizer.decode(ids).c_str());
+  }
+  std::printf("load %.1f ms, prefill %zu tokens %.1f ms, decode %lld steps "
               "%.1f ms\n",
               ms(t0, t1), prompt.size(), ms(t1, t2), (long long)decodeSteps,
               ms(t2, t3));
+  if (!engramMapSource.empty())
+    std::printf("engram token map: %s\n", engramMapSource.c_str());
   return 0;
 }

@@ -1,10 +1,11 @@
 //===- csa-run.cpp - Run a compiled artifact -------------------------------===//
 //
-// Token ids in, token ids out: loads an artifact written by
+// Token ids or text in, token ids and text out: loads an artifact written by
 // `csa-compile --emit=artifact`, binds a checkpoint (or random weights made
 // for the artifact's config), prefills the prompt and generates.
 //
 //   csa-run tiny.csa --random-weights --prompt=1,2,3 --max-new-tokens=32
+//   csa-run model.csa --weights=CKPT_DIR --prompt-text="Hello"   # CKPT_DIR/tokenizer.json
 //   csa-run model.csa --weights=CKPT_DIR --prompt-file=ids.txt --temperature=0.7
 //   csa-run tiny.csa --random-weights --prompt=1,2,3 --max-new-tokens=4 \
 //           --forced-tokens=7,8,9 --logits-out=gpu.npy    # then csa-diff cpu.npy gpu.npy
@@ -23,6 +24,9 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/sampling/Sampling.h"
 #include "runtime/support/Npy.h"
+#include "runtime/tokenizer/EngramTokenMap.h"
+#include "runtime/tokenizer/ModelTokenizer.h"
+#include "runtime/tokenizer/Unicode.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -44,7 +48,10 @@ namespace fs = std::filesystem;
 int usage() {
   std::cerr
       << "usage: csa-run ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
-         "              (--prompt=ID,ID,... | --prompt-file=FILE)\n"
+         "              (--prompt=ID,ID,... | --prompt-file=FILE |\n"
+         "               --prompt-text=TEXT | --prompt-text-file=FILE)\n"
+         "              [--tokenizer=DIR|FILE] [--engram-token-map=FILE|modulo]\n"
+         "              [--ignore-eos]\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
          "              [--logits-out=FILE.npy] [--forced-tokens=ID,ID,...]\n"
@@ -60,6 +67,18 @@ int usage() {
          "sequences (each with its own caches and sampler seed + i).\n"
          "Prints the generated ids, prefill and decode times, tokens/s and the\n"
          "cache bytes the sequences hold.\n"
+         "Text: the tokenizer is --tokenizer (a folder or a tokenizer.json) or\n"
+         "CKPT_DIR/tokenizer.json, with BOS/EOS from tokenizer_config.json and\n"
+         "generation_config.json beside it. --prompt-text encodes TEXT (ill-formed\n"
+         "UTF-8 is replaced by U+FFFD, with a warning); with a tokenizer the\n"
+         "generated text is printed as it is produced (--batch=1) and generation\n"
+         "stops at an EOS id unless --ignore-eos (or --forced-tokens or\n"
+         "--logits-out, which need every step).\n"
+         "Engram layers hash the released compressed token map, built from the\n"
+         "tokenizer; --engram-token-map=FILE gives one (a JSON list of vocab_size\n"
+         "ids) and =modulo hashes t mod engram_compressed_vocab_size. Random\n"
+         "checkpoints carry that modulo map (engram_token_map.json). A model with\n"
+         "Engram layers and no map is refused. The map used is printed.\n"
          "--logits-out writes the logits of every step (the prefill's last row,\n"
          "then each decode step) as a NumPy .npy of little-endian float32, shape\n"
          "[steps, vocab] (--batch=1) or [batch, steps, vocab]; steps is\n"
@@ -146,6 +165,24 @@ absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art,
   return dir.string();
 }
 
+/// The Engram shape of the artifact's model (its config.json), or nothing
+/// when it has no Engram layers (or an older artifact no config).
+absl::StatusOr<std::optional<tokenizer::EngramVocab>>
+engramVocabOf(const artifact::Artifact &art) {
+  std::ifstream in(art.pathOf("config.json"));
+  if (!in)
+    return std::optional<tokenizer::EngramVocab>();
+  std::stringstream text;
+  text << in.rdbuf();
+  auto config = parseModelConfig(text.str(), art.pathOf("config.json"));
+  if (!config.ok())
+    return config.status();
+  if (config->engramLayerIds.empty())
+    return std::optional<tokenizer::EngramVocab>();
+  return std::optional<tokenizer::EngramVocab>(tokenizer::EngramVocab{
+      config->vocabSize, config->engramCompressedVocabSize, config->engramPadId});
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -153,6 +190,8 @@ int main(int argc, char **argv) {
   if (argc < 2)
     return usage();
   std::string artifactDir, weightsDir, promptText, promptFile, outputFile;
+  std::string textPrompt, textPromptFile, tokenizerFlag, engramMapFlag;
+  bool textPromptGiven = false, ignoreEos = false;
   std::string logitsOut;
   std::vector<int32_t> forced;
   bool forcedGiven = false;
@@ -180,6 +219,22 @@ int main(int argc, char **argv) {
       promptText = v;
     } else if (const char *v = value("--prompt-file")) {
       promptFile = v;
+    } else if (const char *v = value("--prompt-text")) {
+      textPrompt = v, textPromptGiven = true;
+    } else if (const char *v = value("--prompt-text-file")) {
+      textPromptFile = v;
+      if (textPromptFile.empty())
+        return fail("--prompt-text-file needs a file name");
+    } else if (const char *v = value("--tokenizer")) {
+      tokenizerFlag = v;
+      if (tokenizerFlag.empty())
+        return fail("--tokenizer needs a folder or a tokenizer.json");
+    } else if (const char *v = value("--engram-token-map")) {
+      engramMapFlag = v;
+      if (engramMapFlag.empty())
+        return fail("--engram-token-map needs a file or 'modulo'");
+    } else if (arg == "--ignore-eos") {
+      ignoreEos = true;
     } else if (const char *v = value("--max-new-tokens")) {
       if (!absl::SimpleAtoi(v, &maxNew) || maxNew < 0)
         return fail("--max-new-tokens needs a count >= 0");
@@ -273,12 +328,55 @@ int main(int argc, char **argv) {
     return fail("give the artifact directory (csa-compile --emit=artifact -o DIR)");
   if (randomWeights == !weightsDir.empty())
     return fail("give exactly one of --weights=CKPT_DIR and --random-weights");
+  // The tokenizer: --tokenizer, else the checkpoint folder's.
+  std::optional<tokenizer::ModelTokenizer> text;
+  const std::string tokenizerAt =
+      !tokenizerFlag.empty() ? tokenizerFlag
+      : (!weightsDir.empty() && tokenizer::hasTokenizer(weightsDir)) ? weightsDir
+                                                                     : std::string();
+  if (!tokenizerAt.empty()) {
+    auto loaded = tokenizer::ModelTokenizer::load(tokenizerAt);
+    if (!loaded.ok())
+      return fail(std::string(loaded.status().message()));
+    text = std::move(*loaded);
+  }
   std::vector<int32_t> prompt;
   std::string error;
-  if (!sampling::promptText(promptText, promptFile, promptText, error))
-    return fail(error);
-  if (!sampling::parseTokenIds(promptText, prompt, error))
-    return fail((promptFile.empty() ? "--prompt: " : promptFile + ": ") + error);
+  const int promptSources = !promptText.empty() + !promptFile.empty() + textPromptGiven +
+                            !textPromptFile.empty();
+  if (promptSources != 1)
+    return fail("give exactly one of --prompt, --prompt-file, --prompt-text and "
+                "--prompt-text-file");
+  if (textPromptGiven || !textPromptFile.empty()) {
+    if (!text)
+      return fail(absl::StrCat(
+          textPromptGiven ? "--prompt-text" : "--prompt-text-file",
+          " needs a tokenizer: ",
+          weightsDir.empty() ? std::string("--random-weights has none")
+                             : weightsDir + " has no tokenizer.json",
+          "; give --tokenizer=DIR|tokenizer.json"));
+    std::string raw = textPrompt;
+    if (!textPromptFile.empty() &&
+        !sampling::promptText("", textPromptFile, raw, error))
+      return fail(error);
+    if (auto bad = tokenizer::firstInvalidUtf8(raw)) {
+      std::cerr << "csa-run: warning: the prompt text is not valid UTF-8 at byte " << *bad
+                << "; ill-formed bytes are read as U+FFFD\n";
+      raw = tokenizer::repairUtf8(raw);
+    }
+    auto ids = text->encodePrompt(raw);
+    if (!ids.ok())
+      return fail(std::string(ids.status().message()));
+    if (ids->empty())
+      return fail("the prompt text encodes to no tokens");
+    for (int64_t id : *ids)
+      prompt.push_back(int32_t(id));
+  } else {
+    if (!sampling::promptText(promptText, promptFile, promptText, error))
+      return fail(error);
+    if (!sampling::parseTokenIds(promptText, prompt, error))
+      return fail((promptFile.empty() ? "--prompt: " : promptFile + ": ") + error);
+  }
   // N new tokens: the prefill's and N - 1 decode steps'.
   const int64_t decodeStepsNeeded = std::max<int64_t>(0, maxNew - 1);
   if (forcedGiven && int64_t(forced.size()) < decodeStepsNeeded)
@@ -338,6 +436,21 @@ int main(int argc, char **argv) {
   auto ckpt = checkpoint::Checkpoint::open(weightsDir);
   if (!ckpt.ok())
     return fail(std::string(ckpt.status().message()));
+  std::string engramMapSource;
+  {
+    auto vocab = engramVocabOf(*art);
+    if (!vocab.ok())
+      return fail(std::string(vocab.status().message()));
+    if (*vocab) {
+      auto map = tokenizer::chooseEngramTokenMap(**vocab, engramMapFlag,
+                                                 text ? &text->tokenizer : nullptr,
+                                                 text ? text->path : "", weightsDir);
+      if (!map.ok())
+        return fail(std::string(map.status().message()));
+      executorOptions.engramTokenMap = std::move(map->map);
+      engramMapSource = map->source;
+    }
+  }
   auto executor = runtime::Executor::create(*art, *ckpt, executorOptions);
   if (!executor.ok())
     return fail(std::string(executor.status().message()) +
@@ -444,9 +557,27 @@ int main(int argc, char **argv) {
       return fail(std::string(token.status().message()));
     next[size_t(b)] = *token;
   }
+  // Generation stops at EOS when the run does not need every step.
+  const bool stopAtEos = text && !ignoreEos && !forcedGiven && logitsOut.empty();
+  std::vector<char> stopped(size_t(batch), 0);
+  // Text as it is produced: one sequence, no logits lines in between.
+  const bool streamText = text && batch == 1 && printLogits == 0;
+  tokenizer::Utf8Stream stream;
+  if (streamText)
+    std::printf("text: ");
   for (int64_t step = 0; step < maxNew; ++step) {
     for (int64_t b = 0; b < batch; ++b) {
+      if (stopped[size_t(b)])
+        continue;
       generated[size_t(b)].push_back(next[size_t(b)]);
+      if (streamText) {
+        std::fputs(stream.feed(text->tokenizer.tokenBytes(next[size_t(b)])).c_str(), stdout);
+        std::fflush(stdout);
+      }
+      if (stopAtEos && text->isEos(next[size_t(b)])) {
+        stopped[size_t(b)] = 1;
+        continue;
+      }
       if (step + 1 == maxNew)
         continue; // the last token needs no forward
       auto start = Clock::now();
@@ -471,6 +602,8 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (streamText)
+    std::printf("%s\n", stream.finish().c_str());
   std::ostringstream ids;
   for (int64_t b = 0; b < batch; ++b) {
     for (size_t i = 0; i < generated[size_t(b)].size(); ++i)
@@ -485,6 +618,18 @@ int main(int argc, char **argv) {
     if (absl::Status st = logitsFile.commit(); !st.ok())
       return fail(absl::StrCat("--logits-out: ", st.message()));
   std::printf("generated: %s", ids.str().c_str());
+  if (text && !streamText)
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<int64_t> tokens(generated[size_t(b)].begin(), generated[size_t(b)].end());
+      std::printf("text%s: %s\n", batch > 1 ? absl::StrCat("[", b, "]").c_str() : "",
+                  text->tokenizer.decode(tokens).c_str());
+    }
+  for (int64_t b = 0; b < batch; ++b)
+    if (stopped[size_t(b)])
+      std::printf("%s stopped at EOS after %zu tokens\n",
+                  batch > 1 ? absl::StrCat("sequence ", b).c_str() : "generation",
+                  generated[size_t(b)].size());
+
   uint64_t held = 0, used = 0;
   for (const runtime::Sequence &s : sequences) {
     held += s.cacheBytes();
@@ -524,6 +669,8 @@ int main(int argc, char **argv) {
               "buffers reused after each one's last use)\n",
               (unsigned long long)ex.lastTiming().peakTransientBytes,
               ex.plan().transients.size());
+  if (!engramMapSource.empty())
+    std::printf("engram token map: %s\n", engramMapSource.c_str());
   if (ex.device() == runtime::ExecutorOptions::Device::Cuda) {
     const runtime::GpuActivity &g = ex.lastTiming().gpu;
     std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "

@@ -15,6 +15,8 @@
 #include "runtime/numerics/Numerics.h"
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -63,9 +65,20 @@ TEST(RandomCheckpoint, TinyPassesTheManifestCheck) {
   TempDir dir;
   ModelVariant tiny = variant("tiny");
   RandomCheckpointResult result = generate(tiny, dir.path());
-  ASSERT_EQ(result.files.size(), 2u);
+  ASSERT_EQ(result.files.size(), 3u);
   EXPECT_EQ(fs::path(result.files[0]).filename(), "model.safetensors");
   EXPECT_EQ(fs::path(result.files[1]).filename(), "config.json");
+  // tiny has Engram layers and no tokenizer: it carries the modulo map (its
+  // 512 ids in 512 classes: the identity).
+  EXPECT_EQ(fs::path(result.files[2]).filename(), kRandomEngramTokenMapFile);
+  {
+    std::ifstream in(result.files[2]);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string expected = "[";
+    for (int t = 0; t < 512; ++t)
+      expected += (t ? "," : "") + std::to_string(t);
+    EXPECT_EQ(text, expected + "]\n");
+  }
 
   Checkpoint checkpoint = openOrDie(dir.path());
   EXPECT_TRUE(checkpoint.validate().ok());

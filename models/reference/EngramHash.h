@@ -30,10 +30,11 @@
 //    each head h: id = r % prime[o-2][h] + offset[o-2][h]. The ids of a
 //    position are [order-major, head-minor], (n-1)*H of them.
 //
-// The compressed-token map comes from the tokenizer in the reference (a
-// normalizing map with engram_compressed_vocab_size classes). We have no
-// tokenizer, so the map is an input; by default token t maps to
-// t % engram_compressed_vocab_size (the identity when vocab_size <= V).
+// The compressed-token map comes from the tokenizer (a normalizing map with
+// engram_compressed_vocab_size classes, built by runtime/tokenizer's
+// EngramTokenMap, which this independent implementation does not include),
+// so it is an input; empty, token t maps to t % engram_compressed_vocab_size
+// (the identity when vocab_size <= V), for random weights.
 //
 // Also numpy's random machinery needed for the multipliers: SeedSequence
 // (integer entropy, pool mixing, generate_state), PCG64 (128-bit LCG with

@@ -21,7 +21,7 @@ config.substitutions.append(("%csa_obj", config.csa_obj_root))
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
     ["csa-opt", "csa-compile", "csa-checkpoint", "csa-reference", "csa-run",
-     "csa-op-abi", "csa-diff", "csa-gpu-check"],
+     "csa-op-abi", "csa-diff", "csa-gpu-check", "csa-score"],
     [config.csa_tools_dir, config.llvm_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 

@@ -209,9 +209,11 @@ absl::StatusOr<Artifact> Artifact::open(const std::string &directory,
 
 absl::Status checkWeights(const WeightsManifest &weights,
                           const checkpoint::Checkpoint &checkpoint,
-                          const std::string &artifactName) {
+                          const std::string &artifactName, bool allowUnused,
+                          std::vector<std::string> *unused) {
   std::string first;
   int64_t problems = 0;
+  std::vector<std::string> missing;
   auto note = [&](std::string what) {
     if (problems++ == 0)
       first = std::move(what);
@@ -220,6 +222,7 @@ absl::Status checkWeights(const WeightsManifest &weights,
   for (const WeightEntry &entry : weights.tensors) {
     expected.insert(entry.name);
     if (!checkpoint.contains(entry.name)) {
+      missing.push_back(entry.name);
       note(absl::StrCat("tensor '", entry.name, "' (",
                         describe(entry.dtype, entry.shape),
                         ") is not in the checkpoint"));
@@ -237,26 +240,45 @@ absl::Status checkWeights(const WeightsManifest &weights,
                         " in the checkpoint, the artifact expects ",
                         describe(entry.dtype, entry.shape)));
   }
-  for (const std::string &name : checkpoint.names())
-    if (!expected.count(name) && !weights.isIgnored(name))
-      note(absl::StrCat("the checkpoint has tensor '", name,
-                        "', which the artifact does not use"));
+  for (const std::string &name : checkpoint.names()) {
+    if (expected.count(name) || weights.isIgnored(name))
+      continue;
+    if (allowUnused) {
+      if (unused)
+        unused->push_back(name);
+      continue;
+    }
+    note(absl::StrCat("the checkpoint has tensor '", name,
+                      "', which the artifact does not use (--allow-unused-weights "
+                      "runs a schedule that needs fewer tensors)"));
+  }
   if (problems == 0)
     return absl::OkStatus();
+  std::string lacking;
+  if (missing.size() > 1) {
+    lacking = absl::StrCat("; the checkpoint lacks ", missing.size(), " tensors the artifact needs: ");
+    for (size_t i = 0; i < missing.size() && i < 12; ++i)
+      absl::StrAppend(&lacking, i ? ", " : "", missing[i]);
+    if (missing.size() > 12)
+      absl::StrAppend(&lacking, ", ...");
+  }
   return absl::FailedPreconditionError(absl::StrCat(
       "checkpoint ", checkpoint.path(), " does not match ", artifactName,
       ": weights for another model? ", first,
       problems > 1 ? absl::StrCat(" (and ", problems - 1, " more mismatches)")
-                   : std::string()));
+                   : std::string(),
+      lacking));
 }
 
 absl::Status checkWeights(const Artifact &artifact,
-                          const checkpoint::Checkpoint &checkpoint) {
+                          const checkpoint::Checkpoint &checkpoint,
+                          bool allowUnused, std::vector<std::string> *unused) {
   const Manifest &m = artifact.manifest();
   return checkWeights(artifact.weights(), checkpoint,
                       absl::StrCat("artifact ", artifact.directory(),
                                    " (model '", m.model, "', schedule '",
-                                   m.schedule, "')"));
+                                   m.schedule, "')"),
+                      allowUnused, unused);
 }
 
 } // namespace artifact

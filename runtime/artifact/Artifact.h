@@ -74,12 +74,22 @@ private:
 /// (then, for a missing tensor, "tensor 'x' (BF16 [..]) is not in the
 /// checkpoint"; for an extra one, "the checkpoint has tensor 'x', which the
 /// artifact does not use"). Checkpoint read errors pass through.
+/// When tensors are missing, the message also lists them (the first 12 and
+/// the count), so a user sees what another schedule needs.
+///
+/// `allowUnused`: tensors of the checkpoint that the artifact does not use
+/// (another schedule's indexers and compressors) are no error; their names
+/// go to `unused` when it is given.
 absl::Status checkWeights(const Artifact &artifact,
-                          const checkpoint::Checkpoint &checkpoint);
+                          const checkpoint::Checkpoint &checkpoint,
+                          bool allowUnused = false,
+                          std::vector<std::string> *unused = nullptr);
 /// The same against a weights manifest; `artifactName` names it in messages.
 absl::Status checkWeights(const WeightsManifest &weights,
                           const checkpoint::Checkpoint &checkpoint,
-                          const std::string &artifactName);
+                          const std::string &artifactName,
+                          bool allowUnused = false,
+                          std::vector<std::string> *unused = nullptr);
 
 } // namespace artifact
 } // namespace csa

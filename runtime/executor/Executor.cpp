@@ -57,7 +57,9 @@ uint64_t Sequence::cacheBytesInUse(const artifact::Plan &plan) const {
 
 absl::Status Executor::Impl::load() {
   const artifact::Plan &plan = artifact->plan();
-  if (absl::Status st = artifact::checkWeights(*artifact, *checkpoint); !st.ok())
+  if (absl::Status st = artifact::checkWeights(*artifact, *checkpoint,
+                                               options.allowUnusedWeights, &unusedWeights);
+      !st.ok())
     return st;
   for (const artifact::WeightEntry &entry : artifact->weights().tensors) {
     auto view = checkpoint->tensor(entry.name);
@@ -723,6 +725,9 @@ const std::string &Executor::deviceNote() const { return impl->deviceNote; }
 
 const artifact::Plan &Executor::plan() const { return impl->artifact->plan(); }
 int64_t Executor::vocabSize() const { return impl->vocab; }
+const std::vector<std::string> &Executor::unusedWeights() const {
+  return impl->unusedWeights;
+}
 const StepTiming &Executor::lastTiming() const { return impl->timing; }
 
 void Executor::resetProfile() { impl->profileTotals.clear(); }

@@ -148,6 +148,10 @@ struct ExecutorOptions {
   /// by name (--engram-token-map=modulo) when a checkpoint has no tokenizer.
   std::vector<int64_t> engramTokenMap;
 
+  /// Tensors of the checkpoint that the artifact does not use (another
+  /// schedule's) are skipped instead of refused; unusedWeights() lists them.
+  bool allowUnusedWeights = false;
+
   /// The defaults with the environment's aliases applied: CSA_CUDA_EMULATE=1,
   /// CSA_CUDA_SYNC, CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS=prefix,...,
   /// CSA_CUDA_NO_TILES.
@@ -206,6 +210,9 @@ public:
 
   const artifact::Plan &plan() const;
   int64_t vocabSize() const;
+  /// The checkpoint's tensors this artifact does not use
+  /// (ExecutorOptions::allowUnusedWeights).
+  const std::vector<std::string> &unusedWeights() const;
   /// Where the kernels run: Cpu or Cuda (ExecutorOptions::Device::Auto
   /// resolved).
   ExecutorOptions::Device device() const;

@@ -28,6 +28,7 @@ struct Executor::Impl {
   std::unordered_map<std::string, Tensor> transients;
   std::vector<int64_t> engramMap; ///< raw token id -> compressed id
   bool engramMapChecked = false;  ///< against the plan's compressed_vocab
+  std::vector<std::string> unusedWeights; ///< options.allowUnusedWeights
   /// kernels/host.json: each kernel's argument types, by symbol.
   std::map<std::string, std::vector<ArgSignature>> signatures;
   Bounds bounds; ///< what kernels may be given (see Bounds)

@@ -27,6 +27,7 @@
 #include "runtime/tokenizer/EngramTokenMap.h"
 #include "runtime/tokenizer/ModelTokenizer.h"
 #include "runtime/tokenizer/Unicode.h"
+#include "tools/support/RunSetup.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -51,7 +52,7 @@ int usage() {
          "              (--prompt=ID,ID,... | --prompt-file=FILE |\n"
          "               --prompt-text=TEXT | --prompt-text-file=FILE)\n"
          "              [--tokenizer=DIR|FILE] [--engram-token-map=FILE|modulo]\n"
-         "              [--ignore-eos]\n"
+         "              [--ignore-eos] [--allow-unused-weights]\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
          "              [--logits-out=FILE.npy] [--forced-tokens=ID,ID,...]\n"
@@ -79,6 +80,10 @@ int usage() {
          "ids) and =modulo hashes t mod engram_compressed_vocab_size. Random\n"
          "checkpoints carry that modulo map (engram_token_map.json). A model with\n"
          "Engram layers and no map is refused. The map used is printed.\n"
+         "--allow-unused-weights runs a checkpoint that holds more tensors than the\n"
+         "artifact uses (the same weights under a schedule with more Reuse layers);\n"
+         "one line says how many were skipped. Tensors the artifact needs and the\n"
+         "checkpoint lacks are always an error that lists them.\n"
          "--logits-out writes the logits of every step (the prefill's last row,\n"
          "then each decode step) as a NumPy .npy of little-endian float32, shape\n"
          "[steps, vocab] (--batch=1) or [batch, steps, vocab]; steps is\n"
@@ -127,61 +132,6 @@ int fail(const std::string &message) {
   return 1;
 }
 
-
-/// A random checkpoint for the artifact's config (config.json of the
-/// artifact), written to a fresh temporary directory.
-absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art,
-                                              uint64_t seed) {
-  std::ifstream in(art.pathOf("config.json"));
-  if (!in)
-    return absl::NotFoundError(absl::StrCat(
-        "artifact ", art.directory(),
-        " has no config.json, so --random-weights cannot make weights for it; "
-        "give --weights=CKPT_DIR"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto config = parseModelConfig(text.str(), art.pathOf("config.json"));
-  if (!config.ok())
-    return config.status();
-  auto schedule = scheduleFromConfig(*config);
-  if (!schedule.ok())
-    return schedule.status();
-  // A directory of our own (mkdtemp: unique, 0700, never a name another
-  // user could have planted a link at).
-  std::string pattern =
-      (fs::temp_directory_path() / absl::StrCat("csa-run-weights-", seed, "-XXXXXX")).string();
-  std::vector<char> name(pattern.begin(), pattern.end());
-  name.push_back('\0');
-  if (!::mkdtemp(name.data()))
-    return absl::InternalError(absl::StrCat(pattern, ": cannot create a temporary directory: ",
-                                            std::strerror(errno)));
-  fs::path dir = name.data();
-  RandomCheckpointOptions options;
-  options.seed = seed;
-  options.origin = art.pathOf("config.json");
-  auto written = writeRandomCheckpoint(*config, *schedule, dir.string(), options);
-  if (!written.ok())
-    return written.status();
-  return dir.string();
-}
-
-/// The Engram shape of the artifact's model (its config.json), or nothing
-/// when it has no Engram layers (or an older artifact no config).
-absl::StatusOr<std::optional<tokenizer::EngramVocab>>
-engramVocabOf(const artifact::Artifact &art) {
-  std::ifstream in(art.pathOf("config.json"));
-  if (!in)
-    return std::optional<tokenizer::EngramVocab>();
-  std::stringstream text;
-  text << in.rdbuf();
-  auto config = parseModelConfig(text.str(), art.pathOf("config.json"));
-  if (!config.ok())
-    return config.status();
-  if (config->engramLayerIds.empty())
-    return std::optional<tokenizer::EngramVocab>();
-  return std::optional<tokenizer::EngramVocab>(tokenizer::EngramVocab{
-      config->vocabSize, config->engramCompressedVocabSize, config->engramPadId});
-}
 
 } // namespace
 
@@ -235,6 +185,8 @@ int main(int argc, char **argv) {
         return fail("--engram-token-map needs a file or 'modulo'");
     } else if (arg == "--ignore-eos") {
       ignoreEos = true;
+    } else if (arg == "--allow-unused-weights") {
+      executorOptions.allowUnusedWeights = true;
     } else if (const char *v = value("--max-new-tokens")) {
       if (!absl::SimpleAtoi(v, &maxNew) || maxNew < 0)
         return fail("--max-new-tokens needs a count >= 0");
@@ -329,17 +281,10 @@ int main(int argc, char **argv) {
   if (randomWeights == !weightsDir.empty())
     return fail("give exactly one of --weights=CKPT_DIR and --random-weights");
   // The tokenizer: --tokenizer, else the checkpoint folder's.
-  std::optional<tokenizer::ModelTokenizer> text;
-  const std::string tokenizerAt =
-      !tokenizerFlag.empty() ? tokenizerFlag
-      : (!weightsDir.empty() && tokenizer::hasTokenizer(weightsDir)) ? weightsDir
-                                                                     : std::string();
-  if (!tokenizerAt.empty()) {
-    auto loaded = tokenizer::ModelTokenizer::load(tokenizerAt);
-    if (!loaded.ok())
-      return fail(std::string(loaded.status().message()));
-    text = std::move(*loaded);
-  }
+  auto loadedText = tools::loadRunTokenizer(tokenizerFlag, weightsDir);
+  if (!loadedText.ok())
+    return fail(std::string(loadedText.status().message()));
+  std::optional<tokenizer::ModelTokenizer> text = std::move(*loadedText);
   std::vector<int32_t> prompt;
   std::string error;
   const int promptSources = !promptText.empty() + !promptFile.empty() + textPromptGiven +
@@ -418,7 +363,7 @@ int main(int argc, char **argv) {
   }
   std::string removeAfter;
   if (randomWeights) {
-    auto dir = makeRandomWeights(*art, weightSeed);
+    auto dir = tools::makeRandomWeights(*art, weightSeed);
     if (!dir.ok())
       return fail(std::string(dir.status().message()));
     weightsDir = *dir;
@@ -438,17 +383,12 @@ int main(int argc, char **argv) {
     return fail(std::string(ckpt.status().message()));
   std::string engramMapSource;
   {
-    auto vocab = engramVocabOf(*art);
-    if (!vocab.ok())
-      return fail(std::string(vocab.status().message()));
-    if (*vocab) {
-      auto map = tokenizer::chooseEngramTokenMap(**vocab, engramMapFlag,
-                                                 text ? &text->tokenizer : nullptr,
-                                                 text ? text->path : "", weightsDir);
-      if (!map.ok())
-        return fail(std::string(map.status().message()));
-      executorOptions.engramTokenMap = std::move(map->map);
-      engramMapSource = map->source;
+    auto map = tools::runEngramTokenMap(*art, engramMapFlag, text ? &*text : nullptr, weightsDir);
+    if (!map.ok())
+      return fail(std::string(map.status().message()));
+    if (*map) {
+      executorOptions.engramTokenMap = std::move((*map)->map);
+      engramMapSource = (*map)->source;
     }
   }
   auto executor = runtime::Executor::create(*art, *ckpt, executorOptions);
@@ -671,6 +611,10 @@ int main(int argc, char **argv) {
               ex.plan().transients.size());
   if (!engramMapSource.empty())
     std::printf("engram token map: %s\n", engramMapSource.c_str());
+  if (!ex.unusedWeights().empty())
+    std::printf("weights: %zu tensors of the checkpoint are not used by this artifact "
+                "(skipped, --allow-unused-weights), e.g. %s\n",
+                ex.unusedWeights().size(), ex.unusedWeights().front().c_str());
   if (ex.device() == runtime::ExecutorOptions::Device::Cuda) {
     const runtime::GpuActivity &g = ex.lastTiming().gpu;
     std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "

@@ -56,6 +56,7 @@ int usage() {
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
          "              [--logits-out=FILE.npy] [--forced-tokens=ID,ID,...]\n"
+         "              [--forced-tokens-file=FILE]\n"
          "              [--dump-decisions=DIR] [--force-decisions=DIR]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N]\n"
          "              [--context=P] [--warmup] [--profile]\n"
@@ -213,6 +214,14 @@ int main(int argc, char **argv) {
       logitsOut = v;
       if (logitsOut.empty())
         return fail("--logits-out needs a file name");
+    } else if (const char *v = value("--forced-tokens-file")) {
+      forcedGiven = true;
+      std::string ids, error;
+      if (!sampling::promptText("", v, ids, error))
+        return fail("--forced-tokens-file: " + error);
+      forced.clear();
+      if (!sampling::parseTokenIds(ids, forced, error))
+        return fail(std::string("--forced-tokens-file: ") + v + ": " + error);
     } else if (const char *v = value("--forced-tokens")) {
       forcedGiven = true;
       forced.clear();

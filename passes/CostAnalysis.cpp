@@ -16,6 +16,14 @@ std::vector<int64_t> defaultReportContexts() {
   return {4096, 32768, 131072, 1048576};
 }
 
+std::vector<int64_t> prefillReportLengths(ArrayRef<int64_t> contexts) {
+  std::vector<int64_t> lengths;
+  for (int64_t c : contexts)
+    if (c >= 1 && c <= 131072)
+      lengths.push_back(c);
+  return lengths;
+}
+
 /// The schedule letter of a layer (docs/schedules.md).
 static char scheduleLetter(AttentionOp op) {
   switch (op.getMode()) {
@@ -57,9 +65,58 @@ static func::FuncOp pickFunction(Operation *module, StringRef name) {
   return chosen;
 }
 
+/// The layer an op of a model function belongs to: its `layer` attribute, or
+/// the N of its weights' "layers.N." prefix; -1 for the embedding and head.
+static int64_t layerOf(Operation *op) {
+  if (auto layer = op->getAttrOfType<IntegerAttr>("layer"))
+    return layer.getInt();
+  for (const char *name : {"weights", "weight"})
+    if (auto weights = op->getAttrOfType<StringAttr>(name)) {
+      StringRef rest = weights.getValue();
+      int64_t layer;
+      if (rest.consume_front("layers.") && !rest.consumeInteger(10, layer))
+        return layer;
+    }
+  return -1;
+}
+
+/// Sums each op's per-token FLOPs over the prompt rows it runs on: every row
+/// (position p at context p + 1), or, for layers bounded replay cuts, the
+/// last `tail`; the head runs on the last row only.
+static void addPrefillCost(func::FuncOp prefill, ModelCost &cost,
+                           ArrayRef<int64_t> lengths) {
+  for (int64_t n : lengths) {
+    PrefillCost p;
+    p.tokens = n;
+    prefill.walk([&](CostOpInterface op) {
+      const int64_t layer = layerOf(op);
+      const bool headOnly = isa<LmHeadOp>(op.getOperation());
+      // An op whose FLOPs do not change with context needs one evaluation.
+      const double first = op.getWeightedDecodeFlops(1);
+      const bool flat = first == op.getWeightedDecodeFlops(1 << 20);
+      auto rows = [&](int64_t from, int64_t to) { // positions [from, to)
+        if (flat)
+          return first * double(to - from);
+        double sum = 0;
+        for (int64_t q = from; q < to; ++q)
+          sum += op.getWeightedDecodeFlops(q + 1);
+        return sum;
+      };
+      const double all = headOnly ? rows(n - 1, n) : rows(0, n);
+      p.weightedFlops += all;
+      const bool cut = cost.replayStartLayer >= 0 && layer >= cost.replayStartLayer;
+      p.weightedFlopsReplay +=
+          cut && !headOnly ? rows(std::max<int64_t>(0, n - cost.replayTail), n) : all;
+    });
+    cost.prefill.push_back(p);
+  }
+}
+
 llvm::Expected<ModelCost> analyzeCost(Operation *module,
                                       ArrayRef<int64_t> contexts,
-                                      StringRef functionName) {
+                                      StringRef functionName,
+                                      ArrayRef<int64_t> prefillLengths,
+                                      ReplayChoice replay) {
   func::FuncOp fn = pickFunction(module, functionName);
   if (!fn)
     return llvm::createStringError(
@@ -132,6 +189,38 @@ llvm::Expected<ModelCost> analyzeCost(Operation *module,
     for (const KvSourceCost &s : cost.kvSources)
       d.globalKvBytes += double(context / s.ratio) * s.entryBytes;
     cost.decode.push_back(d);
+  }
+
+  // Bounded replay's defaults (csa-bounded-replay): from the layer after the
+  // last KV source, on the window's worth of tokens; not when an Engram
+  // layer comes at or after that start.
+  int64_t lastSource = -1;
+  for (AttentionOp op : layers)
+    if (op.ownsGlobalCache())
+      lastSource = std::max<int64_t>(lastSource, op.getLayerAttr().getInt());
+  cost.replayCompiled = replay.enabled;
+  if (!layers.empty()) {
+    cost.replayStartLayer = replay.startLayer >= 0 ? replay.startLayer : lastSource + 1;
+    cost.replayTail = replay.tail >= 0 ? replay.tail : layers.front().getConfig().getWindow();
+    if (cost.replayStartLayer >= int64_t(layers.size())) {
+      cost.replayNote = "the last layer is a KV source";
+      cost.replayStartLayer = -1;
+    }
+    fn.walk([&](EngramOp op) {
+      const int64_t layer = layerOf(op);
+      if (cost.replayStartLayer >= 0 && layer >= cost.replayStartLayer) {
+        cost.replayNote = llvm::formatv("layer {0} has Engram", layer).str();
+        cost.replayStartLayer = -1;
+      }
+    });
+  }
+  func::FuncOp prefill = pickFunction(module, "prefill");
+  if (prefill && !prefillLengths.empty()) {
+    for (int64_t n : prefillLengths)
+      if (n < 1 || n > (int64_t(1) << 20))
+        return llvm::createStringError(
+            llvm::formatv("prefill lengths are 1 to 2^20 tokens, got {0}", n).str());
+    addPrefillCost(prefill, cost, prefillLengths);
   }
   return cost;
 }
@@ -224,6 +313,34 @@ void printCostText(const ModelCost &cost, llvm::raw_ostream &os) {
       [](const DecodeCost &d) { return human(d.weightedFlops); });
   row("global KV held (1 seq)",
       [](const DecodeCost &d) { return human(d.globalKvBytes) + "B"; });
+
+  if (cost.prefill.empty())
+    return;
+  os << "\nPrefill, per prompt (function @prefill; each op's per-token FLOPs summed over its rows)\n";
+  os << llvm::formatv("  {0,-28}", "prompt tokens");
+  for (const PrefillCost &p : cost.prefill)
+    os << llvm::formatv("{0,14}", contextName(p.tokens));
+  os << "\n";
+  auto prow = [&](StringRef name, auto get) {
+    os << llvm::formatv("  {0,-28}", name);
+    for (const PrefillCost &p : cost.prefill)
+      os << llvm::formatv("{0,14}", get(p));
+    os << "\n";
+  };
+  prow("weighted FLOPs, every layer", [](const PrefillCost &p) { return human(p.weightedFlops); });
+  if (cost.replayStartLayer >= 0) {
+    prow(llvm::formatv("  bounded replay ({0}+, {1})", cost.replayStartLayer, cost.replayTail).str(),
+         [](const PrefillCost &p) { return human(p.weightedFlopsReplay); });
+    prow("  replay saves", [](const PrefillCost &p) {
+      return llvm::formatv("{0:F1}%", 100.0 * (1.0 - p.weightedFlopsReplay /
+                                                         std::max(p.weightedFlops, 1.0)))
+          .str();
+    });
+    os << "  this build: " << (cost.replayCompiled ? "bounded replay" : "every layer (no bounded replay)")
+       << "\n";
+  } else {
+    os << "  bounded replay: none (" << cost.replayNote << ")\n";
+  }
 }
 
 void printCostJson(const ModelCost &cost, llvm::raw_ostream &os) {
@@ -275,6 +392,19 @@ void printCostJson(const ModelCost &cost, llvm::raw_ostream &os) {
                                         {"by_op", std::move(params)}}},
       {"decode", std::move(decode)},
   };
+  llvm::json::Array prefill;
+  for (const PrefillCost &p : cost.prefill)
+    prefill.push_back(llvm::json::Object{{"tokens", p.tokens},
+                                         {"weighted_flops", p.weightedFlops},
+                                         {"weighted_flops_bounded_replay",
+                                          p.weightedFlopsReplay}});
+  root["prefill"] = std::move(prefill);
+  root["bounded_replay"] =
+      cost.replayStartLayer >= 0
+          ? llvm::json::Value(llvm::json::Object{{"start_layer", cost.replayStartLayer},
+                                                 {"tail", cost.replayTail},
+                                                 {"compiled", cost.replayCompiled}})
+          : llvm::json::Value(nullptr);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }
 

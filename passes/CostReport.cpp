@@ -32,7 +32,8 @@ struct CostReportPass : public csa::impl::CostReportBase<CostReportPass> {
             << context;
         return signalPassFailure();
       }
-    auto cost = csa::analyzeCost(getOperation(), lengths, function);
+    auto cost = csa::analyzeCost(getOperation(), lengths, function,
+                                 csa::prefillReportLengths(lengths));
     if (!cost) {
       getOperation()->emitError()
           << "csa-cost-report: " << llvm::toString(cost.takeError());

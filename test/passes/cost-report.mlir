@@ -55,6 +55,7 @@ func.func @decode(%x: tensor<1x64xbf16>, %p: index) -> tensor<1x64xbf16> {
 // JSON-NEXT:     "reuse": 1,
 // JSON-NEXT:     "swa_only": 1
 // JSON:        "persistent_bytes_per_token": 52.5,
+// JSON-NEXT:   "prefill": [],
 // JSON-NEXT:   "schedule": "WF.CR",
 // JSON-NEXT:   "swa": {
 // JSON-NEXT:     "bytes_per_sequence": 1320,

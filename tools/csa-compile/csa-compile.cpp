@@ -544,7 +544,12 @@ int main(int argc, char **argv) {
     std::vector<int64_t> lengths(contexts.begin(), contexts.end());
     if (lengths.empty())
       lengths = csa::defaultReportContexts();
-    auto analysed = csa::analyzeCost(*module, lengths);
+    csa::ReplayChoice replay;
+    replay.enabled = !noBoundedReplay && !noCed;
+    replay.startLayer = replayStartLayer;
+    replay.tail = replayTail;
+    auto analysed =
+        csa::analyzeCost(*module, lengths, "", csa::prefillReportLengths(lengths), replay);
     if (!analysed)
       return fail(llvm::toString(analysed.takeError()));
     cost = std::move(*analysed);

@@ -37,6 +37,21 @@ for python in ["/usr/bin/python3", "python3"]:
     config.substitutions.append(("%numpy_python", python))
     break
 
+# matplotlib (Debian's python3-matplotlib, installed by setup.sh) draws
+# bench/plot.py's figures; without it the plot tests fail, saying so.
+plot_python = None
+for python in ["/usr/bin/python3", "python3"]:
+    try:
+        subprocess.run([python, "-c", "import matplotlib, numpy"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.CalledProcessError):
+        continue
+    plot_python = python
+    break
+config.substitutions.append(
+    ("%plot_python", plot_python or
+     "sh -c 'echo matplotlib is missing: run tools/scripts/setup.sh >&2; exit 1' --"))
+
 # The CUDA toolkit (no GPU needed): ptxas assembles the generated PTX, and
 # libdevice supplies the transcendentals --emit=ptx links in.
 cuda_root = os.environ.get("CUDA_HOME", "/usr/local/cuda")

@@ -21,6 +21,7 @@
 #include "models/graph/GraphBuilder.h"
 #include "models/variants/Variants.h"
 #include "passes/CostAnalysis.h"
+#include "tools/csa-compile/Sweep.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 
@@ -224,15 +225,21 @@ cl::opt<std::string> dumpDir(
     cl::desc("Write the IR of every stage run to <dir>/<stage>.mlir"),
     cl::value_desc("dir"), cl::init(""), cl::cat(category));
 
-enum class ReportFormat { None, Text, Json };
+enum class ReportFormat { None, Text, Json, Csv };
 cl::opt<ReportFormat> report(
     "report",
     cl::desc("Print the cost report (of the graph stage) instead of IR"),
     cl::init(ReportFormat::None), cl::ValueOptional,
     cl::values(clEnumValN(ReportFormat::Text, "", "text (default)"),
                clEnumValN(ReportFormat::Text, "text", "text"),
-               clEnumValN(ReportFormat::Json, "json", "JSON")),
+               clEnumValN(ReportFormat::Json, "json", "JSON"),
+               clEnumValN(ReportFormat::Csv, "csv", "CSV (--sweep only)")),
     cl::cat(category));
+cl::opt<std::string> sweepPath(
+    "sweep",
+    cl::desc("Cost every variant a sweep file lists (JSON: docs/cost-model.md) "
+             "and print one row each: a table, or --report=csv|json"),
+    cl::value_desc("file"), cl::init(""), cl::cat(category));
 cl::list<int64_t> contexts(
     "context", cl::desc("Context lengths for the report's decode costs "
                         "(default 4096,32768,131072,1048576)"),
@@ -270,7 +277,17 @@ absl::StatusOr<std::string> readFile(const std::string &path) {
 
 /// The variant the flags describe: a named variant or a config file, then the
 /// schedule string, then the JSON overrides.
-absl::StatusOr<csa::ModelVariant> resolveVariant() {
+/// What names a model to build: the command line's flags or a sweep row.
+struct VariantRequest {
+  std::string configPath, variantName, scheduleString, scheduleJson;
+  bool noCed = false;
+};
+
+absl::StatusOr<csa::ModelVariant> resolveVariantFrom(const VariantRequest &request) {
+  const std::string &configPath = request.configPath, &variantName = request.variantName,
+                    &scheduleString = request.scheduleString,
+                    &scheduleJson = request.scheduleJson;
+  const bool noCed = request.noCed;
   if (!configPath.empty() && !variantName.empty())
     return absl::InvalidArgumentError(
         "give either a config file or --variant, not both");
@@ -284,8 +301,7 @@ absl::StatusOr<csa::ModelVariant> resolveVariant() {
       return schedule.status();
     variant = {llvm::sys::path::stem(configPath).str(), *config, *schedule};
   } else {
-    auto named = csa::loadVariant(variantName.empty() ? "released"
-                                                      : variantName.getValue());
+    auto named = csa::loadVariant(variantName.empty() ? "released" : variantName);
     if (!named.ok())
       return named.status();
     variant = *named;
@@ -309,6 +325,48 @@ absl::StatusOr<csa::ModelVariant> resolveVariant() {
   }
   csa::applyScheduleToConfig(variant.schedule, variant.config);
   return variant;
+}
+
+absl::StatusOr<csa::ModelVariant> resolveVariant() {
+  return resolveVariantFrom(
+      {configPath, variantName, scheduleString, scheduleJson, noCed});
+}
+
+LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef text);
+
+/// csa-compile --sweep: each row built and costed on its graph stage.
+int runSweep(const std::string &outputPath) {
+  auto file = csa::sweep::parseFile(sweepPath);
+  if (!file)
+    return fail(llvm::toString(file.takeError()));
+  MLIRContext context;
+  csa::loadGraphDialects(context);
+  auto cost = [&](const csa::sweep::Row &row) -> llvm::Expected<csa::ModelCost> {
+    auto variant = resolveVariantFrom(
+        {row.config, row.variant, row.schedule, row.scheduleJson, row.noCed});
+    if (!variant.ok())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     std::string(variant.status().message()));
+    OwningOpRef<ModuleOp> module = csa::buildModelGraph(context, *variant);
+    PassManager pm(&context);
+    csa::buildGraphCleanupPipeline(pm);
+    if (failed(verify(*module)) || failed(pm.run(*module)))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "its graph does not verify (see the diagnostics above)");
+    csa::ReplayChoice replay;
+    replay.enabled = !row.noBoundedReplay && !row.noCed;
+    replay.startLayer = row.replayStartLayer;
+    replay.tail = row.replayTail;
+    return csa::analyzeCost(*module, file->contexts, "", {file->prefillTokens}, replay);
+  };
+  const csa::sweep::Format format = report == ReportFormat::Json  ? csa::sweep::Format::Json
+                                    : report == ReportFormat::Csv ? csa::sweep::Format::Csv
+                                                                  : csa::sweep::Format::Text;
+  std::string text;
+  llvm::raw_string_ostream out(text);
+  if (llvm::Error e = csa::sweep::run(*file, cost, format, out))
+    return fail(llvm::toString(std::move(e)));
+  return failed(writeOutput(outputPath, text)) ? 1 : 0;
 }
 
 /// Writes the host artifact of the expanded `module` into `directory`:
@@ -453,6 +511,18 @@ int main(int argc, char **argv) {
     if (context < 1)
       return fail("--context lengths must be >= 1, got " +
                   llvm::Twine(context));
+
+  if (!sweepPath.empty()) {
+    if (!configPath.empty() || !variantName.empty() || !scheduleString.empty() ||
+        !scheduleJson.empty() || noCed || compileFrom.getNumOccurrences())
+      return fail("--sweep names its variants in the file; drop the config, --variant, "
+                  "--schedule, --schedule-json, --no-ced and --compile-from");
+    if (contexts.getNumOccurrences())
+      return fail("--sweep takes its contexts from the file (\"contexts\": [...])");
+    return runSweep(outputPath);
+  }
+  if (report == ReportFormat::Csv)
+    return fail("--report=csv is the sweep's (--sweep=FILE); the report is text or json");
 
   MLIRContext context;
   csa::loadGraphDialects(context);

@@ -73,9 +73,20 @@ absl::StatusOr<EngramTokenMap> engramMapFromFile(const std::string &path,
     return absl::NotFoundError(absl::StrCat(path, ": cannot open the Engram token map"));
   std::ostringstream text;
   text << in.rdbuf();
+  if (in.bad())
+    return absl::DataLossError(absl::StrCat(path, ": cannot read the Engram token map"));
+  auto map = engramMapFromText(text.str(), path, vocab);
+  if (map.ok())
+    map->source = absl::StrCat("file ", path);
+  return map;
+}
+
+absl::StatusOr<EngramTokenMap> engramMapFromText(const std::string &text,
+                                                 const std::string &path,
+                                                 const EngramVocab &vocab) {
   nlohmann::json list;
   try {
-    list = nlohmann::json::parse(text.str());
+    list = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception &e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON: ", e.what()));
   }
@@ -98,7 +109,7 @@ absl::StatusOr<EngramTokenMap> engramMapFromFile(const std::string &path,
           vocab.compressedVocab, ") (engram_compressed_vocab_size)"));
     out.map.push_back(v.get<int64_t>());
   }
-  out.source = absl::StrCat("file ", path);
+  out.source = path;
   return out;
 }
 
@@ -116,6 +127,10 @@ absl::StatusOr<EngramTokenMap> chooseEngramTokenMap(const EngramVocab &vocab,
                                                     const Tokenizer *tokenizer,
                                                     const std::string &tokenizerPath,
                                                     const std::string &weightsDir) {
+  if (vocab.vocabSize < 1 || vocab.compressedVocab < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an Engram token map needs vocab_size and engram_compressed_vocab_size >= 1, got ",
+        vocab.vocabSize, " and ", vocab.compressedVocab));
   if (flag == "modulo")
     return moduloEngramMap(vocab);
   if (!flag.empty())

@@ -54,6 +54,10 @@ absl::StatusOr<EngramTokenMap> engramMapFromTokenizer(const Tokenizer &tokenizer
 /// From a JSON list of vocabSize compressed ids (`--engram-token-map=FILE`).
 absl::StatusOr<EngramTokenMap> engramMapFromFile(const std::string &path,
                                                  const EngramVocab &vocab);
+/// The same from the file's text; errors name `source`.
+absl::StatusOr<EngramTokenMap> engramMapFromText(const std::string &text,
+                                                 const std::string &source,
+                                                 const EngramVocab &vocab);
 /// t mod compressedVocab (random-weight experiments).
 EngramTokenMap moduloEngramMap(const EngramVocab &vocab);
 

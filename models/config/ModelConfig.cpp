@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "models/config/ModelConfig.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -79,11 +81,17 @@ public:
       out = value->get<int64_t>();
       return absl::OkStatus();
     }
-    // Some exporters write integral values as floats (16.0).
-    if (value->is_number_float() &&
-        value->get<double>() == double(int64_t(value->get<double>()))) {
-      out = int64_t(value->get<double>());
-      return absl::OkStatus();
+    // Some exporters write integral values as floats (16.0). Only values
+    // inside int64's range are converted (a larger double's conversion is
+    // undefined behaviour; found by fuzz-config).
+    if (value->is_number_float()) {
+      const double d = value->get<double>();
+      if (!(d >= -9.2e18 && d <= 9.2e18))
+        return error(field, "integer out of range, got " + describe(*value));
+      if (d == std::floor(d)) {
+        out = int64_t(d);
+        return absl::OkStatus();
+      }
     }
     return error(field, "expected an integer, got " + describe(*value));
   }

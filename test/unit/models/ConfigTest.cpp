@@ -323,6 +323,15 @@ TEST(ConfigErrors, FractionWhereIntegerExpected) {
       failsWith(config, {"field 'dim': expected an integer, got number 5120.5"}));
 }
 
+// Found by fuzz-config (test/fuzz/regressions/fuzz-config/): a float past
+// int64's range was converted (undefined behaviour) before it was compared.
+TEST(ConfigErrors, FloatBeyondInt64IsOutOfRange) {
+  auto config = parseEditedFlat([](json &j) { j["rope_head_dim"] = 1.11111e63; });
+  EXPECT_TRUE(failsWith(config, {"field 'rope_head_dim': integer out of range"}));
+  config = parseEditedFlat([](json &j) { j["dim"] = -1e300; });
+  EXPECT_TRUE(failsWith(config, {"field 'dim': integer out of range"}));
+}
+
 TEST(ConfigErrors, IntegralFloatIsAnInteger) {
   auto config = parseEditedFlat([](json &j) { j["dim"] = 5120.0; });
   ASSERT_TRUE(config.ok()) << config.status();

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include "runtime/support/JsonLimits.h"
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -439,13 +440,31 @@ absl::StatusOr<ModelConfig> parseModelConfig(const std::string &text,
   return config;
 }
 
-absl::StatusOr<ModelConfig> loadModelConfig(const std::string &path) {
+absl::StatusOr<ModelConfig> loadModelConfig(const std::string &location) {
+  // A model folder as users receive it (config.json beside the shards and
+  // the tokenizer) names its config.json.
+  std::error_code ec;
+  std::string path = location;
+  if (std::filesystem::is_directory(location, ec)) {
+    path = (std::filesystem::path(location) / "config.json").string();
+    if (!std::filesystem::exists(path, ec))
+      return absl::NotFoundError(absl::StrCat(
+          location, ": a folder without config.json (give the model's folder or its config file)"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return absl::NotFoundError(absl::StrCat(path, ": cannot open config"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parseModelConfig(buffer.str(), path);
+  // Configs are a few KB; a larger file is not one (and /dev/zero never ends).
+  constexpr size_t kMaxConfigBytes = size_t(16) << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, size_t(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": larger than 16 MiB; not a model config"));
+  }
+  return parseModelConfig(text, path);
 }
 
 } // namespace csa

@@ -100,8 +100,9 @@ struct ModelConfig {
 absl::StatusOr<ModelConfig> parseModelConfig(const std::string &json,
                                              const std::string &source);
 
-/// Reads and parses a config file.
-absl::StatusOr<ModelConfig> loadModelConfig(const std::string &path);
+/// Reads and parses a config file, or the config.json of a model folder
+/// (files over 16 MiB are refused).
+absl::StatusOr<ModelConfig> loadModelConfig(const std::string &location);
 
 } // namespace csa
 

@@ -42,7 +42,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/PrettyStackTrace.h"
-#include "llvm/Support/FileSystem.h"
 #include "runtime/support/AtomicFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -299,7 +298,12 @@ absl::StatusOr<csa::ModelVariant> resolveVariantFrom(const VariantRequest &reque
     auto schedule = csa::scheduleFromConfig(*config);
     if (!schedule.ok())
       return schedule.status();
-    variant = {llvm::sys::path::stem(configPath).str(), *config, *schedule};
+    // A model folder is named by itself (its name may hold dots: V4.1).
+    llvm::StringRef trimmed = llvm::StringRef(configPath).rtrim('/');
+    const std::string modelName = llvm::sys::fs::is_directory(configPath)
+                                      ? llvm::sys::path::filename(trimmed).str()
+                                      : llvm::sys::path::stem(configPath).str();
+    variant = {modelName, *config, *schedule};
   } else {
     auto named = csa::loadVariant(variantName.empty() ? "released" : variantName);
     if (!named.ok())

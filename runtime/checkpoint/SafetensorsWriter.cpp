@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -127,7 +128,8 @@ private:
 
 absl::Status writeFile(const std::string &path,
                        const std::vector<PendingTensor> &tensors,
-                       const std::map<std::string, std::string> &metadata) {
+                       const std::map<std::string, std::string> &metadata,
+                       const std::function<void(uint64_t)> &onWritten = {}) {
   const std::string temp = path + ".partial";
   TempFile out(temp);
   auto ioError = [&](const char *what) {
@@ -151,6 +153,8 @@ absl::Status writeFile(const std::string &path,
       t.fill(offset, size, chunk.data());
       if (std::fwrite(chunk.data(), 1, size, out.get()) != size)
         return ioError("write");
+      if (onWritten)
+        onWritten(size);
     }
   }
   if (!out.close())
@@ -301,7 +305,7 @@ CheckpointWriter::write(const std::string &directory) const {
       std::min<size_t>(shards.size(), std::max(1u, std::thread::hardware_concurrency()));
   if (workers <= 1) {
     for (size_t s = 0; s < shards.size(); ++s)
-      results[s] = writeFile(written[s], parts[s], metadata_);
+      results[s] = writeFile(written[s], parts[s], metadata_, options_.onWritten);
   } else {
     std::atomic<size_t> next{0};
     auto work = [&] {
@@ -311,7 +315,7 @@ CheckpointWriter::write(const std::string &directory) const {
           ~InFlight() { --shardsInFlight; }
         } inFlight;
         try {
-          results[s] = writeFile(written[s], parts[s], metadata_);
+          results[s] = writeFile(written[s], parts[s], metadata_, options_.onWritten);
         } catch (const std::exception &e) {
           results[s] = absl::InternalError(
               absl::StrCat(written[s], ": cannot write: ", e.what()));

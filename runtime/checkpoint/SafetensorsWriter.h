@@ -101,6 +101,9 @@ struct CheckpointWriterOptions {
   /// safetensors and model-*-of-*.safetensors files); otherwise that is an
   /// error.
   bool overwrite = false;
+  /// Called with the bytes of each chunk of tensor data written (from the
+  /// shards' threads at once: it must be thread-safe); for progress.
+  std::function<void(uint64_t)> onWritten;
 };
 
 /// A checkpoint directory: shards of at most `shardBytes` and, when there is

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Progress.h"
 #include "models/config/ModelConfig.h"
 #include "models/schedule/Schedule.h"
 #include "models/variants/Variants.h"
@@ -41,8 +42,12 @@ using csa::checkpoint::Checkpoint;
 constexpr const char *kUsage = R"(usage:
   csa-checkpoint generate (--variant=NAME | CONFIG.json) [--schedule=STR]
                  --out=DIR [--seed=N] [--shard-mb=N] [--index] [--force]
+                 [--progress | --quiet]
       Writes a random checkpoint of the model in the official layout (names,
-      shapes, dtypes, FP8/FP4 block scales) plus DIR/config.json.
+      shapes, dtypes, FP8/FP4 block scales) plus DIR/config.json (and, with
+      Engram layers, the modulo Engram token map engram_token_map.json).
+      --progress    the bytes written so far on stderr (default: when stderr
+                    is a terminal; --quiet: never)
       --seed=N      random seed (default 0); same seed, same bytes
       --shard-mb=N  shard budget in MiB (default 4096; fractions allowed)
       --index       write model.safetensors.index.json even for one shard
@@ -205,7 +210,8 @@ int runGenerate(int argc, char **argv) {
   std::string error;
   if (!parseArgs(
           argc, argv, 2, "generate",
-          {"variant", "schedule", "out", "seed", "shard-mb", "index", "force"},
+          {"variant", "schedule", "out", "seed", "shard-mb", "index", "force", "progress",
+           "quiet"},
           args, error))
     return fail(error);
   const std::string variant = option(args, "variant");
@@ -243,8 +249,20 @@ int runGenerate(int argc, char **argv) {
     return fail(std::string(model.status().message()));
   options.origin = model->origin;
   options.originalConfig = model->originalConfig;
+  // Progress on stderr (a terminal, or --progress; not with --quiet): a
+  // released-size checkpoint takes minutes.
+  auto manifest = csa::weightManifest(model->config, model->schedule, options.manifest);
+  if (!manifest.ok())
+    return fail(std::string(manifest.status().message()));
+  csa::tools::Progress progress(
+      "writing " + out, csa::manifestTotals(*manifest).bytes, "B",
+      args.options.count("quiet")      ? csa::tools::ProgressMode::Never
+      : args.options.count("progress") ? csa::tools::ProgressMode::Always
+                                       : csa::tools::ProgressMode::Auto);
+  options.writer.onWritten = [&progress](uint64_t bytes) { progress.add(bytes); };
   auto result =
       csa::writeRandomCheckpoint(model->config, model->schedule, out, options);
+  progress.finish();
   if (!result.ok())
     return fail(std::string(result.status().message()));
   std::cout << "generated " << model->origin << ", schedule "

@@ -25,6 +25,7 @@
 #include "runtime/support/Npy.h"
 #include "runtime/tokenizer/Unicode.h"
 #include "tools/support/LastResort.h"
+#include "tools/support/Progress.h"
 #include "tools/support/RunSetup.h"
 
 #include "absl/strings/numbers.h"
@@ -53,6 +54,7 @@ int usage() {
          "                [--chunk=N] [--prefill=P] [--kl-base=FILE.npy] [--kl=FILE.npy]\n"
          "                [--json] [--device=cpu|cuda|auto] [--tokenizer=DIR|FILE]\n"
          "                [--engram-token-map=FILE|modulo] [--allow-unused-weights]\n"
+         "                [--progress | --quiet]\n"
          "Scores the tokens under the artifact: the negative log-likelihood of each\n"
          "token given those before it (nats), its mean and the perplexity exp(mean).\n"
          "Text is encoded with the tokenizer (--tokenizer or CKPT_DIR/tokenizer.json,\n"
@@ -64,7 +66,9 @@ int usage() {
          "[scored, vocab], and FILE.npy.json (the tokens and positions); --kl reads\n"
          "such a pair (of the same tokens and chunking) and reports the KL divergence\n"
          "KL(base || this run) per position: mean, median, p90, p99, max, and the\n"
-         "top-1 agreement. --json prints one JSON object (per-token values included).\n";
+         "top-1 agreement. --json prints one JSON object (per-token values included).\n"
+         "The tokens scored so far show on stderr when it is a terminal (--progress:\n"
+         "always; --quiet: never).\n";
   return 2;
 }
 
@@ -106,6 +110,7 @@ int main(int argc, char **argv) {
   std::string artifactDir, weightsDir, text, textFile, tokensText, tokensFile;
   std::string tokenizerFlag, engramMapFlag, klBase, klAgainst;
   bool textGiven = false, randomWeights = false, asJson = false;
+  tools::ProgressMode progressMode = tools::ProgressMode::Auto;
   uint64_t weightSeed = 0;
   int64_t chunk = 0, prefillTokens = 1;
   runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
@@ -142,6 +147,10 @@ int main(int argc, char **argv) {
       klAgainst = v;
     } else if (arg == "--allow-unused-weights") {
       executorOptions.allowUnusedWeights = true;
+    } else if (arg == "--progress") {
+      progressMode = tools::ProgressMode::Always;
+    } else if (arg == "--quiet") {
+      progressMode = tools::ProgressMode::Never;
     } else if (arg == "--json") {
       asJson = true;
     } else if (const char *v = value("--tokenizer")) {
@@ -332,6 +341,7 @@ int main(int argc, char **argv) {
     return absl::OkStatus();
   };
   int64_t chunks = 0;
+  tools::Progress progress("scoring", uint64_t(scored.size()), "tokens", progressMode);
   for (int64_t s = 0; s < n; s += chunk, ++chunks) {
     const int64_t e = std::min(n, s + chunk);
     if (e - s <= prefillTokens)
@@ -344,6 +354,7 @@ int main(int argc, char **argv) {
     for (int64_t i = s + prefillTokens; i < e; ++i) {
       if (absl::Status st = score(*logits, i); !st.ok())
         return fail(std::string(st.message()));
+      progress.add(1);
       if (i + 1 < e) {
         logits = ex.decode(seq, tokens[size_t(i)]);
         if (!logits.ok())
@@ -351,6 +362,7 @@ int main(int argc, char **argv) {
       }
     }
   }
+  progress.finish();
   const bool wroteBase = baseOut.active();
   if (wroteBase) {
     json meta = {{"tokens", tokens}, {"scored", scored}, {"vocab", vocab},

@@ -125,6 +125,16 @@ std::string toByteAlphabet(std::string_view bytes) {
   return out;
 }
 
+/// The byte length of the UTF-8 character at `text[i]` (valid UTF-8: its
+/// lead byte and the continuation bytes after it).
+size_t charLength(std::string_view text, size_t i) {
+  size_t length = 1;
+  while (i + length < text.size() &&
+         (static_cast<unsigned char>(text[i + length]) & 0xC0) == 0x80)
+    ++length;
+  return length;
+}
+
 /// A compiled Split pattern: a PCRE2 regex (UTF, Unicode properties) or a
 /// literal string.
 class Pattern {
@@ -188,11 +198,7 @@ public:
       const PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(data.get());
       const size_t start = ovector[0], end = ovector[1];
       if (end == start) { // an empty match: go on after this character
-        size_t length = 1;
-        while (start + length < text.size() &&
-               (static_cast<unsigned char>(text[start + length]) & 0xC0) == 0x80)
-          ++length;
-        offset = start + length;
+        offset = start + charLength(text, start);
         continue;
       }
       matches.push_back({start, end});
@@ -552,10 +558,7 @@ absl::Status Tokenizer::Impl::bpe(const std::string &word,
   // is merged first (leftmost among equals), as the library's queue does.
   std::vector<Symbol> symbols;
   for (size_t i = 0; i < word.size();) {
-    size_t length = 1;
-    while (i + length < word.size() &&
-           (static_cast<unsigned char>(word[i + length]) & 0xC0) == 0x80)
-      ++length;
+    const size_t length = charLength(word, i);
     auto it = vocab.find(word.substr(i, length));
     if (it == vocab.end()) {
       if (!unkId)
@@ -754,11 +757,7 @@ absl::StatusOr<std::vector<int64_t>> Tokenizer::encode(std::string_view text,
           break;
         }
         if (!found) {
-          size_t length = 1;
-          while (i + length < s.size() &&
-                 (static_cast<unsigned char>(s[i + length]) & 0xC0) == 0x80)
-            ++length;
-          i += length;
+          i += charLength(s, i);
           continue;
         }
         size_t begin = i, end = i + found->content.size(), length;
@@ -805,10 +804,7 @@ std::string Tokenizer::tokenBytes(int64_t id) const {
   // (an added token such as "<｜User｜>") its own UTF-8.
   std::string bytes;
   for (size_t i = 0; i < token.size();) {
-    size_t length = 1;
-    while (i + length < token.size() &&
-           (static_cast<unsigned char>(token[i + length]) & 0xC0) == 0x80)
-      ++length;
+    const size_t length = charLength(token, i);
     auto b = byteAlphabet().byteOf.find(token.substr(i, length));
     if (b == byteAlphabet().byteOf.end())
       return token;

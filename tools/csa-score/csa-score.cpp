@@ -51,7 +51,8 @@ int usage() {
       << "usage: csa-score ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
          "                (--text=TEXT | --text-file=FILE | --tokens=ID,ID,... |\n"
          "                 --tokens-file=FILE)\n"
-         "                [--chunk=N] [--prefill=P] [--kl-base=FILE.npy] [--kl=FILE.npy]\n"
+         "                [--chunk=N] [--prefill=P] [--stride=S] [--kl-base=FILE.npy]\n"
+         "                [--kl=FILE.npy]\n"
          "                [--json] [--device=cpu|cuda|auto] [--tokenizer=DIR|FILE]\n"
          "                [--engram-token-map=FILE|modulo] [--allow-unused-weights]\n"
          "                [--progress | --quiet]\n"
@@ -62,6 +63,10 @@ int usage() {
          "them, at most the plan's max_context), each on a fresh sequence: a prefill\n"
          "of its first P tokens (default 1), then a decode step per token with the\n"
          "text's tokens fed; every token after the prefill is scored.\n"
+         "--stride=S slides the window instead: each next window ends S tokens\n"
+         "later, prefills the N - S tokens before its last S as context and scores\n"
+         "those S, so every token after the first window is scored with N - S\n"
+         "tokens of context (the sliding-window perplexity of long files).\n"
          "--kl-base writes the log-probabilities of every scored position, float32\n"
          "[scored, vocab], and FILE.npy.json (the tokens and positions); --kl reads\n"
          "such a pair (of the same tokens and chunking) and reports the KL divergence\n"
@@ -112,7 +117,7 @@ int main(int argc, char **argv) {
   bool textGiven = false, randomWeights = false, asJson = false;
   tools::ProgressMode progressMode = tools::ProgressMode::Auto;
   uint64_t weightSeed = 0;
-  int64_t chunk = 0, prefillTokens = 1;
+  int64_t chunk = 0, prefillTokens = 1, stride = 0;
   runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -141,6 +146,9 @@ int main(int argc, char **argv) {
     } else if (const char *v = value("--prefill")) {
       if (!absl::SimpleAtoi(v, &prefillTokens) || prefillTokens < 1)
         return fail("--prefill needs a count >= 1, got '" + std::string(v) + "'");
+    } else if (const char *v = value("--stride")) {
+      if (!absl::SimpleAtoi(v, &stride) || stride < 1)
+        return fail("--stride needs a count >= 1, got '" + std::string(v) + "'");
     } else if (const char *v = value("--kl-base")) {
       klBase = v;
     } else if (const char *v = value("--kl")) {
@@ -224,6 +232,9 @@ int main(int argc, char **argv) {
     chunk = std::min<int64_t>(n, art->plan().maxContext > 0 ? art->plan().maxContext : n);
   if (absl::Status st = artifact::checkContext(art->plan(), chunk); !st.ok())
     return fail(absl::StrCat("--chunk=", chunk, ": ", st.message()));
+  if (stride && stride >= chunk)
+    return fail(absl::StrCat("--stride=", stride, " must be below the window (--chunk=", chunk,
+                             "): the tokens before the scored ones are the context"));
   if (n < prefillTokens + 1 || chunk < prefillTokens + 1)
     return fail(absl::StrCat("nothing to score: ", n, " tokens in chunks of ", chunk,
                              " and a prefill of ", prefillTokens,
@@ -261,10 +272,29 @@ int main(int argc, char **argv) {
       return fail(absl::StrCat("token ", tokens[i], " at position ", i,
                                " is outside the vocabulary of ", ex.vocabSize()));
 
-  // The positions scored: in each chunk [s, e), s + P .. e - 1.
+  // The windows: tokens [begin, end) on a fresh sequence, the first
+  // `prefill` of them prefilled, the rest scored. Chunks: [s, s + N) with
+  // prefill P. Sliding (--stride=S): the first window [0, N) with P, then
+  // each next one ends S later and prefills all but what is new.
+  struct Window {
+    int64_t begin, end, prefill;
+  };
+  std::vector<Window> windows;
+  if (!stride) {
+    for (int64_t s = 0; s < n; s += chunk)
+      if (std::min(n, s + chunk) - s > prefillTokens)
+        windows.push_back({s, std::min(n, s + chunk), prefillTokens});
+  } else {
+    windows.push_back({0, std::min(n, chunk), prefillTokens});
+    while (windows.back().end < n) {
+      const int64_t end = std::min(n, windows.back().end + stride),
+                    begin = std::max<int64_t>(0, end - chunk);
+      windows.push_back({begin, end, windows.back().end - begin});
+    }
+  }
   std::vector<int64_t> scored;
-  for (int64_t s = 0; s < n; s += chunk)
-    for (int64_t i = s + prefillTokens; i < std::min(n, s + chunk); ++i)
+  for (const Window &w : windows)
+    for (int64_t i = w.begin + w.prefill; i < w.end; ++i)
       scored.push_back(i);
   const int64_t vocab = ex.vocabSize();
 
@@ -289,7 +319,8 @@ int main(int argc, char **argv) {
           std::vector<int64_t>(tokens.begin(), tokens.end()))
         return fail(sidecar + ": the base run scored other tokens than this run's");
       if (meta["scored"].get<std::vector<int64_t>>() != scored)
-        return fail(sidecar + ": the base run scored other positions (another --chunk or --prefill?)");
+        return fail(sidecar + ": the base run scored other positions (another --chunk, --prefill "
+                              "or --stride?)");
     } catch (const json::exception &e) {
       return fail(sidecar + ": " + e.what());
     }
@@ -340,18 +371,16 @@ int main(int argc, char **argv) {
     }
     return absl::OkStatus();
   };
-  int64_t chunks = 0;
+  const int64_t chunks = int64_t(windows.size());
   tools::Progress progress("scoring", uint64_t(scored.size()), "tokens", progressMode);
-  for (int64_t s = 0; s < n; s += chunk, ++chunks) {
-    const int64_t e = std::min(n, s + chunk);
-    if (e - s <= prefillTokens)
-      break; // a last chunk too short to score anything
+  for (const Window &w : windows) {
+    const int64_t s = w.begin, e = w.end;
     runtime::Sequence seq = ex.newSequence();
     auto logits = ex.prefill(
-        seq, std::vector<int32_t>(tokens.begin() + s, tokens.begin() + s + prefillTokens));
+        seq, std::vector<int32_t>(tokens.begin() + s, tokens.begin() + s + w.prefill));
     if (!logits.ok())
       return fail(absl::StrCat("prefill at position ", s, ": ", logits.status().message()));
-    for (int64_t i = s + prefillTokens; i < e; ++i) {
+    for (int64_t i = s + w.prefill; i < e; ++i) {
       if (absl::Status st = score(*logits, i); !st.ok())
         return fail(std::string(st.message()));
       progress.add(1);
@@ -366,7 +395,8 @@ int main(int argc, char **argv) {
   const bool wroteBase = baseOut.active();
   if (wroteBase) {
     json meta = {{"tokens", tokens}, {"scored", scored}, {"vocab", vocab},
-                 {"artifact", artifactDir}, {"chunk", chunk}, {"prefill", prefillTokens}};
+                 {"artifact", artifactDir}, {"chunk", chunk}, {"prefill", prefillTokens},
+                 {"stride", stride}};
     if (absl::Status st = support::writeFileAtomically(klBase + ".json", meta.dump() + "\n");
         !st.ok())
       return fail(absl::StrCat("--kl-base: ", st.message()));
@@ -382,6 +412,7 @@ int main(int argc, char **argv) {
               {"tokens", n},
               {"scored", int64_t(nll.size())},
               {"chunks", chunks},
+              {"stride", stride},
               {"chunk", chunk},
               {"prefill", prefillTokens},
               {"mean_nll", meanNll},
@@ -412,10 +443,17 @@ int main(int argc, char **argv) {
     std::printf("%s\n", out.dump(1).c_str());
     return 0;
   }
-  std::printf("tokens: %lld in %lld chunk%s of up to %lld; %zu scored (each chunk: a %lld-token "
-              "prefill, then decode steps)\n",
-              (long long)n, (long long)chunks, chunks == 1 ? "" : "s", (long long)chunk,
-              nll.size(), (long long)prefillTokens);
+  if (stride)
+    std::printf("tokens: %lld in %lld windows of up to %lld sliding by %lld; %zu scored (the first "
+                "window after a %lld-token prefill, each next one its last %lld after %lld of "
+                "context)\n",
+                (long long)n, (long long)chunks, (long long)chunk, (long long)stride, nll.size(),
+                (long long)prefillTokens, (long long)stride, (long long)(chunk - stride));
+  else
+    std::printf("tokens: %lld in %lld chunk%s of up to %lld; %zu scored (each chunk: a %lld-token "
+                "prefill, then decode steps)\n",
+                (long long)n, (long long)chunks, chunks == 1 ? "" : "s", (long long)chunk,
+                nll.size(), (long long)prefillTokens);
   std::printf("nll: mean %.6f nats/token, perplexity %.4f\n", meanNll, std::exp(meanNll));
   if (base)
     std::printf("kl vs %s: mean %.6g, median %.6g, p90 %.6g, p99 %.6g, max %.6g (nats); "

@@ -56,6 +56,7 @@ struct LowerKernelsToNvvmPass
     options.linearSplitK = linearSplitK;
     options.attentionWarpForm = attentionWarpForm;
     options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
+    options.linearTensorCores = linearTensorCores;
     if (std::string problem = nvptxOptionsProblem(options); !problem.empty()) {
       getOperation().emitError() << "csa-lower-kernels-to-nvvm: " << problem;
       return signalPassFailure();

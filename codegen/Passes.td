@@ -71,6 +71,11 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
            /*default=*/"::csa::codegen::NvptxOptions{}.attentionWarpForm",
            "Sparse attention in the warp form (within the tolerance "
            "contract); false: the head form (the host's bits)">,
+    Option<"linearTensorCores", "linear-tensor-cores", "bool",
+           /*default=*/"::csa::codegen::NvptxOptions{}.linearTensorCores",
+           "Prefill linears on tensor cores (mma.sync, within the dot-product "
+           "tolerance) where their format and shape allow; false: the "
+           "row-tiled form (the host's bits)">,
     Option<"linearFp4ThroughE4m3", "linear-fp4-through-e4m3", "bool",
            /*default=*/"::csa::codegen::NvptxOptions{}.linearFp4ThroughE4m3",
            "Split-K FP4 linears decode weights through E4M3 bytes; false: "

@@ -6,6 +6,7 @@
 #include "codegen/host/KernelSelection.h"
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/EngramKernels.h"
+#include "codegen/host/LinearMma.h"
 #include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MoeKernels.h"
 #include "codegen/host/QuantizeKernels.h"
@@ -98,6 +99,43 @@ Value shuffleXorLane(OpBuilder &b, Location loc, Value v, int32_t mask) {
                                 arith::ConstantIntOp::create(b, loc, 32, 32),
                                 gpu::ShuffleMode::XOR)
       .getShuffleResult();
+}
+
+/// One warp-wide mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32.
+SmallVector<Value> mmaBf16(OpBuilder &b, Location loc, ValueRange a, ValueRange bw,
+                           ValueRange c) {
+  Type f32 = b.getF32Type();
+  auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+  auto mma = NVVM::MmaOp::create(
+      b, loc, result, a, bw, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
+      std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+  SmallVector<Value> d;
+  for (int64_t i = 0; i < 4; ++i)
+    d.push_back(LLVM::ExtractValueOp::create(b, loc, mma.getRes(), ArrayRef<int64_t>{i}));
+  return d;
+}
+
+/// A linear form checked against its host kernel within the dot-product
+/// tolerance (kernels.json "tolerance"): each output a sum of K / G
+/// products of the activation and the weight (with its UE8M0 scales).
+void setDotTolerance(PtxKernel &info, const LinearKernelSpec &linear) {
+  const bool grouped = linear.experts > 0;
+  const bool scaled = linear.format != LinearFormat::BF16 && linear.format != LinearFormat::F32;
+  const char *weight = linear.format == LinearFormat::FP4E2M1 ? "e2m1x2"
+                       : scaled                              ? "e4m3"
+                                                             : "real";
+  info.tolerance = "dot";
+  info.toleranceTerms = linear.inFeatures / std::max<int64_t>(linear.groups, 1);
+  info.toleranceOperands = {"real", weight};
+  if (grouped) {
+    info.toleranceOperands.insert(info.toleranceOperands.begin() + 1, "expert_id");
+    info.toleranceIndexLimit = linear.experts;
+  }
+  if (scaled)
+    info.toleranceOperands.push_back("ue8m0");
+  info.toleranceOutput = int64_t(info.toleranceOperands.size());
+  info.toleranceOperands.push_back("output");
 }
 
 /// A block of `threads` per row: blockIdx.x, threadIdx.x, the block barrier.
@@ -455,15 +493,23 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
            options.tileChunk % 32 == 0 && options.tileRows >= 1 &&
            options.tileChunk * options.tileRows * 4 <= kMaxStaticSharedBytes;
   };
+  // Linears the tensor-core form takes (LinearMma.h) get it instead,
+  // `<name>_mma`, within the dot-product tolerance.
+  constexpr const char *kMmaOf = "csa.mma_of";
+  auto hasMmaForm = [&](func::FuncOp fn) {
+    std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
+    return options.linearTensorCores && spec && linearMmaShape(*spec).has_value();
+  };
   for (size_t i = 0, e = entries.size(); i < e; ++i) {
     func::FuncOp fn = entries[i];
-    if (!hasRowTiledForm(fn))
+    const bool mma = hasMmaForm(fn);
+    if (!mma && !hasRowTiledForm(fn))
       continue;
     OpBuilder cb(context);
     cb.setInsertionPointAfter(fn);
     auto copy = cast<func::FuncOp>(cb.clone(*fn));
-    copy.setSymName((fn.getSymName() + "_tiled").str());
-    copy->setAttr(kTiledOf, fn.getSymNameAttr());
+    copy.setSymName((fn.getSymName() + (mma ? "_mma" : "_tiled")).str());
+    copy->setAttr(mma ? kMmaOf : kTiledOf, fn.getSymNameAttr());
     entries.push_back(copy);
   }
   for (func::FuncOp fn : entries) {
@@ -480,16 +526,21 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     int64_t rowsPerThread = 1;
     auto workgroup =
         gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
-    std::optional<LinearKernelSpec> tiled;
+    std::optional<LinearKernelSpec> tiled, mma;
     if (auto of = fn->getAttrOfType<StringAttr>(kTiledOf)) {
       tiled = linearSpecOf(fn);
       info.replaces = of.getValue().str();
       fn->removeAttr(kTiledOf);
     }
+    if (auto of = fn->getAttrOfType<StringAttr>(kMmaOf)) {
+      mma = linearSpecOf(fn);
+      info.replaces = of.getValue().str();
+      fn->removeAttr(kMmaOf);
+    }
     // Linear kernels: a block per (row, block / 32 outputs), a warp per
     // output (the per-output form: the same bits as the host kernel).
     std::optional<LinearKernelSpec> linear =
-        tiled ? std::nullopt : linearSpecOf(fn);
+        tiled || mma ? std::nullopt : linearSpecOf(fn);
     const bool sharedRow = linear && linearNeedsSharedRow(*linear);
     const int64_t block =
         linear ? std::min(options.linearBlockSize, linear->outFeatures * kPartialLanes) : 0;
@@ -880,6 +931,26 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedQueryType = sharedOf({attentionDim}, b.getF32Type());
       buildSparseAttentionHeadBody(fn, attentionHeads, attentionDim, lanes);
       attentionLaunch(lanes.threads, (2 * lanes.chunk + 64 + attentionDim) * 4);
+    } else if (mma) {
+      const LinearMmaShape shape = *linearMmaShape(*mma);
+      LinearMmaLanes lanes;
+      lanes.rowTile = blockX;
+      lanes.outputTile = blockY;
+      lanes.thread = threadX;
+      lanes.barrier = blockBarrier;
+      lanes.mma = mmaBf16;
+      lanes.sharedType = MemRefType::get({shape.sharedBytes()}, b.getI8Type(),
+                                         MemRefLayoutAttrInterface{}, workgroup);
+      buildLinearMmaBody(fn, *mma, shape, lanes);
+      info.launch = "row_tiles";
+      info.blockSize = shape.threads();
+      info.rowsArgument = 0;
+      info.rowsPerBlock = shape.rowsPerTile;
+      info.outputs = mma->outFeatures;
+      info.outputsPerBlock = shape.outputsPerTile;
+      info.sharedBytes = shape.sharedBytes();
+      info.minRows = options.tileMinRows;
+      setDotTolerance(info, *mma);
     } else if (tiled) {
       LinearTileLanes lanes;
       lanes.rowTile = blockX;
@@ -968,21 +1039,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputs = linear->outFeatures;
       info.outputsPerBlock = split->outputsPerBlock;
       info.sharedBytes = split->sharedBytes();
-      const bool scaled = linear->format != LinearFormat::BF16 && linear->format != LinearFormat::F32;
-      const char *weight = linear->format == LinearFormat::FP4E2M1 ? "e2m1x2"
-                           : scaled                               ? "e4m3"
-                                                                  : "real";
-      info.tolerance = "dot";
-      info.toleranceTerms = linear->inFeatures / std::max<int64_t>(linear->groups, 1);
-      info.toleranceOperands = {"real", weight};
-      if (grouped) {
-        info.toleranceOperands.insert(info.toleranceOperands.begin() + 1, "expert_id");
-        info.toleranceIndexLimit = linear->experts;
-      }
-      if (scaled)
-        info.toleranceOperands.push_back("ue8m0");
-      info.toleranceOutput = int64_t(info.toleranceOperands.size());
-      info.toleranceOperands.push_back("output");
+      setDotTolerance(info, *linear);
     } else if (linear) {
       LinearLanes lanes;
       lanes.row = blockX;

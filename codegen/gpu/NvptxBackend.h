@@ -83,6 +83,12 @@ struct NvptxOptions {
   /// moves, then cvt.rn.f16x2.e4m3x2); off: through f16 bit patterns.
   /// Both are exact: the products are the same.
   bool linearFp4ThroughE4m3 = true;
+  /// Linears whose format and shape the tensor-core form takes
+  /// (codegen/host/LinearMma.h: bf16 mma.sync, FP8/FP4 codes exact in bf16,
+  /// the scales on each 32-block's partial) use it from tileMinRows rows on
+  /// instead of the row-tiled form, within the dot-product tolerance; off:
+  /// the row-tiled form (the host kernel's bits).
+  bool linearTensorCores = true;
   /// Outputs a split-K block computes (0: linearSplitKShape's choice).
   int64_t linearOutputsPerBlock = 0;
   /// Outputs whose weight loads a split-K thread issues at once (0:

@@ -132,14 +132,12 @@ SmallVector<Value> decodeBlockWords(OpBuilder &b, Location loc, ValueRange vecto
   return values;
 }
 
-/// The 32 codes (i32) of 32-block `kb` of weight row `j` (K channels), read
-/// with one (FP4) or two (FP8) 16-byte loads from `base` and decoded to f32
-/// without a table.
-SmallVector<Value> loadBlockValues(OpBuilder &b, Location loc, Value base, Value j,
-                                   Value kb, int64_t k, bool fp8) {
+} // namespace
+
+SmallVector<Value> linear::loadBlockValues(OpBuilder &b, Location loc, Value base, Value j,
+                                           Value kb, int64_t k, bool fp8) {
   return decodeBlockWords(b, loc, loadBlockWords(b, loc, base, j, kb, k, fp8), fp8);
 }
-} // namespace
 
 void buildLinearPerOutputBody(func::FuncOp fn, const LinearKernelSpec &spec,
                               const LinearLanes &lanes) {

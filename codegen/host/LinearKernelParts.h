@@ -105,6 +105,14 @@ void emitActQuantRowBlock(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
 mlir::Value denseWeightAt(mlir::OpBuilder &b, mlir::Location loc, mlir::Value w, mlir::Value s,
                           mlir::Value table, mlir::Value j, mlir::Value e);
 
+/// The 32 codes of 32-block `kb` of weight row `j` (K channels, one byte
+/// each for FP8, a nibble for FP4), read with one (FP4) or two (FP8)
+/// 16-byte loads from `base` (bytePointer of the weight, 16-byte aligned)
+/// and decoded to f32 without a table (unscaled).
+llvm::SmallVector<mlir::Value> loadBlockValues(mlir::OpBuilder &b, mlir::Location loc,
+                                               mlir::Value base, mlir::Value j, mlir::Value kb,
+                                               int64_t k, bool fp8);
+
 } // namespace linear
 
 } // namespace csa::codegen

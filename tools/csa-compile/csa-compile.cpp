@@ -210,6 +210,14 @@ cl::opt<bool> linearFp4ThroughE4m3(
              "cvt.rn.f16x2.e4m3x2; =false: through f16 bit patterns (both "
              "exact, the same products)"),
     cl::init(csa::codegen::NvptxOptions{}.linearFp4ThroughE4m3), cl::cat(category));
+cl::opt<bool> linearTensorCores(
+    "linear-tensor-cores",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: prefill linears (from 2 "
+             "rows) on tensor cores, bf16 mma.sync with the FP8/FP4 codes "
+             "exact in bf16 and the scales on each 32-block's partial, within "
+             "the dot-product tolerance, where format and shape allow; "
+             "=false: the row-tiled form (the host kernel's bits)"),
+    cl::init(csa::codegen::NvptxOptions{}.linearTensorCores), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -254,6 +262,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearSplitK = linearSplitK;
   options.attentionWarpForm = attentionWarpForm;
   options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
+  options.linearTensorCores = linearTensorCores;
   options.linearOutputsInFlight = linearOutputsInFlight;
   options.attentionSplits = attentionSplits;
   options.linearOutputsPerBlock = linearOutputsPerBlock;

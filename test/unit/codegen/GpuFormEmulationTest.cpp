@@ -14,6 +14,7 @@
 #include "codegen/host/EngramKernels.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/LinearKernels.h"
+#include "codegen/host/LinearMma.h"
 #include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MhcKernels.h"
 #include "codegen/host/MoeKernels.h"
@@ -41,6 +42,14 @@ thread_local pthread_barrier_t *simtBarrier = nullptr;
 /// The block's warps: a barrier each, and a slot a thread for shuffles.
 thread_local pthread_barrier_t *simtWarpBarrier = nullptr;
 thread_local float *simtExchange = nullptr;
+/// The mma's operand words: six a thread (a0..a3, b0, b1).
+thread_local int32_t *simtWords = nullptr;
+
+/// bf16 `half` (0: low) of an mma operand word, as f32.
+float mmaHalf(int32_t word, int half) {
+  const uint32_t bits = (uint32_t(word) >> (16 * half)) & 0xFFFF;
+  return nx::bf16ToFloat(uint16_t(bits));
+}
 } // namespace
 
 // What the forms' lane callbacks call (the test binary exports them).
@@ -58,6 +67,30 @@ float csa_simt_shuffle_xor(float v, int32_t mask) {
   const float other = simtExchange[warpBase + ((simtThread - warpBase) ^ mask)];
   pthread_barrier_wait(simtWarpBarrier);
   return other;
+}
+// mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32, element `e` of this lane's
+// d: every lane puts its a and b words in its slots, then computes its
+// element from the warp's fragments (PTX's layout: lane = 4 x group + quad;
+// a_i holds A[group + 8 (i & 1)][2 quad + 8 (i >> 1) + 0/1], b_i holds
+// B[2 quad + 8 i + 0/1][group], d_e is D[group + 8 (e >> 1)][2 quad + (e & 1)]).
+float csa_simt_mma_bf16(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t b0, int32_t b1,
+                        float c, int32_t e) {
+  const int64_t warpBase = simtThread / 32 * 32, lane = simtThread - warpBase;
+  int32_t *mine = simtWords + simtThread * 6;
+  const int32_t in[6] = {a0, a1, a2, a3, b0, b1};
+  std::memcpy(mine, in, sizeof in);
+  pthread_barrier_wait(simtWarpBarrier);
+  const int64_t row = lane / 4 + 8 * (e >> 1), col = 2 * (lane % 4) + (e & 1);
+  float sum = c;
+  for (int64_t kk = 0; kk < 16; ++kk) {
+    const int32_t *aLane = simtWords + (warpBase + (row % 8) * 4 + (kk % 8) / 2) * 6;
+    const int32_t *bLane = simtWords + (warpBase + col * 4 + (kk % 8) / 2) * 6;
+    const float av = mmaHalf(aLane[(row >= 8 ? 1 : 0) + (kk >= 8 ? 2 : 0)], int(kk % 2));
+    const float bv = mmaHalf(bLane[4 + (kk >= 8 ? 1 : 0)], int(kk % 2));
+    sum += av * bv;
+  }
+  pthread_barrier_wait(simtWarpBarrier);
+  return sum;
 }
 }
 
@@ -81,6 +114,7 @@ void launch(int64_t gridX, int64_t gridY, int64_t threads, size_t sharedBytes,
         pthread_barrier_init(&warpBarriers[size_t(w)], nullptr,
                              unsigned(std::min<int64_t>(32, threads - 32 * w)));
       std::vector<float> exchange(size_t(warps * 32), 0.f);
+      std::vector<int32_t> words(size_t(warps * 32 * 6), 0);
       std::vector<std::thread> pool;
       for (int64_t t = 0; t < threads; ++t)
         pool.emplace_back([&, t] {
@@ -90,6 +124,7 @@ void launch(int64_t gridX, int64_t gridY, int64_t threads, size_t sharedBytes,
           simtBarrier = &barrier;
           simtWarpBarrier = &warpBarriers[size_t(t / 32)];
           simtExchange = exchange.data();
+          simtWords = words.data();
           call(shared.data());
         });
       for (std::thread &th : pool)
@@ -102,7 +137,7 @@ void launch(int64_t gridX, int64_t gridY, int64_t threads, size_t sharedBytes,
 
 /// The lane callbacks: calls of the exported functions above.
 struct Simt {
-  func::FuncOp thread, blockX, blockY, barrier, shuffle;
+  func::FuncOp thread, blockX, blockY, barrier, shuffle, mma;
   explicit Simt(ModuleOp m) {
     OpBuilder b(m.getBodyRegion());
     Type index = b.getIndexType();
@@ -119,6 +154,26 @@ struct Simt {
     shuffle = func::FuncOp::create(b, m.getLoc(), "csa_simt_shuffle_xor",
                                    b.getFunctionType({f32, b.getI32Type()}, {f32}));
     shuffle.setPrivate();
+    Type i32 = b.getI32Type();
+    mma = func::FuncOp::create(
+        b, m.getLoc(), "csa_simt_mma_bf16",
+        b.getFunctionType({i32, i32, i32, i32, i32, i32, f32, i32}, {f32}));
+    mma.setPrivate();
+  }
+  MmaBf16 mmaBf16() const {
+    return [f = mma](OpBuilder &b, Location loc, ValueRange a, ValueRange bw,
+                     ValueRange c) -> SmallVector<Value> {
+      SmallVector<Value> d;
+      for (int32_t e = 0; e < 4; ++e) {
+        Value which = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(e));
+        SmallVector<Value> args(a.begin(), a.end());
+        args.append(bw.begin(), bw.end());
+        args.push_back(c[size_t(e)]);
+        args.push_back(which);
+        d.push_back(func::CallOp::create(b, loc, f, args).getResult(0));
+      }
+      return d;
+    };
   }
   std::function<Value(OpBuilder &, Location, Value, int32_t)> shuffleXor() const {
     return [f = shuffle](OpBuilder &b, Location loc, Value v, int32_t mask) -> Value {
@@ -185,10 +240,13 @@ struct LinearCase {
 
 /// The GPU forms of a linear: the row-tiled and per-output forms give the
 /// host kernel's bits; the split-K form meets the dot-product tolerance.
-enum class LinearForm { Tiled, PerOutput, SplitK };
+enum class LinearForm { Tiled, PerOutput, SplitK, Mma };
 
 void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
   const bool perOutput = which == LinearForm::PerOutput;
+  const bool mma = which == LinearForm::Mma;
+  // Forms within the dot-product tolerance instead of the host's bits.
+  const bool bounded = which == LinearForm::SplitK || mma;
   const bool splitK = which == LinearForm::SplitK;
   const LinearKernelSpec &spec = c.spec;
   const bool quantized = linearNeedsSharedRow(spec);
@@ -197,12 +255,26 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
   const int64_t tile = linearTileOutputs(spec, 64), chunk = 64, rowsPerTile = 8;
   const int64_t outputsPerBlock = 2; // per-output form: 2 warps
   LinearSplitKShape split;
+  LinearMmaShape mmaShape;
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
     buildLinearKernel(m, "host", spec);
     func::FuncOp form = buildLinearKernel(m, "form", spec);
     MLIRContext *ctx = m.getContext();
-    if (splitK) {
+    if (mma) {
+      std::optional<LinearMmaShape> shape = linearMmaShape(spec);
+      ASSERT_TRUE(shape.has_value());
+      mmaShape = *shape;
+      LinearMmaLanes lanes;
+      lanes.rowTile = simt.value(simt.blockX);
+      lanes.outputTile = simt.value(simt.blockY);
+      lanes.thread = simt.value(simt.thread);
+      lanes.barrier = simt.sync();
+      lanes.mma = simt.mmaBf16();
+      lanes.weightAddressSpace = 0;
+      lanes.sharedType = MemRefType::get({mmaShape.sharedBytes()}, IntegerType::get(ctx, 8));
+      buildLinearMmaBody(form, spec, mmaShape, lanes);
+    } else if (splitK) {
       std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, c.multiprocessors);
       ASSERT_TRUE(shape.has_value());
       split = *shape;
@@ -240,7 +312,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       buildLinearTiledBody(form, spec, lanes);
     }
   });
-  ASSERT_TRUE(perOutput || splitK || tile > 0) << "no tile for this spec";
+  ASSERT_TRUE(perOutput || bounded || tile > 0) << "no tile for this spec";
   // Inputs.
   std::mt19937 gen(uint32_t(k * 31 + n + c.rows));
   const int64_t rows = c.rows;
@@ -286,7 +358,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       }
     }
   // The split-K check needs finite outputs: no E4M3 NaN code (S.1111.111).
-  if (splitK && !fp4 && wBytes == 1)
+  if (bounded && !fp4 && wBytes == 1)
     for (int64_t i = 0; i < n * wCols; ++i)
       if ((wData[i] & 0x7F) == 0x7F)
         wData[i] ^= 1;
@@ -327,7 +399,19 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
     reinterpret_cast<Fn4>(host)(xDesc, &dw, &ds, y(true));
   else
     reinterpret_cast<Fn3>(host)(xDesc, &dw, y(true));
-  if (splitK) {
+  if (mma) {
+    const int64_t tm = mmaShape.rowsPerTile, tn = mmaShape.outputsPerTile;
+    launch((rows + tm - 1) / tm, n / tn, mmaShape.threads(), size_t(mmaShape.sharedBytes()),
+           [&](void *shared) {
+      uint8_t *p = static_cast<uint8_t *>(shared);
+      Descriptor<1, uint8_t> dShared{p, p, 0, {mmaShape.sharedBytes()}, {1}};
+      void *out = y(false);
+      if (scaled)
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, &ds, out, &dShared);
+      else
+        reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dShared);
+    }, /*lastFirst=*/true);
+  } else if (splitK) {
     const int64_t o = split.outputsPerBlock, t = split.threads;
     launch(rows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
       float *p = static_cast<float *>(shared);
@@ -372,7 +456,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
         reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dAct);
     });
   }
-  if (splitK && !c.exact) {
+  if (bounded && !c.exact) {
     // The bound needs the host kernel on the operands' magnitudes.
     std::vector<uint16_t> xAbs = x;
     std::vector<float> xfAbs = xf;
@@ -449,6 +533,39 @@ TEST(GpuFormEmulation, TiledLinearMatchesTheHostKernel) {
   expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 9}, LinearForm::Tiled);
   expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, LinearForm::Tiled);
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 10}, LinearForm::Tiled);
+}
+
+TEST(GpuFormEmulation, MmaLinearMeetsTheDotBound) {
+  // Two row tiles (the last of 6 rows), K over several 32-blocks, FP8 and
+  // FP4 by 16-byte loads and at an odd address; grouped FP8-as-bf16 (the
+  // wo_a form, 32 outputs a tile) and bf16 (two output tiles of 128).
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 64), 70, misaligned}, LinearForm::Mma);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 32), 9, misaligned}, LinearForm::Mma);
+  }
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 10}, LinearForm::Mma);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 64, 256), 5}, LinearForm::Mma);
+}
+
+TEST(GpuFormEmulation, MmaLinearIsExactWhenEverySumIs) {
+  // Exact partial sums: any order of the fp32 adds gives the host's bits.
+  LinearCase fp8{specOf(LinearFormat::FP8Block32, 64, 64), 17};
+  fp8.exact = true;
+  expectTiledMatchesHost(fp8, LinearForm::Mma);
+  LinearCase bf16{specOf(LinearFormat::BF16, 96, 32), 3};
+  bf16.exact = true;
+  expectTiledMatchesHost(bf16, LinearForm::Mma);
+}
+
+TEST(GpuFormEmulation, MmaFormTakesOnlyWhatItCan) {
+  EXPECT_TRUE(linearMmaShape(specOf(LinearFormat::FP8AsBF16, 32768, 8192, 8)).has_value());
+  EXPECT_EQ(linearMmaShape(specOf(LinearFormat::FP8AsBF16, 32768, 8192, 8))->outputsPerTile, 128);
+  EXPECT_EQ(linearMmaShape(specOf(LinearFormat::FP8Block32, 64, 96))->outputsPerTile, 32);
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::F32, 64, 64)).has_value());
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::FP8Block32, 64, 64, 1, true)).has_value());
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::BF16, 100, 64)).has_value());
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::BF16, 64, 40)).has_value());
 }
 
 TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {

@@ -1,0 +1,287 @@
+//===- LinearMma.cpp - The tensor-core prefill form of csa.linear ---------===//
+//
+// See LinearMma.h. The body is built on memrefs and lane callbacks like the
+// other GPU forms, so the host can run it (GpuFormEmulationTest, the mma
+// emulated per warp) and the NVPTX back end lowers it with nvvm.mma.sync.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/LinearMma.h"
+
+#include "codegen/host/KernelBuilder.h"
+#include "codegen/host/LinearKernelParts.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <algorithm>
+#include <tuple>
+
+using namespace mlir;
+
+namespace csa::codegen {
+
+using namespace linear;
+
+namespace {
+/// A warp's part of the tile: 2 fragments of 16 rows x 4 of 8 outputs.
+constexpr int64_t kWarpRowFragments = 2, kWarpColFragments = 4;
+/// The K of one mma; a 32-block is two.
+constexpr int64_t kMmaK = 16;
+} // namespace
+
+std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec) {
+  const bool formatFits =
+      spec.format == LinearFormat::FP8Block32 || spec.format == LinearFormat::FP4E2M1 ||
+      spec.format == LinearFormat::FP8AsBF16 ||
+      (spec.format == LinearFormat::BF16 && !spec.weightF32);
+  const int64_t g = std::max<int64_t>(spec.groups, 1);
+  if (!formatFits || spec.inputF32 || spec.experts != 0 || spec.inFeatures % g != 0 ||
+      spec.outFeatures % g != 0)
+    return std::nullopt;
+  const int64_t kg = spec.inFeatures / g, ng = spec.outFeatures / g;
+  if (kg == 0 || kg % kBlock != 0)
+    return std::nullopt;
+  for (int64_t outputs : {128, 64, 32})
+    if (ng % outputs == 0) {
+      LinearMmaShape shape;
+      shape.outputsPerTile = outputs;
+      return shape;
+    }
+  return std::nullopt;
+}
+
+void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
+                        const LinearMmaShape &shape, const LinearMmaLanes &lanes) {
+  MLIRContext *context = fn.getContext();
+  OpBuilder b(context);
+  Location loc = fn.getLoc();
+  Type f32 = b.getF32Type(), bf16 = b.getBF16Type(), i32 = b.getI32Type();
+  const bool quantized = linearNeedsSharedRow(spec); // FP8 block-scaled, FP4
+  const bool fp8Dense = spec.format == LinearFormat::FP8AsBF16;
+  const bool fp4 = spec.format == LinearFormat::FP4E2M1;
+  const bool scaled = quantized || fp8Dense;
+  const int64_t g = std::max<int64_t>(spec.groups, 1);
+  const int64_t k = spec.inFeatures, kg = k / g, ng = spec.outFeatures / g;
+  const int64_t tileRows = shape.rowsPerTile, tileOutputs = shape.outputsPerTile,
+                threads = shape.threads(), warpsN = tileOutputs / 32;
+  const int64_t wordsPerRow = kMmaRowStride / 2;
+  Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
+  Block *entry = freshBody(fn, {lanes.sharedType});
+  b.setInsertionPointToStart(entry);
+  Value x = entry->getArgument(0), w = entry->getArgument(1),
+        s = scaled ? entry->getArgument(2) : Value(), y = entry->getArgument(scaled ? 3 : 2),
+        shared = entry->getArguments().back();
+  Value table = !scaled ? Value()
+                : fp4   ? e2m1Table(b, loc, symbols)
+                        : e4m3Table(b, loc, symbols);
+  // The shared bytes as the two staged tiles (bf16, rows of kMmaRowStride)
+  // and as the 32-bit words the fragments are loaded from.
+  Attribute space = cast<MemRefType>(shared.getType()).getMemorySpace();
+  auto view = [&](Type element, int64_t byteOffset, ArrayRef<int64_t> shapeOf) -> Value {
+    return memref::ViewOp::create(
+        b, loc, MemRefType::get(shapeOf, element, MemRefLayoutAttrInterface{}, space), shared,
+        idx(b, loc, byteOffset), ValueRange{});
+  };
+  Value actTile = view(bf16, 0, {tileRows, kMmaRowStride});
+  // The same as bit patterns: what a copy through control flow carries (a
+  // bf16 value would be widened and narrowed again on the host target).
+  Value actBits = view(b.getI16Type(), 0, {tileRows, kMmaRowStride});
+  Value weightTile = view(bf16, tileRows * kMmaRowStride * 2, {tileOutputs, kMmaRowStride});
+  Value words = view(i32, 0, {(tileRows + tileOutputs) * wordsPerRow});
+
+  auto add = [&](OpBuilder &b, Value l, Value r) -> Value {
+    return arith::AddIOp::create(b, loc, l, r);
+  };
+  auto addc = [&](OpBuilder &b, Value l, int64_t r) -> Value {
+    return r == 0 ? l : add(b, l, idx(b, loc, r));
+  };
+  auto mul = [&](OpBuilder &b, Value l, int64_t r) -> Value {
+    return arith::MulIOp::create(b, loc, l, idx(b, loc, r));
+  };
+  auto div = [&](OpBuilder &b, Value l, int64_t r) -> Value {
+    return arith::DivUIOp::create(b, loc, l, idx(b, loc, r));
+  };
+  auto rem = [&](OpBuilder &b, Value l, int64_t r) -> Value {
+    return arith::RemUIOp::create(b, loc, l, idx(b, loc, r));
+  };
+  auto less = [&](OpBuilder &b, Value l, Value r) -> Value {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, l, r);
+  };
+  Value tid = lanes.thread(b, loc);
+  Value warp = div(b, tid, 32), lane = rem(b, tid, 32);
+  // PTX's fragment coordinates: lane = 4 x group + quad.
+  Value group = div(b, lane, 4), quad2 = mul(b, rem(b, lane, 4), 2);
+  Value warpRow = mul(b, div(b, warp, warpsN), 32), warpCol = mul(b, rem(b, warp, warpsN), 32);
+  Value r0 = mul(b, lanes.rowTile(b, loc), tileRows);
+  Value j0 = mul(b, lanes.outputTile(b, loc), tileOutputs);
+  Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
+  // Every output of a tile is in the tile's group (the tile divides it).
+  Value inBase = mul(b, div(b, j0, ng), kg);
+  Value wBase, aligned;
+  if (scaled)
+    std::tie(wBase, aligned) = bytePointer(b, loc, w, lanes.weightAddressSpace);
+  Value zeroF32 = f32c(b, loc, 0.f);
+  Value zeroBf16 = arith::ConstantOp::create(b, loc, b.getFloatAttr(bf16, 0.0));
+  constexpr int64_t kAccumulators = kWarpRowFragments * kWarpColFragments * 4;
+  SmallVector<Value> zeros(size_t(kAccumulators), zeroF32);
+
+  scf::ForOp kLoop = forLoop(
+      b, loc, 0, kg / kBlock, zeros,
+      [&](OpBuilder &b, Location loc, Value kb, ValueRange acc) {
+    Value kBase = mul(b, kb, kBlock);
+    // Stage the tile's activations of this 32-block (zeros past the rows).
+    if (quantized) {
+      // act_quant of a row's block a thread, as the host kernel does it.
+      emitWhen(b, loc, less(b, tid, idx(b, loc, tileRows)), [&] {
+        Value row = add(b, r0, tid);
+        auto ifRow = scf::IfOp::create(b, loc, less(b, row, rows), /*withElse=*/true);
+        OpBuilder tb = OpBuilder::atBlockTerminator(ifRow.thenBlock());
+        emitActQuantRowBlock(tb, loc, x, row, kb, [&](OpBuilder &nb, Value col, Value v) {
+          memref::StoreOp::create(nb, loc, v, actTile,
+                                  ValueRange{tid, arith::SubIOp::create(nb, loc, col, kBase)});
+        });
+        OpBuilder eb = OpBuilder::atBlockTerminator(ifRow.elseBlock());
+        for (int64_t e = 0; e < kBlock; ++e)
+          memref::StoreOp::create(eb, loc, zeroBf16, actTile, ValueRange{tid, idx(eb, loc, e)});
+      });
+    } else {
+      // Two neighbouring channels a thread at a time.
+      scf::ForOp::create(
+          b, loc, tid, idx(b, loc, tileRows * kBlock / 2), idx(b, loc, threads), ValueRange{},
+          [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+        Value t = div(b, i, kBlock / 2), c = mul(b, rem(b, i, kBlock / 2), 2);
+        Value row = add(b, r0, t), col = add(b, add(b, inBase, kBase), c);
+        Type i16 = b.getI16Type();
+        auto bitsAt = [&](Value at) -> Value {
+          return arith::BitcastOp::create(
+              b, loc, i16, memref::LoadOp::create(b, loc, x, ValueRange{row, at}));
+        };
+        Value zeroBits = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i16, 0));
+        auto pair = emitSelect(
+            b, loc, less(b, row, rows), TypeRange{i16, i16},
+            [&]() -> SmallVector<Value> { return {bitsAt(col), bitsAt(addc(b, col, 1))}; },
+            [&]() -> SmallVector<Value> { return {zeroBits, zeroBits}; });
+        memref::StoreOp::create(b, loc, pair.getResult(0), actBits, ValueRange{t, c});
+        memref::StoreOp::create(b, loc, pair.getResult(1), actBits, ValueRange{t, addc(b, c, 1)});
+        scf::YieldOp::create(b, loc);
+      });
+    }
+    // Stage the weights of this 32-block: a thread an output row, decoded
+    // exactly to bf16 without their scale.
+    emitWhen(b, loc, less(b, tid, idx(b, loc, tileOutputs)), [&] {
+      Value j = add(b, j0, tid);
+      SmallVector<Value> values;
+      if (scaled) {
+        SmallVector<Type> types(size_t(kBlock), f32);
+        auto decoded = emitSelect(
+            b, loc, aligned, types,
+            [&]() -> SmallVector<Value> {
+              return loadBlockValues(b, loc, wBase, j, kb, fp8Dense ? kg : k, !fp4);
+            },
+            [&]() -> SmallVector<Value> {
+              SmallVector<Value> v;
+              for (int64_t e = 0; e < kBlock; ++e) {
+                Value code;
+                if (fp4) {
+                  // Byte i holds elements 2i (low nibble) and 2i + 1.
+                  Value byte = loadCode(b, loc, w, ValueRange{j, add(b, div(b, kBase, 2),
+                                                                    idx(b, loc, e / 2))});
+                  code = arith::AndIOp::create(
+                      b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
+                      i32c(b, loc, 0xF));
+                } else {
+                  code = loadCode(b, loc, w, ValueRange{j, addc(b, kBase, e)});
+                }
+                v.push_back(lookup(b, loc, table, code));
+              }
+              return v;
+            });
+        // Exact in bf16 (E4M3 and E2M1 values; NaN's upper half is a NaN):
+        // the upper half of the f32 bits.
+        for (Value v : decoded.getResults()) {
+          Value bits = arith::ShRUIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, v),
+                                              i32c(b, loc, 16));
+          values.push_back(arith::BitcastOp::create(
+              b, loc, bf16, arith::TruncIOp::create(b, loc, b.getI16Type(), bits)));
+        }
+      } else {
+        for (int64_t e = 0; e < kBlock; ++e)
+          values.push_back(memref::LoadOp::create(b, loc, w, ValueRange{j, addc(b, kBase, e)}));
+      }
+      for (int64_t e = 0; e < kBlock; ++e)
+        memref::StoreOp::create(b, loc, values[size_t(e)], weightTile,
+                                ValueRange{tid, idx(b, loc, e)});
+    });
+    lanes.barrier(b, loc);
+    // The fragments: word (row, channel pair) of a staged tile.
+    auto word = [&](int64_t firstRow, Value row, Value col) -> Value {
+      Value at = add(b, mul(b, addc(b, row, firstRow), wordsPerRow), div(b, col, 2));
+      return memref::LoadOp::create(b, loc, words, ValueRange{at});
+    };
+    SmallVector<Value> a[2][kWarpRowFragments], bw[2][kWarpColFragments];
+    for (int64_t ks = 0; ks < 2; ++ks) {
+      Value c = addc(b, quad2, ks * kMmaK);
+      for (int64_t mi = 0; mi < kWarpRowFragments; ++mi) {
+        Value r = add(b, addc(b, warpRow, mi * 16), group);
+        a[ks][mi] = {word(0, r, c), word(8, r, c), word(0, r, addc(b, c, 8)),
+                     word(8, r, addc(b, c, 8))};
+      }
+      for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
+        Value r = add(b, addc(b, warpCol, ni * 8), group);
+        bw[ks][ni] = {word(tileRows, r, c), word(tileRows, r, addc(b, c, 8))};
+      }
+    }
+    SmallVector<Value> next(acc.begin(), acc.end());
+    SmallVector<Value> zero4(4, zeroF32);
+    for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
+      for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
+        const size_t base = size_t((mi * kWarpColFragments + ni) * 4);
+        SmallVector<Value> in =
+            scaled ? zero4 : SmallVector<Value>(acc.begin() + base, acc.begin() + base + 4);
+        SmallVector<Value> d = lanes.mma(b, loc, a[0][mi], bw[0][ni], in);
+        d = lanes.mma(b, loc, a[1][mi], bw[1][ni], d);
+        if (!scaled) {
+          std::copy(d.begin(), d.end(), next.begin() + base);
+          continue;
+        }
+        // The 32-block's partial times its weight scale: a column's own
+        // (FP4) or its 32 x 32 block's (FP8).
+        Value col = add(b, addc(b, j0, ni * 8), add(b, warpCol, quad2));
+        Value scaleEven, scaleOdd;
+        if (fp4) {
+          scaleEven = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{col, kb}));
+          scaleOdd = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{addc(b, col, 1), kb}));
+        } else {
+          scaleEven = scaleOdd =
+              decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{div(b, col, kBlock), kb}));
+        }
+        for (int64_t e = 0; e < 4; ++e) {
+          Value scaledPartial =
+              arith::MulFOp::create(b, loc, d[size_t(e)], e % 2 ? scaleOdd : scaleEven);
+          next[base + size_t(e)] = arith::AddFOp::create(b, loc, acc[base + size_t(e)],
+                                                         scaledPartial);
+        }
+      }
+    // Before the next block's staging overwrites what other warps read.
+    lanes.barrier(b, loc);
+    return next;
+  });
+  // d's elements: (group, quad2 + 0/1), then 8 rows down.
+  Type outType = bf16;
+  for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
+    for (int64_t ni = 0; ni < kWarpColFragments; ++ni)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value row = add(b, add(b, r0, addc(b, warpRow, mi * 16 + (e >= 2 ? 8 : 0))), group);
+        Value col = add(b, add(b, j0, addc(b, warpCol, ni * 8 + e % 2)), quad2);
+        Value v = kLoop.getResult(unsigned((mi * kWarpColFragments + ni) * 4 + e));
+        emitWhen(b, loc, less(b, row, rows), [&] {
+          memref::StoreOp::create(b, loc, fromF32(b, loc, v, outType), y, ValueRange{row, col});
+        });
+      }
+  func::ReturnOp::create(b, loc);
+}
+
+} // namespace csa::codegen

@@ -1,0 +1,82 @@
+//===- LinearMma.h - The tensor-core prefill form of csa.linear --*- C++ -*-===//
+//
+// The prefill form of a linear kernel on Hopper's tensor cores: a block
+// computes a tile of `rowsPerTile` rows x `outputsPerTile` outputs, a warp a
+// 32 x 32 part of it as 2 x 4 fragments of warp-wide `mma.m16n8k16` with
+// bf16 operands and fp32 accumulators. K advances one 32-block at a time:
+// the block stages the tile's activations (act_quant-ed for FP8/FP4, as the
+// host kernel does) and the weight codes of the block (decoded exactly to
+// bf16, unscaled) in shared memory, each warp loads its fragments from there
+// and multiplies; the 32-block's fp32 partial is multiplied by its UE8M0
+// weight scale and added to the accumulator (the released semantics: the
+// scale on each 32-block's partial).
+//
+// Every operand is exact in bf16 (E4M3 and E2M1 codes, the act_quant-ed
+// activations, bf16 weights), so only the order and the rounding of the fp32
+// sums differ from the host kernel: the form meets the tolerance contract
+// of a dot product (docs/semantics.md), like the split-K form.
+//
+// Used for FP8 block-scaled, FP8-as-bf16 (grouped, `wo_a`), FP4 and bf16
+// weights with bf16 activations, K % 32 == 0 per group and a group's
+// outputs a multiple of 32 (linearMmaShape); the rest keep the row-tiled
+// form.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CSA_CODEGEN_HOST_LINEARMMA_H
+#define CSA_CODEGEN_HOST_LINEARMMA_H
+
+#include "codegen/host/LinearKernels.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+namespace csa::codegen {
+
+/// bf16 elements of a staged row in shared memory: a 32-block and 8 of
+/// padding, so that a fragment load's 8 rows x 4 words fall in 32 banks.
+inline constexpr int64_t kMmaRowStride = 40;
+
+/// A tile of the form: rows x outputs, a warp per 32 x 32.
+struct LinearMmaShape {
+  int64_t rowsPerTile = 64, outputsPerTile = 128;
+  int64_t threads() const { return (rowsPerTile / 32) * (outputsPerTile / 32) * 32; }
+  /// The staged activations and weight codes of one 32-block (bf16).
+  int64_t sharedBytes() const { return (rowsPerTile + outputsPerTile) * kMmaRowStride * 2; }
+};
+
+/// The tile for `spec`, or none when the form does not apply (see the file
+/// comment): 64 rows and the most of 128, 64 or 32 outputs that divides a
+/// group's outputs.
+std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec);
+
+/// One warp-wide `mma.m16n8k16.row.col.f32.bf16.bf16.f32`: `a` 4 i32, `b` 2
+/// i32 (two bf16 each, the lower index in the low half), `c` 4 f32, in
+/// PTX's fragment layout; returns d's 4 f32.
+using MmaBf16 = std::function<llvm::SmallVector<mlir::Value>(
+    mlir::OpBuilder &, mlir::Location, mlir::ValueRange a, mlir::ValueRange b,
+    mlir::ValueRange c)>;
+
+/// How the form's lanes are made: the tile indices (x: rows, y: outputs),
+/// the thread in the block, the block barrier and the mma.
+struct LinearMmaLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> rowTile, outputTile, thread;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
+  MmaBf16 mma;
+  unsigned weightAddressSpace = 1; ///< of the 16-byte weight loads
+  /// The shared buffer: memref<sharedBytes() x i8> (the GPU's workgroup
+  /// memory), viewed as the activation and the weight tile.
+  mlir::Type sharedType;
+};
+
+/// Replaces the body of `fn` (a kernel of `spec` from buildLinearKernel)
+/// with the tensor-core form for `shape`; rows past the end are skipped.
+void buildLinearMmaBody(mlir::func::FuncOp fn, const LinearKernelSpec &spec,
+                        const LinearMmaShape &shape, const LinearMmaLanes &lanes);
+
+} // namespace csa::codegen
+
+#endif // CSA_CODEGEN_HOST_LINEARMMA_H

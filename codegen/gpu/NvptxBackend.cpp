@@ -101,6 +101,21 @@ Value shuffleXorLane(OpBuilder &b, Location loc, Value v, int32_t mask) {
       .getShuffleResult();
 }
 
+/// Two E4M3 codes (an i16) to f32: cvt.rn.f16x2.e4m3x2 (sm_89 on), then
+/// the exact f16 -> f32.
+std::pair<Value, Value> e4m3PairToF32(OpBuilder &b, Location loc, Value pair) {
+  Value codes = LLVM::BitcastOp::create(b, loc, VectorType::get({2}, b.getI8Type()), pair);
+  Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+      b, loc, VectorType::get({2}, b.getF16Type()), codes, b.getBoolAttr(false),
+      TypeAttr::get(b.getType<Float8E4M3FNType>()));
+  auto half = [&](int32_t i) -> Value {
+    Value h = LLVM::ExtractElementOp::create(b, loc, halves,
+                                             LLVM::ConstantOp::create(b, loc, b.getI32Type(), i));
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), h);
+  };
+  return {half(0), half(1)};
+}
+
 /// One warp-wide mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32.
 SmallVector<Value> mmaBf16(OpBuilder &b, Location loc, ValueRange a, ValueRange bw,
                            ValueRange c) {
@@ -939,6 +954,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.thread = threadX;
       lanes.barrier = blockBarrier;
       lanes.mma = mmaBf16;
+      lanes.e4m3PairToF32 = e4m3PairToF32;
       lanes.sharedType = MemRefType::get({shape.sharedBytes()}, b.getI8Type(),
                                          MemRefLayoutAttrInterface{}, workgroup);
       buildLinearMmaBody(fn, *mma, shape, lanes);
@@ -993,19 +1009,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.outputTile = blockY;
       lanes.thread = threadX;
       lanes.barrier = blockBarrier;
-      // cvt.rn.f16x2.e4m3x2 (sm_89 on), then the exact f16 -> f32.
-      lanes.e4m3PairToF32 = [](OpBuilder &b, Location loc, Value pair) {
-        Value codes = LLVM::BitcastOp::create(b, loc, VectorType::get({2}, b.getI8Type()), pair);
-        Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
-            b, loc, VectorType::get({2}, b.getF16Type()), codes, b.getBoolAttr(false),
-            TypeAttr::get(b.getType<Float8E4M3FNType>()));
-        auto half = [&](int32_t i) -> Value {
-          Value h = LLVM::ExtractElementOp::create(
-              b, loc, halves, LLVM::ConstantOp::create(b, loc, b.getI32Type(), i));
-          return arith::ExtFOp::create(b, loc, b.getF32Type(), h);
-        };
-        return std::pair<Value, Value>{half(0), half(1)};
-      };
+      lanes.e4m3PairToF32 = e4m3PairToF32;
       lanes.e2m1ThroughF16 = true;
       lanes.e2m1ThroughE4m3 = options.linearFp4ThroughE4m3;
       // act_quant by cvt.rn.satfinite.e4m3x2.f32 (`a` to the high byte),

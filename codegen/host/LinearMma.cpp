@@ -68,6 +68,8 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   const int64_t tileRows = shape.rowsPerTile, tileOutputs = shape.outputsPerTile,
                 threads = shape.threads(), warpsN = tileOutputs / 32;
   const int64_t wordsPerRow = kMmaRowStride / 2;
+  // Threads a weight row of the tile is staged by (FP8: a 16-byte load each).
+  const int64_t parts = scaled && !fp4 && tileOutputs * 2 <= threads ? 2 : 1;
   Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
   Block *entry = freshBody(fn, {lanes.sharedType});
   b.setInsertionPointToStart(entry);
@@ -169,31 +171,62 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
         scf::YieldOp::create(b, loc);
       });
     }
-    // Stage the weights of this 32-block: a thread an output row, decoded
-    // exactly to bf16 without their scale.
-    emitWhen(b, loc, less(b, tid, idx(b, loc, tileOutputs)), [&] {
-      Value j = add(b, j0, tid);
+    // Stage the weights of this 32-block, decoded exactly to bf16 without
+    // their scale: `parts` threads an output row (FP8: 16 codes, one
+    // 16-byte load, each), the rest a whole row.
+    emitWhen(b, loc, less(b, tid, idx(b, loc, tileOutputs * parts)), [&] {
+      Value rowInTile = parts > 1 ? div(b, tid, parts) : tid;
+      Value e0 = parts > 1 ? mul(b, rem(b, tid, parts), kBlock / parts) : idx(b, loc, 0);
+      const int64_t count = kBlock / parts;
+      Value j = add(b, j0, rowInTile);
       SmallVector<Value> values;
       if (scaled) {
-        SmallVector<Type> types(size_t(kBlock), f32);
+        SmallVector<Type> types(size_t(count), f32);
         auto decoded = emitSelect(
             b, loc, aligned, types,
             [&]() -> SmallVector<Value> {
-              return loadBlockValues(b, loc, wBase, j, kb, fp8Dense ? kg : k, !fp4);
+              if (fp4)
+                return loadBlockValues(b, loc, wBase, j, kb, k, /*fp8=*/false);
+              // 16 E4M3 codes of row j from byte kb * 32 + e0.
+              const int64_t rowBytes = fp8Dense ? kg : k;
+              Value offset = arith::IndexCastUIOp::create(
+                  b, loc, b.getI64Type(), add(b, add(b, mul(b, j, rowBytes), kBase), e0));
+              SmallVector<Value> v;
+              for (Value word : load16Bytes(b, loc, wBase, offset))
+                for (int64_t half = 0; half < 2; ++half) {
+                  Value pair = half ? arith::ShRUIOp::create(b, loc, word, i32c(b, loc, 16)).getResult()
+                                    : word;
+                  if (lanes.e4m3PairToF32) {
+                    auto [lo, hi] = lanes.e4m3PairToF32(
+                        b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), pair));
+                    v.push_back(lo);
+                    v.push_back(hi);
+                    continue;
+                  }
+                  for (int64_t byte = 0; byte < 2; ++byte)
+                    v.push_back(decodeE4M3Arith(
+                        b, loc,
+                        arith::AndIOp::create(
+                            b, loc,
+                            byte ? arith::ShRUIOp::create(b, loc, pair, i32c(b, loc, 8)).getResult()
+                                 : pair,
+                            i32c(b, loc, 0xFF))));
+                }
+              return v;
             },
             [&]() -> SmallVector<Value> {
               SmallVector<Value> v;
-              for (int64_t e = 0; e < kBlock; ++e) {
+              for (int64_t e = 0; e < count; ++e) {
+                Value at = add(b, addc(b, kBase, e), e0);
                 Value code;
                 if (fp4) {
                   // Byte i holds elements 2i (low nibble) and 2i + 1.
-                  Value byte = loadCode(b, loc, w, ValueRange{j, add(b, div(b, kBase, 2),
-                                                                    idx(b, loc, e / 2))});
+                  Value byte = loadCode(b, loc, w, ValueRange{j, div(b, at, 2)});
                   code = arith::AndIOp::create(
                       b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
                       i32c(b, loc, 0xF));
                 } else {
-                  code = loadCode(b, loc, w, ValueRange{j, addc(b, kBase, e)});
+                  code = loadCode(b, loc, w, ValueRange{j, at});
                 }
                 v.push_back(lookup(b, loc, table, code));
               }
@@ -208,12 +241,13 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
               b, loc, bf16, arith::TruncIOp::create(b, loc, b.getI16Type(), bits)));
         }
       } else {
-        for (int64_t e = 0; e < kBlock; ++e)
-          values.push_back(memref::LoadOp::create(b, loc, w, ValueRange{j, addc(b, kBase, e)}));
+        for (int64_t e = 0; e < count; ++e)
+          values.push_back(
+              memref::LoadOp::create(b, loc, w, ValueRange{j, add(b, addc(b, kBase, e), e0)}));
       }
-      for (int64_t e = 0; e < kBlock; ++e)
+      for (int64_t e = 0; e < count; ++e)
         memref::StoreOp::create(b, loc, values[size_t(e)], weightTile,
-                                ValueRange{tid, idx(b, loc, e)});
+                                ValueRange{rowInTile, addc(b, e0, e)});
     });
     lanes.barrier(b, loc);
     // The fragments: word (row, channel pair) of a staged tile.

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 
 namespace csa::codegen {
 
@@ -66,6 +67,12 @@ struct LinearMmaLanes {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> rowTile, outputTile, thread;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
   MmaBf16 mma;
+  /// Two E4M3 codes (the low and high byte of an i16) to f32: the GPU's
+  /// cvt.rn.f16x2.e4m3x2 (as LinearSplitKLanes). Empty: decoded with
+  /// integer arithmetic (decodeE4M3Arith), as on the host.
+  std::function<std::pair<mlir::Value, mlir::Value>(mlir::OpBuilder &, mlir::Location,
+                                                    mlir::Value)>
+      e4m3PairToF32;
   unsigned weightAddressSpace = 1; ///< of the 16-byte weight loads
   /// The shared buffer: memref<sharedBytes() x i8> (the GPU's workgroup
   /// memory), viewed as the activation and the weight tile.

@@ -116,6 +116,18 @@ std::pair<Value, Value> e4m3PairToF32(OpBuilder &b, Location loc, Value pair) {
   return {half(0), half(1)};
 }
 
+/// act_quant's rounding of two f32 by cvt.rn.satfinite.e4m3x2.f32 (`hi` to
+/// the high byte), back through cvt.rn.f16x2.e4m3x2: exact, RNE with
+/// saturation, as the host's integer rounding.
+std::pair<Value, Value> e4m3RoundPair(OpBuilder &b, Location loc, Value lo, Value hi) {
+  MLIRContext *ctx = b.getContext();
+  Value packed = NVVM::ConvertF32x2ToF8x2Op::create(
+      b, loc, b.getI16Type(), hi, lo, NVVM::FPRoundingModeAttr::get(ctx, NVVM::FPRoundingMode::RN),
+      NVVM::SaturationModeAttr::get(ctx, NVVM::SaturationMode::SATFINITE), b.getBoolAttr(false),
+      TypeAttr::get(b.getType<Float8E4M3FNType>()));
+  return e4m3PairToF32(b, loc, packed);
+}
+
 /// One warp-wide mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32.
 SmallVector<Value> mmaBf16(OpBuilder &b, Location loc, ValueRange a, ValueRange bw,
                            ValueRange c) {
@@ -955,6 +967,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.barrier = blockBarrier;
       lanes.mma = mmaBf16;
       lanes.e4m3PairToF32 = e4m3PairToF32;
+      lanes.e4m3RoundPair = e4m3RoundPair;
+      lanes.shuffleXor = shuffleXorLane;
       lanes.sharedType = MemRefType::get({shape.sharedBytes()}, b.getI8Type(),
                                          MemRefLayoutAttrInterface{}, workgroup);
       buildLinearMmaBody(fn, *mma, shape, lanes);
@@ -1012,19 +1026,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.e4m3PairToF32 = e4m3PairToF32;
       lanes.e2m1ThroughF16 = true;
       lanes.e2m1ThroughE4m3 = options.linearFp4ThroughE4m3;
-      // act_quant by cvt.rn.satfinite.e4m3x2.f32 (`a` to the high byte),
-      // back through cvt.rn.f16x2.e4m3x2: exact, RNE with saturation, as
-      // the host's integer rounding.
-      lanes.e4m3RoundPair = [toF32 = lanes.e4m3PairToF32](OpBuilder &b, Location loc, Value lo,
-                                                          Value hi) {
-        MLIRContext *ctx = b.getContext();
-        Value packed = NVVM::ConvertF32x2ToF8x2Op::create(
-            b, loc, b.getI16Type(), hi, lo,
-            NVVM::FPRoundingModeAttr::get(ctx, NVVM::FPRoundingMode::RN),
-            NVVM::SaturationModeAttr::get(ctx, NVVM::SaturationMode::SATFINITE),
-            b.getBoolAttr(false), TypeAttr::get(b.getType<Float8E4M3FNType>()));
-        return toF32(b, loc, packed);
-      };
+      lanes.e4m3RoundPair = e4m3RoundPair;
       lanes.sharedPartialsType = MemRefType::get({split->outputsPerBlock, split->threads},
                                                  b.getF32Type(), MemRefLayoutAttrInterface{},
                                                  workgroup);

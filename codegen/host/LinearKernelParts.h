@@ -56,6 +56,20 @@ void emitActQuantBlock(mlir::OpBuilder &b, mlir::Location loc,
                        const std::function<void(mlir::OpBuilder &, mlir::Value, mlir::Value)> &store,
                        const E4M3RoundPair &roundPair = nullptr);
 
+/// The pieces of emitActQuantBlock, for forms that split a block over
+/// threads: one step of the block's amax (`magnitude` = |x|; NaN ignored,
+/// so partial maxima combine in any order to the same value), the scale s
+/// and 1 / s from the amax (+-inf counted as FLT_MAX, the 1e-4 floor,
+/// UE8M0 ceil), and two elements quantized and dequantized to bf16.
+mlir::Value emitAmaxStep(mlir::OpBuilder &b, mlir::Location loc, mlir::Value amax,
+                         mlir::Value magnitude);
+std::pair<mlir::Value, mlir::Value> emitActQuantScale(mlir::OpBuilder &b, mlir::Location loc,
+                                                      mlir::Value amax);
+std::pair<mlir::Value, mlir::Value> emitActQuantPair(mlir::OpBuilder &b, mlir::Location loc,
+                                                     mlir::Value v0, mlir::Value v1,
+                                                     mlir::Value scale, mlir::Value inverse,
+                                                     const E4M3RoundPair &roundPair);
+
 /// Items first, first + stride, ... below `count`, `group` a loop trip: the
 /// trip's loads (`load(read)`; an item past the end reads the last item
 /// again) are all emitted before their uses (`use(item, loaded)`, only for

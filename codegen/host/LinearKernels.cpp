@@ -237,18 +237,31 @@ void emitActQuantBlock(OpBuilder &b, Location loc,
                        const std::function<Value(OpBuilder &, Value)> &load,
                        const std::function<void(OpBuilder &, Value, Value)> &store,
                        const E4M3RoundPair &roundPair) {
-  Type i32 = b.getI32Type(), bf16 = b.getBF16Type();
   SmallVector<Value> values;
   for (int64_t c = 0; c < kBlock; ++c)
     values.push_back(load(b, idx(b, loc, c)));
   // blockAmax: max |x| in element order, NaN ignored (the comparison is
   // false), +-inf counted as FLT_MAX.
   Value amax = f32c(b, loc, 0.f);
-  for (Value v : values) {
-    Value a = math::AbsFOp::create(b, loc, v);
-    Value gt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, a, amax);
-    amax = arith::SelectOp::create(b, loc, gt, a, amax);
+  for (Value v : values)
+    amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
+  auto [scale, inverse] = emitActQuantScale(b, loc, amax);
+  // The elements: x / s, E4M3 round trip, times s, stored as bf16.
+  for (int64_t c = 0; c < kBlock; c += 2) {
+    auto [d0, d1] = emitActQuantPair(b, loc, values[size_t(c)], values[size_t(c + 1)], scale,
+                                     inverse, roundPair);
+    store(b, idx(b, loc, c), d0);
+    store(b, idx(b, loc, c + 1), d1);
   }
+}
+
+Value emitAmaxStep(OpBuilder &b, Location loc, Value amax, Value magnitude) {
+  Value gt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, magnitude, amax);
+  return arith::SelectOp::create(b, loc, gt, magnitude, amax);
+}
+
+std::pair<Value, Value> emitActQuantScale(OpBuilder &b, Location loc, Value amax) {
+  Type i32 = b.getI32Type();
   Value fltMax = f32c(b, loc, FLT_MAX);
   Value isInf =
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, amax, fltMax);
@@ -278,22 +291,24 @@ void emitActQuantBlock(OpBuilder &b, Location loc,
       b, loc,
       arith::SelectOp::create(b, loc, isNaNCode, code,
                               arith::SubIOp::create(b, loc, i32c(b, loc, 254), code)));
-  // The elements: x / s, E4M3 round trip, times s, stored as bf16.
-  SmallVector<Value> rounded(kBlock);
-  for (int64_t c = 0; c < kBlock; c += 2) {
-    Value q0 = arith::MulFOp::create(b, loc, values[size_t(c)], inverse);
-    Value q1 = arith::MulFOp::create(b, loc, values[size_t(c + 1)], inverse);
-    if (roundPair) {
-      std::tie(rounded[size_t(c)], rounded[size_t(c + 1)]) = roundPair(b, loc, q0, q1);
-    } else {
-      rounded[size_t(c)] = emitRoundToE4M3(b, loc, q0);
-      rounded[size_t(c + 1)] = emitRoundToE4M3(b, loc, q1);
-    }
+  return {scale, inverse};
+}
+
+std::pair<Value, Value> emitActQuantPair(OpBuilder &b, Location loc, Value v0, Value v1,
+                                         Value scale, Value inverse,
+                                         const E4M3RoundPair &roundPair) {
+  Value q0 = arith::MulFOp::create(b, loc, v0, inverse);
+  Value q1 = arith::MulFOp::create(b, loc, v1, inverse);
+  Value r0, r1;
+  if (roundPair) {
+    std::tie(r0, r1) = roundPair(b, loc, q0, q1);
+  } else {
+    r0 = emitRoundToE4M3(b, loc, q0);
+    r1 = emitRoundToE4M3(b, loc, q1);
   }
-  for (int64_t c = 0; c < kBlock; ++c) {
-    Value d = arith::MulFOp::create(b, loc, rounded[size_t(c)], scale);
-    store(b, idx(b, loc, c), arith::TruncFOp::create(b, loc, bf16, d));
-  }
+  Type bf16 = b.getBF16Type();
+  return {arith::TruncFOp::create(b, loc, bf16, arith::MulFOp::create(b, loc, r0, scale)),
+          arith::TruncFOp::create(b, loc, bf16, arith::MulFOp::create(b, loc, r1, scale))};
 }
 
 namespace linear {

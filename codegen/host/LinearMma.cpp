@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -68,6 +69,8 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   const int64_t tileRows = shape.rowsPerTile, tileOutputs = shape.outputsPerTile,
                 threads = shape.threads(), warpsN = tileOutputs / 32;
   const int64_t wordsPerRow = kMmaRowStride / 2;
+  // Threads a row's act_quant block is split over (adjacent lanes).
+  const int64_t quantThreads = threads / tileRows, perThread = kBlock / quantThreads;
   // Threads a weight row of the tile is staged by (FP8: a 16-byte load each).
   const int64_t parts = scaled && !fp4 && tileOutputs * 2 <= threads ? 2 : 1;
   Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
@@ -136,19 +139,36 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
     Value kBase = mul(b, kb, kBlock);
     // Stage the tile's activations of this 32-block (zeros past the rows).
     if (quantized) {
-      // act_quant of a row's block a thread, as the host kernel does it.
-      emitWhen(b, loc, less(b, tid, idx(b, loc, tileRows)), [&] {
-        Value row = add(b, r0, tid);
-        auto ifRow = scf::IfOp::create(b, loc, less(b, row, rows), /*withElse=*/true);
-        OpBuilder tb = OpBuilder::atBlockTerminator(ifRow.thenBlock());
-        emitActQuantRowBlock(tb, loc, x, row, kb, [&](OpBuilder &nb, Value col, Value v) {
-          memref::StoreOp::create(nb, loc, v, actTile,
-                                  ValueRange{tid, arith::SubIOp::create(nb, loc, col, kBase)});
-        });
-        OpBuilder eb = OpBuilder::atBlockTerminator(ifRow.elseBlock());
-        for (int64_t e = 0; e < kBlock; ++e)
-          memref::StoreOp::create(eb, loc, zeroBf16, actTile, ValueRange{tid, idx(eb, loc, e)});
-      });
+      // act_quant, the host kernel's bits: `quantThreads` neighbouring
+      // lanes a (row, block), `perThread` channels each; the block's amax
+      // by shuffles (a maximum: the same in any order). Every lane takes
+      // part (rows past the end quantize zeros and are not read).
+      Value row = div(b, tid, quantThreads), part = rem(b, tid, quantThreads);
+      Value first = add(b, kBase, mul(b, part, perThread));
+      SmallVector<Type> types(size_t(perThread), f32);
+      auto loaded = emitSelect(
+          b, loc, less(b, add(b, r0, row), rows), types,
+          [&]() -> SmallVector<Value> {
+            SmallVector<Value> v;
+            for (int64_t e = 0; e < perThread; ++e)
+              v.push_back(loadF32(b, loc, x, ValueRange{add(b, r0, row), addc(b, first, e)}));
+            return v;
+          },
+          [&]() -> SmallVector<Value> { return SmallVector<Value>(size_t(perThread), zeroF32); });
+      SmallVector<Value> values(loaded.getResults());
+      Value amax = zeroF32;
+      for (Value v : values)
+        amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
+      for (int32_t mask = 1; mask < quantThreads; mask *= 2)
+        amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
+      auto [scale, inverse] = emitActQuantScale(b, loc, amax);
+      Value local = mul(b, part, perThread);
+      for (int64_t e = 0; e < perThread; e += 2) {
+        auto [d0, d1] = emitActQuantPair(b, loc, values[size_t(e)], values[size_t(e + 1)], scale,
+                                         inverse, lanes.e4m3RoundPair);
+        memref::StoreOp::create(b, loc, d0, actTile, ValueRange{row, addc(b, local, e)});
+        memref::StoreOp::create(b, loc, d1, actTile, ValueRange{row, addc(b, local, e + 1)});
+      }
     } else {
       // Two neighbouring channels a thread at a time.
       scf::ForOp::create(

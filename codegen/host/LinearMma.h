@@ -25,6 +25,7 @@
 #ifndef CSA_CODEGEN_HOST_LINEARMMA_H
 #define CSA_CODEGEN_HOST_LINEARMMA_H
 
+#include "codegen/host/LinearKernelParts.h"
 #include "codegen/host/LinearKernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -67,6 +68,11 @@ struct LinearMmaLanes {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> rowTile, outputTile, thread;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
   MmaBf16 mma;
+  /// shfl.sync.bfly of an f32 over the warp (the act_quant amax).
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)> shuffleXor;
+  /// act_quant's E4M3 rounding by the GPU's cvt (emitActQuantPair); empty:
+  /// integer arithmetic, as on the host.
+  E4M3RoundPair e4m3RoundPair;
   /// Two E4M3 codes (the low and high byte of an i16) to f32: the GPU's
   /// cvt.rn.f16x2.e4m3x2 (as LinearSplitKLanes). Empty: decoded with
   /// integer arithmetic (decodeE4M3Arith), as on the host.

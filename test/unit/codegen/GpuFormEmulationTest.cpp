@@ -271,6 +271,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       lanes.thread = simt.value(simt.thread);
       lanes.barrier = simt.sync();
       lanes.mma = simt.mmaBf16();
+      lanes.shuffleXor = simt.shuffleXor();
       lanes.weightAddressSpace = 0;
       lanes.sharedType = MemRefType::get({mmaShape.sharedBytes()}, IntegerType::get(ctx, 8));
       buildLinearMmaBody(form, spec, mmaShape, lanes);
@@ -544,6 +545,8 @@ TEST(GpuFormEmulation, MmaLinearMeetsTheDotBound) {
     expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 64), 70, misaligned}, LinearForm::Mma);
     expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 32), 9, misaligned}, LinearForm::Mma);
   }
+  // 128 outputs a tile: act_quant split over 4 lanes a (row, block).
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 64, 128), 40}, LinearForm::Mma);
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 10}, LinearForm::Mma);
   expectTiledMatchesHost({specOf(LinearFormat::BF16, 64, 256), 5}, LinearForm::Mma);
 }

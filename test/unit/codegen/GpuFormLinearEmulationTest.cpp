@@ -1,0 +1,564 @@
+//===- GpuFormLinearEmulationTest.cpp - The linears' GPU forms on host threads ===//
+//
+// The per-output, row-tiled, split-K and tensor-core forms of the linear
+// kernels and the grouped (MoE) linears, run on host threads
+// (SimtEmulation.h) on fresh random inputs: the row-tiled and per-output
+// forms give the host kernel's bits, the split-K and tensor-core forms meet
+// the dot-product bound (and the host's bits on exact operands).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/host/LinearKernels.h"
+#include "codegen/host/LinearMma.h"
+#include "codegen/host/LinearSplitK.h"
+#include "test/unit/codegen/KernelTestSupport.h"
+#include "test/unit/codegen/SimtEmulation.h"
+#include "runtime/numerics/Tolerance.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace csa::codegen;
+using namespace csa::codegen::testing;
+using namespace mlir;
+
+namespace {
+
+
+/// The split-K form's lanes on host threads: a block per (row, output tile),
+/// its shared partials and sums appended to the kernel's arguments.
+LinearSplitKLanes splitKLanes(const Simt &simt, MLIRContext *ctx, const LinearSplitKShape &split) {
+  LinearSplitKLanes lanes;
+  lanes.row = simt.value(simt.blockX);
+  lanes.outputTile = simt.value(simt.blockY);
+  lanes.thread = simt.value(simt.thread);
+  lanes.barrier = simt.sync();
+  lanes.weightAddressSpace = 0;
+  lanes.sharedPartialsType =
+      MemRefType::get({split.outputsPerBlock, split.threads}, Float32Type::get(ctx));
+  lanes.sharedSumsType =
+      MemRefType::get({split.outputsPerBlock, kSplitKParts}, Float32Type::get(ctx));
+  return lanes;
+}
+
+/// Weight bytes of `spec` (codes in [100, 140]: every E4M3 exponent near 1,
+/// NaN 0x7F among them; any byte for FP4) and its scales.
+struct LinearCase {
+  LinearKernelSpec spec;
+  int64_t rows = 11;
+  bool misaligned = false; ///< the weight at an odd address: the scalar loads
+  /// Operands whose every partial sum is exact in fp32 (integer activations
+  /// in [-3, 3], weights of one binade, unit scales): then any summation
+  /// order gives the host kernel's bits, and a split-K form must too.
+  bool exact = false;
+  int64_t multiprocessors = 4; ///< the split-K shape's GPU (132: an H200)
+};
+
+/// The GPU forms of a linear: the row-tiled and per-output forms give the
+/// host kernel's bits; the split-K form meets the dot-product tolerance.
+enum class LinearForm { Tiled, PerOutput, SplitK, Mma };
+
+void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
+  const bool perOutput = which == LinearForm::PerOutput;
+  const bool mma = which == LinearForm::Mma;
+  // Forms within the dot-product tolerance instead of the host's bits.
+  const bool bounded = which == LinearForm::SplitK || mma;
+  const bool splitK = which == LinearForm::SplitK;
+  const LinearKernelSpec &spec = c.spec;
+  const bool quantized = linearNeedsSharedRow(spec);
+  const bool fp8Dense = spec.format == LinearFormat::FP8AsBF16;
+  const int64_t k = spec.inFeatures, n = spec.outFeatures, g = spec.groups;
+  const int64_t tile = linearTileOutputs(spec, 64), chunk = 64, rowsPerTile = 8;
+  const int64_t outputsPerBlock = 2; // per-output form: 2 warps
+  LinearSplitKShape split;
+  LinearMmaShape mmaShape;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildLinearKernel(m, "host", spec);
+    func::FuncOp form = buildLinearKernel(m, "form", spec);
+    MLIRContext *ctx = m.getContext();
+    if (mma) {
+      std::optional<LinearMmaShape> shape = linearMmaShape(spec);
+      ASSERT_TRUE(shape.has_value());
+      mmaShape = *shape;
+      LinearMmaLanes lanes;
+      lanes.rowTile = simt.value(simt.blockX);
+      lanes.outputTile = simt.value(simt.blockY);
+      lanes.thread = simt.value(simt.thread);
+      lanes.barrier = simt.sync();
+      lanes.mma = simt.mmaBf16();
+      lanes.shuffleXor = simt.shuffleXor();
+      lanes.weightAddressSpace = 0;
+      lanes.sharedType = MemRefType::get({mmaShape.sharedBytes()}, IntegerType::get(ctx, 8));
+      buildLinearMmaBody(form, spec, mmaShape, lanes);
+    } else if (splitK) {
+      std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, c.multiprocessors);
+      ASSERT_TRUE(shape.has_value());
+      split = *shape;
+      buildLinearSplitKBody(form, spec, split, splitKLanes(simt, ctx, split));
+    } else if (perOutput) {
+      LinearLanes lanes;
+      lanes.row = simt.value(simt.blockX);
+      lanes.firstOutput = [&, by = simt.value(simt.blockY)](OpBuilder &b, Location loc) -> Value {
+        return arith::MulIOp::create(b, loc, by(b, loc),
+                                     arith::ConstantIndexOp::create(b, loc, outputsPerBlock));
+      };
+      lanes.lane = simt.value(simt.thread);
+      lanes.lanes = [&](OpBuilder &b, Location loc) -> Value {
+        return arith::ConstantIndexOp::create(b, loc, 32 * outputsPerBlock);
+      };
+      lanes.barrier = simt.sync();
+      lanes.weightAddressSpace = 0;
+      if (quantized)
+        lanes.sharedRowType =
+            MemRefType::get({k / 32 * (32 + kLinearRowPad)}, BFloat16Type::get(ctx));
+      lanes.sharedPartialsType = MemRefType::get({outputsPerBlock, linearPartials(spec)},
+                                                 Float32Type::get(ctx));
+      buildLinearPerOutputBody(form, spec, lanes);
+    } else {
+      LinearTileLanes lanes;
+      lanes.rowTile = simt.value(simt.blockX);
+      lanes.outputTile = simt.value(simt.blockY);
+      lanes.lane = simt.value(simt.thread);
+      lanes.barrier = simt.sync();
+      lanes.rowsPerTile = rowsPerTile;
+      lanes.outputsPerTile = tile;
+      lanes.chunk = chunk;
+      lanes.weightAddressSpace = 0;
+      lanes.sharedActType = MemRefType::get({chunk, rowsPerTile}, Float32Type::get(ctx));
+      buildLinearTiledBody(form, spec, lanes);
+    }
+  });
+  ASSERT_TRUE(perOutput || bounded || tile > 0) << "no tile for this spec";
+  // Inputs.
+  std::mt19937 gen(uint32_t(k * 31 + n + c.rows));
+  const int64_t rows = c.rows;
+  std::vector<uint16_t> x = randomBf16(size_t(rows * k), uint32_t(k + n));
+  std::uniform_int_distribution<int> small(-3, 3), eighths(-15, 15), mantissa(0, 15);
+  if (c.exact)
+    for (uint16_t &v : x)
+      v = nx::floatToBf16(float(small(gen)));
+  std::vector<float> xf(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xf[i] = nx::bf16ToFloat(x[i]);
+  const bool fp4 = spec.format == LinearFormat::FP4E2M1;
+  const int64_t kg = k / g;
+  const int64_t wCols = quantized ? (fp4 ? k / 2 : k) : kg;
+  const int64_t wBytes = spec.format == LinearFormat::BF16 || spec.format == LinearFormat::F32
+                             ? (spec.weightF32 ? 4 : 2)
+                             : 1;
+  std::vector<uint8_t> wStore(size_t(n * wCols * wBytes) + 32);
+  uint8_t *wData = wStore.data() + (16 - reinterpret_cast<uintptr_t>(wStore.data()) % 16) % 16 +
+                   (c.misaligned ? 1 : 0);
+  std::uniform_int_distribution<int> code(100, 140), any(0, 255);
+  std::vector<uint16_t> wBf16 = randomBf16(size_t(n * wCols), uint32_t(n), 0.5f);
+  for (int64_t i = 0; i < n * wCols; ++i) {
+    if (wBytes == 2)
+      std::memcpy(wData + i * 2, &wBf16[size_t(i)], 2);
+    else if (wBytes == 4) {
+      float v = nx::bf16ToFloat(wBf16[size_t(i)]);
+      std::memcpy(wData + i * 4, &v, 4);
+    } else
+      wData[i] = uint8_t(fp4 ? any(gen) : code(gen));
+    if (c.exact) {
+      // E4M3 codes of exponent field 7 (+-1 to +-1.875), eighths for bf16
+      // and f32 weights; FP4's eight values are multiples of 1/2 anyway.
+      const float v = float(eighths(gen)) / 8.f;
+      const uint16_t vb = nx::floatToBf16(v);
+      if (wBytes == 2)
+        std::memcpy(wData + i * 2, &vb, 2);
+      else if (wBytes == 4)
+        std::memcpy(wData + i * 4, &v, 4);
+      else if (!fp4) {
+        const int m = mantissa(gen);
+        wData[i] = uint8_t(((m & 8) << 4) | (7 << 3) | (m & 7));
+      }
+    }
+  // The split-K check needs finite outputs: no E4M3 NaN code (S.1111.111).
+  if (bounded && !fp4 && wBytes == 1)
+    for (int64_t i = 0; i < n * wCols; ++i)
+      if ((wData[i] & 0x7F) == 0x7F)
+        wData[i] ^= 1;
+  }
+  const int64_t scaleRows = spec.format == LinearFormat::FP4E2M1 ? n : (n + 31) / 32;
+  const int64_t scaleCols = (quantized ? k : kg + 31) / 32;
+  std::vector<int8_t> scale(size_t(scaleRows * scaleCols));
+  std::uniform_int_distribution<int> exponent(120, 130);
+  for (int8_t &s : scale)
+    s = int8_t(c.exact ? 127 : exponent(gen));
+  const bool f32Out = spec.format == LinearFormat::F32;
+  std::vector<uint16_t> yHost(size_t(rows * n), 0x7FC1), yForm(size_t(rows * n), 0x7FC1);
+  std::vector<float> yHostF(size_t(rows * n), -1.f), yFormF(size_t(rows * n), -1.f);
+  // Descriptors (the same bytes for both kernels).
+  auto dx = describe<2>(x, {rows, k});
+  auto dxf = describe<2>(xf, {rows, k});
+  void *xDesc = spec.inputF32 ? static_cast<void *>(&dxf) : static_cast<void *>(&dx);
+  Descriptor<2, uint8_t> dw{wData, wData, 0, {n, wCols}, {wCols, 1}};
+  auto ds = describe<2>(scale, {scaleRows, scaleCols});
+  auto y = [&](bool host) -> void * {
+    static thread_local Descriptor<2, uint16_t> d;
+    static thread_local Descriptor<2, float> df;
+    if (f32Out) {
+      df = describe<2>(host ? yHostF : yFormF, {rows, n});
+      return &df;
+    }
+    d = describe<2>(host ? yHost : yForm, {rows, n});
+    return &d;
+  };
+  const bool scaled = quantized || fp8Dense;
+  using Fn3 = void (*)(void *, void *, void *);
+  using Fn4 = void (*)(void *, void *, void *, void *);
+  using Fn5 = void (*)(void *, void *, void *, void *, void *);
+  using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
+  void *host = lib.symbol("host"), *form = lib.symbol("form");
+  ASSERT_TRUE(host && form);
+  if (scaled)
+    reinterpret_cast<Fn4>(host)(xDesc, &dw, &ds, y(true));
+  else
+    reinterpret_cast<Fn3>(host)(xDesc, &dw, y(true));
+  if (mma) {
+    const int64_t tm = mmaShape.rowsPerTile, tn = mmaShape.outputsPerTile;
+    launch((rows + tm - 1) / tm, n / tn, mmaShape.threads(), size_t(mmaShape.sharedBytes()),
+           [&](void *shared) {
+      uint8_t *p = static_cast<uint8_t *>(shared);
+      Descriptor<1, uint8_t> dShared{p, p, 0, {mmaShape.sharedBytes()}, {1}};
+      void *out = y(false);
+      if (scaled)
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, &ds, out, &dShared);
+      else
+        reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dShared);
+    }, /*lastFirst=*/true);
+  } else if (splitK) {
+    const int64_t o = split.outputsPerBlock, t = split.threads;
+    launch(rows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
+      float *p = static_cast<float *>(shared);
+      Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
+      float *q = p + o * t;
+      Descriptor<2, float> dSums{q, q, 0, {o, kSplitKParts}, {kSplitKParts, 1}};
+      void *out = y(false);
+      if (scaled)
+        reinterpret_cast<Fn6>(form)(xDesc, &dw, &ds, out, &dPart, &dSums);
+      else
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, out, &dPart, &dSums);
+    });
+  } else if (perOutput) {
+    const int64_t partials = linearPartials(spec);
+    const size_t rowBytes = size_t(k / 32 * (32 + kLinearRowPad) * 2);
+    const size_t partialBytes = size_t(outputsPerBlock * partials * 4);
+    launch(rows, (n + outputsPerBlock - 1) / outputsPerBlock, 32 * outputsPerBlock,
+           (quantized ? rowBytes : 0) + partialBytes, [&](void *shared) {
+      uint8_t *base = static_cast<uint8_t *>(shared);
+      Descriptor<1, uint16_t> dRow{reinterpret_cast<uint16_t *>(base),
+                                   reinterpret_cast<uint16_t *>(base), 0,
+                                   {int64_t(rowBytes / 2)}, {1}};
+      float *p = reinterpret_cast<float *>(base + (quantized ? (rowBytes + 15) / 16 * 16 : 0));
+      Descriptor<2, float> dPart{p, p, 0, {outputsPerBlock, partials}, {partials, 1}};
+      void *out = y(false);
+      if (quantized)
+        reinterpret_cast<Fn6>(form)(xDesc, &dw, &ds, out, &dRow, &dPart);
+      else if (scaled)
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, &ds, out, &dPart);
+      else
+        reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dPart);
+    });
+  } else {
+    launch((rows + rowsPerTile - 1) / rowsPerTile, (n + tile - 1) / tile, tile,
+           size_t(chunk * rowsPerTile * 4), [&](void *shared) {
+      float *a = static_cast<float *>(shared);
+      Descriptor<2, float> dAct{a, a, 0, {chunk, rowsPerTile}, {rowsPerTile, 1}};
+      void *out = y(false);
+      if (scaled)
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, &ds, out, &dAct);
+      else
+        reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dAct);
+    });
+  }
+  if (bounded && !c.exact) {
+    // The bound needs the host kernel on the operands' magnitudes.
+    std::vector<uint16_t> xAbs = x;
+    std::vector<float> xfAbs = xf;
+    nx::takeMagnitudes(xAbs.data(), xAbs.size(), 2, nx::OperandEncoding::Real);
+    nx::takeMagnitudes(xfAbs.data(), xfAbs.size(), 4, nx::OperandEncoding::Real);
+    std::vector<uint8_t> wAbsStore(wStore.size());
+    uint8_t *wAbs = wAbsStore.data() + (wData - wStore.data());
+    std::memcpy(wAbs, wData, size_t(n * wCols * wBytes));
+    nx::takeMagnitudes(wAbs, size_t(n * wCols), size_t(wBytes),
+                       fp4 ? nx::OperandEncoding::E2M1x2
+                       : wBytes == 1 ? nx::OperandEncoding::E4M3
+                                     : nx::OperandEncoding::Real);
+    auto dxa = describe<2>(xAbs, {rows, k});
+    auto dxfa = describe<2>(xfAbs, {rows, k});
+    void *xaDesc = spec.inputF32 ? static_cast<void *>(&dxfa) : static_cast<void *>(&dxa);
+    Descriptor<2, uint8_t> dwa{wAbs, wAbs, 0, {n, wCols}, {wCols, 1}};
+    std::vector<uint16_t> sBf(size_t(rows * n));
+    std::vector<float> sF(size_t(rows * n));
+    auto dsb = describe<2>(sBf, {rows, n});
+    auto dsf = describe<2>(sF, {rows, n});
+    void *sDesc = f32Out ? static_cast<void *>(&dsf) : static_cast<void *>(&dsb);
+    if (scaled)
+      reinterpret_cast<Fn4>(host)(xaDesc, &dwa, &ds, sDesc);
+    else
+      reinterpret_cast<Fn3>(host)(xaDesc, &dwa, sDesc);
+    for (size_t i = 0; i < yHost.size(); ++i) {
+      const double u = f32Out ? yHostF[i] : nx::bf16ToFloat(yHost[i]);
+      const double v = f32Out ? yFormF[i] : nx::bf16ToFloat(yForm[i]);
+      const double sum = f32Out ? sF[i] : nx::bf16ToFloat(sBf[i]);
+      ASSERT_TRUE(std::isfinite(u) && std::isfinite(v)) << "element " << i << ": " << u << " " << v;
+      const double bound = nx::dotErrorBound(kg, sum, u, !f32Out);
+      ASSERT_LE(std::fabs(u - v), bound) << "element " << i << ": host " << u << ", form " << v;
+    }
+    return;
+  }
+  for (size_t i = 0; i < yHost.size(); ++i) {
+    if (f32Out) {
+      const float u = yHostF[i], v = yFormF[i];
+      if (std::isnan(u) && std::isnan(v))
+        continue;
+      ASSERT_EQ(nx::floatBits(u), nx::floatBits(v)) << "element " << i;
+    } else {
+      const uint16_t u = yHost[i], v = yForm[i];
+      if (std::isnan(nx::bf16ToFloat(u)) && std::isnan(nx::bf16ToFloat(v)))
+        continue;
+      ASSERT_EQ(bits(u), bits(v)) << "element " << i;
+    }
+  }
+}
+
+LinearKernelSpec specOf(LinearFormat f, int64_t k, int64_t n, int64_t groups = 1,
+                        bool inputF32 = false) {
+  LinearKernelSpec s;
+  s.format = f;
+  s.inFeatures = k;
+  s.outFeatures = n;
+  s.groups = groups;
+  s.inputF32 = inputF32;
+  return s;
+}
+
+} // namespace
+
+TEST(GpuFormEmulation, TiledLinearMatchesTheHostKernel) {
+  // K over three 64-channel chunks, a last row tile of 3 and a last output
+  // tile of 8; FP8/FP4 by 16-byte loads, then at an odd address (scalar).
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 72), 11, misaligned}, LinearForm::Tiled);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 40), 11, misaligned}, LinearForm::Tiled);
+  }
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 32, 1, true), 5}, LinearForm::Tiled);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 48), 9}, LinearForm::Tiled);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 9}, LinearForm::Tiled);
+  expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, LinearForm::Tiled);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 10}, LinearForm::Tiled);
+}
+
+TEST(GpuFormEmulation, MmaLinearMeetsTheDotBound) {
+  // Two row tiles (the last of 6 rows), K over several 32-blocks, FP8 and
+  // FP4 by 16-byte loads and at an odd address; grouped FP8-as-bf16 (the
+  // wo_a form, 32 outputs a tile) and bf16 (two output tiles of 128).
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 64), 70, misaligned}, LinearForm::Mma);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 32), 9, misaligned}, LinearForm::Mma);
+  }
+  // 128 outputs a tile: act_quant split over 4 lanes a (row, block).
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 64, 128), 40}, LinearForm::Mma);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 10}, LinearForm::Mma);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 64, 256), 5}, LinearForm::Mma);
+}
+
+TEST(GpuFormEmulation, MmaLinearIsExactWhenEverySumIs) {
+  // Exact partial sums: any order of the fp32 adds gives the host's bits.
+  LinearCase fp8{specOf(LinearFormat::FP8Block32, 64, 64), 17};
+  fp8.exact = true;
+  expectTiledMatchesHost(fp8, LinearForm::Mma);
+  LinearCase bf16{specOf(LinearFormat::BF16, 96, 32), 3};
+  bf16.exact = true;
+  expectTiledMatchesHost(bf16, LinearForm::Mma);
+}
+
+TEST(GpuFormEmulation, MmaFormTakesOnlyWhatItCan) {
+  EXPECT_TRUE(linearMmaShape(specOf(LinearFormat::FP8AsBF16, 32768, 8192, 8)).has_value());
+  EXPECT_EQ(linearMmaShape(specOf(LinearFormat::FP8AsBF16, 32768, 8192, 8))->outputsPerTile, 128);
+  EXPECT_EQ(linearMmaShape(specOf(LinearFormat::FP8Block32, 64, 96))->outputsPerTile, 32);
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::F32, 64, 64)).has_value());
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::FP8Block32, 64, 64, 1, true)).has_value());
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::BF16, 100, 64)).has_value());
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::BF16, 64, 40)).has_value());
+}
+
+TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 7), 3, misaligned}, LinearForm::PerOutput);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 5), 2, misaligned}, LinearForm::PerOutput);
+    // Lanes with several blocks, loaded kPrefetchBlocks at a time: 66
+    // blocks (3 a lane, the third only for lanes 0 and 1) and 160 (5 a
+    // lane: a group of 4, then one more).
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 2112, 3), 2, misaligned}, LinearForm::PerOutput);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 5120, 2), 1, misaligned}, LinearForm::PerOutput);
+  }
+  // An f32 input (act_quant-ed from global memory, not copied first).
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 5, 1, true), 2}, LinearForm::PerOutput);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 100, 6), 2}, LinearForm::PerOutput);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, LinearForm::PerOutput);
+}
+
+TEST(GpuFormEmulation, SplitKLinearMeetsTheDotBound) {
+  // One and several words a thread, idle threads in the last warp (FP8 K
+  // 192: 12 words, 2 a thread, 6 threads of 32), a last output tile cut
+  // short, groups, an f32 input; 16-byte loads, then element loads.
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 192, 7), 3, misaligned}, LinearForm::SplitK);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 5), 2, misaligned}, LinearForm::SplitK);
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 2112, 9), 2, misaligned}, LinearForm::SplitK);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 5120, 6), 1, misaligned}, LinearForm::SplitK);
+  }
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 5, 1, true), 2}, LinearForm::SplitK);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 96, 6), 2}, LinearForm::SplitK);
+  expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 2}, LinearForm::SplitK);
+  expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, LinearForm::SplitK);
+  expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, LinearForm::SplitK);
+}
+
+namespace {
+
+/// A grouped linear (LinearKernelSpec::experts) against its experts' own
+/// kernels: host and split-K form, each slot's row must be the bits of the
+/// ungrouped kernel of the same form on the slot's expert and activation
+/// row (zeros for an id outside [0, E)): grouping changes which weights a
+/// block reads, never its sums.
+void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int64_t experts,
+                                  int64_t slotsPerRow, const std::vector<int32_t> &ids) {
+  LinearKernelSpec single = specOf(format, k, n);
+  LinearKernelSpec grouped = single;
+  grouped.experts = experts;
+  grouped.slotsPerRow = slotsPerRow;
+  // Each kernel in its own shape (the grouped one has more outputs a block:
+  // which block computes an output must not change its sum).
+  const int64_t mps = 4;
+  LinearSplitKShape splitSingle = *linearSplitKShape(single, mps),
+                    splitGrouped = *linearSplitKShape(grouped, mps);
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    MLIRContext *ctx = m.getContext();
+    buildLinearKernel(m, "host_single", single);
+    buildLinearKernel(m, "host_grouped", grouped);
+    for (auto [name, spec] : {std::pair<const char *, LinearKernelSpec *>{"form_single", &single},
+                              {"form_grouped", &grouped}}) {
+      func::FuncOp form = buildLinearKernel(m, name, *spec);
+      const LinearSplitKShape &split = spec == &single ? splitSingle : splitGrouped;
+      buildLinearSplitKBody(form, *spec, split, splitKLanes(simt, ctx, split));
+    }
+  });
+  const bool fp4 = format == LinearFormat::FP4E2M1;
+  const int64_t slots = int64_t(ids.size()), rows = (slots + slotsPerRow - 1) / slotsPerRow;
+  const int64_t wCols = fp4 ? k / 2 : k, scaleRows = fp4 ? n : (n + 31) / 32, scaleCols = k / 32;
+  std::mt19937 gen(uint32_t(k + n + experts));
+  std::uniform_int_distribution<int> code(100, 140), any(0, 255), exponent(120, 130);
+  std::vector<uint16_t> x = randomBf16(size_t(rows * k), uint32_t(k));
+  // 16-byte aligned weights (the form's vector loads), E experts stacked.
+  std::vector<uint8_t> wStore(size_t(experts * n * wCols) + 16);
+  uint8_t *w = wStore.data() + (16 - reinterpret_cast<uintptr_t>(wStore.data()) % 16) % 16;
+  for (int64_t i = 0; i < experts * n * wCols; ++i) {
+    w[i] = uint8_t(fp4 ? any(gen) : code(gen));
+    if (!fp4 && (w[i] & 0x7F) == 0x7F)
+      w[i] ^= 1;
+  }
+  std::vector<int8_t> scale(size_t(experts * scaleRows * scaleCols));
+  for (int8_t &v : scale)
+    v = int8_t(exponent(gen));
+  using Fn4 = void (*)(void *, void *, void *, void *);
+  using Fn5 = void (*)(void *, void *, void *, void *, void *);
+  using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
+  using Fn7 = void (*)(void *, void *, void *, void *, void *, void *, void *);
+  void *hostSingle = lib.symbol("host_single"), *hostGrouped = lib.symbol("host_grouped"),
+       *formSingle = lib.symbol("form_single"), *formGrouped = lib.symbol("form_grouped");
+  ASSERT_TRUE(hostSingle && hostGrouped && formSingle && formGrouped);
+  auto dx = describe<2>(x, {rows, k});
+  std::vector<int32_t> idsCopy = ids;
+  auto dids = describe<1>(idsCopy, {slots});
+  Descriptor<2, uint8_t> dw{w, w, 0, {experts * n, wCols}, {wCols, 1}};
+  auto ds = describe<2>(scale, {experts * scaleRows, scaleCols});
+  auto runForm = [&](const LinearSplitKShape &split, int64_t gridRows,
+                     const std::function<void(void *, void *, void *)> &call) {
+    const int64_t o = split.outputsPerBlock, t = split.threads;
+    launch(gridRows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
+      float *p = static_cast<float *>(shared);
+      Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
+      float *q = p + o * t;
+      Descriptor<2, float> dSums{q, q, 0, {o, kSplitKParts}, {kSplitKParts, 1}};
+      call(&dPart, &dSums, shared);
+    });
+  };
+  std::vector<uint16_t> hostY(size_t(slots * n), 0x7FC1), formY(size_t(slots * n), 0x7FC1);
+  auto dhy = describe<2>(hostY, {slots, n});
+  auto dfy = describe<2>(formY, {slots, n});
+  reinterpret_cast<Fn5>(hostGrouped)(&dx, &dids, &dw, &ds, &dhy);
+  runForm(splitGrouped, slots, [&](void *part, void *sums, void *) {
+    reinterpret_cast<Fn7>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, part, sums);
+  });
+  for (int64_t r = 0; r < slots; ++r) {
+    SCOPED_TRACE(::testing::Message() << "slot " << r << ", expert " << ids[size_t(r)]);
+    const int32_t e = ids[size_t(r)];
+    std::vector<uint16_t> hostRef(size_t(n), 0), formRef(size_t(n), 0);
+    if (e >= 0 && e < experts) {
+      // The expert's own weight and scales, the slot's activation row.
+      std::vector<uint16_t> xr(x.begin() + (r / slotsPerRow) * k,
+                               x.begin() + (r / slotsPerRow + 1) * k);
+      auto dxr = describe<2>(xr, {1, k});
+      uint8_t *we = w + e * n * wCols;
+      Descriptor<2, uint8_t> dwe{we, we, 0, {n, wCols}, {wCols, 1}};
+      int8_t *se = scale.data() + e * scaleRows * scaleCols;
+      Descriptor<2, int8_t> dse{se, se, 0, {scaleRows, scaleCols}, {scaleCols, 1}};
+      auto dhr = describe<2>(hostRef, {1, n});
+      auto dfr = describe<2>(formRef, {1, n});
+      reinterpret_cast<Fn4>(hostSingle)(&dxr, &dwe, &dse, &dhr);
+      runForm(splitSingle, 1, [&](void *part, void *sums, void *) {
+        reinterpret_cast<Fn6>(formSingle)(&dxr, &dwe, &dse, &dfr, part, sums);
+      });
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(bits(hostY[size_t(r * n + j)]), bits(hostRef[size_t(j)])) << "host, output " << j;
+      ASSERT_EQ(bits(formY[size_t(r * n + j)]), bits(formRef[size_t(j)])) << "form, output " << j;
+    }
+  }
+}
+
+} // namespace
+
+TEST(GpuFormEmulation, GroupedLinearsGiveTheirExpertsBits) {
+  // Two slots a row (the experts' first projection, top-2) and one (the
+  // second); an expert repeated, a negative id and one past the experts.
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 128, 40, 3, 2, {2, 0, 1, 1, -1, 7});
+  // The released expert widths (K split over 160 threads, 16 outputs a
+  // block where the single kernel has 4).
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 5120, 48, 2, 1, {1, 0});
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 64, 24, 4, 1, {3, 0, 2});
+  expectGroupedEqualsPerExpert(LinearFormat::FP8Block32, 192, 40, 3, 2, {1, 2, 0, -1});
+}
+
+TEST(GpuFormEmulation, SplitKLinearIsExactWhenEverySumIs) {
+  // With exact partial sums the order cannot matter: the form must give the
+  // host kernel's bits. The released widths' shapes as an H200 splits them.
+  auto exact = [](LinearKernelSpec spec, int64_t rows, int64_t sms) {
+    LinearCase c{spec, rows};
+    c.exact = true;
+    c.multiprocessors = sms;
+    return c;
+  };
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{2304, 40}, {1280, 24}, {8192, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "FP8 " << k << "x" << n);
+    expectTiledMatchesHost(exact(specOf(LinearFormat::FP8Block32, k, n), 1, 4), LinearForm::SplitK);
+  }
+  expectTiledMatchesHost(exact(specOf(LinearFormat::FP8Block32, 192, 7), 3, 4), LinearForm::SplitK);
+  expectTiledMatchesHost(exact(specOf(LinearFormat::FP4E2M1, 2304, 24), 1, 4), LinearForm::SplitK);
+  expectTiledMatchesHost(exact(specOf(LinearFormat::FP8AsBF16, 1024, 32, 2), 1, 4), LinearForm::SplitK);
+  expectTiledMatchesHost(exact(specOf(LinearFormat::BF16, 1024, 16), 1, 4), LinearForm::SplitK);
+  expectTiledMatchesHost(exact(specOf(LinearFormat::F32, 512, 40, 1, true), 2, 4), LinearForm::SplitK);
+}

@@ -46,6 +46,7 @@
 #define CSA_CODEGEN_GPU_NVPTXBACKEND_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -53,6 +54,10 @@
 #include <vector>
 
 namespace csa::codegen {
+
+/// The suffix of a kernel's body, the function its gpu.func entry point
+/// calls (lowerKernelsToNvvm; emitPtx inlines it into the entry point).
+inline constexpr llvm::StringLiteral kKernelBodySuffix = "_body";
 
 struct NvptxOptions {
   std::string chip = "sm_90a";

@@ -129,7 +129,6 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   if (scaled)
     std::tie(wBase, aligned) = bytePointer(b, loc, w, lanes.weightAddressSpace);
   Value zeroF32 = f32c(b, loc, 0.f);
-  Value zeroBf16 = arith::ConstantOp::create(b, loc, b.getFloatAttr(bf16, 0.0));
   constexpr int64_t kAccumulators = kWarpRowFragments * kWarpColFragments * 4;
   SmallVector<Value> zeros(size_t(kAccumulators), zeroF32);
 

@@ -627,7 +627,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedType = MemRefType::get({shape.sharedBytes()}, b.getI8Type(),
                                          MemRefLayoutAttrInterface{}, workgroup);
       buildLinearMmaBody(fn, *mma, shape, lanes);
-      info.launch = "row_tiles";
+      // The grouped form: a block per (expert, output tile), whatever the
+      // rows (min_rows still compares x's rows).
+      info.launch = shape.grouped ? "expert_tiles" : "row_tiles";
+      info.experts = shape.grouped ? mma->experts : 0;
       info.blockSize = shape.threads();
       info.rowsArgument = 0;
       info.rowsPerBlock = shape.rowsPerTile;

@@ -35,6 +35,11 @@
 //     ceil(outputs / outputs_per_block)). Same bits as <name>. With
 //     element_dims, `outputs` is multiplied by the sizes they name (the
 //     index scores' block form: a block per (row, tile of keys));
+//   - "expert_tiles": the grouped tensor-core form of the routed experts'
+//     linears (LinearMma.h), `<name>_mma` with "replaces" and "min_rows" like
+//     row_tiles: a block per (expert, tile of `outputs_per_block` outputs);
+//     grid = (experts, ceil(outputs / outputs_per_block)); rows_argument is
+//     only what min_rows compares;
 //   - "single": kernels whose iterations depend on each other (a ring's
 //     ordered stores, the compressor state, gathers that count) run on one
 //     thread.
@@ -114,7 +119,7 @@ std::string nvptxOptionsProblem(const NvptxOptions &options);
 /// One PTX entry point, as kernels.json lists it.
 struct PtxKernel {
   std::string name;
-  std::string launch; ///< "rows", "row_elements", "row_outputs", "row_tiles", "single"
+  std::string launch; ///< "rows", "row_elements", "row_outputs", "row_tiles", "expert_tiles", "single"
   int64_t blockSize = 1;
   /// rows: the argument whose dimension 0 is the number of rows, and the
   /// rows each thread takes (the host row tile).
@@ -126,6 +131,8 @@ struct PtxKernel {
   /// rows on.
   int64_t rowsPerBlock = 0, minRows = 0;
   std::string replaces;
+  /// expert_tiles: grid.x, a block per expert.
+  int64_t experts = 0;
   /// row_elements: threads per row (grid.x = ceil(rows x elementsPerRow x
   /// the sizes of elementDims / block)): the constant part, and the
   /// (argument, dimension) of each dynamic trip count.

@@ -197,6 +197,12 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
     } else if (k.launch == "channels") {
       // grid.x = ceil(channels / block): a thread per channel, any rows.
       launch["channels"] = k.outputs;
+    } else if (k.launch == "expert_tiles") {
+      // grid = (experts, ceil(outputs / outputs_per_block)).
+      launch["rows_argument"] = k.rowsArgument;
+      launch["experts"] = k.experts;
+      launch["outputs"] = k.outputs;
+      launch["outputs_per_block"] = k.outputsPerBlock;
     } else if (k.launch == "row_tiles") {
       // grid = (ceil(dim(argument rows_argument, 0) / rows_per_block),
       // ceil(outputs / outputs_per_block)).

@@ -39,8 +39,10 @@ std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec) {
       spec.format == LinearFormat::FP8AsBF16 ||
       (spec.format == LinearFormat::BF16 && !spec.weightF32);
   const int64_t g = std::max<int64_t>(spec.groups, 1);
-  if (!formatFits || spec.inputF32 || spec.experts != 0 || spec.inFeatures % g != 0 ||
-      spec.outFeatures % g != 0)
+  const bool grouped = spec.experts > 0;
+  if (!formatFits || spec.inputF32 || spec.inFeatures % g != 0 || spec.outFeatures % g != 0 ||
+      (grouped && (g != 1 || spec.slotsPerRow < 1 ||
+                   (spec.format != LinearFormat::FP8Block32 && spec.format != LinearFormat::FP4E2M1))))
     return std::nullopt;
   const int64_t kg = spec.inFeatures / g, ng = spec.outFeatures / g;
   if (kg == 0 || kg % kBlock != 0)
@@ -49,6 +51,7 @@ std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec) {
     if (ng % outputs == 0) {
       LinearMmaShape shape;
       shape.outputsPerTile = outputs;
+      shape.grouped = grouped;
       return shape;
     }
   return std::nullopt;
@@ -64,6 +67,7 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   const bool fp8Dense = spec.format == LinearFormat::FP8AsBF16;
   const bool fp4 = spec.format == LinearFormat::FP4E2M1;
   const bool scaled = quantized || fp8Dense;
+  const bool grouped = spec.experts > 0;
   const int64_t g = std::max<int64_t>(spec.groups, 1);
   const int64_t k = spec.inFeatures, kg = k / g, ng = spec.outFeatures / g;
   const int64_t tileRows = shape.rowsPerTile, tileOutputs = shape.outputsPerTile,
@@ -76,8 +80,11 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   Operation *symbols = SymbolTable::getNearestSymbolTable(fn->getParentOp());
   Block *entry = freshBody(fn, {lanes.sharedType});
   b.setInsertionPointToStart(entry);
-  Value x = entry->getArgument(0), w = entry->getArgument(1),
-        s = scaled ? entry->getArgument(2) : Value(), y = entry->getArgument(scaled ? 3 : 2),
+  // Grouped kernels take the slots' expert ids second (LinearKernels.h).
+  const unsigned idsArgs = grouped ? 1 : 0;
+  Value x = entry->getArgument(0), w = entry->getArgument(idsArgs + 1),
+        s = scaled ? entry->getArgument(idsArgs + 2) : Value(),
+        y = entry->getArgument(idsArgs + (scaled ? 3 : 2)),
         shared = entry->getArguments().back();
   Value table = !scaled ? Value()
                 : fp4   ? e2m1Table(b, loc, symbols)
@@ -120,7 +127,6 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   // PTX's fragment coordinates: lane = 4 x group + quad.
   Value group = div(b, lane, 4), quad2 = mul(b, rem(b, lane, 4), 2);
   Value warpRow = mul(b, div(b, warp, warpsN), 32), warpCol = mul(b, rem(b, warp, warpsN), 32);
-  Value r0 = mul(b, lanes.rowTile(b, loc), tileRows);
   Value j0 = mul(b, lanes.outputTile(b, loc), tileOutputs);
   Value rows = memref::DimOp::create(b, loc, x, idx(b, loc, 0));
   // Every output of a tile is in the tile's group (the tile divides it).
@@ -132,208 +138,339 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   constexpr int64_t kAccumulators = kWarpRowFragments * kWarpColFragments * 4;
   SmallVector<Value> zeros(size_t(kAccumulators), zeroF32);
 
-  scf::ForOp kLoop = forLoop(
-      b, loc, 0, kg / kBlock, zeros,
-      [&](OpBuilder &b, Location loc, Value kb, ValueRange acc) {
-    Value kBase = mul(b, kb, kBlock);
-    // Stage the tile's activations of this 32-block (zeros past the rows).
-    if (quantized) {
-      // act_quant, the host kernel's bits: `quantThreads` neighbouring
-      // lanes a (row, block), `perThread` channels each; the block's amax
-      // by shuffles (a maximum: the same in any order). Every lane takes
-      // part (rows past the end quantize zeros and are not read).
-      Value row = div(b, tid, quantThreads), part = rem(b, tid, quantThreads);
-      Value first = add(b, kBase, mul(b, part, perThread));
-      SmallVector<Type> types(size_t(perThread), f32);
-      auto loaded = emitSelect(
-          b, loc, less(b, add(b, r0, row), rows), types,
-          [&]() -> SmallVector<Value> {
-            SmallVector<Value> v;
-            for (int64_t e = 0; e < perThread; ++e)
-              v.push_back(loadF32(b, loc, x, ValueRange{add(b, r0, row), addc(b, first, e)}));
-            return v;
-          },
-          [&]() -> SmallVector<Value> { return SmallVector<Value>(size_t(perThread), zeroF32); });
-      SmallVector<Value> values(loaded.getResults());
-      Value amax = zeroF32;
-      for (Value v : values)
-        amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
-      for (int32_t mask = 1; mask < quantThreads; mask *= 2)
-        amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
-      auto [scale, inverse] = emitActQuantScale(b, loc, amax);
-      Value local = mul(b, part, perThread);
-      for (int64_t e = 0; e < perThread; e += 2) {
-        auto [d0, d1] = emitActQuantPair(b, loc, values[size_t(e)], values[size_t(e + 1)], scale,
-                                         inverse, lanes.e4m3RoundPair);
-        memref::StoreOp::create(b, loc, d0, actTile, ValueRange{row, addc(b, local, e)});
-        memref::StoreOp::create(b, loc, d1, actTile, ValueRange{row, addc(b, local, e + 1)});
+  // Grouped (the routed experts): the block's expert is its x tile index,
+  // its rows the slots routed to it (a list in shared memory), its weight
+  // rows and scale rows the expert's part of the stacked arrays.
+  Value expert = grouped ? lanes.rowTile(b, loc) : Value();
+  Value weightRowBase = grouped ? mul(b, expert, spec.outFeatures) : idx(b, loc, 0);
+  Value scaleRowBase = grouped ? mul(b, expert, fp4 ? spec.outFeatures : (spec.outFeatures + kBlock - 1) / kBlock)
+                               : idx(b, loc, 0);
+  Value slotList = grouped ? view(i32, shape.tilesBytes(), {shape.listCapacity()}) : Value();
+  Value listCount =
+      grouped ? view(i32, shape.tilesBytes() + shape.listCapacity() * 4, {1}) : Value();
+
+  // Tile row t (< tileRows): whether it holds a row, the x row it reads and
+  // the y row it writes. Plain: rows r0 + t; grouped: the slots
+  // list[head + t], t < count, reading x row slot / slotsPerRow.
+  struct TileRow {
+    Value valid, xRow, yRow;
+  };
+  auto emitTile = [&](Value head, Value count) {
+    auto rowOf = [&](OpBuilder &b, Value t) -> TileRow {
+      if (!grouped) {
+        Value r = add(b, head, t);
+        return {less(b, r, rows), r, r};
       }
-    } else {
-      // Two neighbouring channels a thread at a time.
-      scf::ForOp::create(
-          b, loc, tid, idx(b, loc, tileRows * kBlock / 2), idx(b, loc, threads), ValueRange{},
-          [&](OpBuilder &b, Location loc, Value i, ValueRange) {
-        Value t = div(b, i, kBlock / 2), c = mul(b, rem(b, i, kBlock / 2), 2);
-        Value row = add(b, r0, t), col = add(b, add(b, inBase, kBase), c);
-        Type i16 = b.getI16Type();
-        auto bitsAt = [&](Value at) -> Value {
-          return arith::BitcastOp::create(
-              b, loc, i16, memref::LoadOp::create(b, loc, x, ValueRange{row, at}));
-        };
-        Value zeroBits = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i16, 0));
-        auto pair = emitSelect(
-            b, loc, less(b, row, rows), TypeRange{i16, i16},
-            [&]() -> SmallVector<Value> { return {bitsAt(col), bitsAt(addc(b, col, 1))}; },
-            [&]() -> SmallVector<Value> { return {zeroBits, zeroBits}; });
-        memref::StoreOp::create(b, loc, pair.getResult(0), actBits, ValueRange{t, c});
-        memref::StoreOp::create(b, loc, pair.getResult(1), actBits, ValueRange{t, addc(b, c, 1)});
-        scf::YieldOp::create(b, loc);
-      });
-    }
-    // Stage the weights of this 32-block, decoded exactly to bf16 without
-    // their scale: `parts` threads an output row (FP8: 16 codes, one
-    // 16-byte load, each), the rest a whole row.
-    emitWhen(b, loc, less(b, tid, idx(b, loc, tileOutputs * parts)), [&] {
-      Value rowInTile = parts > 1 ? div(b, tid, parts) : tid;
-      Value e0 = parts > 1 ? mul(b, rem(b, tid, parts), kBlock / parts) : idx(b, loc, 0);
-      const int64_t count = kBlock / parts;
-      Value j = add(b, j0, rowInTile);
-      SmallVector<Value> values;
-      if (scaled) {
-        SmallVector<Type> types(size_t(count), f32);
-        auto decoded = emitSelect(
-            b, loc, aligned, types,
+      // In the list's bounds whether or not t < count (head + tileRows <=
+      // capacity); the slot is used only when it is.
+      Value slot = arith::IndexCastUIOp::create(
+          b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, slotList, ValueRange{add(b, head, t)}));
+      return {less(b, t, count), div(b, slot, spec.slotsPerRow), slot};
+    };
+    // The staging thread's row of the act_quant-ed activations (fixed).
+    TileRow quantRow;
+    if (quantized)
+      quantRow = rowOf(b, div(b, tid, quantThreads));
+    scf::ForOp kLoop = forLoop(
+        b, loc, 0, kg / kBlock, zeros,
+        [&](OpBuilder &b, Location loc, Value kb, ValueRange acc) {
+      Value kBase = mul(b, kb, kBlock);
+      // Stage the tile's activations of this 32-block (zeros past the rows).
+      if (quantized) {
+        // act_quant, the host kernel's bits: `quantThreads` neighbouring
+        // lanes a (row, block), `perThread` channels each; the block's amax
+        // by shuffles (a maximum: the same in any order). Every lane takes
+        // part (rows past the end quantize zeros and are not read).
+        Value row = div(b, tid, quantThreads), part = rem(b, tid, quantThreads);
+        Value first = add(b, kBase, mul(b, part, perThread));
+        SmallVector<Type> types(size_t(perThread), f32);
+        auto loaded = emitSelect(
+            b, loc, quantRow.valid, types,
             [&]() -> SmallVector<Value> {
-              if (fp4)
-                return loadBlockValues(b, loc, wBase, j, kb, k, /*fp8=*/false);
-              // 16 E4M3 codes of row j from byte kb * 32 + e0.
-              const int64_t rowBytes = fp8Dense ? kg : k;
-              Value offset = arith::IndexCastUIOp::create(
-                  b, loc, b.getI64Type(), add(b, add(b, mul(b, j, rowBytes), kBase), e0));
               SmallVector<Value> v;
-              for (Value word : load16Bytes(b, loc, wBase, offset))
-                for (int64_t half = 0; half < 2; ++half) {
-                  Value pair = half ? arith::ShRUIOp::create(b, loc, word, i32c(b, loc, 16)).getResult()
-                                    : word;
-                  if (lanes.e4m3PairToF32) {
-                    auto [lo, hi] = lanes.e4m3PairToF32(
-                        b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), pair));
-                    v.push_back(lo);
-                    v.push_back(hi);
-                    continue;
-                  }
-                  for (int64_t byte = 0; byte < 2; ++byte)
-                    v.push_back(decodeE4M3Arith(
-                        b, loc,
-                        arith::AndIOp::create(
-                            b, loc,
-                            byte ? arith::ShRUIOp::create(b, loc, pair, i32c(b, loc, 8)).getResult()
-                                 : pair,
-                            i32c(b, loc, 0xFF))));
-                }
+              for (int64_t e = 0; e < perThread; ++e)
+                v.push_back(loadF32(b, loc, x, ValueRange{quantRow.xRow, addc(b, first, e)}));
               return v;
             },
-            [&]() -> SmallVector<Value> {
-              SmallVector<Value> v;
-              for (int64_t e = 0; e < count; ++e) {
-                Value at = add(b, addc(b, kBase, e), e0);
-                Value code;
-                if (fp4) {
-                  // Byte i holds elements 2i (low nibble) and 2i + 1.
-                  Value byte = loadCode(b, loc, w, ValueRange{j, div(b, at, 2)});
-                  code = arith::AndIOp::create(
-                      b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
-                      i32c(b, loc, 0xF));
-                } else {
-                  code = loadCode(b, loc, w, ValueRange{j, at});
-                }
-                v.push_back(lookup(b, loc, table, code));
-              }
-              return v;
-            });
-        // Exact in bf16 (E4M3 and E2M1 values; NaN's upper half is a NaN):
-        // the upper half of the f32 bits.
-        for (Value v : decoded.getResults()) {
-          Value bits = arith::ShRUIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, v),
-                                              i32c(b, loc, 16));
-          values.push_back(arith::BitcastOp::create(
-              b, loc, bf16, arith::TruncIOp::create(b, loc, b.getI16Type(), bits)));
+            [&]() -> SmallVector<Value> { return SmallVector<Value>(size_t(perThread), zeroF32); });
+        SmallVector<Value> values(loaded.getResults());
+        Value amax = zeroF32;
+        for (Value v : values)
+          amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
+        for (int32_t mask = 1; mask < quantThreads; mask *= 2)
+          amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
+        auto [scale, inverse] = emitActQuantScale(b, loc, amax);
+        Value local = mul(b, part, perThread);
+        for (int64_t e = 0; e < perThread; e += 2) {
+          auto [d0, d1] = emitActQuantPair(b, loc, values[size_t(e)], values[size_t(e + 1)], scale,
+                                           inverse, lanes.e4m3RoundPair);
+          memref::StoreOp::create(b, loc, d0, actTile, ValueRange{row, addc(b, local, e)});
+          memref::StoreOp::create(b, loc, d1, actTile, ValueRange{row, addc(b, local, e + 1)});
         }
       } else {
-        for (int64_t e = 0; e < count; ++e)
-          values.push_back(
-              memref::LoadOp::create(b, loc, w, ValueRange{j, add(b, addc(b, kBase, e), e0)}));
-      }
-      for (int64_t e = 0; e < count; ++e)
-        memref::StoreOp::create(b, loc, values[size_t(e)], weightTile,
-                                ValueRange{rowInTile, addc(b, e0, e)});
-    });
-    lanes.barrier(b, loc);
-    // The fragments: word (row, channel pair) of a staged tile.
-    auto word = [&](int64_t firstRow, Value row, Value col) -> Value {
-      Value at = add(b, mul(b, addc(b, row, firstRow), wordsPerRow), div(b, col, 2));
-      return memref::LoadOp::create(b, loc, words, ValueRange{at});
-    };
-    SmallVector<Value> a[2][kWarpRowFragments], bw[2][kWarpColFragments];
-    for (int64_t ks = 0; ks < 2; ++ks) {
-      Value c = addc(b, quad2, ks * kMmaK);
-      for (int64_t mi = 0; mi < kWarpRowFragments; ++mi) {
-        Value r = add(b, addc(b, warpRow, mi * 16), group);
-        a[ks][mi] = {word(0, r, c), word(8, r, c), word(0, r, addc(b, c, 8)),
-                     word(8, r, addc(b, c, 8))};
-      }
-      for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
-        Value r = add(b, addc(b, warpCol, ni * 8), group);
-        bw[ks][ni] = {word(tileRows, r, c), word(tileRows, r, addc(b, c, 8))};
-      }
-    }
-    SmallVector<Value> next(acc.begin(), acc.end());
-    SmallVector<Value> zero4(4, zeroF32);
-    for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
-      for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
-        const size_t base = size_t((mi * kWarpColFragments + ni) * 4);
-        SmallVector<Value> in =
-            scaled ? zero4 : SmallVector<Value>(acc.begin() + base, acc.begin() + base + 4);
-        SmallVector<Value> d = lanes.mma(b, loc, a[0][mi], bw[0][ni], in);
-        d = lanes.mma(b, loc, a[1][mi], bw[1][ni], d);
-        if (!scaled) {
-          std::copy(d.begin(), d.end(), next.begin() + base);
-          continue;
-        }
-        // The 32-block's partial times its weight scale: a column's own
-        // (FP4) or its 32 x 32 block's (FP8).
-        Value col = add(b, addc(b, j0, ni * 8), add(b, warpCol, quad2));
-        Value scaleEven, scaleOdd;
-        if (fp4) {
-          scaleEven = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{col, kb}));
-          scaleOdd = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{addc(b, col, 1), kb}));
-        } else {
-          scaleEven = scaleOdd =
-              decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{div(b, col, kBlock), kb}));
-        }
-        for (int64_t e = 0; e < 4; ++e) {
-          Value scaledPartial =
-              arith::MulFOp::create(b, loc, d[size_t(e)], e % 2 ? scaleOdd : scaleEven);
-          next[base + size_t(e)] = arith::AddFOp::create(b, loc, acc[base + size_t(e)],
-                                                         scaledPartial);
-        }
-      }
-    // Before the next block's staging overwrites what other warps read.
-    lanes.barrier(b, loc);
-    return next;
-  });
-  // d's elements: (group, quad2 + 0/1), then 8 rows down.
-  Type outType = bf16;
-  for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
-    for (int64_t ni = 0; ni < kWarpColFragments; ++ni)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value row = add(b, add(b, r0, addc(b, warpRow, mi * 16 + (e >= 2 ? 8 : 0))), group);
-        Value col = add(b, add(b, j0, addc(b, warpCol, ni * 8 + e % 2)), quad2);
-        Value v = kLoop.getResult(unsigned((mi * kWarpColFragments + ni) * 4 + e));
-        emitWhen(b, loc, less(b, row, rows), [&] {
-          memref::StoreOp::create(b, loc, fromF32(b, loc, v, outType), y, ValueRange{row, col});
+        // Two neighbouring channels a thread at a time.
+        scf::ForOp::create(
+            b, loc, tid, idx(b, loc, tileRows * kBlock / 2), idx(b, loc, threads), ValueRange{},
+            [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+          Value t = div(b, i, kBlock / 2), c = mul(b, rem(b, i, kBlock / 2), 2);
+          TileRow at = rowOf(b, t);
+          Value col = add(b, add(b, inBase, kBase), c);
+          Type i16 = b.getI16Type();
+          auto bitsAt = [&](Value column) -> Value {
+            return arith::BitcastOp::create(
+                b, loc, i16, memref::LoadOp::create(b, loc, x, ValueRange{at.xRow, column}));
+          };
+          Value zeroBits = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i16, 0));
+          auto pair = emitSelect(
+              b, loc, at.valid, TypeRange{i16, i16},
+              [&]() -> SmallVector<Value> { return {bitsAt(col), bitsAt(addc(b, col, 1))}; },
+              [&]() -> SmallVector<Value> { return {zeroBits, zeroBits}; });
+          memref::StoreOp::create(b, loc, pair.getResult(0), actBits, ValueRange{t, c});
+          memref::StoreOp::create(b, loc, pair.getResult(1), actBits, ValueRange{t, addc(b, c, 1)});
+          scf::YieldOp::create(b, loc);
         });
       }
+      // Stage the weights of this 32-block, decoded exactly to bf16 without
+      // their scale: `parts` threads an output row (FP8: 16 codes, one
+      // 16-byte load, each), the rest a whole row.
+      emitWhen(b, loc, less(b, tid, idx(b, loc, tileOutputs * parts)), [&] {
+        Value rowInTile = parts > 1 ? div(b, tid, parts) : tid;
+        Value e0 = parts > 1 ? mul(b, rem(b, tid, parts), kBlock / parts) : idx(b, loc, 0);
+        const int64_t count = kBlock / parts;
+        Value j = add(b, weightRowBase, add(b, j0, rowInTile));
+        SmallVector<Value> values;
+        if (scaled) {
+          SmallVector<Type> types(size_t(count), f32);
+          auto decoded = emitSelect(
+              b, loc, aligned, types,
+              [&]() -> SmallVector<Value> {
+                if (fp4)
+                  return loadBlockValues(b, loc, wBase, j, kb, k, /*fp8=*/false);
+                // 16 E4M3 codes of row j from byte kb * 32 + e0.
+                const int64_t rowBytes = fp8Dense ? kg : k;
+                Value offset = arith::IndexCastUIOp::create(
+                    b, loc, b.getI64Type(), add(b, add(b, mul(b, j, rowBytes), kBase), e0));
+                SmallVector<Value> v;
+                for (Value word : load16Bytes(b, loc, wBase, offset))
+                  for (int64_t half = 0; half < 2; ++half) {
+                    Value pair = half ? arith::ShRUIOp::create(b, loc, word, i32c(b, loc, 16)).getResult()
+                                      : word;
+                    if (lanes.e4m3PairToF32) {
+                      auto [lo, hi] = lanes.e4m3PairToF32(
+                          b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), pair));
+                      v.push_back(lo);
+                      v.push_back(hi);
+                      continue;
+                    }
+                    for (int64_t byte = 0; byte < 2; ++byte)
+                      v.push_back(decodeE4M3Arith(
+                          b, loc,
+                          arith::AndIOp::create(
+                              b, loc,
+                              byte ? arith::ShRUIOp::create(b, loc, pair, i32c(b, loc, 8)).getResult()
+                                   : pair,
+                              i32c(b, loc, 0xFF))));
+                  }
+                return v;
+              },
+              [&]() -> SmallVector<Value> {
+                SmallVector<Value> v;
+                for (int64_t e = 0; e < count; ++e) {
+                  Value at = add(b, addc(b, kBase, e), e0);
+                  Value code;
+                  if (fp4) {
+                    // Byte i holds elements 2i (low nibble) and 2i + 1.
+                    Value byte = loadCode(b, loc, w, ValueRange{j, div(b, at, 2)});
+                    code = arith::AndIOp::create(
+                        b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
+                        i32c(b, loc, 0xF));
+                  } else {
+                    code = loadCode(b, loc, w, ValueRange{j, at});
+                  }
+                  v.push_back(lookup(b, loc, table, code));
+                }
+                return v;
+              });
+          // Exact in bf16 (E4M3 and E2M1 values; NaN's upper half is a NaN):
+          // the upper half of the f32 bits.
+          for (Value v : decoded.getResults()) {
+            Value bits = arith::ShRUIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, v),
+                                                i32c(b, loc, 16));
+            values.push_back(arith::BitcastOp::create(
+                b, loc, bf16, arith::TruncIOp::create(b, loc, b.getI16Type(), bits)));
+          }
+        } else {
+          for (int64_t e = 0; e < count; ++e)
+            values.push_back(
+                memref::LoadOp::create(b, loc, w, ValueRange{j, add(b, addc(b, kBase, e), e0)}));
+        }
+        for (int64_t e = 0; e < count; ++e)
+          memref::StoreOp::create(b, loc, values[size_t(e)], weightTile,
+                                  ValueRange{rowInTile, addc(b, e0, e)});
+      });
+      lanes.barrier(b, loc);
+      // The fragments: word (row, channel pair) of a staged tile.
+      auto word = [&](int64_t firstRow, Value row, Value col) -> Value {
+        Value at = add(b, mul(b, addc(b, row, firstRow), wordsPerRow), div(b, col, 2));
+        return memref::LoadOp::create(b, loc, words, ValueRange{at});
+      };
+      SmallVector<Value> a[2][kWarpRowFragments], bw[2][kWarpColFragments];
+      for (int64_t ks = 0; ks < 2; ++ks) {
+        Value c = addc(b, quad2, ks * kMmaK);
+        for (int64_t mi = 0; mi < kWarpRowFragments; ++mi) {
+          Value r = add(b, addc(b, warpRow, mi * 16), group);
+          a[ks][mi] = {word(0, r, c), word(8, r, c), word(0, r, addc(b, c, 8)),
+                       word(8, r, addc(b, c, 8))};
+        }
+        for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
+          Value r = add(b, addc(b, warpCol, ni * 8), group);
+          bw[ks][ni] = {word(tileRows, r, c), word(tileRows, r, addc(b, c, 8))};
+        }
+      }
+      SmallVector<Value> next(acc.begin(), acc.end());
+      SmallVector<Value> zero4(4, zeroF32);
+      for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
+        for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
+          const size_t base = size_t((mi * kWarpColFragments + ni) * 4);
+          SmallVector<Value> in =
+              scaled ? zero4 : SmallVector<Value>(acc.begin() + base, acc.begin() + base + 4);
+          SmallVector<Value> d = lanes.mma(b, loc, a[0][mi], bw[0][ni], in);
+          d = lanes.mma(b, loc, a[1][mi], bw[1][ni], d);
+          if (!scaled) {
+            std::copy(d.begin(), d.end(), next.begin() + base);
+            continue;
+          }
+          // The 32-block's partial times its weight scale: a column's own
+          // (FP4) or its 32 x 32 block's (FP8).
+          Value col = add(b, addc(b, j0, ni * 8), add(b, warpCol, quad2));
+          Value scaleEven, scaleOdd;
+          if (fp4) {
+            Value sr = add(b, scaleRowBase, col);
+            scaleEven = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{sr, kb}));
+            scaleOdd = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{addc(b, sr, 1), kb}));
+          } else {
+            scaleEven = scaleOdd = decodeUe8m0(
+                b, loc, loadCode(b, loc, s, ValueRange{add(b, scaleRowBase, div(b, col, kBlock)), kb}));
+          }
+          for (int64_t e = 0; e < 4; ++e) {
+            Value scaledPartial =
+                arith::MulFOp::create(b, loc, d[size_t(e)], e % 2 ? scaleOdd : scaleEven);
+            next[base + size_t(e)] = arith::AddFOp::create(b, loc, acc[base + size_t(e)],
+                                                           scaledPartial);
+          }
+        }
+      // Before the next block's staging overwrites what other warps read.
+      lanes.barrier(b, loc);
+      return next;
+    });
+    // d's elements: (group, quad2 + 0/1), then 8 rows down.
+    for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
+      for (int64_t half = 0; half < 2; ++half) {
+        TileRow at = rowOf(b, add(b, addc(b, warpRow, mi * 16 + half * 8), group));
+        emitWhen(b, loc, at.valid, [&] {
+          for (int64_t ni = 0; ni < kWarpColFragments; ++ni)
+            for (int64_t e = 2 * half; e < 2 * half + 2; ++e) {
+              Value col = add(b, add(b, j0, addc(b, warpCol, ni * 8 + e % 2)), quad2);
+              Value v = kLoop.getResult(unsigned((mi * kWarpColFragments + ni) * 4 + e));
+              memref::StoreOp::create(b, loc, fromF32(b, loc, v, bf16), y, ValueRange{at.yRow, col});
+            }
+        });
+      }
+  };
+
+  if (!grouped) {
+    emitTile(mul(b, lanes.rowTile(b, loc), tileRows), Value());
+    func::ReturnOp::create(b, loc);
+    return;
+  }
+
+  // The grouped form's scan: the block reads the slots' expert ids
+  // `scanSlots` at a time (4 consecutive a thread), appends the slots of
+  // its expert to the list (a shared counter taken atomically: the order in
+  // the list is arbitrary, and no row's result depends on it), and runs a
+  // tile whenever the list holds tileRows of them; the rest at the end.
+  // Every slot whose id is no expert is a row of zeros, written by the
+  // blocks of expert 0.
+  Value ids = entry->getArgument(1);
+  Value slots = memref::DimOp::create(b, loc, ids, idx(b, loc, 0));
+  Value zeroIdx = idx(b, loc, 0);
+  Value tileRowsIdx = idx(b, loc, tileRows);
+  const int64_t scanSlots = shape.scanSlots();
+  Value c0i32 = i32c(b, loc, 0);
+  Value expertI32 = arith::IndexCastUIOp::create(b, loc, i32, expert);
+  Value isFirstExpert = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, expert, zeroIdx);
+  Value bf16Zero = fromF32(b, loc, zeroF32, bf16);
+  emitWhen(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, zeroIdx),
+           [&] { memref::StoreOp::create(b, loc, c0i32, listCount, ValueRange{zeroIdx}); });
+  lanes.barrier(b, loc);
+  auto countNow = [&]() -> Value {
+    return arith::IndexCastUIOp::create(
+        b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, listCount, ValueRange{zeroIdx}));
+  };
+  auto scan = scf::ForOp::create(b, loc, zeroIdx, slots, idx(b, loc, scanSlots));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(scan.getBody()->getTerminator());
+    Value chunk = scan.getInductionVar();
+    for (int64_t q = 0; q < 4; ++q) {
+      Value slot = addc(b, add(b, chunk, mul(b, tid, 4)), q);
+      emitWhen(b, loc, less(b, slot, slots), [&] {
+        Value id = memref::LoadOp::create(b, loc, ids, ValueRange{slot});
+        Value mine = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, id, expertI32);
+        emitWhen(b, loc, mine, [&] {
+          Value at = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, i32c(b, loc, 1),
+                                                 listCount, ValueRange{zeroIdx});
+          memref::StoreOp::create(b, loc, arith::IndexCastUIOp::create(b, loc, i32, slot), slotList,
+                                  ValueRange{arith::IndexCastUIOp::create(b, loc, b.getIndexType(), at)});
+        });
+        Value noExpert = arith::OrIOp::create(
+            b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, id, c0i32),
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, id,
+                                  i32c(b, loc, int32_t(spec.experts))));
+        emitWhen(b, loc, arith::AndIOp::create(b, loc, noExpert, isFirstExpert), [&] {
+          for (int64_t c = 0; c < tileOutputs; ++c)
+            memref::StoreOp::create(b, loc, bf16Zero, y, ValueRange{slot, addc(b, j0, c)});
+        });
+      });
+    }
+    lanes.barrier(b, loc);
+    Value count = countNow();
+    // Full tiles from the list's front: head = 0, tileRows, ... (uniform).
+    auto full = scf::WhileOp::create(
+        b, loc, TypeRange{b.getIndexType()}, ValueRange{zeroIdx},
+        [&](OpBuilder &nb, Location loc, ValueRange args) {
+          Value enough = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ule,
+                                               arith::AddIOp::create(nb, loc, args[0], tileRowsIdx), count);
+          scf::ConditionOp::create(nb, loc, enough, args);
+        },
+        [&](OpBuilder &nb, Location loc, ValueRange args) {
+          OpBuilder::InsertionGuard inner(b);
+          b.restoreInsertionPoint(nb.saveInsertionPoint());
+          emitTile(args[0], tileRowsIdx);
+          scf::YieldOp::create(b, loc, ValueRange{add(b, args[0], tileRowsIdx)});
+        });
+    Value headEnd = full.getResult(0);
+    // The rest (fewer than tileRows) to the front, once every thread is past
+    // the last tile's reads of the list: [headEnd, count) and [0, left) do
+    // not overlap (left < tileRows <= headEnd).
+    emitWhen(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, headEnd, zeroIdx), [&] {
+      lanes.barrier(b, loc);
+      Value left = arith::SubIOp::create(b, loc, count, headEnd);
+      emitWhen(b, loc, less(b, tid, left), [&] {
+        Value v = memref::LoadOp::create(b, loc, slotList, ValueRange{add(b, headEnd, tid)});
+        memref::StoreOp::create(b, loc, v, slotList, ValueRange{tid});
+      });
+      emitWhen(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, zeroIdx), [&] {
+        memref::StoreOp::create(b, loc, arith::IndexCastUIOp::create(b, loc, i32, left), listCount,
+                                ValueRange{zeroIdx});
+      });
+    });
+    // Before the next chunk's appends (and the last count's read).
+    lanes.barrier(b, loc);
+  }
+  Value rest = countNow();
+  emitWhen(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, rest, zeroIdx),
+           [&] { emitTile(zeroIdx, rest); });
   func::ReturnOp::create(b, loc);
 }
 

@@ -21,6 +21,15 @@
 // outputs a multiple of 32 (linearMmaShape); the rest keep the row-tiled
 // form.
 //
+// The routed experts' grouped kernels (FP8/FP4 with `experts`, a slot's
+// expert id an output row) have a grouped form for prefill: a block per
+// (expert, output tile) scans the slots' ids, gathers its expert's slots
+// into a list in shared memory and runs a tile of the form on every
+// `rowsPerTile` of them (the rows of x their slots name, the expert's
+// weight and scale rows), so one launch does every expert's work from the
+// routing on the device, with no host read and no per-expert launch. A
+// slot whose id is no expert gets a row of zeros, as from the host kernel.
+//
 //===----------------------------------------------------------------------===//
 #ifndef CSA_CODEGEN_HOST_LINEARMMA_H
 #define CSA_CODEGEN_HOST_LINEARMMA_H
@@ -45,9 +54,20 @@ inline constexpr int64_t kMmaRowStride = 40;
 /// A tile of the form: rows x outputs, a warp per 32 x 32.
 struct LinearMmaShape {
   int64_t rowsPerTile = 64, outputsPerTile = 128;
+  /// The grouped form (the routed experts, LinearKernelSpec::experts): a
+  /// block per (expert, output tile) gathers the expert's slots.
+  bool grouped = false;
   int64_t threads() const { return (rowsPerTile / 32) * (outputsPerTile / 32) * 32; }
   /// The staged activations and weight codes of one 32-block (bf16).
-  int64_t sharedBytes() const { return (rowsPerTile + outputsPerTile) * kMmaRowStride * 2; }
+  int64_t tilesBytes() const { return (rowsPerTile + outputsPerTile) * kMmaRowStride * 2; }
+  /// Grouped: the expert ids read in one step of the scan (4 a thread), and
+  /// the slot list's capacity (fewer than a tile left over, plus a step's).
+  int64_t scanSlots() const { return threads() * 4; }
+  int64_t listCapacity() const { return rowsPerTile - 1 + scanSlots(); }
+  /// The tiles, then (grouped) the slot list and its count (i32).
+  int64_t sharedBytes() const {
+    return tilesBytes() + (grouped ? (listCapacity() + 1) * 4 : 0);
+  }
 };
 
 /// The tile for `spec`, or none when the form does not apply (see the file

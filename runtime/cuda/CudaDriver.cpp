@@ -413,7 +413,7 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
                                         int64_t dynamicElements) {
   auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   if (rule.block < 1 || rule.rowsPerThread < 1 || rule.outputsPerBlock < 1 ||
-      rule.elementsPerRow < 1 || rule.rowsPerBlock < 1)
+      rule.elementsPerRow < 1 || rule.rowsPerBlock < 1 || rule.experts < 1)
     return absl::InvalidArgumentError("launch rule with a zero block or divisor");
   rows = std::max<int64_t>(rows, 0);
   int64_t gridX = 1, gridY = 1;
@@ -432,6 +432,10 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
     gridY = ceilDiv(rule.outputs, rule.outputsPerBlock);
   } else if (rule.rule == "channels") {
     gridX = ceilDiv(rule.outputs, rule.block);
+  } else if (rule.rule == "expert_tiles") {
+    // A block per (expert, output tile), whatever the rows.
+    gridX = rule.experts;
+    gridY = ceilDiv(rule.outputs, rule.outputsPerBlock);
   } else if (rule.rule == "row_tiles") {
     int64_t outputs = 0;
     if (__builtin_mul_overflow(rule.outputs, std::max<int64_t>(dynamicElements, 0), &outputs))

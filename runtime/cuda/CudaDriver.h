@@ -50,7 +50,7 @@ struct KernelLaunch {
 };
 
 /// A kernel's launch rule as kernels.json states it (codegen/gpu/
-/// NvptxBackend.h): "rows", "row_elements", "row_outputs", "row_tiles" or
+/// NvptxBackend.h): "rows", "row_elements", "row_outputs", "row_tiles", "expert_tiles" or
 /// "single".
 struct LaunchRule {
   std::string rule = "single";
@@ -60,6 +60,7 @@ struct LaunchRule {
   int64_t outputs = 0;       ///< row_outputs, row_tiles; channels: the count
   int64_t outputsPerBlock = 1; ///< row_outputs, row_tiles
   int64_t rowsPerBlock = 1;    ///< row_tiles
+  int64_t experts = 1;         ///< expert_tiles: grid.x
   int64_t elementsPerRow = 1;  ///< row_elements: constant trip counts
   /// row_elements: (argument, dimension) of each dynamic trip count;
   /// row_tiles: of each size that multiplies `outputs`.

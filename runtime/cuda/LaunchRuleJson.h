@@ -42,10 +42,10 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
   rule.rule = launch["rule"].get<std::string>();
   if (rule.rule != "rows" && rule.rule != "row_elements" &&
       rule.rule != "row_outputs" && rule.rule != "row_tiles" &&
-      rule.rule != "channels" && rule.rule != "single")
+      rule.rule != "expert_tiles" && rule.rule != "channels" && rule.rule != "single")
     return bad(absl::StrCat("rule '", rule.rule,
                             "' is not rows, row_elements, row_outputs, "
-                            "row_tiles, channels or single"));
+                            "row_tiles, expert_tiles, channels or single"));
   if (absl::Status st = integer("block", 1, 1024, rule.block); !st.ok())
     return st;
   if (rule.rule == "single")
@@ -81,6 +81,11 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
     st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);
     if (st.ok())
       st = integer("rows_per_block", 1, 1024, rule.rowsPerBlock);
+  }
+  if (st.ok() && rule.rule == "expert_tiles") {
+    st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);
+    if (st.ok())
+      st = integer("experts", 1, int64_t(1) << 20, rule.experts);
   }
   // row_tiles: element_dims multiply `outputs` (a tile count that grows with
   // an argument, such as the index scores' keys).

@@ -131,6 +131,10 @@ struct ExecutorOptions {
   /// Run the row-tiled forms of the linears from their min_rows on (off:
   /// always the per-output forms, to time both in one run).
   bool rowTiles = true;
+  /// Run csa.moe past decode's rows as grouped launches from the device
+  /// routing where the grouped linears have their tensor-core form (off:
+  /// one launch an expert from lists built on the host, to time both).
+  bool groupedPrefillMoe = true;
 
   // Decisions (runtime/executor/Decisions.h): the top-k sets, HSI pools and
   // MoE routing of every step.

@@ -466,7 +466,10 @@ struct Executor::Impl {
   /// the per-expert launches' bits (each slot's products in the same
   /// split-K order; the outputs combined in ascending expert id) without
   /// reading the routing back. From 5 rows on, the per-expert lists read
-  /// each routed expert's weights once for all its rows instead.
+  /// each routed expert's weights once for all its rows instead, unless
+  /// the grouped linears have their tensor-core form ("expert_tiles": a
+  /// block per expert gathers its slots on the device), which the grouped
+  /// launches then use for every row count from its min_rows.
   static constexpr int64_t kGroupedMoeMaxRows = 4;
   /// The shared expert's routing weights: 1 for each of `rows` rows.
   Tensor &unitWeights(int64_t rows) {

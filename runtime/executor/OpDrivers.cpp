@@ -694,18 +694,27 @@ Tensor &Executor::Impl::sharedExpert(Step &s, Tensor &x) {
 }
 
 bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
-  if (!runner || rows > kGroupedMoeMaxRows || !s.kernels.count("experts_in") ||
-      !s.kernels.count("experts_out") || !s.kernels.count("combine") ||
-      !s.layout.has("w1.weight", 0))
+  if (!runner || !s.kernels.count("experts_in") || !s.kernels.count("experts_out") ||
+      !s.kernels.count("combine") || !s.layout.has("w1.weight", 0))
     return false;
   // Its kernels on the device (the grouped linears in their split-K form,
   // not a slot a thread), and its experts' weights placed as arrays.
   for (const char *role : {"experts_in", "experts_out", "combine"})
     if (!kernel(s, role).runner)
       return false;
-  for (const char *role : {"experts_in", "experts_out"})
-    if (const GpuKernel *g = kernel(s, role).gpu; g && g->launch.rule != "row_tiles")
+  // Past decode's few rows only with the grouped tensor-core form (a block
+  // per expert gathering its slots on the device): the split-K form reads an
+  // expert's weights once a slot.
+  bool tensorCores = true;
+  for (const char *role : {"experts_in", "experts_out"}) {
+    const GpuKernel *g = kernel(s, role).gpu;
+    if (g && g->launch.rule != "row_tiles")
       return false;
+    tensorCores = tensorCores && g && g->tiled && g->tiled->launch.rule == "expert_tiles" &&
+                  rows >= g->tiledMinRows;
+  }
+  if (rows > kGroupedMoeMaxRows && (!tensorCores || !options.groupedPrefillMoe))
+    return false;
   return expertsPlaced.count(weight(s, "w1.weight", 0).data) != 0;
 }
 

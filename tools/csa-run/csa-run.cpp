@@ -124,7 +124,9 @@ int usage() {
          "memory with the host kernels (no GPU needed); --gpu-sync synchronizes\n"
          "after every launch; --gpu-trace prints every copy, allocation and\n"
          "changed graph launch; --gpu-host-kernels keeps kernels by name prefix\n"
-         "on the CPU; --gpu-no-row-tiles always runs the per-output linears.\n";
+         "on the CPU; --gpu-no-row-tiles always runs the per-output linears;\n"
+         "--gpu-per-expert-moe runs prefill's routed experts one launch an\n"
+         "expert from lists the host builds (not the grouped tensor-core form).\n";
   return 2;
 }
 
@@ -264,6 +266,8 @@ int main(int argc, char **argv) {
       executorOptions.traceGpu = true;
     } else if (arg == "--gpu-no-row-tiles") {
       executorOptions.rowTiles = false;
+    } else if (arg == "--gpu-per-expert-moe") {
+      executorOptions.groupedPrefillMoe = false;
     } else if (const char *v = value("--dump-decisions")) {
       executorOptions.dumpDecisions = v;
     } else if (const char *v = value("--force-decisions")) {

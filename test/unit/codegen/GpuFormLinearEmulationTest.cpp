@@ -543,6 +543,143 @@ TEST(GpuFormEmulation, GroupedLinearsGiveTheirExpertsBits) {
   expectGroupedEqualsPerExpert(LinearFormat::FP8Block32, 192, 40, 3, 2, {1, 2, 0, -1});
 }
 
+namespace {
+
+/// The grouped tensor-core form (a block per (expert, output tile)
+/// gathering its slots) against the grouped host kernel: every slot's row
+/// within the dot-product bound, a slot whose id is no expert all zeros.
+void expectGroupedMmaMeetsTheBound(LinearFormat format, int64_t k, int64_t n, int64_t experts,
+                                   int64_t slotsPerRow, const std::vector<int32_t> &ids) {
+  LinearKernelSpec spec = specOf(format, k, n);
+  spec.experts = experts;
+  spec.slotsPerRow = slotsPerRow;
+  std::optional<LinearMmaShape> shape = linearMmaShape(spec);
+  ASSERT_TRUE(shape.has_value() && shape->grouped);
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildLinearKernel(m, "host", spec);
+    func::FuncOp form = buildLinearKernel(m, "form", spec);
+    LinearMmaLanes lanes;
+    lanes.rowTile = simt.value(simt.blockX);
+    lanes.outputTile = simt.value(simt.blockY);
+    lanes.thread = simt.value(simt.thread);
+    lanes.barrier = simt.sync();
+    lanes.mma = simt.mmaBf16();
+    lanes.shuffleXor = simt.shuffleXor();
+    lanes.weightAddressSpace = 0;
+    lanes.sharedType = MemRefType::get({shape->sharedBytes()}, IntegerType::get(m.getContext(), 8));
+    buildLinearMmaBody(form, spec, *shape, lanes);
+  });
+  const bool fp4 = format == LinearFormat::FP4E2M1;
+  const int64_t slots = int64_t(ids.size()), rows = (slots + slotsPerRow - 1) / slotsPerRow;
+  const int64_t wCols = fp4 ? k / 2 : k, scaleRows = fp4 ? n : (n + 31) / 32, scaleCols = k / 32;
+  std::mt19937 gen(uint32_t(k * 7 + n + experts));
+  std::uniform_int_distribution<int> code(100, 140), any(0, 255), exponent(120, 130);
+  std::vector<uint16_t> x = randomBf16(size_t(rows * k), uint32_t(k + 3));
+  std::vector<uint8_t> wStore(size_t(experts * n * wCols) + 16);
+  uint8_t *w = wStore.data() + (16 - reinterpret_cast<uintptr_t>(wStore.data()) % 16) % 16;
+  for (int64_t i = 0; i < experts * n * wCols; ++i) {
+    w[i] = uint8_t(fp4 ? any(gen) : code(gen));
+    if (!fp4 && (w[i] & 0x7F) == 0x7F)
+      w[i] ^= 1;
+  }
+  std::vector<int8_t> scale(size_t(experts * scaleRows * scaleCols));
+  for (int8_t &v : scale)
+    v = int8_t(exponent(gen));
+  using Fn5 = void (*)(void *, void *, void *, void *, void *);
+  using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
+  void *host = lib.symbol("host"), *form = lib.symbol("form");
+  ASSERT_TRUE(host && form);
+  auto dx = describe<2>(x, {rows, k});
+  std::vector<int32_t> idsCopy = ids;
+  auto dids = describe<1>(idsCopy, {slots});
+  Descriptor<2, uint8_t> dw{w, w, 0, {experts * n, wCols}, {wCols, 1}};
+  auto ds = describe<2>(scale, {experts * scaleRows, scaleCols});
+  // Poisoned outputs: every element must be written.
+  std::vector<uint16_t> hostY(size_t(slots * n), 0x7FC1), formY(size_t(slots * n), 0x7FC1);
+  auto dhy = describe<2>(hostY, {slots, n});
+  auto dfy = describe<2>(formY, {slots, n});
+  reinterpret_cast<Fn5>(host)(&dx, &dids, &dw, &ds, &dhy);
+  launch(experts, n / shape->outputsPerTile, shape->threads(), size_t(shape->sharedBytes()),
+         [&](void *shared) {
+    uint8_t *p = static_cast<uint8_t *>(shared);
+    Descriptor<1, uint8_t> dShared{p, p, 0, {shape->sharedBytes()}, {1}};
+    reinterpret_cast<Fn6>(form)(&dx, &dids, &dw, &ds, &dfy, &dShared);
+  }, /*lastFirst=*/true);
+  // The bound: the host kernel on the operands' magnitudes.
+  std::vector<uint16_t> xAbs = x;
+  nx::takeMagnitudes(xAbs.data(), xAbs.size(), 2, nx::OperandEncoding::Real);
+  std::vector<uint8_t> wAbsStore(wStore.size());
+  uint8_t *wAbs = wAbsStore.data() + (w - wStore.data());
+  std::memcpy(wAbs, w, size_t(experts * n * wCols));
+  nx::takeMagnitudes(wAbs, size_t(experts * n * wCols), 1,
+                     fp4 ? nx::OperandEncoding::E2M1x2 : nx::OperandEncoding::E4M3);
+  auto dxa = describe<2>(xAbs, {rows, k});
+  Descriptor<2, uint8_t> dwa{wAbs, wAbs, 0, {experts * n, wCols}, {wCols, 1}};
+  std::vector<uint16_t> sums(size_t(slots * n));
+  auto dsums = describe<2>(sums, {slots, n});
+  reinterpret_cast<Fn5>(host)(&dxa, &dids, &dwa, &ds, &dsums);
+  for (int64_t r = 0; r < slots; ++r) {
+    SCOPED_TRACE(::testing::Message() << "slot " << r << ", expert " << ids[size_t(r)]);
+    const bool routed = ids[size_t(r)] >= 0 && ids[size_t(r)] < experts;
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t i = size_t(r * n + j);
+      if (!routed) {
+        ASSERT_EQ(bits(formY[i]), 0u) << "output " << j;
+        continue;
+      }
+      const double u = nx::bf16ToFloat(hostY[i]), v = nx::bf16ToFloat(formY[i]);
+      ASSERT_TRUE(std::isfinite(u) && std::isfinite(v)) << "output " << j << ": " << u << " " << v;
+      ASSERT_LE(std::fabs(u - v), nx::dotErrorBound(k, nx::bf16ToFloat(sums[i]), u, true))
+          << "output " << j << ": host " << u << ", form " << v;
+    }
+  }
+}
+
+/// `slots` expert ids: mostly in [0, experts), a few -1 and experts + 3,
+/// and `hot` taking every third slot (more than a tile of one expert).
+std::vector<int32_t> routing(int64_t slots, int64_t experts, int32_t hot, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(experts) - 1), odd(0, 40);
+  std::vector<int32_t> ids(static_cast<size_t>(slots));
+  for (int64_t i = 0; i < slots; ++i) {
+    const int32_t o = odd(gen);
+    ids[size_t(i)] = o == 0 ? -1 : o == 1 ? int32_t(experts) + 3 : i % 3 == 0 ? hot : id(gen);
+  }
+  return ids;
+}
+
+} // namespace
+
+TEST(GpuFormEmulation, GroupedMmaLinearMeetsTheDotBound) {
+  // FP4 with 32 outputs a tile (64 threads, 256 ids a scan step): 700
+  // slots over 3 steps, several full tiles a step and the rest carried over.
+  expectGroupedMmaMeetsTheBound(LinearFormat::FP4E2M1, 128, 64, 2, 1, routing(700, 2, 1, 1));
+  // FP8, 64 outputs a tile, two slots a row (x rows shared by two slots).
+  expectGroupedMmaMeetsTheBound(LinearFormat::FP8Block32, 64, 64, 3, 2, routing(300, 3, 2, 2));
+  // 128 outputs a tile (256 threads), six slots a row, an expert with none.
+  std::vector<int32_t> ids = routing(300, 4, 0, 3);
+  for (int32_t &id : ids)
+    if (id == 3)
+      id = 1;
+  expectGroupedMmaMeetsTheBound(LinearFormat::FP8Block32, 96, 128, 4, 6, ids);
+}
+
+TEST(GpuFormEmulation, GroupedMmaFormTakesTheRoutedExperts) {
+  LinearKernelSpec fp4 = specOf(LinearFormat::FP4E2M1, 5120, 2304);
+  fp4.experts = 64;
+  fp4.slotsPerRow = 6;
+  ASSERT_TRUE(linearMmaShape(fp4).has_value());
+  EXPECT_TRUE(linearMmaShape(fp4)->grouped);
+  EXPECT_EQ(linearMmaShape(fp4)->outputsPerTile, 128);
+  // The slot list and its count after the staged tiles.
+  EXPECT_EQ(linearMmaShape(fp4)->sharedBytes(),
+            linearMmaShape(fp4)->tilesBytes() + (63 + 1024 + 1) * 4);
+  LinearKernelSpec bf16 = specOf(LinearFormat::BF16, 64, 64);
+  bf16.experts = 4;
+  EXPECT_FALSE(linearMmaShape(bf16).has_value());
+}
+
 TEST(GpuFormEmulation, SplitKLinearIsExactWhenEverySumIs) {
   // With exact partial sums the order cannot matter: the form must give the
   // host kernel's bits. The released widths' shapes as an H200 splits them.

@@ -53,6 +53,29 @@ TEST(LaunchRule, RowTilesGridIsRowTilesByOutputTiles) {
   EXPECT_EQ(launchShape(*rule, 0)->gridX, 1u);
 }
 
+TEST(LaunchRule, ExpertTilesGridIsExpertsByOutputTiles) {
+  // The routed experts' grouped tensor-core form: a block per (expert,
+  // output tile) however many rows.
+  auto rule = parseLaunchRule(
+      json{{"rule", "expert_tiles"}, {"block", 256}, {"rows_argument", 0},
+           {"experts", 64}, {"outputs", 2304}, {"outputs_per_block", 128}},
+      "linear_fp4_e2m1_5120x2304_e64_s6_mma", 5);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  for (int64_t rows : {0, 2, 4096}) {
+    auto shape = launchShape(*rule, rows);
+    ASSERT_TRUE(shape.ok());
+    EXPECT_EQ(shape->gridX, 64u);
+    EXPECT_EQ(shape->gridY, 18u);
+    EXPECT_EQ(shape->blockX, 256u);
+  }
+  auto noExperts = parseLaunchRule(
+      json{{"rule", "expert_tiles"}, {"block", 256}, {"rows_argument", 0},
+           {"experts", 0}, {"outputs", 2304}, {"outputs_per_block", 128}},
+      "k", 5);
+  ASSERT_FALSE(noExperts.ok());
+  EXPECT_EQ(noExperts.status().message(), "kernel 'k': launch.experts is 0, not in [1, 1048576]");
+}
+
 TEST(LaunchRule, RowTilesBlocksMayHaveMoreThreadsThanOutputs) {
   // The mHC mix sums' decode form: a block of 256 per (row, sum), 25 sums.
   auto rule = parseLaunchRule(
@@ -202,7 +225,7 @@ TEST(LaunchRule, MalformedRulesNameTheField) {
             "kernel 'k': launch.rows_argument is 5, not in [0, 1]");
   EXPECT_EQ(message(json{{"rule", "warps"}, {"block", 32}}),
             "kernel 'k': launch.rule 'warps' is not rows, row_elements, row_outputs, "
-            "row_tiles, channels or single");
+            "row_tiles, expert_tiles, channels or single");
   EXPECT_EQ(message(json{{"rule", "channels"}, {"block", 128}}),
             "kernel 'k': launch.channels is missing");
   EXPECT_EQ(message(json{{"rule", "row_tiles"}, {"block", 32}, {"rows_argument", 0},

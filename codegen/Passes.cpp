@@ -30,7 +30,10 @@ struct SelectHostKernelsPass
     {
       auto selected = selectHostKernels(graph, *kernels);
       if (!selected) {
-        graph.emitError() << llvm::toString(selected.takeError());
+        // Errors already emitted on the ops need no summary on the module.
+        llvm::handleAllErrors(
+            selected.takeError(), [](const DiagnosedSelectionError &) {},
+            [&](const llvm::ErrorInfoBase &e) { graph.emitError() << e.message(); });
         return signalPassFailure();
       }
     }

@@ -1,214 +1,25 @@
 //===- KernelSelection.cpp - The host kernels an expanded graph needs -----===//
+//
+// The driver of the kernel patterns (KernelPatterns.h): walks the graph in
+// post-order (a fusion region's ops before the region), applies each op's
+// pattern, and refuses an op the host target must lower and no pattern takes.
+//
+//===----------------------------------------------------------------------===//
 #include "codegen/host/KernelSelection.h"
 
-#include "codegen/host/AttentionKernels.h"
-#include "codegen/host/CompressKernels.h"
-#include "codegen/host/EngramKernels.h"
-#include "codegen/host/FusedKernels.h"
 #include "codegen/host/HostKernels.h"
-#include "codegen/host/LinearKernels.h"
-#include "codegen/host/LinearSplitK.h"
-#include "codegen/host/MhcKernels.h"
-#include "codegen/host/MoeKernels.h"
-#include "codegen/host/QuantizeKernels.h"
+#include "codegen/host/KernelPatterns.h"
 #include "dialects/csa/CsaDialect.h"
 #include "models/tables/EngramTables.h"
-#include "models/tables/RopeTables.h"
 
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-
-#include <algorithm>
-#include <cmath>
-#include <functional>
-#include <map>
-#include <optional>
 
 using namespace mlir;
 
 namespace csa::codegen {
 
-namespace {
-
-LinearFormat linearFormat(WeightFormat format) {
-  switch (format) {
-  case WeightFormat::BF16:
-    return LinearFormat::BF16;
-  case WeightFormat::F32:
-    return LinearFormat::F32;
-  case WeightFormat::FP8Block32:
-    return LinearFormat::FP8Block32;
-  case WeightFormat::FP4E2M1:
-    return LinearFormat::FP4E2M1;
-  case WeightFormat::FP8AsBF16:
-    return LinearFormat::FP8AsBF16;
-  }
-  return LinearFormat::BF16;
-}
-
-numerics::RowFormat rowFormat(Type row) {
-  if (auto fp8 = dyn_cast<Fp8RowType>(row))
-    return numerics::RowFormat::SwaKvFp8;
-  auto fp4 = cast<Fp4RowType>(row);
-  return fp4.getScale() == ScaleFormat::E4M3 ? numerics::RowFormat::MainKvFp4
-                                             : numerics::RowFormat::IndexKeyFp4;
-}
-
-int64_t rowDim(Type row) {
-  if (auto fp8 = dyn_cast<Fp8RowType>(row))
-    return fp8.getDim();
-  return cast<Fp4RowType>(row).getDim();
-}
-
-std::string rowName(Type row) {
-  switch (rowFormat(row)) {
-  case numerics::RowFormat::MainKvFp4:
-    return "main_kv_fp4_" + std::to_string(rowDim(row));
-  case numerics::RowFormat::IndexKeyFp4:
-    return "index_key_fp4_" + std::to_string(rowDim(row));
-  case numerics::RowFormat::SwaKvFp8:
-    return "swa_kv_fp8_" + std::to_string(rowDim(row));
-  }
-  return "row";
-}
-
-int64_t lastDim(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return type.getDimSize(type.getRank() - 1);
-}
-
-/// A short, stable name for a RoPE table's contents.
-std::string ropeName(RopeTableAttr table) {
-  return llvm::formatv("rope_{0}_t{1:F0}_f{2:F0}_o{3}", table.getDim(),
-                       table.getTheta().convertToDouble(),
-                       table.getFactor().convertToDouble(),
-                       table.getOriginalSeqLen())
-      .str();
-}
-
-class Selector {
-public:
-  Selector(ModuleOp kernels) : kernels(kernels) {}
-
-  /// Builds `name` once with `build` and marks it with the loops it runs in
-  /// parallel (csa.parallelism: the NVPTX back end's thread mapping); counts
-  /// every use and records it as the current op's kernel for `role`.
-  void use(const std::string &name, const std::string &op,
-           const std::string &detail, KernelParallelism parallelism,
-           const std::function<void()> &build,
-           const std::string &role = "main") {
-    auto [it, inserted] = index.try_emplace(name, selection.kernels.size());
-    if (inserted) {
-      build();
-      if (auto fn = kernels.lookupSymbol<func::FuncOp>(name))
-        fn->setAttr(kKernelParallelismAttr,
-                    KernelParallelismAttr::get(fn.getContext(), parallelism));
-      else
-        unbuilt.push_back(name + " (" + op + ")"); // the builder said why
-      selection.kernels.push_back({name, op, detail, 0});
-    }
-    selection.kernels[it->second].uses++;
-    if (current)
-      selection.opKernels[current][role] = name;
-  }
-
-  /// The current op also names `name` (built for another op) as `role`.
-  void alsoCalls(const std::string &role, const std::string &name) {
-    if (current && !name.empty())
-      selection.opKernels[current][role] = name;
-  }
-
-  /// The row tile csa-tile-kernels recorded on the current op (1: none).
-  int64_t tileRows() const {
-    auto tile = current ? current->getAttrOfType<DictionaryAttr>("csa.tile")
-                        : DictionaryAttr();
-    auto rows = tile ? tile.getAs<IntegerAttr>("rows") : IntegerAttr();
-    return rows && rows.getInt() > 1 ? rows.getInt() : 1;
-  }
-
-  /// With `experts` > 0, the linear of the routed experts grouped into one
-  /// launch (LinearKernelSpec::experts; not tiled, the split-K form on GPUs).
-  void linear(const std::string &op, WeightFormat format, int64_t in,
-              int64_t out, int64_t groups = 1,
-              const std::string &role = "main", int64_t experts = 0,
-              int64_t slotsPerRow = 1) {
-    const int64_t tile = experts > 0 ? 1 : tileRows();
-    // The op's GPU form (csa-select-linear-forms): a per-output kernel is
-    // its own kernel, named for it; the kernel carries the form for the
-    // NVPTX back end.
-    auto form = current ? current->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)
-                        : LinearFormAttr();
-    if (experts > 0)
-      form = {};
-    const bool perOutput = form && form.getValue() == LinearForm::PerOutput;
-    std::string name =
-        llvm::formatv("linear_{0}_{1}x{2}{3}{4}{5}{6}", stringifyWeightFormat(format),
-                      in, out,
-                      groups > 1 ? "_g" + std::to_string(groups) : "",
-                      tile > 1 ? "_t" + std::to_string(tile) : "",
-                      perOutput ? "_per_output" : "",
-                      experts > 0 ? "_e" + std::to_string(experts) +
-                                        (slotsPerRow > 1 ? "_s" + std::to_string(slotsPerRow) : "")
-                                  : "")
-            .str();
-    LinearKernelSpec spec;
-    spec.format = linearFormat(format);
-    spec.inFeatures = in;
-    spec.outFeatures = out;
-    spec.groups = groups;
-    spec.rowTile = tile;
-    spec.experts = experts;
-    spec.slotsPerRow = slotsPerRow;
-    if (form && !perOutput && !linearSplitKShape(spec)) {
-      current->emitError() << "csa.linear_form split_k: the " << stringifyWeightFormat(format)
-                           << " linear " << in << " -> " << out
-                           << " cannot be split over K (a group's K must be a whole number of "
-                              "16-byte words); give this op #csa.linear_form<per_output>";
-      unbuilt.push_back(name + " (" + op + ")");
-    }
-    use(name, op, llvm::formatv("{0} -> {1}", in, out).str(), KernelParallelism::Rows, [&] {
-      if (func::FuncOp fn = buildLinearKernel(kernels, name, spec); fn && form)
-        fn->setAttr(kLinearFormAttrName, form);
-    }, role);
-  }
-
-  void rmsNorm(int64_t dim, double eps, const std::string &role = "main") {
-    std::string name = llvm::formatv("rms_norm_{0}", dim).str();
-    use(name, "csa.rms_norm", "", KernelParallelism::Rows, [&] { buildRmsNormKernel(kernels, name, dim, eps); },
-        role);
-  }
-
-  void missing(StringRef op) { missingCount[op.str()]++; }
-
-  /// The kernel an op already visited calls for `role` ("" if none).
-  std::string kernelOf(Operation *op, const std::string &role = "main") const {
-    auto it = selection.opKernels.find(op);
-    if (it == selection.opKernels.end())
-      return "";
-    auto r = it->second.find(role);
-    return r == it->second.end() ? "" : r->second;
-  }
-
-  KernelSelection finish() {
-    for (auto &[op, n] : missingCount)
-      selection.missing.push_back({op, n});
-    return std::move(selection);
-  }
-
-  ModuleOp kernels;
-  /// The op whose kernels are being selected.
-  Operation *current = nullptr;
-  /// "name (op)" of each kernel its builder refused.
-  std::vector<std::string> unbuilt;
-
-private:
-  KernelSelection selection;
-  llvm::StringMap<size_t> index;
-  std::map<std::string, int64_t> missingCount;
-};
-
-} // namespace
+char DiagnosedSelectionError::ID = 0;
 
 std::map<int64_t, EngramHashLayout> engramHashLayoutsOf(ModuleOp graph) {
   std::map<int64_t, EngramOp> layers;
@@ -252,279 +63,44 @@ llvm::Expected<KernelSelection> selectHostKernels(ModuleOp graph,
         "host kernels are selected from the expanded stage; this IR still "
         "holds graph-level csa.attention ops (run csa-expand-modes)");
   loadHostKernelDialects(*kernels.getContext());
-  Selector s(kernels);
   double eps = 1e-20;
   graph.walk([&](RmsNormOp op) { eps = op.getEps().convertToDouble(); });
 
-  std::map<int64_t, EngramHashLayout> engramLayouts = engramHashLayoutsOf(graph);
+  KernelPatternSet patterns;
+  populateHostKernelPatterns(patterns);
+  ConversionTarget target(*graph.getContext());
+  configureHostKernelTarget(target);
+  KernelSelector selector(kernels, eps, engramHashLayoutsOf(graph));
 
-  graph.walk([&](Operation *raw) {
-    s.current = raw;
-    if (auto op = dyn_cast<EmbedOp>(raw)) {
-      int64_t dim = lastDim(op.getResult());
-      std::string name = llvm::formatv("embed_{0}x{1}", op.getVocab(), dim).str();
-      s.use(name, "csa.embed", "", KernelParallelism::Nest, [&] { buildEmbedKernel(s.kernels, name, op.getVocab(), dim); });
-    } else if (auto op = dyn_cast<HcExpandOp>(raw)) {
-      auto type = cast<RankedTensorType>(op.getResult().getType());
-      int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
-      std::string name = llvm::formatv("hc_expand_{0}x{1}", hc, dim).str();
-      s.use(name, "csa.hc_expand", "", KernelParallelism::Nest, [&] { buildHcExpandKernel(s.kernels, name, hc, dim); });
-    } else if (auto op = dyn_cast<HcMixOp>(raw)) {
-      auto type = cast<RankedTensorType>(op.getStreams().getType());
-      int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
-      std::string sums = llvm::formatv("hc_mix_sums_{0}x{1}", hc, dim).str();
-      s.use(sums, "csa.hc_mix", "", KernelParallelism::Nest, [&] {
-        buildHcMixSumsKernel(s.kernels, sums, hc, dim);
-      }, "sums");
-      std::string name = llvm::formatv("hc_mix_{0}x{1}_i{2}", hc, dim, op.getIters()).str();
-      s.use(name, "csa.hc_mix", "", KernelParallelism::Rows, [&] {
-        buildHcMixKernel(s.kernels, name, hc, dim, op.getIters(),
-                         float(op.getEps().convertToDouble()), float(eps));
-      });
-    } else if (auto op = dyn_cast<HcCollapseOp>(raw)) {
-      auto type = cast<RankedTensorType>(op.getStreams().getType());
-      std::string name = llvm::formatv("hc_collapse_{0}x{1}", type.getDimSize(1), type.getDimSize(2)).str();
-      s.use(name, "csa.hc_collapse", "", KernelParallelism::Nest, [&] {
-        buildHcCollapseKernel(s.kernels, name, type.getDimSize(1), type.getDimSize(2));
-      });
-    } else if (auto op = dyn_cast<HcUpdateOp>(raw)) {
-      auto type = cast<RankedTensorType>(op.getStreams().getType());
-      std::string name = llvm::formatv("hc_update_{0}x{1}", type.getDimSize(1), type.getDimSize(2)).str();
-      s.use(name, "csa.hc_update", "", KernelParallelism::Nest, [&] {
-        buildHcUpdateKernel(s.kernels, name, type.getDimSize(1), type.getDimSize(2));
-      });
-    } else if (auto op = dyn_cast<RmsNormOp>(raw)) {
-      s.rmsNorm(lastDim(op.getInput()), op.getEps().convertToDouble());
-    } else if (auto op = dyn_cast<LinearOp>(raw)) {
-      s.linear("csa.linear", op.getFormat(), lastDim(op.getInput()),
-               lastDim(op.getResult()), op.getGroups());
-    } else if (auto op = dyn_cast<RopeOp>(raw)) {
-      RopeTableAttr table = op.getTable();
-      std::string name = ropeName(table) + (op.getInverse() ? "_inverse" : "");
-      s.use(name, "csa.rope", "", KernelParallelism::Nest, [&] {
-        // A factor of 1 is a plain table; above it, YaRN.
-        std::optional<tables::YarnScaling> yarn;
-        if (table.getFactor().convertToDouble() > 1.0)
-          yarn = tables::YarnScaling{table.getFactor().convertToDouble(),
-                                     table.getOriginalSeqLen(),
-                                     table.getBetaFast().convertToDouble(),
-                                     table.getBetaSlow().convertToDouble()};
-        buildRopeKernel(s.kernels, name,
-                        tables::ropeFrequencies(
-                            table.getDim(), table.getTheta().convertToDouble(),
-                            yarn),
-                        op.getInverse());
-      });
-    } else if (auto op = dyn_cast<QuantizeOp>(raw)) {
-      Type row = op.getResult().getType().getElementType();
-      std::string name = "quantize_" + rowName(row);
-      s.use(name, "csa.quantize", "", KernelParallelism::Nest, [&] {
-        buildQuantizeRowsKernel(s.kernels, name, rowFormat(row), rowDim(row));
-      });
-    } else if (auto op = dyn_cast<DequantizeOp>(raw)) {
-      Type row = op.getInput().getType().getElementType();
-      std::string name = "dequantize_" + rowName(row);
-      s.use(name, "csa.dequantize", "", KernelParallelism::Nest, [&] {
-        buildDequantizeRowsKernel(s.kernels, name, rowFormat(row), rowDim(row));
-      });
-    } else if (auto op = dyn_cast<CacheAppendOp>(raw)) {
-      Type row = op.getRows().getType().getElementType();
-      int64_t window = 0;
-      if (auto ring = dyn_cast<SwaRingType>(op.getCache().getType()))
-        window = ring.getWindow();
-      std::string name = "cache_append_" + rowName(row) +
-                         (window ? "_ring" + std::to_string(window) : "");
-      s.use(name, "csa.cache_append", "", KernelParallelism::Serial, [&] {
-        buildCacheAppendKernel(s.kernels, name, rowFormat(row), rowDim(row), window);
-      });
-    } else if (auto op = dyn_cast<CompressOp>(raw)) {
-      int64_t in = lastDim(op.getInput()), out = lastDim(op.getResult());
-      int64_t ratio = op.getRatio();
-      if (ratio > 1) {
-        // fp32 projections of KV and gate, the pooling, then the norm.
-        s.linear("csa.compress", WeightFormat::F32, in, out, 1, "linear");
-        std::string name = llvm::formatv("compress_pool_r{0}_{1}", ratio, out).str();
-        s.use(name, "csa.compress", "", KernelParallelism::Channels, [&] { buildCompressPoolKernel(s.kernels, name, ratio, out); }, "pool");
-      } else {
-        s.linear("csa.compress", WeightFormat::BF16, in, out, 1, "linear");
+  int64_t refused = 0;
+  graph.walk([&](Operation *op) {
+    const KernelPattern *pattern = patterns.lookup(op);
+    if (!pattern) {
+      if (target.isIllegal(op)) {
+        op->emitOpError() << "has no host kernel pattern: the host target lowers every csa op "
+                             "but csa.cache_alloc and csa.yield";
+        ++refused;
       }
-      s.rmsNorm(out, eps, "norm");
-    } else if (auto op = dyn_cast<IndexScoreOp>(raw)) {
-      auto type = cast<RankedTensorType>(op.getQuery().getType());
-      int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
-      // The queries are FP4-quantized (as index-key rows) before scoring.
-      std::string qdq = "quantize_index_key_fp4_" + std::to_string(dim);
-      s.use(qdq, "csa.index_score", "query FP4", KernelParallelism::Nest, [&] {
-        buildQuantizeRowsKernel(s.kernels, qdq, numerics::RowFormat::IndexKeyFp4, dim);
-      }, "quantize");
-      std::string dq = "dequantize_index_key_fp4_" + std::to_string(dim);
-      s.use(dq, "csa.index_score", "keys and query FP4", KernelParallelism::Nest, [&] {
-        buildDequantizeRowsKernel(s.kernels, dq, numerics::RowFormat::IndexKeyFp4, dim);
-      }, "dequantize");
-      // The head weights times (heads * dim)^-1/2, rounded to bf16.
-      const float weightScale =
-          float(std::pow(double(dim), -0.5) * std::pow(double(heads), -0.5));
-      std::string scaleName =
-          llvm::formatv("index_weights_scale_{0}x{1}", heads, dim).str();
-      s.use(scaleName, "csa.index_score", "head weights", KernelParallelism::Nest, [&] {
-        buildScaleRowsKernel(s.kernels, scaleName, heads, weightScale);
-      }, "scale");
-      std::string name = llvm::formatv("index_score_{0}x{1}", heads, dim).str();
-      s.use(name, "csa.index_score", "", KernelParallelism::Nest, [&] { buildIndexScoreKernel(s.kernels, name, heads, dim); });
-    } else if (auto op = dyn_cast<HsiSelectOp>(raw)) {
-      auto pool = op.getPool().getType();
-      std::string blocks = llvm::formatv("hsi_block_scores_{0}", pool.getBlockSize()).str();
-      s.use(blocks, "csa.hsi_select", "", KernelParallelism::Nest, [&] {
-        buildHsiBlockScoresKernel(s.kernels, blocks, pool.getBlockSize());
-      }, "blocks");
-      std::string name = llvm::formatv("hsi_select_{0}x{1}", pool.getBlocks(), pool.getBlockSize()).str();
-      s.use(name, "csa.hsi_select", "", KernelParallelism::Nest, [&] {
-        buildHsiSelectKernel(s.kernels, name, pool.getBlocks(), pool.getBlockSize());
-      });
-    } else if (auto op = dyn_cast<TopKOp>(raw)) {
-      int64_t k = op.getResult().getType().getK();
-      bool masked = bool(op.getPool());
-      std::string rank = llvm::formatv("topk_rank_{0}{1}", k, masked ? "_masked" : "").str();
-      s.use(rank, "csa.topk", "", KernelParallelism::Nest, [&] { buildTopKRankKernel(s.kernels, rank, k, masked); },
-            "rank");
-      std::string name = llvm::formatv("topk_compact_{0}", k).str();
-      s.use(name, "csa.topk", "", KernelParallelism::Rows, [&] { buildTopKCompactKernel(s.kernels, name, k); });
-    } else if (auto op = dyn_cast<SparseAttentionOp>(raw)) {
-      auto type = cast<RankedTensorType>(op.getQuery().getType());
-      int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
-      // The gathered rows: the ring's and the global cache's, dequantized.
-      std::string ring = "dequantize_" + rowName(op.getWindow().getType().getRow());
-      s.use(ring, "csa.sparse_attention", "window rows", KernelParallelism::Nest, [&] {
-        Type row = op.getWindow().getType().getRow();
-        buildDequantizeRowsKernel(s.kernels, ring, rowFormat(row), rowDim(row));
-      }, "dequantize_window");
-      s.use("attention_window_index", "csa.sparse_attention", "window index lists",
-            KernelParallelism::Nest,
-            [&] { buildWindowIndexKernel(s.kernels, "attention_window_index"); },
-            "window_index");
-      if (auto cache = op.getCache()) {
-        Type row = cast<GlobalCacheType>(cache.getType()).getMainRow();
-        std::string main = "dequantize_" + rowName(row);
-        s.use(main, "csa.sparse_attention", "selected rows", KernelParallelism::Nest, [&] {
-          buildDequantizeRowsKernel(s.kernels, main, rowFormat(row), rowDim(row));
-        }, "dequantize_selected");
-        s.use("gather_cache_entries", "csa.sparse_attention", "selected entries", KernelParallelism::Nest, [&] {
-          buildGatherCacheEntriesKernel(s.kernels, "gather_cache_entries");
-        }, "gather_selected");
-        s.use("attention_selected_index", "csa.sparse_attention", "index lists", KernelParallelism::Nest, [&] {
-          buildSelectedIndexKernel(s.kernels, "attention_selected_index");
-        }, "selected_index");
-      }
-      // The op's GPU form (csa-select-attention-forms): the head form is
-      // its own kernel, named for it; the kernel carries the form for the
-      // NVPTX back end.
-      auto form = op->getAttrOfType<AttentionFormAttr>(kAttentionFormAttrName);
-      const char *suffix = !form                                   ? ""
-                           : form.getValue() == AttentionForm::Head  ? "_head"
-                           : form.getValue() == AttentionForm::Split ? "_split"
-                                                                     : "";
-      std::string name = llvm::formatv("sparse_attention_{0}x{1}{2}", heads, dim, suffix).str();
-      s.use(name, "csa.sparse_attention", "", KernelParallelism::Nest, [&] {
-        if (func::FuncOp fn = buildSparseAttentionKernel(s.kernels, name, heads, dim); fn && form)
-          fn->setAttr(kAttentionFormAttrName, form);
-      });
-    } else if (auto op = dyn_cast<MoeOp>(raw)) {
-      int64_t dim = lastDim(op.getInput()), inter = op.getInter();
-      std::string route = llvm::formatv("moe_route_{0}_top{1}", op.getExperts(), op.getTopK()).str();
-      s.linear("csa.moe", WeightFormat::F32, dim, op.getExperts(), 1, "gate");
-      s.use(route, "csa.moe", "", KernelParallelism::Rows, [&] {
-        buildMoeRouteKernel(s.kernels, route, op.getExperts(), op.getTopK(),
-                            float(op.getRouteScale().convertToDouble()));
-      }, "route");
-      std::string gather = llvm::formatv("moe_gather_{0}", dim).str();
-      s.use(gather, "csa.moe", "", KernelParallelism::Nest, [&] { buildMoeGatherKernel(s.kernels, gather, dim); }, "gather");
-      s.linear("csa.moe", op.getExpertFormat(), dim, inter, 1, "expert_in");
-      s.linear("csa.moe", op.getExpertFormat(), inter, dim, 1, "expert_out");
-      s.linear("csa.moe", op.getSharedFormat(), dim, inter, 1, "shared_in");
-      s.linear("csa.moe", op.getSharedFormat(), inter, dim, 1, "shared_out");
-      float limit = float(op.getSwigluLimit().convertToDouble());
-      // The limit in the name without a '.': PTX identifiers have none.
-      std::string swiglu = llvm::formatv("swiglu_{0}_l{1}", inter, limit).str();
-      std::replace(swiglu.begin(), swiglu.end(), '.', 'p');
-      s.use(swiglu, "csa.moe", "", KernelParallelism::Nest, [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); }, "swiglu");
-      std::string acc = llvm::formatv("moe_accumulate_{0}", dim).str();
-      s.use(acc, "csa.moe", "", KernelParallelism::Nest, [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); }, "accumulate");
-      std::string fin = llvm::formatv("moe_finish_{0}", dim).str();
-      s.use(fin, "csa.moe", "", KernelParallelism::Nest, [&] { buildMoeFinishKernel(s.kernels, fin, dim); }, "finish");
-      // Decode: the routed experts in one launch per projection, from the
-      // routing on the device (an expert id a slot), then one combine.
-      const WeightFormat ef = op.getExpertFormat();
-      if (ef == WeightFormat::FP8Block32 || ef == WeightFormat::FP4E2M1) {
-        const int64_t experts = op.getExperts(), topK = op.getTopK();
-        s.linear("csa.moe", ef, dim, inter, 1, "experts_in", experts, topK);
-        s.linear("csa.moe", ef, inter, dim, 1, "experts_out", experts, 1);
-        std::string combine = llvm::formatv("moe_combine_{0}_top{1}_e{2}", dim, topK, experts).str();
-        s.use(combine, "csa.moe", "", KernelParallelism::Nest, [&] {
-          buildMoeCombineKernel(s.kernels, combine, dim, topK, experts);
-        }, "combine");
-      }
-    } else if (auto op = dyn_cast<EngramOp>(raw)) {
-      auto type = cast<RankedTensorType>(op.getStreams().getType());
-      int64_t hc = type.getDimSize(1), dim = type.getDimSize(2);
-      s.linear("csa.engram", WeightFormat::FP8Block32, op.getGatherWidth(),
-               (hc + 1) * dim, 1, "linear");
-      std::string gate = llvm::formatv("engram_gate_{0}x{1}", hc, dim).str();
-      s.use(gate, "csa.engram", "", KernelParallelism::Nest, [&] { buildEngramGateKernel(s.kernels, gate, hc, dim, float(eps)); }, "gate");
-      // The hash: primes are handed out across all Engram layers in order,
-      // so the layout is computed for the whole graph (engramLayouts).
-      auto layout = engramLayouts.find(op.getLayer());
-      if (layout == engramLayouts.end()) {
-        s.missing("csa.engram (inconsistent hash layout)");
-        return;
-      }
-      std::string hash = llvm::formatv("engram_hash_l{0}", op.getLayer()).str();
-      s.use(hash, "csa.engram", "", KernelParallelism::Rows, [&] {
-        buildEngramHashKernel(s.kernels, hash, layout->second);
-      }, "hash");
-      const int64_t cols = (op.getMaxNgram() - 1) * op.getHeads();
-      std::string gather =
-          llvm::formatv("engram_gather_{0}x{1}", cols, op.getHeadDim()).str();
-      s.use(gather, "csa.engram", "table rows", KernelParallelism::Nest, [&] {
-        buildEngramGatherKernel(s.kernels, gather, cols, op.getHeadDim());
-      }, "gather");
-    } else if (auto op = dyn_cast<FusionOp>(raw)) {
-      // Its body's ops were visited first (post-order): their kernels exist.
-      Block &body = op.getBody().front();
-      auto ops = llvm::to_vector(llvm::map_range(
-          body.without_terminator(), [](Operation &o) { return &o; }));
-      if (op.getKind() != FusionKind::RopeQuantizeStore || ops.size() != 3 ||
-          !isa<RopeOp>(ops[0]) || !isa<QuantizeOp>(ops[1]) ||
-          !isa<CacheAppendOp>(ops[2])) {
-        s.missing("csa.fusion " + stringifyFusionKind(op.getKind()).str());
-        return;
-      }
-      auto rope = cast<RopeOp>(ops[0]);
-      std::string ropeK = s.kernelOf(ops[0]), quantK = s.kernelOf(ops[1]),
-                  appendK = s.kernelOf(ops[2]);
-      std::string name = "fused_" + appendK + "__" + ropeK + "_s" +
-                         std::to_string(rope.getStride());
-      s.use(name, "csa.fusion", "rope_quantize_store", KernelParallelism::Serial, [&] {
-        buildRopeQuantizeStoreKernel(s.kernels, name, ropeK, quantK, appendK,
-                                     rope.getStride());
-      });
-      // Its parts, for a runtime that runs them separately (the GPU: RoPE
-      // and the quantizer a thread per element, only the store ordered).
-      s.alsoCalls("rope", ropeK);
-      s.alsoCalls("quantize", quantK);
-      s.alsoCalls("append", appendK);
-    } else if (auto op = dyn_cast<LmHeadOp>(raw)) {
-      s.linear("csa.lm_head", WeightFormat::F32, lastDim(op.getInput()), op.getVocab());
+      return;
     }
+    selector.setCurrent(op);
+    if (failed(pattern->select(op, selector)))
+      ++refused;
   });
-  s.current = nullptr;
+  selector.setCurrent(nullptr);
+  if (refused)
+    return llvm::make_error<DiagnosedSelectionError>(
+        llvm::formatv("{0} op(s) could not be lowered to host kernels (the errors above name them)",
+                      refused)
+            .str());
   // A builder that refused its op (and said why on the module) fails the
   // selection: no artifact is written around a missing kernel.
-  if (!s.unbuilt.empty())
-    return llvm::createStringError(
-        llvm::formatv("{0} kernel(s) could not be built: {1}", s.unbuilt.size(),
-                      llvm::join(s.unbuilt, ", "))
+  if (!selector.unbuiltKernels().empty())
+    return llvm::make_error<DiagnosedSelectionError>(
+        llvm::formatv("{0} kernel(s) could not be built: {1}", selector.unbuiltKernels().size(),
+                      llvm::join(selector.unbuiltKernels(), ", "))
             .str());
-  KernelSelection selection = s.finish();
+  KernelSelection selection = selector.finish();
   for (SelectedKernel &k : selection.kernels) {
     auto fn = kernels.lookupSymbol<func::FuncOp>(k.name);
     if (!fn)
@@ -560,11 +136,7 @@ void printKernelSelectionJson(const KernelSelection &selection,
                                          {"arguments", std::move(arguments)},
                                          {"results", std::move(results)}});
   }
-  llvm::json::Object missing;
-  for (auto &[op, n] : selection.missing)
-    missing[op] = n;
-  llvm::json::Object root{{"kernels", std::move(kernels)},
-                          {"missing", std::move(missing)}};
+  llvm::json::Object root{{"kernels", std::move(kernels)}};
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }
 

@@ -2,9 +2,11 @@
 //
 // Walks expanded-stage IR and builds, into a kernel module, one host kernel
 // per distinct (op kind, static parameters) the graph uses: the kernels the
-// CPU target executes for that graph. Each kernel is named by what it
-// computes (`linear_fp8_block32_64x32`, `rope_8_<table>`...), so identical
-// ops share one kernel.
+// CPU target executes for that graph, which the NVPTX back end maps to
+// threads. Each op family's kernels come from its pattern (KernelPatterns.h)
+// and are named by what they compute (`linear_fp8_block32_64x32`,
+// `rope_8_<table>`...), so identical ops share one kernel; an op the host
+// target must lower and no pattern takes is an error naming it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CSA_CODEGEN_HOST_KERNELSELECTION_H
@@ -38,15 +40,27 @@ struct SelectedKernel {
 
 struct KernelSelection {
   std::vector<SelectedKernel> kernels;
-  /// Ops the host target has no kernel for yet (op name -> count).
-  std::vector<std::pair<std::string, int64_t>> missing;
   /// The kernels each op of the graph calls, by role ("main", "linear",
   /// "dequantize_window", ...): what the plan builder binds.
   std::map<mlir::Operation *, std::map<std::string, std::string>> opKernels;
 };
 
+/// The error of a selection whose causes were emitted as diagnostics on the
+/// ops (and kernels) concerned: its message only sums them up.
+class DiagnosedSelectionError : public llvm::ErrorInfo<DiagnosedSelectionError> {
+public:
+  static char ID;
+  explicit DiagnosedSelectionError(std::string summary) : summary(std::move(summary)) {}
+  void log(llvm::raw_ostream &os) const override { os << summary; }
+  std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
+
+private:
+  std::string summary;
+};
+
 /// Builds into `kernels` (a fresh module) the host kernels `graph` (expanded
-/// stage) needs. Fails if `graph` still holds graph-level attention.
+/// stage) needs. Fails if `graph` still holds graph-level attention, or an
+/// op cannot be lowered (the error on the op says why).
 llvm::Expected<KernelSelection> selectHostKernels(mlir::ModuleOp graph,
                                                   mlir::ModuleOp kernels);
 

@@ -628,16 +628,19 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                          MemRefLayoutAttrInterface{}, workgroup);
       buildLinearMmaBody(fn, *mma, shape, lanes);
       // The grouped form: a block per (expert, output tile), whatever the
-      // rows (min_rows still compares x's rows).
+      // rows; it replaces the grouped kernel from kGroupedMmaMinSlots slots
+      // (the length of the expert ids, argument 1) on, for both
+      // projections alike (x has the tokens' rows in one, the slots' in the
+      // other).
       info.launch = shape.grouped ? "expert_tiles" : "row_tiles";
       info.experts = shape.grouped ? mma->experts : 0;
       info.blockSize = shape.threads();
-      info.rowsArgument = 0;
+      info.rowsArgument = shape.grouped ? 1 : 0;
       info.rowsPerBlock = shape.rowsPerTile;
       info.outputs = mma->outFeatures;
       info.outputsPerBlock = shape.outputsPerTile;
       info.sharedBytes = shape.sharedBytes();
-      info.minRows = options.tileMinRows;
+      info.minRows = shape.grouped ? kGroupedMmaMinSlots : options.tileMinRows;
       setDotTolerance(info, *mma);
     } else if (tiled) {
       LinearTileLanes lanes;

@@ -38,8 +38,8 @@
 //   - "expert_tiles": the grouped tensor-core form of the routed experts'
 //     linears (LinearMma.h), `<name>_mma` with "replaces" and "min_rows" like
 //     row_tiles: a block per (expert, tile of `outputs_per_block` outputs);
-//     grid = (experts, ceil(outputs / outputs_per_block)); rows_argument is
-//     only what min_rows compares;
+//     grid = (experts, ceil(outputs / outputs_per_block)); rows_argument
+//     (1: the expert ids) is only what min_rows compares, in slots;
 //   - "single": kernels whose iterations depend on each other (a ring's
 //     ordered stores, the compressor state, gathers that count) run on one
 //     thread.

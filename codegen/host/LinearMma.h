@@ -51,6 +51,14 @@ namespace csa::codegen {
 /// padding, so that a fragment load's 8 rows x 4 words fall in 32 banks.
 inline constexpr int64_t kMmaRowStride = 40;
 
+/// The grouped form runs from this many slots (the expert-id argument's
+/// length) on. Its blocks walk K serially for their expert's slots (about
+/// 150 us a launch at the released widths however few the slots, measured:
+/// six slots, a decode step's), while the split-K grouped form reads an
+/// expert's weights once a slot (about 3.5 us a slot); below a tile's worth
+/// of slots the split-K form (or one launch an expert) is faster.
+inline constexpr int64_t kGroupedMmaMinSlots = 64;
+
 /// A tile of the form: rows x outputs, a warp per 32 x 32.
 struct LinearMmaShape {
   int64_t rowsPerTile = 64, outputsPerTile = 128;

@@ -469,7 +469,7 @@ struct Executor::Impl {
   /// each routed expert's weights once for all its rows instead, unless
   /// the grouped linears have their tensor-core form ("expert_tiles": a
   /// block per expert gathers its slots on the device), which the grouped
-  /// launches then use for every row count from its min_rows.
+  /// launches then use from its min_rows slots (kGroupedMmaMinSlots) on.
   static constexpr int64_t kGroupedMoeMaxRows = 4;
   /// The shared expert's routing weights: 1 for each of `rows` rows.
   Tensor &unitWeights(int64_t rows) {

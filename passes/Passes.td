@@ -183,37 +183,37 @@ def CheckNvvmTarget : Pass<"csa-check-nvvm-target"> {
 }
 
 def TileKernels : Pass<"csa-tile-kernels", "::mlir::ModuleOp"> {
-  let summary = "Record the target's tile parameters on every op that runs "
-                "a matrix product";
+  let summary = "Record the row tile of every op that runs a matrix product";
   let description = [{
-    Attaches `csa.tile` (a dictionary) to each `csa.linear`, `csa.compress`,
-    `csa.moe`, `csa.engram` and `csa.lm_head`, and `csa.target` to the module.
-    The host back end reads `rows`: its linear kernels process the rows of
-    a call in tiles of that many (the quantized ones decode each weight
-    block once per tile; the accumulation order of every output is
-    unchanged, so results are bit-identical for any tile). On the host an op
-    whose input has one static row (a decode step) gets `rows = 1`. For `sm_90a` the pass records a warpgroup
-    MMA tile (`rows` = M, `cols` = N, `k` = K per stage, `warps`) that no
-    lowering reads yet: csa-compile tiles for the host, and the NVPTX back
-    end maps the host kernels by their own attributes (`#csa.parallelism`,
-    `csa.linear_spec`); tensor-core forms are future work.
+    Attaches `csa.row_tile = #csa.row_tile<N>` to each `csa.linear`,
+    `csa.compress`, `csa.moe`, `csa.engram` and `csa.lm_head`, and
+    `csa.target` to the module. The op's host linear kernels process the rows
+    of a call in tiles of N (the quantized ones decode each weight block once
+    per tile; the accumulation order of every output is unchanged, so results
+    are bit-identical for any tile) and are named for it. An op whose input
+    has one static row (a decode step) gets 1. The host kernels are the
+    artifact's for every target (the NVPTX back end maps them to threads and
+    checks its forms against them), so `sm_90a` records the same tile; the
+    GPU's own tiles belong to the op's `#csa.linear_form` and the back end's
+    forms.
 
-    An op that already carries `csa.tile` (set by hand in the IR of an
+    An op that already carries `csa.row_tile` (set by hand in the IR of an
     earlier stage, say) keeps it, so a kernel researcher can try a tile on
-    one op and finish the build with `csa-compile --compile-from`.
+    one op and finish the build with `csa-compile --compile-from`. The
+    dialect rejects a row tile below 1, one on an op without linear kernels,
+    and the dictionary `csa.tile` that this attribute replaced.
 
-    Example (host):
+    Example:
     ```mlir
-    %y = csa.linear %x weight "layers.2.attn.wq_a" fp8_block32 {csa.tile = {rows = 8 : i64}}
+    %y = csa.linear %x weight "layers.2.attn.wq_a" fp8_block32 {csa.row_tile = #csa.row_tile<8>}
         : tensor<?x5120xbf16> -> tensor<?x1024xbf16>
     ```
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"host\"",
-           "Target whose tiles to record: host or sm_90a">,
+           "Target recorded on the module: host or sm_90a">,
     Option<"rows", "rows", "int64_t", /*default=*/"0",
-           "Rows per tile (0: the target's default: 8 for host, 64 for "
-           "sm_90a)">,
+           "Rows per tile (0: the default, 8)">,
   ];
   let statistics = [
     Statistic<"numTiled", "num-tiled", "Ops given a tile">,

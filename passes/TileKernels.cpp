@@ -1,8 +1,7 @@
-//===- TileKernels.cpp - Target tile parameters on matrix-product ops -----===//
+//===- TileKernels.cpp - The row tile of every matrix-product op ---------===//
 #include "dialects/csa/CsaDialect.h"
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
 namespace csa {
@@ -20,43 +19,37 @@ struct TileKernelsPass : public csa::impl::TileKernelsBase<TileKernelsPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    const bool host = target == "host";
-    if (!host && target != "sm_90a") {
+    if (target != "host" && target != "sm_90a") {
       module.emitError() << "csa-tile-kernels: unknown target '" << target
                          << "' (host or sm_90a)";
       return signalPassFailure();
     }
     if (rows < 0) {
       module.emitError() << "csa-tile-kernels: rows must be >= 1 (or 0 for "
-                            "the target's default), got "
+                            "the default, 8), got "
                          << static_cast<int64_t>(rows);
       return signalPassFailure();
     }
-    OpBuilder b(module.getContext());
-    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
-    // Host: 8 rows keep a tile's activations (8 x K fp32) in L1/L2 for the
-    // model widths while each weight block is decoded once per tile.
-    // sm_90a: one warpgroup's wgmma m64nNk16 tiles, K staged by 64.
-    const int64_t tileRows = rows > 0 ? rows : (host ? 8 : 64);
-    SmallVector<NamedAttribute> fields{b.getNamedAttr("rows", i64(tileRows))};
-    if (!host) {
-      fields.push_back(b.getNamedAttr("cols", i64(128)));
-      fields.push_back(b.getNamedAttr("k", i64(64)));
-      fields.push_back(b.getNamedAttr("warps", i64(4)));
-    }
-    DictionaryAttr tile = b.getDictionaryAttr(fields);
+    // 8 rows keep a tile's activations (8 x K fp32) in L1/L2 for the model
+    // widths while each weight block is decoded once per tile. The host
+    // kernels are the artifact's for every target (the CPU runs them, the
+    // NVPTX back end maps them to threads and checks its forms against
+    // them), so sm_90a records the same row tile; the GPU's tiles belong to
+    // the linear forms.
+    MLIRContext *ctx = module.getContext();
+    auto tile = RowTileAttr::get(ctx, rows > 0 ? int64_t(rows) : 8);
     // A call with one static row (a decode step) gains nothing from row
-    // tiles on the host: it keeps the untiled kernel.
-    DictionaryAttr single = b.getDictionaryAttr({b.getNamedAttr("rows", i64(1))});
-    module->setAttr("csa.target", b.getStringAttr(target));
+    // tiles: it keeps the untiled kernel.
+    auto single = RowTileAttr::get(ctx, 1);
+    module->setAttr("csa.target", StringAttr::get(ctx, target));
     module.walk([&](Operation *op) {
       if (!isa<LinearOp, CompressOp, MoeOp, EngramOp, LmHeadOp>(op))
         return;
-      if (op->hasAttr("csa.tile"))
+      if (op->hasAttr(kRowTileAttrName))
         return;
       auto input = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
       const bool oneRow = input && input.getDimSize(0) == 1;
-      op->setAttr("csa.tile", host && oneRow ? single : tile);
+      op->setAttr(kRowTileAttrName, oneRow ? single : tile);
       ++numTiled;
     });
   }

@@ -49,9 +49,8 @@ void KernelSelector::alsoCalls(const std::string &role, const std::string &name)
 }
 
 int64_t KernelSelector::tileRows() const {
-  auto tile = current ? current->getAttrOfType<DictionaryAttr>("csa.tile") : DictionaryAttr();
-  auto rows = tile ? tile.getAs<IntegerAttr>("rows") : IntegerAttr();
-  return rows && rows.getInt() > 1 ? rows.getInt() : 1;
+  auto tile = current ? current->getAttrOfType<RowTileAttr>(kRowTileAttrName) : RowTileAttr();
+  return tile ? tile.getRows() : 1;
 }
 
 std::string KernelSelector::kernelOf(Operation *op, const std::string &role) const {

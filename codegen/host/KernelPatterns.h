@@ -4,7 +4,7 @@
 // op family, in the manner of MLIR's conversion patterns: a pattern matches
 // an op by name, reads its types and its lowering attributes (the forms that
 // csa-select-linear-forms and csa-select-attention-forms attached, the row
-// tile of csa-tile-kernels) and builds its kernels through a KernelSelector,
+// tile of csa-tile-kernels, #csa.row_tile) and builds its kernels through a KernelSelector,
 // which names each kernel once and records which kernel the op calls in each
 // role. A ConversionTarget says which ops must be lowered: every csa op but
 // the structural ones (cache_alloc, yield) is illegal, so an op no pattern
@@ -50,7 +50,7 @@ public:
            const std::string &role = "main");
   /// The current op also names `name` (built for another op) as `role`.
   void alsoCalls(const std::string &role, const std::string &name);
-  /// The row tile csa-tile-kernels recorded on the current op (1: none).
+  /// The current op's #csa.row_tile (csa-tile-kernels; 1: none).
   int64_t tileRows() const;
   /// A linear kernel of the current op, in the op's linear form. With
   /// `experts` > 0, the routed experts' linear grouped into one launch

@@ -389,7 +389,7 @@ func::FuncOp buildDenseLinear(ModuleOp module, const std::string &name,
   auto weightAt = [&](OpBuilder &b, Location loc, Value j, Value e) {
     return denseWeightAt(b, loc, w, s, table, j, e);
   };
-  // Rows in tiles of T (csa.tile rows): the tile's rows run against one
+  // Rows in tiles of T (#csa.row_tile): the tile's rows run against one
   // weight row while it is in cache; every output's sum still runs over K in
   // order, so the bits do not depend on T.
   const int64_t tile = std::max<int64_t>(1, spec.rowTile);
@@ -457,7 +457,7 @@ func::FuncOp buildQuantizedLinear(ModuleOp module, const std::string &name,
         w = fn.getArgument(first), s = fn.getArgument(first + 1),
         y = fn.getArgument(first + 2);
   Value table = fp8 ? e4m3Table(b, loc, module) : e2m1Table(b, loc, module);
-  // Rows in tiles of T (csa.tile rows): a tile's activations are quantized
+  // Rows in tiles of T (#csa.row_tile): a tile's activations are quantized
   // once, and each 32-block of a weight row is decoded once per tile and
   // applied to the tile's rows. Every output's fp32 sum keeps the order of
   // the untiled loop (blocks in K order, elements in block order), so the

@@ -69,7 +69,7 @@ struct LinearKernelSpec {
   /// BF16/F32 formats: the weight bytes are fp32 (reference
   /// `Weight::storedF32`) instead of bf16.
   bool weightF32 = false;
-  /// Rows per tile (the csa.tile `rows` of the op): each weight element is
+  /// Rows per tile (the op's #csa.row_tile): each weight element is
   /// decoded once per tile of rows. Results do not depend on it.
   int64_t rowTile = 1;
   /// FP8/FP4 only: the routed experts' matrices of one projection in one

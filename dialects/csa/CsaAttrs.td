@@ -282,4 +282,29 @@ def Csa_HsiConfigAttr : Csa_Attr<"HsiConfig", "hsi"> {
   let genVerifyDecl = 1;
 }
 
+def Csa_RowTileAttr : Csa_Attr<"RowTile", "row_tile"> {
+  let summary = "rows per tile of an op's host linear kernels";
+  let description = [{
+    The lowering strategy's row tile, attached as `csa.row_tile` to every
+    `csa.linear`, `csa.compress`, `csa.moe`, `csa.engram` and `csa.lm_head` by
+    `csa-tile-kernels` (in `csa-fused-to-tiled`). The op's host linear kernels
+    process the rows of a call in tiles of `rows` (the quantized ones decode
+    each weight block once a tile; every output's accumulation order is the
+    same for any tile, so the bits are too) and are named for it (`_t8`); an
+    op whose input has one static row (a decode step) gets 1, the untiled
+    kernel. The GPU's own tiles belong to the op's `#csa.linear_form` and the
+    NVPTX back end's forms. A user edits it in `tiled.mlir` and finishes with
+    `csa-compile --compile-from=tiled`; `rows` must be at least 1.
+
+    Example:
+    ```mlir
+    %y = csa.linear %x weight "layers.2.attn.wq_a" fp8_block32 {csa.row_tile = #csa.row_tile<8>}
+        : tensor<?x5120xbf16> -> tensor<?x1024xbf16>
+    ```
+  }];
+  let parameters = (ins "int64_t":$rows);
+  let assemblyFormat = "`<` $rows `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // CSA_DIALECTS_CSA_CSAATTRS_TD

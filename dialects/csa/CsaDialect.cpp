@@ -145,10 +145,28 @@ LogicalResult HsiConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   return success();
 }
 
-/// `csa.linear_form` only where there are linears, `csa.attention_form` only
-/// on sparse attention, and only a form.
+LogicalResult RowTileAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows) {
+  if (rows < 1)
+    return emitError() << "a row tile needs rows >= 1, got " << rows;
+  return success();
+}
+
+/// `csa.linear_form` and `csa.row_tile` only where there are linears,
+/// `csa.attention_form` only on sparse attention, and only their attributes.
 mlir::LogicalResult
 csa::CsaDialect::verifyOperationAttribute(mlir::Operation *op, mlir::NamedAttribute attr) {
+  if (attr.getName() == "csa.tile")
+    return op->emitOpError() << "carries 'csa.tile', which #csa.row_tile replaced: write "
+                                "csa.row_tile = #csa.row_tile<N> (N rows a tile)";
+  if (attr.getName() == kRowTileAttrName) {
+    if (!mlir::isa<RowTileAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << kRowTileAttrName << "' must be a #csa.row_tile<N>";
+    if (!mlir::isa<LinearOp, CompressOp, MoeOp, EngramOp, LmHeadOp>(op))
+      return op->emitOpError() << "has no linear kernels: '" << kRowTileAttrName
+                               << "' belongs on csa.linear, csa.compress, csa.moe, csa.engram and "
+                                  "csa.lm_head";
+    return mlir::success();
+  }
   if (attr.getName() == kAttentionFormAttrName) {
     if (!mlir::isa<AttentionFormAttr>(attr.getValue()))
       return op->emitOpError() << "'" << kAttentionFormAttrName

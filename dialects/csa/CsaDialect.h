@@ -53,6 +53,9 @@ inline constexpr const char *kLinearFormAttrName = "csa.linear_form";
 /// The discardable attribute of a sparse attention's lowering strategy
 /// (#csa.attention_form, set by csa-select-attention-forms).
 inline constexpr const char *kAttentionFormAttrName = "csa.attention_form";
+/// The discardable attribute of an op's host row tile (#csa.row_tile, set by
+/// csa-tile-kernels).
+inline constexpr const char *kRowTileAttrName = "csa.row_tile";
 
 /// The schedule-rule view of an attention mode.
 inline LayerMode toLayerMode(AttentionMode mode) {

@@ -9,7 +9,7 @@
 // CHECK-SAME:    csa.linear_form = #csa.linear_form<split_k>
 // CHECK-SAME:    csa.parallelism = #csa.parallelism<rows>
 func.func @f(%x: tensor<?x64xbf16>) -> tensor<?x32xbf16> {
-  %y = csa.linear %x weight "w" fp8_block32 {csa.linear_form = #csa.linear_form<split_k>, csa.tile = {rows = 8 : i64}} : tensor<?x64xbf16> -> tensor<?x32xbf16>
+  %y = csa.linear %x weight "w" fp8_block32 {csa.linear_form = #csa.linear_form<split_k>, csa.row_tile = #csa.row_tile<8>} : tensor<?x64xbf16> -> tensor<?x32xbf16>
   return %y : tensor<?x32xbf16>
 }
 
@@ -108,6 +108,6 @@ func.func @f(%q: tensor<?x4x32xbf16>, %rows: tensor<?x!csa.fp8_row<32, ue8m0, 32
 // CHECK-LABEL: func.func @linear_fp4_e2m1_32x64_e8(
 // CHECK-LABEL: func.func @moe_combine_64_top2_e8(
 func.func @f(%x: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
-  %y = csa.moe %x layer 0 experts 8 top_k 2 shared 1 inter 32 route_scale 1.500000e+00 swiglu_limit 1.000000e+01 expert_format fp4_e2m1 shared_format fp8_block32 weights "ffn" {csa.tile = {rows = 8 : i64}} : tensor<?x64xbf16>
+  %y = csa.moe %x layer 0 experts 8 top_k 2 shared 1 inter 32 route_scale 1.500000e+00 swiglu_limit 1.000000e+01 expert_format fp4_e2m1 shared_format fp8_block32 weights "ffn" {csa.row_tile = #csa.row_tile<8>} : tensor<?x64xbf16>
   return %y : tensor<?x64xbf16>
 }

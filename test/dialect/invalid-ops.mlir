@@ -415,3 +415,27 @@ func.func @f(%x: tensor<?x32xbf16>) {
   // expected-error @+1 {{'csa.yield' op expects parent op 'csa.fusion'}}
   csa.yield %x : tensor<?x32xbf16>
 }
+
+// -----
+
+func.func @row_tile_zero(%x: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  // expected-error @below {{a row tile needs rows >= 1, got 0}}
+  %a = csa.linear %x weight "a" bf16 {csa.row_tile = #csa.row_tile<0>} : tensor<?x64xbf16> -> tensor<?x64xbf16>
+  return %a : tensor<?x64xbf16>
+}
+
+// -----
+
+func.func @row_tile_without_linears(%x: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  // expected-error @below {{has no linear kernels: 'csa.row_tile' belongs on csa.linear}}
+  %n = csa.rms_norm %x eps 1.0e-6 weight "n" {csa.row_tile = #csa.row_tile<8>} : tensor<?x64xbf16>
+  return %n : tensor<?x64xbf16>
+}
+
+// -----
+
+func.func @old_tile_dictionary(%x: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  // expected-error @below {{carries 'csa.tile', which #csa.row_tile replaced}}
+  %a = csa.linear %x weight "a" bf16 {csa.tile = {rows = 8 : i64}} : tensor<?x64xbf16> -> tensor<?x64xbf16>
+  return %a : tensor<?x64xbf16>
+}

@@ -11,6 +11,8 @@
 #include "runtime/executor/Decisions.h"
 #include "runtime/executor/ExecutorImpl.h"
 
+#include <optional>
+
 namespace csa::runtime {
 
 //===----------------------------------------------------------------------===//
@@ -142,6 +144,10 @@ absl::Status Executor::Impl::load() {
 }
 
 absl::Status Executor::Impl::loadGpu() {
+  const std::string where = absl::StrCat("artifact ", artifact->directory(), ": ");
+  std::ifstream ptxFile(artifact->pathOf("kernels/kernels.ptx"));
+  std::ifstream jsonFile(artifact->pathOf("kernels/kernels.json"));
+  std::optional<cuda::Module> module;
   if (options.emulateGpu) {
     cuda::LaunchGraphOptions graphs;
     graphs.maxLaunches = options.graphMaxLaunches;
@@ -149,27 +155,30 @@ absl::Status Executor::Impl::loadGpu() {
                                          options.cudaGraphs ? &graphs : nullptr);
     for (auto &[name, view] : weights)
       runner->markConstant(view.data);
-    return absl::OkStatus();
+    // The launch rules, where the artifact has them, so that the drivers
+    // choose the forms a GPU would run (the grouped experts' form, say);
+    // the kernels that run are the host's.
+    if (!jsonFile)
+      return absl::OkStatus();
+  } else {
+    // CSA_CUDA_LIBRARY: another driver library (the null driver of
+    // runtime/cuda/null runs the host side without a GPU).
+    const char *library = std::getenv("CSA_CUDA_LIBRARY");
+    auto opened = cuda::Driver::open(0, library && *library ? library : "libcuda.so.1");
+    if (!opened.ok())
+      return opened.status();
+    driver = std::move(*opened);
+    if (!ptxFile || !jsonFile)
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, "has no kernels/kernels.ptx (compile with csa-compile "
+                 "--emit=artifact --with-ptx)"));
+    std::stringstream ptx;
+    ptx << ptxFile.rdbuf();
+    auto loaded = driver->loadPtx(ptx.str());
+    if (!loaded.ok())
+      return loaded.status();
+    module = *loaded;
   }
-  // CSA_CUDA_LIBRARY: another driver library (the null driver of
-  // runtime/cuda/null runs the host side without a GPU).
-  const char *library = std::getenv("CSA_CUDA_LIBRARY");
-  auto opened = cuda::Driver::open(0, library && *library ? library : "libcuda.so.1");
-  if (!opened.ok())
-    return opened.status();
-  driver = std::move(*opened);
-  const std::string where = absl::StrCat("artifact ", artifact->directory(), ": ");
-  std::ifstream ptxFile(artifact->pathOf("kernels/kernels.ptx"));
-  std::ifstream jsonFile(artifact->pathOf("kernels/kernels.json"));
-  if (!ptxFile || !jsonFile)
-    return absl::FailedPreconditionError(absl::StrCat(
-        where, "has no kernels/kernels.ptx (compile with csa-compile "
-               "--emit=artifact --with-ptx)"));
-  std::stringstream ptx;
-  ptx << ptxFile.rdbuf();
-  auto module = driver->loadPtx(ptx.str());
-  if (!module.ok())
-    return module.status();
   try {
     json meta = json::parse(jsonFile);
     std::map<std::string, json> argumentsOf; ///< by kernel name
@@ -177,10 +186,12 @@ absl::Status Executor::Impl::loadGpu() {
       GpuKernel g;
       const std::string name = k.at("name").get<std::string>();
       argumentsOf[name] = k.at("arguments");
-      auto fn = driver->function(*module, name);
-      if (!fn.ok())
-        return fn.status();
-      g.fn = *fn;
+      if (module) {
+        auto fn = driver->function(*module, name);
+        if (!fn.ok())
+          return fn.status();
+        g.fn = *fn;
+      }
       auto launch = cuda::parseLaunchRule(k.at("launch"), name,
                                           k.at("arguments").size());
       if (!launch.ok())
@@ -213,6 +224,8 @@ absl::Status Executor::Impl::loadGpu() {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "kernels/kernels.json: ", e.what()));
   }
+  if (options.emulateGpu)
+    return absl::OkStatus();
   if (options.cudaGraphs) {
     cuda::LaunchGraphOptions graphs;
     graphs.maxLaunches = options.graphMaxLaunches;
@@ -331,6 +344,9 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
                                    "' has no signature in kernels/host.json"));
         KernelRef ref{fn, &sig->second, name};
         if (runner && runner->emulated() && !hostOnly(name)) {
+          // Its launch rule for the drivers' choices, where there is one.
+          if (auto gk = gpuKernels.find(name); gk != gpuKernels.end())
+            ref.gpu = &gk->second;
           ref.runner = runner.get();
         } else if (runner && !hostOnly(name)) {
           auto gk = gpuKernels.find(name);

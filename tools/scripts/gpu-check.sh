@@ -14,6 +14,8 @@
 # logits within bounds, fed the CPU's tokens: logits-check.sh, csa-diff); run-quick.sh is a shorter set of both (about 190 s);
 # run-reduced.sh and run-full.sh run the released widths (docs/gpu.md);
 # run-graphs.sh times decode steps with CUDA graphs off and on;
+# run-moe.sh checks prefill's grouped experts against the CPU and the
+# per-expert launches (whole model);
 # run-profile.sh times every kernel of an h200-full decode step (ncu);
 # bench.sh times the released-width kernels and their PyTorch peers
 # (bench/gpu/torch_peers.py).
@@ -312,4 +314,29 @@ done
 exit $status
 RUN
 chmod +x gpu-run/run-plan.sh
+cat > gpu-run/run-moe.sh <<'RUN'
+#!/usr/bin/env bash
+# Written by tools/scripts/gpu-check.sh. Prefill's routed experts in their
+# grouped tensor-core form (from 64 slots: kGroupedMmaMinSlots) and as one
+# launch an expert (--gpu-per-expert-moe), each against the CPU executor,
+# whole model, the decisions held equal (logits-check.sh): tiny with a
+# 40-token prompt (80 slots at top-2), then h200-full with 16 tokens (96
+# slots at top-6) when run-full.sh's weights are there ($CSA_FULL_CKPT).
+# The two forms should sit at the same distance from the CPU.
+set -uo pipefail
+status=0
+. ./logits-check.sh
+tiny() { ./csa-run tiny.csa --random-weights=7 --max-new-tokens=8 "$@"; }
+full() { ./csa-run h200-full.csa --weights="${CSA_FULL_CKPT:-/dev/shm/h200-full}" --max-new-tokens=2 "$@"; }
+for model in tiny full; do
+  if [ $model = tiny ]; then prompt=$(seq -s, 1 40); else prompt=$(seq -s, 100 115); fi
+  [ $model = full ] && [ ! -f "${CSA_FULL_CKPT:-/dev/shm/h200-full}/config.json" ] && { echo "h200-full: no weights (run-full.sh writes them)"; break; }
+  for form in grouped per-expert; do
+    args=--device=cuda; [ $form = per-expert ] && args="$args --gpu-per-expert-moe"
+    CSA_CHECK_GPU_ARGS="$args" logits_check "$model, $form experts" "moe-$model-$form" $model --prompt="$prompt" || status=1
+  done
+done
+exit $status
+RUN
+chmod +x gpu-run/run-moe.sh
 du -sh gpu-run

@@ -10,6 +10,8 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/Decisions.h"
 #include "runtime/executor/ExecutorImpl.h"
+#include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/emulated/EmulatedDevice.h"
 
 #include <optional>
 
@@ -128,6 +130,7 @@ absl::Status Executor::Impl::load() {
         absl::IsFailedPrecondition(st)) {
       // No driver, or no PTX in the artifact: the CPU runs the plan.
       runner.reset();
+      device.reset();
       driver.reset();
       gpuKernels.clear();
       deviceNote = std::string(st.message());
@@ -151,8 +154,9 @@ absl::Status Executor::Impl::loadGpu() {
   if (options.emulateGpu) {
     cuda::LaunchGraphOptions graphs;
     graphs.maxLaunches = options.graphMaxLaunches;
-    runner = std::make_unique<GpuRunner>(nullptr, bounds, options,
-                                         options.cudaGraphs ? &graphs : nullptr);
+    device = std::make_unique<device::EmulatedDevice>(options.cudaGraphs ? &graphs : nullptr,
+                                                      options.traceGpu);
+    runner = std::make_unique<GpuRunner>(*device, bounds, options);
     for (auto &[name, view] : weights)
       runner->markConstant(view.data);
     // The launch rules, where the artifact has them, so that the drivers
@@ -232,7 +236,8 @@ absl::Status Executor::Impl::loadGpu() {
     if (absl::Status st = driver->batchLaunchesInGraphs(graphs); !st.ok())
       return st;
   }
-  runner = std::make_unique<GpuRunner>(driver.get(), bounds, options);
+  device = std::make_unique<device::CudaDevice>(*driver);
+  runner = std::make_unique<GpuRunner>(*device, bounds, options);
   for (auto &[name, view] : weights)
     runner->markConstant(view.data);
   return absl::OkStatus();

@@ -35,6 +35,8 @@ struct Executor::Impl {
   ExecutorOptions options; ///< device: Cpu or Cuda once loaded (Auto resolved)
   std::string deviceNote;  ///< Auto on the CPU: why
   std::unique_ptr<cuda::Driver> driver;  ///< Device::Cuda
+  /// The device layer the runner works on: CUDA over `driver`, or emulated.
+  std::unique_ptr<device::Device> device;
   std::unique_ptr<GpuRunner> runner;
   std::map<std::string, GpuKernel> gpuKernels; ///< by symbol (_mlir_ciface_)
   absl::Status loadGpu();

@@ -4,45 +4,20 @@
 // device mirror of every buffer a kernel touches (which side holds the
 // current bytes), uploads and downloads only what changed, launches the
 // PTX kernels (or, emulated, the host kernels on separate host memory),
-// collects the kernels' statuses, and batches launches into CUDA graphs;
-// invokeAs calls a kernel on whichever side the run is on.
+// collects the kernels' statuses; the memory, copies, dispatches and graphs
+// are the device layer's (runtime/device). invokeAs calls a kernel on
+// whichever side the run is on.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CSA_RUNTIME_EXECUTOR_GPURUNNER_H
 #define CSA_RUNTIME_EXECUTOR_GPURUNNER_H
 
+#include "runtime/device/Device.h"
 #include "runtime/executor/KernelCall.h"
 
 #include <chrono>
 
 namespace csa::runtime::detail {
-
-/// Emulation's graphs: LaunchGraphs' bookkeeping on the emulated launches
-/// (which have run by then), so that which runs become graphs, which graphs
-/// are kept and which launches change between steps is visible without a
-/// GPU. CSA_CUDA_TRACE=1 names every launch changed in a kept graph.
-class CountingGraphLauncher final : public cuda::GraphLauncher {
-public:
-  explicit CountingGraphLauncher(bool trace) : trace(trace) {}
-  std::map<cuda::Function, std::string> names; ///< host kernel -> its name
-  absl::Status launchNow(const cuda::KernelLaunch &) override {
-    return absl::OkStatus();
-  }
-  absl::StatusOr<Graph> createGraph(const std::vector<cuda::KernelLaunch> &) override {
-    return static_cast<Graph>(new int(0));
-  }
-  absl::Status updateGraphNode(Graph, size_t node, const cuda::KernelLaunch &k) override {
-    if (trace)
-      std::fprintf(stderr, "csa-cuda: graph node %zu updated (%s)\n", node,
-                   names.count(k.fn) ? names[k.fn].c_str() : "?");
-    return absl::OkStatus();
-  }
-  absl::Status launchGraph(Graph) override { return absl::OkStatus(); }
-  void destroyGraph(Graph graph) override { delete static_cast<int *>(graph); }
-
-private:
-  const bool trace;
-};
 
 /// The GPU path (ExecutorOptions::Device::Cuda). Every buffer the plan hands
 /// to a kernel (weights, caches, transients) gets a device mirror, and the
@@ -56,23 +31,18 @@ private:
 /// LaunchGraphs.h); a download waits for them. CSA_CUDA_SYNC=1 synchronizes
 /// after every launch, so a fault names its kernel.
 ///
-/// Without a driver (CSA_CUDA_EMULATE=1) the "device" is separate host
+/// On the emulated device (CSA_CUDA_EMULATE=1) the "device" is separate host
 /// memory and a launch calls the host kernel on the mirrors: the same
 /// bookkeeping, checkable on a machine without a GPU (a missed download
-/// leaves the host with stale bytes and changes the output). With
-/// `emulatedGraphs`, the launches also go through LaunchGraphs (counted,
-/// not replayed), split where the driver's would be.
+/// leaves the host with stale bytes and changes the output); the device
+/// records the launches for its graph bookkeeping (counted, not replayed),
+/// split where the driver's would be.
 class GpuRunner {
 public:
-  GpuRunner(cuda::Driver *driver, const Bounds &bounds, const ExecutorOptions &options,
-            const cuda::LaunchGraphOptions *emulatedGraphs = nullptr)
-      : driver(driver), bounds(bounds), syncEach(options.syncEachLaunch),
-        trace(options.traceGpu) {
-    if (emulated() && emulatedGraphs) {
-      countingLauncher = std::make_unique<CountingGraphLauncher>(trace);
-      graphs = std::make_unique<cuda::LaunchGraphs>(*countingLauncher, *emulatedGraphs);
-    }
-  }
+  /// `device` outlives the runner.
+  GpuRunner(device::Device &device, const Bounds &bounds, const ExecutorOptions &options)
+      : device(device), bounds(bounds), syncEach(options.syncEachLaunch),
+        trace(options.traceGpu) {}
   ~GpuRunner() {
     for (auto &[start, m] : mirrors)
       releaseDevice(m.device);
@@ -80,7 +50,8 @@ public:
       releaseDevice(block);
     releaseFreeBlocks();
   }
-  bool emulated() const { return driver == nullptr; }
+  /// Whether the kernels are the host's, run here on the device's memory.
+  bool emulated() const { return device.runsHostKernels(); }
   /// Waits for every launch so far (profiling).
   /// Reads back the statuses of the launches since the last call (one
   /// download per kStatusSlots) and fails naming the first nonzero one.
@@ -90,10 +61,8 @@ public:
   /// The step being run, named in a status's message.
   void setCurrentStep(std::string where) { currentStep = std::move(where); }
   void synchronize() {
-    if (!emulated()) {
-      const WaitTimer t(waitSeconds);
-      check(driver->synchronize());
-    }
+    const WaitTimer t(waitSeconds);
+    check(device.synchronize());
   }
   /// Emulation: the mirror of the buffer holding `p` (uploaded if the host
   /// changed it), at p's offset; the call about to run may write it.
@@ -117,32 +86,19 @@ public:
   /// with `params` (its arguments' mirror descriptors and scalars), recorded
   /// for the graph bookkeeping.
   void recordEmulated(void *fn, const std::string &name, std::vector<uint64_t> params) {
-    if (!graphs)
-      return;
     cuda::KernelLaunch k;
     k.fn = fn;
     k.params = std::move(params);
-    countingLauncher->names.emplace(fn, name);
-    check(graphs->add(std::move(k)));
+    device.nameKernel(fn, name);
+    check(device.dispatch(k));
   }
-  /// Emulation with graphs: a copy, fill or read ends the run of launches.
-  void endEmulatedRun() {
-    if (graphs)
-      check(graphs->flush());
-  }
-  /// The start of a run of `entry` (Driver::beginGraphRun).
-  void beginGraphRun(const std::string &entry) {
-    if (graphs)
-      check(graphs->begin(entry));
-    else if (driver)
-      check(driver->beginGraphRun(entry));
-  }
-  /// LaunchGraphs' counts: the driver's, or emulation's.
-  cuda::LaunchGraphCounters graphCounters() const {
-    if (graphs)
-      return graphs->counters();
-    return driver ? driver->graphCounters() : cuda::LaunchGraphCounters();
-  }
+  /// A copy, fill or read ends the run of launches (the CUDA driver ends it
+  /// itself; emulation's bookkeeping is told).
+  void endEmulatedRun() { check(device.endRun()); }
+  /// The start of a run of `entry` (Device::beginGraphRun).
+  void beginGraphRun(const std::string &entry) { check(device.beginGraphRun(entry)); }
+  /// The device's graph counts.
+  cuda::LaunchGraphCounters graphCounters() const { return device.graphCounters(); }
   /// Emulation: the call ran; what it was given is current on the "device".
   void emulatedCallDone() {
     for (Mirror *m : pendingWrites)
@@ -232,7 +188,7 @@ public:
     Mirror &m = mirror(start, end);
     m.current = Current::Device;
     if (emulated())
-      std::memset(reinterpret_cast<void *>(uintptr_t(m.device)), 0xFF, m.bytes);
+      check(device.fill(m.device, 0xFF, m.bytes));
   }
   /// The buffer holding `p` becomes zeros on the device (an accumulator a
   /// kernel adds to), without copying the host's bytes.
@@ -242,10 +198,7 @@ public:
       return;
     Mirror &m = mirror(start, end);
     endEmulatedRun();
-    if (emulated())
-      std::memset(reinterpret_cast<void *>(uintptr_t(m.device)), 0, m.bytes);
-    else
-      check(driver->fill(m.device, 0, m.bytes));
+    check(device.fill(m.device, 0, m.bytes));
     m.current = Current::Device;
   }
   /// Copies `bytes` from `src` to the whole buffer starting at `dst` on the
@@ -263,11 +216,7 @@ public:
     Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
     const cuda::DevicePtr from = it->second.device + (uintptr_t(src) - ss);
     endEmulatedRun();
-    if (emulated())
-      std::memcpy(reinterpret_cast<void *>(uintptr_t(d.device)),
-                  reinterpret_cast<const void *>(uintptr_t(from)), bytes);
-    else
-      check(driver->copyOnDevice(d.device, from, bytes));
+    check(device.copyOnDevice(d.device, from, bytes));
     d.current = Current::Device;
     return true;
   }
@@ -299,14 +248,7 @@ public:
       const cuda::DevicePtr out = d.device + size_t(r) * rowBytes;
       if (size_t(first + run) * entryBytes > it->second.bytes)
         throw std::out_of_range("a cache gather reads past the cache");
-      if (emulated()) {
-        for (int64_t k = 0; k < run; ++k)
-          std::memcpy(reinterpret_cast<void *>(uintptr_t(out + size_t(k) * rowBytes)),
-                      reinterpret_cast<const void *>(uintptr_t(src + size_t(k) * entryBytes)),
-                      rowBytes);
-      } else {
-        check(driver->copyRowsOnDevice(out, rowBytes, src, entryBytes, rowBytes, size_t(run)));
-      }
+      check(device.copyRowsOnDevice(out, rowBytes, src, entryBytes, rowBytes, size_t(run)));
       r += run;
     }
     d.current = Current::Device;
@@ -352,16 +294,10 @@ public:
     Mirror &m = mirrors[start];
     m.device = allocateDevice(toBytes, &m.capacity);
     m.bytes = toBytes;
-    if (emulated()) {
-      std::memcpy(reinterpret_cast<void *>(uintptr_t(m.device)),
-                  reinterpret_cast<const void *>(uintptr_t(d.device)), keep);
-      std::memset(reinterpret_cast<void *>(uintptr_t(m.device + keep)), 0, toBytes - keep);
-    } else {
-      if (keep)
-        check(driver->copyOnDevice(m.device, d.device, keep));
-      if (toBytes > keep)
-        check(driver->fill(m.device + keep, 0, toBytes - keep));
-    }
+    if (keep)
+      check(device.copyOnDevice(m.device, d.device, keep));
+    if (toBytes > keep)
+      check(device.fill(m.device + keep, 0, toBytes - keep));
     releaseDevice(d.device);
     m.current = Current::Device;
   }
@@ -386,7 +322,7 @@ private:
     if (!st.ok())
       throw std::runtime_error(std::string(st.message()));
   }
-  // Device memory: the driver's, or host memory when emulated. Blocks are
+  // Device memory, the device layer's. Blocks are
   // rounded up to a multiple of the smallest power of two (at least 512 B)
   // that is at least 1/8 of the request (at most 1/4 added), and a released
   // block is kept for the next request of its size: the pooled transients of
@@ -414,21 +350,14 @@ private:
     if (trace)
       std::fprintf(stderr, "csa-cuda: allocate %zu bytes (%s)\n", block,
                    placing ? placing->c_str() : "outside a kernel");
-    cuda::DevicePtr ptr = 0;
-    if (emulated()) {
-      auto memory = std::make_unique<uint8_t[]>(block);
-      ptr = cuda::DevicePtr(uintptr_t(memory.get()));
-      emulatedMemory[ptr] = std::move(memory);
-    } else {
-      auto allocated = driver->allocate(block);
-      if (!allocated.ok() && !freeBlocks.empty()) {
-        releaseFreeBlocks(); // what is kept for reuse, before giving up
-        allocated = driver->allocate(block);
-      }
-      if (!allocated.ok())
-        throw std::runtime_error(std::string(allocated.status().message()));
-      ptr = *allocated;
+    auto allocated = device.allocate(block);
+    if (!allocated.ok() && !freeBlocks.empty()) {
+      releaseFreeBlocks(); // what is kept for reuse, before giving up
+      allocated = device.allocate(block);
     }
+    if (!allocated.ok())
+      throw std::runtime_error(std::string(allocated.status().message()));
+    const cuda::DevicePtr ptr = *allocated;
     sizeOfBlock[ptr] = block;
     return ptr;
   }
@@ -441,15 +370,12 @@ private:
   void releaseFreeBlocks() {
     // Launches already issued may still read them (cuMemFree would wait
     // too, but says nothing about graphs recorded and not issued).
-    if (!emulated() && !freeBlocks.empty())
-      (void)driver->synchronize();
+    if (!freeBlocks.empty())
+      (void)device.synchronize();
     for (auto &[bytes, ptr] : freeBlocks) {
       freeSet.erase(ptr);
       sizeOfBlock.erase(ptr);
-      if (emulated())
-        emulatedMemory.erase(ptr);
-      else
-        (void)driver->release(ptr);
+      (void)device.release(ptr);
     }
     freeBlocks.clear();
   }
@@ -489,24 +415,16 @@ private:
     traceCopy("upload", bytes);
     bytesToDevice += bytes;
     ++uploads;
-    if (emulated())
-      std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
-    else {
-      const WaitTimer t(uploadSeconds);
-      check(driver->copyToDevice(dst, src, bytes));
-    }
+    const WaitTimer t(uploadSeconds);
+    check(device.copyToDevice(dst, src, bytes));
   }
   void download(void *dst, cuda::DevicePtr src, size_t bytes) {
     endEmulatedRun();
     traceCopy("download", bytes);
     bytesToHost += bytes;
     ++downloads;
-    if (emulated())
-      std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
-    else {
-      const WaitTimer t(waitSeconds);
-      check(driver->copyToHost(dst, src, bytes));
-    }
+    const WaitTimer t(waitSeconds);
+    check(device.copyToHost(dst, src, bytes));
   }
   Mirror &mirror(uintptr_t start, uintptr_t end) {
     Mirror &m = mirrors[start];
@@ -525,7 +443,7 @@ private:
     }
     return m;
   }
-  cuda::Driver *driver; ///< null: emulated
+  device::Device &device;
   const Bounds &bounds;
   const bool syncEach;
   const bool trace; ///< CSA_CUDA_TRACE: every copy on stderr
@@ -544,13 +462,10 @@ private:
   std::vector<PendingStatus> pendingStatuses;
   /// The step being run (Executor::Impl::run), for a status's message.
   std::string currentStep;
-  std::map<cuda::DevicePtr, std::unique_ptr<uint8_t[]>> emulatedMemory;
   std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
   std::multimap<size_t, cuda::DevicePtr> freeBlocks; ///< released, by size
   std::set<cuda::DevicePtr> freeSet;                 ///< the same blocks
   std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
-  std::unique_ptr<CountingGraphLauncher> countingLauncher; ///< emulation
-  std::unique_ptr<cuda::LaunchGraphs> graphs;              ///< emulation
 };
 
 inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
@@ -596,7 +511,7 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     if (slot % kStatusSlots == 0) {
       if (slot / kStatusSlots == statusBlocks.size())
         statusBlocks.push_back(allocateDevice(kStatusSlots * 4));
-      check(driver->fill(statusBlocks[slot / kStatusSlots], 0, kStatusSlots * 4));
+      check(device.fill(statusBlocks[slot / kStatusSlots], 0, kStatusSlots * 4));
     }
     const cuda::DevicePtr at = statusBlocks[slot / kStatusSlots] + (slot % kStatusSlots) * 4;
     pendingStatuses.push_back({k.name, currentStep});
@@ -613,10 +528,10 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   ++launches;
   {
     const WaitTimer t(launchSeconds);
-    check(driver->launch(launch));
+    check(device.dispatch(launch));
   }
   if (syncEach)
-    check(driver->synchronize());
+    check(device.synchronize());
   for (Mirror *m : written)
     m->current = Current::Device;
   return 0; // a status is checked when the run ends (takeStatuses)

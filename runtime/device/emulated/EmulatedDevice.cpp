@@ -1,0 +1,106 @@
+//===- EmulatedDevice.cpp - Host memory as the device ---------------------===//
+#include "runtime/device/emulated/EmulatedDevice.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace csa::device {
+
+namespace {
+void *at(DevicePtr p) { return reinterpret_cast<void *>(uintptr_t(p)); }
+} // namespace
+
+/// LaunchGraphs' GPU side for launches that have already run: graphs are
+/// tokens, and an updated node is named when tracing.
+class EmulatedDevice::CountingLauncher final : public cuda::GraphLauncher {
+public:
+  explicit CountingLauncher(bool trace) : trace(trace) {}
+  std::map<cuda::Function, std::string> names;
+  absl::Status launchNow(const cuda::KernelLaunch &) override { return absl::OkStatus(); }
+  absl::StatusOr<Graph> createGraph(const std::vector<cuda::KernelLaunch> &) override {
+    return static_cast<Graph>(new int(0));
+  }
+  absl::Status updateGraphNode(Graph, size_t node, const cuda::KernelLaunch &k) override {
+    if (trace) {
+      auto it = names.find(k.fn);
+      std::fprintf(stderr, "csa-cuda: graph node %zu updated (%s)\n", node,
+                   it == names.end() ? "?" : it->second.c_str());
+    }
+    return absl::OkStatus();
+  }
+  absl::Status launchGraph(Graph) override { return absl::OkStatus(); }
+  void destroyGraph(Graph graph) override { delete static_cast<int *>(graph); }
+
+private:
+  const bool trace;
+};
+
+EmulatedDevice::EmulatedDevice(const cuda::LaunchGraphOptions *options, bool trace) {
+  if (options) {
+    launcher = std::make_unique<CountingLauncher>(trace);
+    graphs = std::make_unique<cuda::LaunchGraphs>(*launcher, *options);
+  }
+}
+
+EmulatedDevice::~EmulatedDevice() = default;
+
+absl::StatusOr<DevicePtr> EmulatedDevice::allocate(size_t bytes) {
+  auto block = std::make_unique<uint8_t[]>(bytes);
+  const DevicePtr ptr = DevicePtr(uintptr_t(block.get()));
+  memory[ptr] = std::move(block);
+  return ptr;
+}
+
+absl::Status EmulatedDevice::release(DevicePtr ptr) {
+  if (memory.erase(ptr) == 0)
+    return absl::InvalidArgumentError("emulated device: release of memory it did not allocate");
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedDevice::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
+  std::memcpy(at(dst), src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedDevice::copyToHost(void *dst, DevicePtr src, size_t bytes) {
+  std::memcpy(dst, at(src), bytes);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedDevice::copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
+  std::memcpy(at(dst), at(src), bytes);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedDevice::copyRowsOnDevice(DevicePtr dst, size_t dstPitch, DevicePtr src,
+                                              size_t srcPitch, size_t width, size_t rows) {
+  for (size_t r = 0; r < rows; ++r)
+    std::memcpy(at(dst + r * dstPitch), at(src + r * srcPitch), width);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedDevice::fill(DevicePtr dst, uint8_t byte, size_t bytes) {
+  std::memset(at(dst), byte, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedDevice::dispatch(const cuda::KernelLaunch &k) {
+  return graphs ? graphs->add(k) : absl::OkStatus();
+}
+
+absl::Status EmulatedDevice::endRun() { return graphs ? graphs->flush() : absl::OkStatus(); }
+
+absl::Status EmulatedDevice::beginGraphRun(const std::string &entry) {
+  return graphs ? graphs->begin(entry) : absl::OkStatus();
+}
+
+cuda::LaunchGraphCounters EmulatedDevice::graphCounters() const {
+  return graphs ? graphs->counters() : cuda::LaunchGraphCounters();
+}
+
+void EmulatedDevice::nameKernel(cuda::Function fn, const std::string &name) {
+  if (launcher)
+    launcher->names.emplace(fn, name);
+}
+
+} // namespace csa::device

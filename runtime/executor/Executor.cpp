@@ -1,10 +1,12 @@
 //===- Executor.cpp - Loads an artifact's plan and runs its steps ---------===//
 //
 // Executor::Impl's loading (kernels, weights, the plan's steps and their
-// argument layouts, the GPU's PTX and launch rules) and the run of an entry
-// point: values and their liveness, the step loop, the caches and logits at
-// the end. The op drivers are in OpDrivers.cpp, how a kernel is called in
-// KernelCall.h and GpuRunner.h; Executor.h is the interface.
+// argument layouts, the GPU's PTX and launch rules, the device the GPU path
+// runs on: CUDA or emulated, runtime/device) and the run of an entry point:
+// values and their liveness, the step loop, the caches and logits at the
+// end. The op drivers are in OpDrivers.cpp, how a kernel is called in
+// KernelCall.h and GpuRunner.h (buffer mirrors and statuses over the device
+// layer); Executor.h is the interface.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/Executor.h"

@@ -470,8 +470,9 @@ struct Executor::Impl {
   /// reading the routing back. From 5 rows on, the per-expert lists read
   /// each routed expert's weights once for all its rows instead, unless
   /// the grouped linears have their tensor-core form ("expert_tiles": a
-  /// block per expert gathers its slots on the device), which the grouped
-  /// launches then use from its min_rows slots (kGroupedMmaMinSlots) on.
+  /// block per expert gathers its slots on the device): then every row count
+  /// runs grouped, the split-K form below its min_rows slots
+  /// (kGroupedMmaMinSlots) and that form from them on.
   static constexpr int64_t kGroupedMoeMaxRows = 4;
   /// The shared expert's routing weights: 1 for each of `rows` rows.
   Tensor &unitWeights(int64_t rows) {

@@ -702,19 +702,19 @@ bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
   for (const char *role : {"experts_in", "experts_out", "combine"})
     if (!kernel(s, role).runner)
       return false;
-  // Past decode's few rows only with the grouped tensor-core form (a block
-  // per expert gathering its slots on the device): the split-K form reads an
-  // expert's weights once a slot.
-  // It replaces the split-K kernels from its min_rows slots (its rows
-  // argument is the expert ids) on, at launch (GpuRunner::launch).
+  // Past decode's few rows only where the grouped tensor-core form exists
+  // (a block per expert gathering its slots on the device): it replaces the
+  // split-K kernels at launch from its min_rows slots on (its rows argument
+  // is the expert ids; GpuRunner::launch), and below them the split-K form,
+  // which reads an expert's weights once a slot, runs few enough slots. So
+  // every prefill's MoE runs from the device routing, with no host read.
   bool tensorCores = true;
-  const int64_t slots = rows * attr(s, "top_k");
   for (const char *role : {"experts_in", "experts_out"}) {
     const GpuKernel *g = kernel(s, role).gpu;
     if (g && g->launch.rule != "row_tiles")
       return false;
     tensorCores = tensorCores && g && g->tiled && g->tiled->launch.rule == "expert_tiles" &&
-                  g->tiled->launch.rowsArgument == 1 && slots >= g->tiledMinRows;
+                  g->tiled->launch.rowsArgument == 1;
   }
   if (rows > kGroupedMoeMaxRows && (!tensorCores || !options.groupedPrefillMoe))
     return false;

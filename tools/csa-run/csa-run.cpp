@@ -125,8 +125,8 @@ int usage() {
          "after every launch; --gpu-trace prints every copy, allocation and\n"
          "changed graph launch; --gpu-host-kernels keeps kernels by name prefix\n"
          "on the CPU; --gpu-no-row-tiles always runs the per-output linears;\n"
-         "--gpu-per-expert-moe runs prefill's routed experts one launch an\n"
-         "expert from lists the host builds (not the grouped tensor-core form).\n";
+         "--gpu-per-expert-moe runs prefill's routed experts (from 5 tokens) one\n"
+         "launch an expert from lists the host builds (not grouped launches).\n";
   return 2;
 }
 

@@ -428,6 +428,40 @@ TEST(GpuFormEmulation, SplitKLinearMeetsTheDotBound) {
 
 namespace {
 
+/// Random operands of a grouped linear: `rows` x K bf16 activations, E
+/// experts' weights stacked (16-byte aligned, for the forms' vector loads;
+/// FP8 codes of moderate size, no NaN) and their UE8M0 scales.
+struct GroupedOperands {
+  std::vector<uint16_t> x;
+  std::vector<uint8_t> wStore;
+  uint8_t *w = nullptr;
+  std::vector<int8_t> scale;
+  int64_t wCols = 0, scaleRows = 0, scaleCols = 0;
+};
+
+GroupedOperands groupedOperands(LinearFormat format, int64_t k, int64_t n, int64_t experts,
+                                int64_t rows, uint32_t seed, uint32_t xSeed) {
+  const bool fp4 = format == LinearFormat::FP4E2M1;
+  GroupedOperands o;
+  o.wCols = fp4 ? k / 2 : k;
+  o.scaleRows = fp4 ? n : (n + 31) / 32;
+  o.scaleCols = k / 32;
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> code(100, 140), any(0, 255), exponent(120, 130);
+  o.x = randomBf16(size_t(rows * k), xSeed);
+  o.wStore.resize(size_t(experts * n * o.wCols) + 16);
+  o.w = o.wStore.data() + (16 - reinterpret_cast<uintptr_t>(o.wStore.data()) % 16) % 16;
+  for (int64_t i = 0; i < experts * n * o.wCols; ++i) {
+    o.w[i] = uint8_t(fp4 ? any(gen) : code(gen));
+    if (!fp4 && (o.w[i] & 0x7F) == 0x7F)
+      o.w[i] ^= 1;
+  }
+  o.scale.resize(size_t(experts * o.scaleRows * o.scaleCols));
+  for (int8_t &v : o.scale)
+    v = int8_t(exponent(gen));
+  return o;
+}
+
 /// A grouped linear (LinearKernelSpec::experts) against its experts' own
 /// kernels: host and split-K form, each slot's row must be the bits of the
 /// ungrouped kernel of the same form on the slot's expert and activation
@@ -456,23 +490,13 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
       buildLinearSplitKBody(form, *spec, split, splitKLanes(simt, ctx, split));
     }
   });
-  const bool fp4 = format == LinearFormat::FP4E2M1;
   const int64_t slots = int64_t(ids.size()), rows = (slots + slotsPerRow - 1) / slotsPerRow;
-  const int64_t wCols = fp4 ? k / 2 : k, scaleRows = fp4 ? n : (n + 31) / 32, scaleCols = k / 32;
-  std::mt19937 gen(uint32_t(k + n + experts));
-  std::uniform_int_distribution<int> code(100, 140), any(0, 255), exponent(120, 130);
-  std::vector<uint16_t> x = randomBf16(size_t(rows * k), uint32_t(k));
-  // 16-byte aligned weights (the form's vector loads), E experts stacked.
-  std::vector<uint8_t> wStore(size_t(experts * n * wCols) + 16);
-  uint8_t *w = wStore.data() + (16 - reinterpret_cast<uintptr_t>(wStore.data()) % 16) % 16;
-  for (int64_t i = 0; i < experts * n * wCols; ++i) {
-    w[i] = uint8_t(fp4 ? any(gen) : code(gen));
-    if (!fp4 && (w[i] & 0x7F) == 0x7F)
-      w[i] ^= 1;
-  }
-  std::vector<int8_t> scale(size_t(experts * scaleRows * scaleCols));
-  for (int8_t &v : scale)
-    v = int8_t(exponent(gen));
+  GroupedOperands ops =
+      groupedOperands(format, k, n, experts, rows, uint32_t(k + n + experts), uint32_t(k));
+  std::vector<uint16_t> &x = ops.x;
+  uint8_t *w = ops.w;
+  std::vector<int8_t> &scale = ops.scale;
+  const int64_t wCols = ops.wCols, scaleRows = ops.scaleRows, scaleCols = ops.scaleCols;
   using Fn4 = void (*)(void *, void *, void *, void *);
   using Fn5 = void (*)(void *, void *, void *, void *, void *);
   using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
@@ -572,20 +596,13 @@ void expectGroupedMmaMeetsTheBound(LinearFormat format, int64_t k, int64_t n, in
   });
   const bool fp4 = format == LinearFormat::FP4E2M1;
   const int64_t slots = int64_t(ids.size()), rows = (slots + slotsPerRow - 1) / slotsPerRow;
-  const int64_t wCols = fp4 ? k / 2 : k, scaleRows = fp4 ? n : (n + 31) / 32, scaleCols = k / 32;
-  std::mt19937 gen(uint32_t(k * 7 + n + experts));
-  std::uniform_int_distribution<int> code(100, 140), any(0, 255), exponent(120, 130);
-  std::vector<uint16_t> x = randomBf16(size_t(rows * k), uint32_t(k + 3));
-  std::vector<uint8_t> wStore(size_t(experts * n * wCols) + 16);
-  uint8_t *w = wStore.data() + (16 - reinterpret_cast<uintptr_t>(wStore.data()) % 16) % 16;
-  for (int64_t i = 0; i < experts * n * wCols; ++i) {
-    w[i] = uint8_t(fp4 ? any(gen) : code(gen));
-    if (!fp4 && (w[i] & 0x7F) == 0x7F)
-      w[i] ^= 1;
-  }
-  std::vector<int8_t> scale(size_t(experts * scaleRows * scaleCols));
-  for (int8_t &v : scale)
-    v = int8_t(exponent(gen));
+  GroupedOperands ops = groupedOperands(format, k, n, experts, rows,
+                                        uint32_t(k * 7 + n + experts), uint32_t(k + 3));
+  std::vector<uint16_t> &x = ops.x;
+  std::vector<uint8_t> &wStore = ops.wStore;
+  uint8_t *w = ops.w;
+  std::vector<int8_t> &scale = ops.scale;
+  const int64_t wCols = ops.wCols, scaleRows = ops.scaleRows, scaleCols = ops.scaleCols;
   using Fn5 = void (*)(void *, void *, void *, void *, void *);
   using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
   void *host = lib.symbol("host"), *form = lib.symbol("form");

@@ -111,3 +111,85 @@ func.func @f(%x: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
   %y = csa.moe %x layer 0 experts 8 top_k 2 shared 1 inter 32 route_scale 1.500000e+00 swiglu_limit 1.000000e+01 expert_format fp4_e2m1 shared_format fp8_block32 weights "ffn" {csa.row_tile = #csa.row_tile<8>} : tensor<?x64xbf16>
   return %y : tensor<?x64xbf16>
 }
+
+// -----
+
+// Embedding and the mHC ops: a kernel each, named by their shapes; the mix
+// has its row sums as a kernel of their own.
+// CHECK-LABEL: func.func @embed_512x64(
+// CHECK-LABEL: func.func @hc_expand_4x64(
+// CHECK-LABEL: func.func @hc_mix_sums_4x64(
+// CHECK-LABEL: func.func @hc_mix_4x64_i20(
+// CHECK-LABEL: func.func @hc_update_4x64(
+// CHECK-LABEL: func.func @hc_collapse_4x64(
+func.func @f(%t: tensor<?xi32>, %y: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  %e = csa.embed %t vocab 512 weight "embed.weight" : tensor<?xi32> -> tensor<?x64xbf16>
+  %s = csa.hc_expand %e : tensor<?x64xbf16> -> tensor<?x4x64xbf16>
+  %pre, %post, %comb = csa.hc_mix %s iters 20 eps 1.0E-6 weights "hc" : tensor<?x4x64xbf16> -> tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>
+  %u = csa.hc_update %s, %y, %post, %comb : tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>
+  %c = csa.hc_collapse %u, %pre : tensor<?x4x64xbf16>, tensor<?x4xf32> -> tensor<?x64xbf16>
+  return %c : tensor<?x64xbf16>
+}
+
+// -----
+
+// RoPE: a kernel per table (its frequencies baked in), the inverse its own.
+// CHECK-LABEL: func.func @rope_8_t10000_f1_o32(
+// CHECK-LABEL: func.func @rope_8_t10000_f1_o32_inverse(
+#rope_base = #csa.rope<dim = 8, theta = 1.000000e+04, factor = 1.000000e+00, original_seq_len = 32, beta_fast = 3.200000e+01, beta_slow = 1.000000e+00>
+func.func @f(%q: tensor<?x4x32xbf16>, %p: index) -> tensor<?x4x32xbf16> {
+  %r = csa.rope %q, %p stride 1 table #rope_base : tensor<?x4x32xbf16>
+  %i = csa.rope %r, %p stride 1 table #rope_base inverse : tensor<?x4x32xbf16>
+  return %i : tensor<?x4x32xbf16>
+}
+
+// -----
+
+// RoPE + quantize + cache store as one fusion region: one kernel calling the
+// three ops' kernels, named after them, which stay for a runtime that runs
+// them apart.
+// CHECK-LABEL: func.func @rope_8_t10000_f1_o32(
+// CHECK-LABEL: func.func @quantize_swa_kv_fp8_32(
+// CHECK-LABEL: func.func @cache_append_swa_kv_fp8_32_ring8(
+// CHECK-LABEL: func.func @fused_cache_append_swa_kv_fp8_32_ring8__rope_8_t10000_f1_o32_s1(
+// CHECK:         call @rope_8_t10000_f1_o32(
+// CHECK:         call @quantize_swa_kv_fp8_32(
+// CHECK:         call @cache_append_swa_kv_fp8_32_ring8(
+#rope_base = #csa.rope<dim = 8, theta = 1.000000e+04, factor = 1.000000e+00, original_seq_len = 32, beta_fast = 3.200000e+01, beta_slow = 1.000000e+00>
+func.func @f(%kv: tensor<?x32xbf16>, %p: index) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
+  %ring = csa.cache_alloc layer 0 : !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
+  %rows = csa.fusion rope_quantize_store (%kv, %p, %p, %ring) : (tensor<?x32xbf16>, index, index, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>) -> tensor<?x!csa.fp8_row<32, ue8m0, 32>> {
+  ^bb0(%a: tensor<?x32xbf16>, %b: index, %c: index, %d: !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>):
+    %r = csa.rope %a, %b stride 1 table #rope_base : tensor<?x32xbf16>
+    %q = csa.quantize %r : tensor<?x32xbf16> -> tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+    csa.cache_append %q, %d[%c] : tensor<?x!csa.fp8_row<32, ue8m0, 32>>, !csa.swa_ring<8, !csa.fp8_row<32, ue8m0, 32>>
+    csa.yield %q : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+  }
+  return %rows : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
+}
+
+// -----
+
+// The indexer: the query's FP4 round trip, the head weights' scale, the
+// scores; HSI: the block scores and the selection.
+// CHECK-LABEL: func.func @quantize_index_key_fp4_32(
+// CHECK-LABEL: func.func @dequantize_index_key_fp4_32(
+// CHECK-LABEL: func.func @index_weights_scale_2x32(
+// CHECK-LABEL: func.func @index_score_2x32(
+// CHECK-LABEL: func.func @hsi_block_scores_4(
+// CHECK-LABEL: func.func @hsi_select_2x4(
+func.func @f(%q: tensor<?x2x32xbf16>, %w: tensor<?x2xbf16>) -> !csa.candidate_pool<2, 4> {
+  %cache = csa.cache_alloc layer 2 : !csa.global_cache<2, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<32, ue8m0, 32>>
+  %s = csa.index_score %q, %w, %cache : tensor<?x2x32xbf16>, tensor<?x2xbf16>, !csa.global_cache<2, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<32, ue8m0, 32>> -> tensor<?x?xf32>
+  %p = csa.hsi_select %s : tensor<?x?xf32> -> !csa.candidate_pool<2, 4>
+  return %p : !csa.candidate_pool<2, 4>
+}
+
+// -----
+
+// The LM head: an f32 linear of the vocabulary's width.
+// CHECK-LABEL: func.func @linear_f32_64x512_t8(
+func.func @f(%x: tensor<?x64xbf16>) -> tensor<1x512xf32> {
+  %l = csa.lm_head %x vocab 512 weight "head.weight" last_only {csa.row_tile = #csa.row_tile<8>} : tensor<?x64xbf16> -> tensor<1x512xf32>
+  return %l : tensor<1x512xf32>
+}

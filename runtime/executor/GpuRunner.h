@@ -94,7 +94,7 @@ public:
   }
   /// A copy, fill or read ends the run of launches (the CUDA driver ends it
   /// itself; emulation's bookkeeping is told).
-  void endEmulatedRun() { check(device.endRun()); }
+  void endRunOfLaunches() { check(device.endRun()); }
   /// The start of a run of `entry` (Device::beginGraphRun).
   void beginGraphRun(const std::string &entry) { check(device.beginGraphRun(entry)); }
   /// The device's graph counts.
@@ -197,7 +197,7 @@ public:
     if (!p || !bounds.range(p, start, end))
       return;
     Mirror &m = mirror(start, end);
-    endEmulatedRun();
+    endRunOfLaunches();
     check(device.fill(m.device, 0, m.bytes));
     m.current = Current::Device;
   }
@@ -215,7 +215,7 @@ public:
       return false;
     Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
     const cuda::DevicePtr from = it->second.device + (uintptr_t(src) - ss);
-    endEmulatedRun();
+    endRunOfLaunches();
     check(device.copyOnDevice(d.device, from, bytes));
     d.current = Current::Device;
     return true;
@@ -238,7 +238,7 @@ public:
       return false;
     const cuda::DevicePtr from = it->second.device;
     Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
-    endEmulatedRun();
+    endRunOfLaunches();
     for (int64_t r = 0; r < count;) {
       const int64_t first = which ? (*which)[size_t(r)] : r;
       int64_t run = 1;
@@ -290,7 +290,7 @@ public:
       mirrors.erase(it);
     }
     const size_t keep = std::min(d.bytes, toBytes);
-    endEmulatedRun();
+    endRunOfLaunches();
     Mirror &m = mirrors[start];
     m.device = allocateDevice(toBytes, &m.capacity);
     m.bytes = toBytes;
@@ -411,7 +411,7 @@ private:
                    placing ? placing->c_str() : "outside a kernel");
   }
   void upload(cuda::DevicePtr dst, const void *src, size_t bytes) {
-    endEmulatedRun();
+    endRunOfLaunches();
     traceCopy("upload", bytes);
     bytesToDevice += bytes;
     ++uploads;
@@ -419,7 +419,7 @@ private:
     check(device.copyToDevice(dst, src, bytes));
   }
   void download(void *dst, cuda::DevicePtr src, size_t bytes) {
-    endEmulatedRun();
+    endRunOfLaunches();
     traceCopy("download", bytes);
     bytesToHost += bytes;
     ++downloads;
@@ -662,7 +662,7 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
         },
         mirrored);
     if constexpr (!std::is_void_v<R>)
-      k.runner->endEmulatedRun(); // the device path zeroes the result first
+      k.runner->endRunOfLaunches(); // the device path zeroes the result first
     k.runner->recordEmulated(k.fn, k.name, std::move(params));
     ++k.runner->launches;
     if constexpr (std::is_void_v<R>) {
@@ -672,7 +672,7 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     } else {
       R r = std::apply(fn, mirrored);
       k.runner->emulatedCallDone();
-      k.runner->endEmulatedRun(); // the device path downloads the result
+      k.runner->endRunOfLaunches(); // the device path downloads the result
       return r;
     }
   }

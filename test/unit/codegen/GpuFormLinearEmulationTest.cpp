@@ -45,6 +45,21 @@ LinearSplitKLanes splitKLanes(const Simt &simt, MLIRContext *ctx, const LinearSp
   return lanes;
 }
 
+/// The tensor-core form's lanes on host threads: a block per (row tile or
+/// expert, output tile), the mma emulated a warp at a time.
+LinearMmaLanes mmaLanes(const Simt &simt, MLIRContext *ctx, const LinearMmaShape &shape) {
+  LinearMmaLanes lanes;
+  lanes.rowTile = simt.value(simt.blockX);
+  lanes.outputTile = simt.value(simt.blockY);
+  lanes.thread = simt.value(simt.thread);
+  lanes.barrier = simt.sync();
+  lanes.mma = simt.mmaBf16();
+  lanes.shuffleXor = simt.shuffleXor();
+  lanes.weightAddressSpace = 0;
+  lanes.sharedType = MemRefType::get({shape.sharedBytes()}, IntegerType::get(ctx, 8));
+  return lanes;
+}
+
 /// Weight bytes of `spec` (codes in [100, 140]: every E4M3 exponent near 1,
 /// NaN 0x7F among them; any byte for FP4) and its scales.
 struct LinearCase {
@@ -85,16 +100,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       std::optional<LinearMmaShape> shape = linearMmaShape(spec);
       ASSERT_TRUE(shape.has_value());
       mmaShape = *shape;
-      LinearMmaLanes lanes;
-      lanes.rowTile = simt.value(simt.blockX);
-      lanes.outputTile = simt.value(simt.blockY);
-      lanes.thread = simt.value(simt.thread);
-      lanes.barrier = simt.sync();
-      lanes.mma = simt.mmaBf16();
-      lanes.shuffleXor = simt.shuffleXor();
-      lanes.weightAddressSpace = 0;
-      lanes.sharedType = MemRefType::get({mmaShape.sharedBytes()}, IntegerType::get(ctx, 8));
-      buildLinearMmaBody(form, spec, mmaShape, lanes);
+      buildLinearMmaBody(form, spec, mmaShape, mmaLanes(simt, ctx, mmaShape));
     } else if (splitK) {
       std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, c.multiprocessors);
       ASSERT_TRUE(shape.has_value());
@@ -583,16 +589,7 @@ void expectGroupedMmaMeetsTheBound(LinearFormat format, int64_t k, int64_t n, in
     Simt simt(m);
     buildLinearKernel(m, "host", spec);
     func::FuncOp form = buildLinearKernel(m, "form", spec);
-    LinearMmaLanes lanes;
-    lanes.rowTile = simt.value(simt.blockX);
-    lanes.outputTile = simt.value(simt.blockY);
-    lanes.thread = simt.value(simt.thread);
-    lanes.barrier = simt.sync();
-    lanes.mma = simt.mmaBf16();
-    lanes.shuffleXor = simt.shuffleXor();
-    lanes.weightAddressSpace = 0;
-    lanes.sharedType = MemRefType::get({shape->sharedBytes()}, IntegerType::get(m.getContext(), 8));
-    buildLinearMmaBody(form, spec, *shape, lanes);
+    buildLinearMmaBody(form, spec, *shape, mmaLanes(simt, m.getContext(), *shape));
   });
   const bool fp4 = format == LinearFormat::FP4E2M1;
   const int64_t slots = int64_t(ids.size()), rows = (slots + slotsPerRow - 1) / slotsPerRow;

@@ -479,6 +479,14 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
     }
   }
 
+  // The buffers by id, for the calls' arguments (a lookup each, not a scan:
+  // a plan of thousands of transients would parse in quadratic time).
+  std::set<std::string_view> cacheIds, transientIds;
+  for (const CacheBuffer &cache : plan.caches)
+    cacheIds.insert(cache.id);
+  for (const TransientBuffer &buffer : plan.transients)
+    transientIds.insert(buffer.id);
+
   CSA_ARTIFACT_TRY(const json *entries, f.object("entry_points"));
   Fields e(*entries, source, "entry_points");
   CSA_ARTIFACT_TRY_STATUS(e.onlyKnown({"prefill", "decode"}));
@@ -496,17 +504,17 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
         std::string argPath = detail::joinPath(
             detail::indexPath(detail::joinPath(path, "args"), a),
             argKindName(arg.kind));
-        if (arg.kind == ArgKind::Cache && !plan.findCache(arg.name))
+        if (arg.kind == ArgKind::Cache && !cacheIds.count(arg.name))
           return f.errorAt(argPath,
                            absl::StrCat("unknown cache buffer '", arg.name,
                                         "' (not in caches)"));
-        if (arg.kind == ArgKind::Transient && !plan.findTransient(arg.name))
+        if (arg.kind == ArgKind::Transient && !transientIds.count(arg.name))
           return f.errorAt(argPath,
                            absl::StrCat("unknown transient buffer '", arg.name,
                                         "' (not in transients)"));
         if (arg.kind == ArgKind::Index)
           for (const std::string &id : rowsReferences(arg.expr))
-            if (!plan.findTransient(id))
+            if (!transientIds.count(id))
               return f.errorAt(argPath,
                                absl::StrCat("[\"rows\", \"", id,
                                             "\"]: unknown transient buffer"));

@@ -529,6 +529,10 @@ absl::Status Driver::beginGraphRun(const std::string &entry) {
   return graphs_ ? graphs_->begin(entry) : absl::OkStatus();
 }
 
+absl::Status Driver::graphBoundary() {
+  return graphs_ ? graphs_->boundary() : absl::OkStatus();
+}
+
 absl::Status Driver::flushLaunches() {
   return graphs_ ? graphs_->flush() : absl::OkStatus();
 }

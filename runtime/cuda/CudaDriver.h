@@ -131,6 +131,8 @@ public:
   /// The start of a run of `entry` (a plan entry point): its runs of
   /// launches are matched, in order, with those of its last run.
   absl::Status beginGraphRun(const std::string &entry);
+  /// A place where a run of launches may be cut (LaunchGraphs::boundary).
+  absl::Status graphBoundary();
   /// Issues the launches recorded so far (nothing when not batching).
   absl::Status flushLaunches();
   /// What the graphs did so far (zeros when not batching).

@@ -29,15 +29,42 @@ void LaunchGraphs::dropAll() {
 
 absl::Status LaunchGraphs::begin(const std::string &entry) {
   absl::Status st = flush();
+  if (current_)
+    current_->mostLaunches = std::max(current_->mostLaunches, current_->launches);
   current_ = &entries_[entry];
   current_->used.clear();
+  current_->launches = 0;
+  current_->boundaries = false;
   return st;
+}
+
+bool LaunchGraphs::equalParts() const {
+  return options_.partsPerRun > 0 && current_ && current_->mostLaunches > 0;
+}
+
+absl::Status LaunchGraphs::boundary() {
+  if (current_)
+    current_->boundaries = true;
+  if (!equalParts() && int64_t(pending_.size()) >= options_.maxLaunches)
+    return flush();
+  return absl::OkStatus();
+}
+
+int64_t LaunchGraphs::launchesPerGraph() const {
+  if (equalParts()) {
+    const int64_t parts = options_.partsPerRun;
+    return std::max((current_->mostLaunches + parts - 1) / parts, options_.minLaunches);
+  }
+  // Cut at boundaries, a piece may run past its size to the next one.
+  return current_ && current_->boundaries ? 4 * options_.maxLaunches : options_.maxLaunches;
 }
 
 absl::Status LaunchGraphs::add(KernelLaunch k) {
   ++counters_.launches;
+  if (current_)
+    ++current_->launches;
   pending_.push_back(std::move(k));
-  if (int64_t(pending_.size()) >= options_.maxLaunches)
+  if (int64_t(pending_.size()) >= launchesPerGraph())
     return flush();
   return absl::OkStatus();
 }
@@ -47,6 +74,7 @@ absl::Status LaunchGraphs::flush() {
   pending_.clear();
   if (run.empty())
     return absl::OkStatus();
+
   if (int64_t(run.size()) < options_.minLaunches) {
     for (const KernelLaunch &k : run) {
       ++counters_.direct;

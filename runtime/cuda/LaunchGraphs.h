@@ -15,7 +15,8 @@
 // expert's weights) are updated in the instantiated graph node by node
 // (cuGraphExecKernelNodeSetParams); only a sequence of kernels not seen
 // before builds a graph. Runs shorter than `minLaunches` are launched
-// directly.
+// directly. Where the run is cut into graphs is LaunchGraphOptions' choice:
+// every maxLaunches launches, or a fixed number of graphs a run (partsPerRun).
 //
 // The CUDA calls are behind GraphLauncher, so that this bookkeeping is
 // tested without a GPU. Plain C++17, no LLVM.
@@ -41,6 +42,12 @@ struct LaunchGraphOptions {
   /// A run is issued once this many launches are recorded, so that the GPU
   /// starts on a long run while the host records the rest.
   int64_t maxLaunches = 8;
+  /// When > 0, a run of an entry is cut into this many graphs of equal
+  /// launches instead (sized from the most launches a run of that entry had:
+  /// 1 makes a decode step one graph, independent of the layer count; more
+  /// let the GPU start while the host records the rest). An entry's first
+  /// run goes out in maxLaunches pieces.
+  int64_t partsPerRun = 0;
   /// At most this many graphs are kept: past it, every kept graph is
   /// destroyed and the runs build theirs again (a long-lived process whose
   /// prompts keep bringing new sequences of kernels stays bounded).
@@ -82,8 +89,15 @@ public:
   /// Starts a run of `entry`: issues what is recorded, and matches the
   /// graphs that follow with those of `entry`'s last run, in order.
   absl::Status begin(const std::string &entry);
-  /// Records `k`; issues the run once it holds maxLaunches.
+  /// Records `k`; issues the run once it holds maxLaunches (4 x maxLaunches
+  /// in a run whose caller marks boundaries).
   absl::Status add(KernelLaunch k);
+  /// A place where the caller would cut the run (the start of a plan step):
+  /// in maxLaunches pieces, a piece is cut here once it holds maxLaunches,
+  /// so that pieces start at the same plan steps in every step and a kept
+  /// graph meets the same layer's launches again (fewer node updates than
+  /// pieces cut at fixed counts, which an extra launch shifts).
+  absl::Status boundary();
   /// Issues the launches recorded so far.
   absl::Status flush();
   const LaunchGraphCounters &counters() const { return counters_; }
@@ -99,6 +113,9 @@ private:
     /// sequence in a run of the entry.
     std::map<Kernels, std::vector<Slot>> graphs;
     std::map<Kernels, size_t> used; ///< runs of each so far in this run
+    int64_t launches = 0;     ///< launches in its current (or last) run
+    bool boundaries = false;  ///< its current run's caller marks boundaries
+    int64_t mostLaunches = 0; ///< the most launches of its runs before
   };
   GraphLauncher &gpu_;
   LaunchGraphOptions options_;
@@ -108,6 +125,11 @@ private:
   int64_t kept_ = 0; ///< graphs kept, over all entries
   LaunchGraphCounters counters_;
   void dropAll();
+  /// Launches a graph holds before it is issued.
+  int64_t launchesPerGraph() const;
+  /// Whether the run is cut into partsPerRun equal parts.
+  bool equalParts() const;
+
 };
 
 } // namespace csa::cuda

@@ -42,6 +42,10 @@ public:
 
   virtual absl::StatusOr<DevicePtr> allocate(size_t bytes) = 0;
   virtual absl::Status release(DevicePtr ptr) = 0;
+  // Copies and fills run in order with the dispatches. A small upload (at
+  // most 128 bytes, cuda/BuiltinKernels.h; its bytes are taken at the call),
+  // a fill and the copies on the device stay inside the current run of
+  // dispatches (one graph); a download and a larger upload end it.
   virtual absl::Status copyToDevice(DevicePtr dst, const void *src, size_t bytes) = 0;
   /// Returns once the bytes are on the host (after the work before it).
   virtual absl::Status copyToHost(void *dst, DevicePtr src, size_t bytes) = 0;
@@ -61,6 +65,9 @@ public:
   /// The start of a run of plan entry `entry`: its runs of dispatches are
   /// matched with those of its last run (kept graphs, LaunchGraphs.h).
   virtual absl::Status beginGraphRun(const std::string &entry) = 0;
+  /// A place where the current run may be cut into graphs (the start of a
+  /// plan step; LaunchGraphs::boundary).
+  virtual absl::Status graphBoundary() = 0;
   virtual cuda::LaunchGraphCounters graphCounters() const = 0;
 
   /// Whether the kernels are the host's, run by the caller on this

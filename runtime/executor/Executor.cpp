@@ -156,6 +156,7 @@ absl::Status Executor::Impl::loadGpu() {
   if (options.emulateGpu) {
     cuda::LaunchGraphOptions graphs;
     graphs.maxLaunches = options.graphMaxLaunches;
+    graphs.partsPerRun = options.graphPartsPerRun;
     device = std::make_unique<device::EmulatedDevice>(options.cudaGraphs ? &graphs : nullptr,
                                                       options.traceGpu);
     runner = std::make_unique<GpuRunner>(*device, bounds, options);
@@ -235,10 +236,14 @@ absl::Status Executor::Impl::loadGpu() {
   if (options.cudaGraphs) {
     cuda::LaunchGraphOptions graphs;
     graphs.maxLaunches = options.graphMaxLaunches;
+    graphs.partsPerRun = options.graphPartsPerRun;
     if (absl::Status st = driver->batchLaunchesInGraphs(graphs); !st.ok())
       return st;
   }
-  device = std::make_unique<device::CudaDevice>(*driver);
+  auto cudaDevice = device::CudaDevice::create(*driver);
+  if (!cudaDevice.ok())
+    return cudaDevice.status();
+  device = std::move(*cudaDevice);
   runner = std::make_unique<GpuRunner>(*device, bounds, options);
   for (auto &[name, view] : weights)
     runner->markConstant(view.data);
@@ -457,8 +462,8 @@ Executor::Impl::run(std::vector<Step> &steps) {
         }
       }
       if (runner) {
-        if (ok)
-          st = runner->takeStatuses();
+        if (ok) // a decode step's are read every few dozen steps
+          st = runner->takeStatuses(/*now=*/numTokens != 1);
         else
           runner->dropStatuses();
       }
@@ -476,8 +481,10 @@ Executor::Impl::run(std::vector<Step> &steps) {
     const uint64_t toDeviceBefore = runner ? runner->bytesToDevice : 0,
                    toHostBefore = runner ? runner->bytesToHost : 0;
     try {
-      if (runner)
-        runner->setCurrentStep(absl::StrCat(step.where, " (", step.op, ")"));
+      if (runner) {
+        runner->setCurrentStep(&step.where, &step.op);
+        runner->graphBoundary();
+      }
       st = step.driver(*this, step);
       driverDone = std::chrono::steady_clock::now();
       if (options.profile && runner)
@@ -740,6 +747,16 @@ absl::Status Executor::syncToHost(Sequence &sequence) {
     return absl::InternalError(absl::StrCat("reading the caches back from the GPU: ", e.what()));
   }
   return absl::OkStatus();
+}
+
+absl::Status Executor::checkDeviceStatuses() {
+  if (!impl->runner)
+    return absl::OkStatus();
+  try {
+    return impl->runner->takeStatuses(/*now=*/true);
+  } catch (const std::exception &e) {
+    return absl::InternalError(absl::StrCat("reading GPU results: ", e.what()));
+  }
 }
 
 ExecutorOptions::Device Executor::device() const { return impl->options.device; }

@@ -112,6 +112,10 @@ struct ExecutorOptions {
   /// Cuda graphs: a run is issued once it holds this many launches (>= 2),
   /// so the GPU starts while the host records the rest.
   int64_t graphMaxLaunches = 8;
+  /// Cuda graphs: when > 0, each run of an entry point (a decode step) is
+  /// this many graphs instead, whatever its launch count (LaunchGraphOptions::
+  /// partsPerRun): 1 makes a decode step one CUDA graph.
+  int64_t graphPartsPerRun = 0;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;
@@ -211,6 +215,12 @@ public:
   /// that its host bytes are current; nothing to do for a sequence held on no
   /// device. An error names a sequence held by another executor, or a copy.
   absl::Status syncToHost(Sequence &sequence);
+  /// Reads the statuses of the GPU's launches that decode steps left unread
+  /// (a decode step reads nothing back but its logits; the statuses, which
+  /// say whether every cache store stayed inside its cache, are read every
+  /// few dozen steps and here). An error names the kernel and its step. Call
+  /// it when a generation ends.
+  absl::Status checkDeviceStatuses();
 
   const artifact::Plan &plan() const;
   int64_t vocabSize() const;

@@ -85,6 +85,19 @@ struct Executor::Impl {
     /// Transients whose last use is this step: their memory goes back to
     /// the pool afterwards (the memory plan: liveness within the entry).
     std::vector<Tensor *> release;
+    /// The slots the driver asked for so far, resolved (a decode step's
+    /// drivers ask the same ones every step: a lookup by name in the layout
+    /// and the transients each time was a fifth of the host's work).
+    struct Resolved {
+      std::string slot;
+      int64_t instance;
+      size_t index;             ///< in call->args
+      Tensor *value = nullptr;  ///< tensor(): its transient, once asked
+    };
+    std::vector<Resolved> resolved;
+    /// An i8 [rows, row_bytes] transient's row_bytes by slot (quantize and
+    /// fusion results), once looked up in the plan.
+    int64_t resultRowBytes = -1;
   };
   std::vector<Bytes> pool; ///< free transient buffers
   /// Every value's Tensor::lastBuffer (counted once per value).
@@ -158,16 +171,37 @@ struct Executor::Impl {
   // --- argument access ----------------------------------------------------
   // By slot name (and repeat, for csa.moe's experts) in the step's layout,
   // which prepare() checked against the step's arguments.
+  Step::Resolved &resolve(Step &s, std::string_view slot, int64_t instance) {
+    for (Step::Resolved &r : s.resolved)
+      if (r.instance == instance && r.slot == slot)
+        return r;
+    const size_t index = s.layout.at(slot, instance);
+    (void)s.call->args.at(index);
+    s.resolved.push_back({std::string(slot), instance, index});
+    return s.resolved.back();
+  }
   const KernelArg &arg(Step &s, std::string_view slot, int64_t instance = -1) {
-    return s.call->args.at(s.layout.at(slot, instance));
+    return s.call->args[resolve(s, slot, instance).index];
   }
   Tensor &tensor(Step &s, std::string_view slot) {
-    const KernelArg &a = arg(s, slot);
-    if (a.kind == ArgKind::Input)
-      return tokens;
-    if (a.kind == ArgKind::Output)
-      return logits;
-    return transients[a.name];
+    Step::Resolved &r = resolve(s, slot, -1);
+    if (r.value)
+      return *r.value;
+    const KernelArg &a = s.call->args[r.index];
+    // (An unordered_map's elements stay where they are.)
+    r.value = a.kind == ArgKind::Input    ? &tokens
+              : a.kind == ArgKind::Output ? &logits
+                                          : &transients[a.name];
+    return *r.value;
+  }
+  /// row_bytes of the i8 [rows, row_bytes] transient in `slot`, or -1.
+  int64_t rowBytesOf(Step &s, std::string_view slot) {
+    if (s.resultRowBytes < 0) {
+      const artifact::TransientBuffer *t = artifact->plan().findTransient(arg(s, slot).name);
+      if (t && t->shape.size() == 2 && t->shape.back() >= 1)
+        s.resultRowBytes = t->shape.back();
+    }
+    return s.resultRowBytes;
   }
   const checkpoint::TensorView &weight(Step &s, std::string_view slot,
                                        int64_t instance = -1) {

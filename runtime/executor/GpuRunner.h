@@ -53,13 +53,20 @@ public:
   /// Whether the kernels are the host's, run here on the device's memory.
   bool emulated() const { return device.runsHostKernels(); }
   /// Waits for every launch so far (profiling).
-  /// Reads back the statuses of the launches since the last call (one
+  /// Reads back the statuses of the launches since the last read (one
   /// download per kStatusSlots) and fails naming the first nonzero one.
-  absl::Status takeStatuses();
+  /// Unless `now`, only once kStatusBlocksUnread blocks are pending: a
+  /// decode step then downloads nothing but its logits, and a failed store
+  /// (a runtime bug) is reported a few dozen steps late, naming its step.
+  absl::Status takeStatuses(bool now);
   /// Drops the statuses of a run that failed.
   void dropStatuses() { pendingStatuses.clear(); }
   /// The step being run, named in a status's message.
-  void setCurrentStep(std::string where) { currentStep = std::move(where); }
+  /// (`where` and `op` outlive the statuses: the executor's plan steps.)
+  void setCurrentStep(const std::string *where, const std::string *op) {
+    currentWhere = where;
+    currentOp = op;
+  }
   void synchronize() {
     const WaitTimer t(waitSeconds);
     check(device.synchronize());
@@ -92,11 +99,10 @@ public:
     device.nameKernel(fn, name);
     check(device.dispatch(k));
   }
-  /// A copy, fill or read ends the run of launches (the CUDA driver ends it
-  /// itself; emulation's bookkeeping is told).
-  void endRunOfLaunches() { check(device.endRun()); }
   /// The start of a run of `entry` (Device::beginGraphRun).
   void beginGraphRun(const std::string &entry) { check(device.beginGraphRun(entry)); }
+  /// The start of a plan step (Device::graphBoundary).
+  void graphBoundary() { check(device.graphBoundary()); }
   /// The device's graph counts.
   cuda::LaunchGraphCounters graphCounters() const { return device.graphCounters(); }
   /// Emulation: the call ran; what it was given is current on the "device".
@@ -187,8 +193,8 @@ public:
       return;
     Mirror &m = mirror(start, end);
     m.current = Current::Device;
-    if (emulated())
-      check(device.fill(m.device, 0xFF, m.bytes));
+    if (emulated()) // (the host addresses the emulated device's memory)
+      std::memset(reinterpret_cast<void *>(uintptr_t(m.device)), 0xFF, m.bytes);
   }
   /// The buffer holding `p` becomes zeros on the device (an accumulator a
   /// kernel adds to), without copying the host's bytes.
@@ -197,7 +203,6 @@ public:
     if (!p || !bounds.range(p, start, end))
       return;
     Mirror &m = mirror(start, end);
-    endRunOfLaunches();
     check(device.fill(m.device, 0, m.bytes));
     m.current = Current::Device;
   }
@@ -215,7 +220,6 @@ public:
       return false;
     Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
     const cuda::DevicePtr from = it->second.device + (uintptr_t(src) - ss);
-    endRunOfLaunches();
     check(device.copyOnDevice(d.device, from, bytes));
     d.current = Current::Device;
     return true;
@@ -238,7 +242,6 @@ public:
       return false;
     const cuda::DevicePtr from = it->second.device;
     Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
-    endRunOfLaunches();
     for (int64_t r = 0; r < count;) {
       const int64_t first = which ? (*which)[size_t(r)] : r;
       int64_t run = 1;
@@ -290,7 +293,6 @@ public:
       mirrors.erase(it);
     }
     const size_t keep = std::min(d.bytes, toBytes);
-    endRunOfLaunches();
     Mirror &m = mirrors[start];
     m.device = allocateDevice(toBytes, &m.capacity);
     m.bytes = toBytes;
@@ -411,7 +413,6 @@ private:
                    placing ? placing->c_str() : "outside a kernel");
   }
   void upload(cuda::DevicePtr dst, const void *src, size_t bytes) {
-    endRunOfLaunches();
     traceCopy("upload", bytes);
     bytesToDevice += bytes;
     ++uploads;
@@ -419,7 +420,6 @@ private:
     check(device.copyToDevice(dst, src, bytes));
   }
   void download(void *dst, cuda::DevicePtr src, size_t bytes) {
-    endRunOfLaunches();
     traceCopy("download", bytes);
     bytesToHost += bytes;
     ++downloads;
@@ -448,24 +448,27 @@ private:
   const bool syncEach;
   const bool trace; ///< CSA_CUDA_TRACE: every copy on stderr
   std::map<uintptr_t, Mirror> mirrors;
-  std::set<uintptr_t> constants;
+  absl::flat_hash_set<uintptr_t> constants;
   /// Kernels' returned values (a store's count of rows not written): one
   /// int32 slot per launch in blocks of kStatusSlots, zeroed when a block is
   /// first used in a run and read back once, when the run ends
   /// (takeStatuses), instead of a download after every such launch (each of
   /// which would end the run of launches a CUDA graph holds).
   static constexpr size_t kStatusSlots = 256;
+  static constexpr size_t kStatusBlocksUnread = 8;
   struct PendingStatus {
-    std::string kernel, where;
+    std::string kernel;
+    const std::string *where, *op; ///< the plan step's (null: none)
   };
   std::vector<cuda::DevicePtr> statusBlocks;
   std::vector<PendingStatus> pendingStatuses;
   /// The step being run (Executor::Impl::run), for a status's message.
-  std::string currentStep;
+  const std::string *currentWhere = nullptr, *currentOp = nullptr;
   std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
   std::multimap<size_t, cuda::DevicePtr> freeBlocks; ///< released, by size
   std::set<cuda::DevicePtr> freeSet;                 ///< the same blocks
   std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
+  std::vector<Mirror *> writtenByLaunch; ///< launch(): the buffers it may write
 };
 
 inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
@@ -481,8 +484,8 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   launch.fn = g.fn;
   std::vector<uint64_t> &slots = launch.params;
   slots.reserve(args.size() * 12 + 8);
-  std::vector<Mirror *> written;
-  written.reserve(args.size());
+  std::vector<Mirror *> &written = writtenByLaunch; // (kept: no allocation)
+  written.clear();
   for (size_t i = 0; i < args.size(); ++i) {
     GpuArg &a = args[i];
     uint64_t device = 0;
@@ -509,12 +512,18 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   if (g.status) {
     const size_t slot = pendingStatuses.size();
     if (slot % kStatusSlots == 0) {
-      if (slot / kStatusSlots == statusBlocks.size())
-        statusBlocks.push_back(allocateDevice(kStatusSlots * 4));
+      if (slot / kStatusSlots == statusBlocks.size()) {
+        // kStatusBlocksUnread blocks in one allocation (the runs before a
+        // read fill them; the first block owns it, releaseDevice ignores the
+        // rest).
+        const cuda::DevicePtr blocks = allocateDevice(kStatusSlots * 4 * kStatusBlocksUnread);
+        for (size_t b = 0; b < kStatusBlocksUnread; ++b)
+          statusBlocks.push_back(blocks + b * kStatusSlots * 4);
+      }
       check(device.fill(statusBlocks[slot / kStatusSlots], 0, kStatusSlots * 4));
     }
     const cuda::DevicePtr at = statusBlocks[slot / kStatusSlots] + (slot % kStatusSlots) * 4;
-    pendingStatuses.push_back({k.name, currentStep});
+    pendingStatuses.push_back({k.name, currentWhere, currentOp});
     for (uint64_t v : {uint64_t(at), uint64_t(at), uint64_t(0), uint64_t(1), uint64_t(1)})
       slots.push_back(v);
   }
@@ -537,9 +546,9 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   return 0; // a status is checked when the run ends (takeStatuses)
 }
 
-inline absl::Status GpuRunner::takeStatuses() {
+inline absl::Status GpuRunner::takeStatuses(bool now) {
   const size_t count = pendingStatuses.size();
-  if (count == 0)
+  if (count == 0 || (!now && count < kStatusSlots * kStatusBlocksUnread))
     return absl::OkStatus();
   std::vector<int32_t> values(count);
   for (size_t first = 0; first < count; first += kStatusSlots)
@@ -550,7 +559,8 @@ inline absl::Status GpuRunner::takeStatuses() {
   for (size_t i = 0; i < count; ++i)
     if (values[i] != 0)
       return absl::InternalError(absl::StrCat(
-          pending[i].where, ": kernel ", absl::StripPrefix(pending[i].kernel, "_mlir_ciface_"),
+          pending[i].where ? *pending[i].where : "?", " (", pending[i].op ? *pending[i].op : "?",
+          "): kernel ", absl::StripPrefix(pending[i].kernel, "_mlir_ciface_"),
           " did not store ", values[i], " rows (past its cache's end)"));
   return absl::OkStatus();
 }
@@ -661,8 +671,6 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
             appendSlots(params, a, uint64_t(uintptr_t(a.aligned)));
         },
         mirrored);
-    if constexpr (!std::is_void_v<R>)
-      k.runner->endRunOfLaunches(); // the device path zeroes the result first
     k.runner->recordEmulated(k.fn, k.name, std::move(params));
     ++k.runner->launches;
     if constexpr (std::is_void_v<R>) {
@@ -672,16 +680,16 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     } else {
       R r = std::apply(fn, mirrored);
       k.runner->emulatedCallDone();
-      k.runner->endRunOfLaunches(); // the device path downloads the result
       return r;
     }
   }
   if (k.runner) {
-    // Moved in, not copied from an initializer list (two allocations less
-    // a memref argument: a launch's host work is mostly such bookkeeping).
-    std::vector<GpuArg> gpuArgs;
-    gpuArgs.reserve(sizeof...(A));
-    (gpuArgs.push_back(gpuArg(args)), ...);
+    // Filled in place in vectors kept between launches: no allocation per
+    // argument (a launch's host work is mostly such bookkeeping).
+    thread_local std::vector<GpuArg> gpuArgs;
+    gpuArgs.resize(sizeof...(A));
+    size_t slot = 0;
+    (setGpuArg(gpuArgs[slot++], args), ...);
     int32_t r = k.runner->launch(k, gpuArgs);
     if constexpr (std::is_void_v<R>)
       return;

@@ -16,6 +16,9 @@
 #include "runtime/cuda/LaunchRuleJson.h"
 #include "runtime/numerics/Quantize.h"
 
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -111,8 +114,11 @@ public:
   }
 
 private:
-  std::map<uintptr_t, uintptr_t> ranges;
-  std::map<uintptr_t, size_t> deviceSpans;
+  // Every argument of every launch is looked up here (a B-tree: a few cache
+  // lines a lookup among the tens of thousands of weights, not a pointer
+  // chase per level).
+  absl::btree_map<uintptr_t, uintptr_t> ranges;
+  absl::flat_hash_map<uintptr_t, size_t> deviceSpans;
 };
 inline thread_local Bounds *currentBounds = nullptr;
 
@@ -314,6 +320,23 @@ inline GpuArg gpuArg(float v) {
   a.kind = GpuArg::F32;
   a.f = v;
   return a;
+}
+/// gpuArg into `a`, reusing its vectors' memory (a launch's host work is
+/// mostly such bookkeeping: no allocation per argument).
+template <int N> void setGpuArg(GpuArg &a, Desc<N> *d) {
+  a.kind = GpuArg::Memref;
+  a.aligned = d->aligned;
+  a.offset = d->offset;
+  a.sizes.assign(d->sizes, d->sizes + N);
+  a.strides.assign(d->strides, d->strides + N);
+}
+template <typename T> void setGpuArg(GpuArg &a, T v) {
+  GpuArg scalar = gpuArg(v);
+  a.kind = scalar.kind;
+  a.i = scalar.i;
+  a.f = scalar.f;
+  a.sizes.clear();
+  a.strides.clear();
 }
 
 /// `a` as a launch's parameter slots (cuda::KernelLaunch): a memref as

@@ -124,11 +124,9 @@ absl::Status Executor::Impl::rope(Step &s) {
 absl::Status Executor::Impl::quantize(Step &s) {
   Tensor &x = tensor(s, "input");
   const int64_t dim = attr(s, "dim"), rows = x.numel() / dim;
-  const artifact::TransientBuffer *t =
-      artifact->plan().findTransient(arg(s, "result").name);
-  if (!t || t->shape.size() != 2 || t->shape.back() < 1)
+  const int64_t rowBytes = rowBytesOf(s, "result");
+  if (rowBytes < 1)
     return absl::InvalidArgumentError("the quantized rows must be an i8 [rows, row_bytes] transient");
-  const int64_t rowBytes = t->shape.back();
   Tensor &out = kernelResult(s, "result", 1, {rows, rowBytes}, x.base);
   auto dx = desc<2>(x.ptr(), {rows, dim});
   auto dout = desc<2>(out.ptr(), {rows, rowBytes});
@@ -224,11 +222,9 @@ absl::Status Executor::Impl::fusion(Step &s) {
   if (!storePosition.ok())
     return storePosition.status();
   const int64_t n = x.rows(), dim = attr(s, "dim");
-  const artifact::TransientBuffer *t =
-      artifact->plan().findTransient(arg(s, "rows").name);
-  if (!t || t->shape.size() != 2 || t->shape.back() < 1)
+  const int64_t rowBytes = rowBytesOf(s, "rows");
+  if (rowBytes < 1)
     return absl::InvalidArgumentError("the rows of a region must be an i8 [rows, row_bytes] transient");
-  const int64_t rowBytes = t->shape.back();
   // On the GPU the region runs as its parts when the plan names them (RoPE
   // and the quantizer a thread per element; the fused kernel is one thread,
   // since its store is ordered): the same operations on the same bytes.

@@ -32,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 #include <chrono>
 #include <cstdio>
@@ -58,7 +59,7 @@ int usage() {
          "              [--logits-out=FILE.npy] [--forced-tokens=ID,ID,...]\n"
          "              [--forced-tokens-file=FILE]\n"
          "              [--dump-decisions=DIR] [--force-decisions=DIR]\n"
-         "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N]\n"
+         "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
          "              [--context=P] [--warmup] [--profile]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
@@ -107,8 +108,10 @@ int usage() {
          "does the same when there is an NVIDIA driver and the artifact has PTX,\n"
          "and otherwise runs on the CPU and says why on stderr.\n"
          "--cuda-graphs (cuda; default on) launches each run of kernels between\n"
-         "two reads by the host as a CUDA graph, kept for the next step; N: at\n"
-         "most N kernels per graph (default 8); off: one launch per kernel.\n"
+         "two reads by the host as CUDA graphs, kept for the next step; N: at\n"
+         "most N kernels per graph (default 8, cut where a plan step starts);\n"
+         "step: each step one graph (the GPU waits until the host recorded\n"
+         "it); step:P: P graphs; off: one launch per kernel.\n"
          "--context=P starts each sequence at position P with synthetic caches\n"
          "(random rows in the released byte formats) and runs the prompt one\n"
          "token at a time: decode latency at long contexts. The temporary\n"
@@ -254,9 +257,17 @@ int main(int argc, char **argv) {
       } else if (absl::SimpleAtoi(v, &most) && most >= 2) {
         executorOptions.cudaGraphs = true;
         executorOptions.graphMaxLaunches = most;
+        executorOptions.graphPartsPerRun = 0;
+
+      } else if (absl::string_view parts = v; absl::ConsumePrefix(&parts, "step") &&
+                 (parts.empty() || (absl::ConsumePrefix(&parts, ":") &&
+                                    absl::SimpleAtoi(parts, &most) && most >= 1 &&
+                                    most <= 64))) {
+        executorOptions.cudaGraphs = true;
+        executorOptions.graphPartsPerRun = parts.empty() ? 1 : most;
       } else {
-        return fail("--cuda-graphs is on, off or a launch count >= 2, got '" +
-                    std::string(v) + "'");
+        return fail("--cuda-graphs is on, off, a launch count >= 2, step or step:P "
+                    "(P graphs a step, 1 to 64), got '" + std::string(v) + "'");
       }
     } else if (arg == "--gpu-emulate") {
       executorOptions.emulateGpu = true;
@@ -557,6 +568,8 @@ int main(int argc, char **argv) {
 
   if (streamText)
     std::printf("%s\n", stream.finish().c_str());
+  if (absl::Status st = ex.checkDeviceStatuses(); !st.ok())
+    return fail(std::string(st.message()));
   std::ostringstream ids;
   for (int64_t b = 0; b < batch; ++b) {
     for (size_t i = 0; i < generated[size_t(b)].size(); ++i)

@@ -392,6 +392,8 @@ int main(int argc, char **argv) {
     }
   }
   progress.finish();
+  if (absl::Status st = ex.checkDeviceStatuses(); !st.ok())
+    return fail(std::string(st.message()));
   const bool wroteBase = baseOut.active();
   if (wroteBase) {
     json meta = {{"tokens", tokens}, {"scored", scored}, {"vocab", vocab},

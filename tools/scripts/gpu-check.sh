@@ -13,7 +13,8 @@
 # both sanitizers (a whole plan's GPU run is compared with the CPU run's
 # logits within bounds, fed the CPU's tokens: logits-check.sh, csa-diff); run-quick.sh is a shorter set of both (about 190 s);
 # run-reduced.sh and run-full.sh run the released widths (docs/gpu.md);
-# run-graphs.sh times decode steps with CUDA graphs off and on;
+# run-graphs.sh times decode steps with CUDA graphs off, in pieces and a
+# graph a step;
 # run-moe.sh checks prefill's grouped experts against the CPU and the
 # per-expert launches (whole model);
 # run-profile.sh times every kernel of an h200-full decode step (ncu);
@@ -262,29 +263,45 @@ RUN
 chmod +x gpu-run/run-quick.sh
 cat > gpu-run/run-graphs.sh <<'RUN'
 #!/usr/bin/env bash
-# Written by tools/scripts/gpu-check.sh. Decode step latency of tiny and
-# reduced with CUDA graphs off, on (at most 8 launches a graph, the
-# default), and at most 32 and 128 a graph: the median of 32 steps after
-# --warmup, twice each in turn; every run must generate the same tokens.
-# reduced's weights are written once to $CSA_REDUCED_CKPT (/dev/shm/reduced).
+# Written by tools/scripts/gpu-check.sh. Decode step latency with CUDA
+# graphs off, at most 8 launches a graph (on) or 32, and a step as one graph
+# (step) or P graphs (step:P): the median of 32 steps after --warmup, twice
+# each in turn, for tiny and reduced (every run must generate the same
+# tokens); then h200-full at 4K tokens of context (16 steps) when its
+# weights are in $CSA_FULL_CKPT (run-full.sh writes them). reduced's weights
+# are written once to $CSA_REDUCED_CKPT (/dev/shm/reduced).
+# CSA_GRAPH_VARIANTS (default "tiny reduced h200-full") and CSA_GRAPH_MODES
+# (default "off on 32 step step:4") choose.
 set -uo pipefail
 out=${OUT:-.}
 status=0
 ck=${CSA_REDUCED_CKPT:-/dev/shm/reduced}
-if [ ! -f "$ck/config.json" ]; then
-  ./csa-checkpoint generate --variant=reduced --out="$ck" --seed=7 > "$out/reduced-generate.txt" 2>&1 \
-    || { echo "generate failed:"; tail -3 "$out/reduced-generate.txt"; exit 1; }
-fi
-for v in tiny reduced; do
-  weights=--random-weights=7
-  [ "$v" = reduced ] && weights=--weights=$ck
+full=${CSA_FULL_CKPT:-/dev/shm/h200-full}
+modes=${CSA_GRAPH_MODES:-off on 32 step step:4}
+for v in ${CSA_GRAPH_VARIANTS:-tiny reduced h200-full}; do
+  args=(--prompt=1,2,3 --max-new-tokens=33)
+  case $v in
+  tiny) weights=--random-weights=7 ;;
+  reduced)
+    weights=--weights=$ck
+    if [ ! -f "$ck/config.json" ]; then
+      ./csa-checkpoint generate --variant=reduced --out="$ck" --seed=7 > "$out/reduced-generate.txt" 2>&1 \
+        || { echo "generate failed:"; tail -3 "$out/reduced-generate.txt"; exit 1; }
+    fi ;;
+  h200-full)
+    [ -f "$full/config.json" ] || { echo "h200-full: no weights in $full (run-full.sh writes them)"; continue; }
+    weights=--weights=$full
+    args=(--context=4096 --prompt=1 --max-new-tokens=17) ;;
+  esac
+  first=""
   for round in 1 2; do
-    for g in off on 32 128; do
-      log="$out/graphs-$v-$g-$round.txt"
-      ./csa-run "$v.csa" "$weights" --prompt=1,2,3 --max-new-tokens=33 --warmup --device=cuda --cuda-graphs=$g > "$log" 2>&1 || status=1
+    for g in $modes; do
+      log="$out/graphs-$v-${g/:/-}-$round.txt"
+      ./csa-run "$v.csa" "$weights" "${args[@]}" --warmup --device=cuda --cuda-graphs=$g > "$log" 2>&1 || status=1
       echo "$v graphs=$g: $(grep -h -e "decode step" "$log" | tr '\n' ' ')$(grep -h -e "^gpu, " -e "error" "$log")"
-      if ! cmp -s <(grep "^generated" "$out/graphs-$v-off-1.txt") <(grep "^generated" "$log"); then
-        echo "$v graphs=$g: other tokens than graphs=off"; status=1
+      [ -n "$first" ] || first=$log
+      if ! cmp -s <(grep "^generated" "$first") <(grep "^generated" "$log"); then
+        echo "$v graphs=$g: other tokens than graphs=${modes%% *}"; status=1
       fi
     done
   done

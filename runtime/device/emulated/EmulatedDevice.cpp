@@ -1,6 +1,8 @@
 //===- EmulatedDevice.cpp - Host memory as the device ---------------------===//
 #include "runtime/device/emulated/EmulatedDevice.h"
 
+#include "runtime/device/cuda/BuiltinKernels.h"
+
 #include <cstdio>
 #include <cstring>
 
@@ -8,6 +10,10 @@ namespace csa::device {
 
 namespace {
 void *at(DevicePtr p) { return reinterpret_cast<void *>(uintptr_t(p)); }
+// Stand-ins for the CUDA device's builtin kernels (BuiltinKernels.h) in the
+// graph bookkeeping: a small upload, fill or device copy is a launch in the
+// run there, so it is one here.
+char writeInlineId, fillId, copyId, copyRowsId;
 } // namespace
 
 /// LaunchGraphs' GPU side for launches that have already run: graphs are
@@ -58,30 +64,44 @@ absl::Status EmulatedDevice::release(DevicePtr ptr) {
 }
 
 absl::Status EmulatedDevice::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
+  absl::Status st = bytes <= kInlineBytes ? builtin(&writeInlineId, "csa_write_inline", dst, bytes)
+                                          : endRun();
   std::memcpy(at(dst), src, bytes);
-  return absl::OkStatus();
+  return st;
 }
 
 absl::Status EmulatedDevice::copyToHost(void *dst, DevicePtr src, size_t bytes) {
+  absl::Status st = endRun();
   std::memcpy(dst, at(src), bytes);
-  return absl::OkStatus();
+  return st;
 }
 
 absl::Status EmulatedDevice::copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
   std::memcpy(at(dst), at(src), bytes);
-  return absl::OkStatus();
+  return builtin(&copyId, "csa_copy", dst, bytes);
 }
 
 absl::Status EmulatedDevice::copyRowsOnDevice(DevicePtr dst, size_t dstPitch, DevicePtr src,
                                               size_t srcPitch, size_t width, size_t rows) {
   for (size_t r = 0; r < rows; ++r)
     std::memcpy(at(dst + r * dstPitch), at(src + r * srcPitch), width);
-  return absl::OkStatus();
+  return builtin(&copyRowsId, "csa_copy_rows", dst, width * rows);
 }
 
 absl::Status EmulatedDevice::fill(DevicePtr dst, uint8_t byte, size_t bytes) {
   std::memset(at(dst), byte, bytes);
-  return absl::OkStatus();
+  return builtin(&fillId, "csa_fill", dst, bytes);
+}
+
+absl::Status EmulatedDevice::builtin(const void *id, const char *name, DevicePtr dst,
+                                     size_t bytes) {
+  if (!graphs || bytes == 0)
+    return absl::OkStatus();
+  cuda::KernelLaunch k;
+  k.fn = const_cast<void *>(id);
+  k.params = {dst, bytes};
+  nameKernel(k.fn, name);
+  return graphs->add(std::move(k));
 }
 
 absl::Status EmulatedDevice::dispatch(const cuda::KernelLaunch &k) {
@@ -92,6 +112,10 @@ absl::Status EmulatedDevice::endRun() { return graphs ? graphs->flush() : absl::
 
 absl::Status EmulatedDevice::beginGraphRun(const std::string &entry) {
   return graphs ? graphs->begin(entry) : absl::OkStatus();
+}
+
+absl::Status EmulatedDevice::graphBoundary() {
+  return graphs ? graphs->boundary() : absl::OkStatus();
 }
 
 cuda::LaunchGraphCounters EmulatedDevice::graphCounters() const {

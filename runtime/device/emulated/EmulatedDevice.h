@@ -39,6 +39,7 @@ public:
   absl::Status endRun() override;
   absl::Status synchronize() override { return absl::OkStatus(); }
   absl::Status beginGraphRun(const std::string &entry) override;
+  absl::Status graphBoundary() override;
   cuda::LaunchGraphCounters graphCounters() const override;
   bool runsHostKernels() const override { return true; }
   /// The name CSA_CUDA_TRACE gives host kernel `fn`.
@@ -46,6 +47,8 @@ public:
 
 private:
   class CountingLauncher;
+  /// Records the launch of builtin kernel `id` the CUDA device would make.
+  absl::Status builtin(const void *id, const char *name, DevicePtr dst, size_t bytes);
   std::map<DevicePtr, std::unique_ptr<uint8_t[]>> memory;
   std::unique_ptr<CountingLauncher> launcher;
   std::unique_ptr<cuda::LaunchGraphs> graphs;

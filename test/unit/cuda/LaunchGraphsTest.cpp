@@ -268,4 +268,71 @@ TEST(LaunchGraphs, PastMaxGraphsEveryGraphIsDroppedAndBuiltAgain) {
   EXPECT_EQ(gpu.destroyed, 2);
 }
 
+TEST(LaunchGraphs, PartsPerRunMakesAStepOneGraphWhateverItsLength) {
+  FakeGpu gpu;
+  LaunchGraphOptions options;
+  options.maxLaunches = 2;
+  options.partsPerRun = 1;
+  LaunchGraphs graphs(gpu, options);
+  step(graphs, 5); // the entry's first run: pieces of maxLaunches
+  EXPECT_EQ(gpu.graphLaunches, 1);  // a and b as a graph (c went directly)
+  step(graphs, 6);
+  step(graphs, 7);
+  EXPECT_EQ(gpu.graphLaunches, 3);  // then one graph a step
+  EXPECT_EQ(graphs.counters().nodesUpdated, 1); // c's position, once
+  ASSERT_EQ(gpu.ran.size(), 9u);
+  EXPECT_EQ(gpu.ran.back().params, std::vector<uint64_t>{7});
+}
+
+TEST(LaunchGraphs, PartsPerRunCutsARunIntoThatManyGraphs) {
+  FakeGpu gpu;
+  LaunchGraphOptions options;
+  options.partsPerRun = 2;
+  LaunchGraphs graphs(gpu, options);
+  auto run = [&](uint64_t position) {
+    ASSERT_TRUE(graphs.begin("decode").ok());
+    for (uintptr_t fn = 1; fn <= 10; ++fn)
+      ASSERT_TRUE(graphs.add(kernel(fn, {fn == 10 ? position : 0})).ok());
+    ASSERT_TRUE(graphs.flush().ok());
+  };
+  run(1);
+  const int before = gpu.graphLaunches;
+  run(2);
+  EXPECT_EQ(gpu.graphLaunches - before, 2); // 10 launches, 5 a graph
+  ASSERT_EQ(gpu.ran.size(), 20u);
+  EXPECT_EQ(gpu.ran.back().params, std::vector<uint64_t>{2});
+}
+
+TEST(LaunchGraphs, PiecesCutAtBoundariesMeetTheSameLaunchesAgain) {
+  // Two plan steps (a b c | d e) a run; the second run has an extra launch
+  // x in its first plan step. Cut at the boundaries, the second piece is
+  // still d e and its graph is reused unchanged; cut every 2 launches, every
+  // piece after x would shift.
+  FakeGpu gpu;
+  LaunchGraphOptions options;
+  options.maxLaunches = 2;
+  LaunchGraphs graphs(gpu, options);
+  auto run = [&](bool extra) {
+    ASSERT_TRUE(graphs.begin("decode").ok());
+    ASSERT_TRUE(graphs.boundary().ok());
+    for (uintptr_t fn : {1, 2, 3}) {
+      ASSERT_TRUE(graphs.add(kernel(fn, {fn})).ok());
+      if (extra && fn == 1)
+        ASSERT_TRUE(graphs.add(kernel(9, {9})).ok());
+    }
+    ASSERT_TRUE(graphs.boundary().ok());
+    for (uintptr_t fn : {4, 5})
+      ASSERT_TRUE(graphs.add(kernel(fn, {fn})).ok());
+    ASSERT_TRUE(graphs.flush().ok());
+  };
+  run(false);
+  run(true);
+  run(false);
+  EXPECT_EQ(graphs.counters().graphsBuilt, 3); // a b c, a x b c, d e
+  EXPECT_EQ(graphs.counters().nodesUpdated, 0);
+  EXPECT_EQ(gpu.graphLaunches, 6);
+  ASSERT_EQ(gpu.ran.size(), 16u);
+  EXPECT_EQ(gpu.ran[6].fn, reinterpret_cast<csa::cuda::Function>(9));
+}
+
 } // namespace

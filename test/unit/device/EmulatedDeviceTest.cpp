@@ -82,5 +82,40 @@ TEST(EmulatedDevice, DispatchesGoThroughTheGraphBookkeeping) {
   EXPECT_EQ(plain.graphCounters().launches, 0);
 }
 
+TEST(EmulatedDevice, SmallUploadsFillsAndDeviceCopiesStayInTheRun) {
+  // As on the CUDA device (its builtin kernels): a decode step's token id,
+  // an accumulator's zeroing or a gather of rows is a launch in the step's
+  // graph, while a download or a large upload ends the run.
+  cuda::LaunchGraphOptions options;
+  options.maxLaunches = 1000;
+  EmulatedDevice device(&options, false);
+  auto a = device.allocate(4096);
+  auto b = device.allocate(4096);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int kernel = 0;
+  cuda::KernelLaunch k;
+  k.fn = &kernel;
+  const int32_t token = 1234;
+  ASSERT_TRUE(device.beginGraphRun("decode").ok());
+  ASSERT_TRUE(device.dispatch(k).ok());
+  ASSERT_TRUE(device.copyToDevice(*a, &token, sizeof token).ok());
+  ASSERT_TRUE(device.fill(*b, 0x11, 64).ok());
+  ASSERT_TRUE(device.copyOnDevice(*b + 64, *a, 4).ok());
+  ASSERT_TRUE(device.copyRowsOnDevice(*b + 128, 8, *a, 16, 4, 2).ok());
+  ASSERT_TRUE(device.dispatch(k).ok());
+  EXPECT_EQ(device.graphCounters().graphLaunches, 0); // one run so far
+  std::vector<uint8_t> big(4096, 7);
+  ASSERT_TRUE(device.copyToDevice(*a, big.data(), big.size()).ok()); // ends it
+  cuda::LaunchGraphCounters c = device.graphCounters();
+  EXPECT_EQ(c.graphLaunches, 1);
+  EXPECT_EQ(c.launches, 6); // two kernels and four builtins
+  ASSERT_TRUE(device.dispatch(k).ok());
+  ASSERT_TRUE(device.dispatch(k).ok());
+  int32_t back = 0;
+  ASSERT_TRUE(device.copyToHost(&back, *b + 64, sizeof back).ok()); // ends it
+  EXPECT_EQ(back, token);
+  EXPECT_EQ(device.graphCounters().graphLaunches, 2);
+}
+
 } // namespace
 } // namespace csa::device

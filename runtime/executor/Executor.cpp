@@ -523,7 +523,8 @@ Executor::Impl::run(std::vector<Step> &steps) {
     }
     for (Tensor *t : step.release) {
       liveBytes -= std::min<uint64_t>(liveBytes, t->data.capacity());
-      pool.push_back(std::move(t->data));
+      if (t->data.capacity()) // (not a buffer a result took, resultCopyOf)
+        pool.push_back(std::move(t->data));
       t->data = {};
       t->dims.clear();
     }

@@ -311,7 +311,7 @@ struct Executor::Impl {
   /// `from` (RoPE and the Engram gate work in place; a slice is a copy).
   /// An error when `src` holds fewer bytes than the result needs.
   absl::StatusOr<Tensor *> resultCopyOf(Step &s, std::string_view slot,
-                                        const Tensor &src,
+                                        Tensor &src,
                                         size_t from, int64_t elementBytes,
                                         std::vector<int64_t> dims,
                                         int64_t base) {
@@ -322,6 +322,25 @@ struct Executor::Impl {
       return absl::InvalidArgumentError(
           "a value holds fewer bytes than its shape says (another dtype?)");
     Tensor &dst = tensor(s, slot);
+    // An operand whose last use is this step gives the result its buffer
+    // (RoPE and the Engram gate work in place): no copy, on the device no
+    // copy launch. Only a whole buffer of the same size moves, so that its
+    // bounds and its device copy stay what they are.
+    if (&dst != &src && from == 0 && bytes == src.data.size() && dst.data.capacity() == 0 &&
+        std::find(s.release.begin(), s.release.end(), &src) != s.release.end()) {
+      dst.data = std::move(src.data);
+      src.data = {};
+      dst.elementBytes = elementBytes;
+      dst.resize(std::move(dims));
+      dst.base = base;
+      if (dst.lastBuffer != dst.data.data()) {
+        if (auto c = claimedBuffers.find(dst.lastBuffer); c != claimedBuffers.end())
+          claimedBuffers.erase(c);
+        dst.lastBuffer = dst.data.data();
+        claimedBuffers.insert(dst.lastBuffer);
+      }
+      return &dst;
+    }
     if (&dst != &src && runner) {
       result(s, slot, elementBytes, dims, base);
       if (runner->copyOnDevice(dst.ptr(), src.data.data() + from, bytes))

@@ -780,6 +780,14 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // kernel's workgroup memory.
     for (Type t : fn.getFunctionType().getInputs().drop_front(type.getNumInputs()))
       args.push_back(kernel.addWorkgroupAttribution(t, fn.getLoc()));
+    // Programmatic dependent launch: the kernel waits for the grids it
+    // depends on (and their memory) before anything else, then lets the
+    // next kernel's blocks be scheduled, so that they are resident, waiting
+    // here, when this one ends (the launch gap between two small kernels of
+    // a decode step). Both are no-ops for a launch without a programmatic
+    // dependency (runtime/cuda: LaunchGraphOptions::programmatic).
+    NVVM::GriddepcontrolOp::create(kb, fn.getLoc(), NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(kb, fn.getLoc(), NVVM::GridDepActionKind::launch_dependents);
     auto call = func::CallOp::create(kb, fn.getLoc(), fn, args);
     if (info.statusParameter) {
       Value gid = globalThreadId(kb, fn.getLoc());

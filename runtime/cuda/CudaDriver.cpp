@@ -22,6 +22,13 @@ using Stream = void *;                     // CUstream
 using Graph = void *;                      // CUgraph
 using GraphExec = void *;                  // CUgraphExec
 using GraphNode = void *;                  // CUgraphNode
+/// CUgraphEdgeData: a programmatic edge (from port 1,
+/// CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC; type 1,
+/// CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) lets the downstream kernel launch
+/// once every block of the upstream one has run griddepcontrol.launch_dependents.
+struct GraphEdgeData {
+  unsigned char fromPort = 0, toPort = 0, type = 0, reserved[5] = {};
+};
 
 /// cuda.h's CUDA_KERNEL_NODE_PARAMS (_v2).
 struct KernelNodeParams {
@@ -63,6 +70,8 @@ struct Driver::Api {
   CUresult (*cuGraphCreate)(Graph *, unsigned);
   CUresult (*cuGraphAddKernelNode)(GraphNode *, Graph, const GraphNode *, size_t,
                                    const KernelNodeParams *);
+  CUresult (*cuGraphAddDependencies)(Graph, const GraphNode *, const GraphNode *,
+                                     const GraphEdgeData *, size_t);
   CUresult (*cuGraphInstantiateWithFlags)(GraphExec *, Graph, unsigned long long);
   CUresult (*cuGraphExecKernelNodeSetParams)(GraphExec, GraphNode,
                                              const KernelNodeParams *);
@@ -136,6 +145,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuMemcpy2DAsync_v2", reinterpret_cast<void **>(&api.cuMemcpy2DAsync)},
       {"cuGraphCreate", reinterpret_cast<void **>(&api.cuGraphCreate)},
       {"cuGraphAddKernelNode_v2", reinterpret_cast<void **>(&api.cuGraphAddKernelNode)},
+      {"cuGraphAddDependencies_v2", reinterpret_cast<void **>(&api.cuGraphAddDependencies)},
       {"cuGraphInstantiateWithFlags",
        reinterpret_cast<void **>(&api.cuGraphInstantiateWithFlags)},
       {"cuGraphExecKernelNodeSetParams_v2",
@@ -189,7 +199,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
 /// The Driver's graph calls, for LaunchGraphs.
 class Driver::GraphApi final : public GraphLauncher {
 public:
-  explicit GraphApi(Driver &driver) : driver_(driver) {}
+  GraphApi(Driver &driver, bool programmatic) : driver_(driver), programmatic_(programmatic) {}
   absl::Status launchNow(const KernelLaunch &k) override {
     return driver_.launchNow(k);
   }
@@ -204,12 +214,23 @@ public:
       std::vector<void *> params = paramPointers(k);
       KernelNodeParams p = nodeParams(k, params);
       GraphNode node = nullptr;
-      GraphNode *after = entry->nodes.empty() ? nullptr : &entry->nodes.back();
-      if (absl::Status st = check(api,
-                                  api.cuGraphAddKernelNode(&node, entry->graph, after,
-                                                           after ? 1 : 0, &p),
-                                  "cuGraphAddKernelNode");
-          !st.ok()) {
+      // Each node after the one before: a full dependency, or a
+      // programmatic one (the kernels wait for the one before themselves).
+      GraphNode *after =
+          entry->nodes.empty() || programmatic_ ? nullptr : &entry->nodes.back();
+      absl::Status st = check(api,
+                              api.cuGraphAddKernelNode(&node, entry->graph, after,
+                                                       after ? 1 : 0, &p),
+                              "cuGraphAddKernelNode");
+      if (st.ok() && programmatic_ && !entry->nodes.empty()) {
+        GraphEdgeData edge;
+        edge.fromPort = 1;
+        edge.type = 1;
+        st = check(api,
+                   api.cuGraphAddDependencies(entry->graph, &entry->nodes.back(), &node, &edge, 1),
+                   "cuGraphAddDependencies (programmatic)");
+      }
+      if (!st.ok()) {
         destroy(*entry);
         return st;
       }
@@ -278,6 +299,7 @@ private:
     entry = Entry();
   }
   Driver &driver_;
+  const bool programmatic_;
 };
 
 Driver::Driver() = default;
@@ -520,7 +542,7 @@ absl::Status Driver::batchLaunchesInGraphs(const LaunchGraphOptions &options) {
   if (absl::Status st = flushLaunches(); !st.ok())
     return st;
   if (!graphApi_)
-    graphApi_ = std::make_unique<GraphApi>(*this);
+    graphApi_ = std::make_unique<GraphApi>(*this, options.programmatic);
   graphs_ = std::make_unique<LaunchGraphs>(*graphApi_, options);
   return absl::OkStatus();
 }

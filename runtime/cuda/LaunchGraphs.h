@@ -48,6 +48,13 @@ struct LaunchGraphOptions {
   /// let the GPU start while the host records the rest). An entry's first
   /// run goes out in maxLaunches pieces.
   int64_t partsPerRun = 0;
+  /// The launches of a graph depend on each other programmatically (CUDA's
+  /// programmatic dependent launch): a kernel's blocks are scheduled while
+  /// the one before still runs and wait for it at their first instruction
+  /// (griddepcontrol.wait, which every kernel of the NVPTX back end and the
+  /// device's builtins start with). Off: each launch starts when the one
+  /// before has ended.
+  bool programmatic = false;
   /// At most this many graphs are kept: past it, every kept graph is
   /// destroyed and the runs build theirs again (a long-lived process whose
   /// prompts keep bringing new sequences of kernels stays bounded).

@@ -157,6 +157,7 @@ absl::Status Executor::Impl::loadGpu() {
     cuda::LaunchGraphOptions graphs;
     graphs.maxLaunches = options.graphMaxLaunches;
     graphs.partsPerRun = options.graphPartsPerRun;
+    graphs.programmatic = options.programmaticLaunch;
     device = std::make_unique<device::EmulatedDevice>(options.cudaGraphs ? &graphs : nullptr,
                                                       options.traceGpu);
     runner = std::make_unique<GpuRunner>(*device, bounds, options);
@@ -237,6 +238,7 @@ absl::Status Executor::Impl::loadGpu() {
     cuda::LaunchGraphOptions graphs;
     graphs.maxLaunches = options.graphMaxLaunches;
     graphs.partsPerRun = options.graphPartsPerRun;
+    graphs.programmatic = options.programmaticLaunch;
     if (absl::Status st = driver->batchLaunchesInGraphs(graphs); !st.ok())
       return st;
   }

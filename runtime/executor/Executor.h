@@ -116,6 +116,10 @@ struct ExecutorOptions {
   /// this many graphs instead, whatever its launch count (LaunchGraphOptions::
   /// partsPerRun): 1 makes a decode step one CUDA graph.
   int64_t graphPartsPerRun = 0;
+  /// Cuda graphs: the launches of a graph depend on each other
+  /// programmatically (LaunchGraphOptions::programmatic): the next kernel's
+  /// blocks are resident before the one before ends.
+  bool programmaticLaunch = true;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;

@@ -60,6 +60,7 @@ int usage() {
          "              [--forced-tokens-file=FILE]\n"
          "              [--dump-decisions=DIR] [--force-decisions=DIR]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
+         "              [--cuda-pdl=on|off]\n"
          "              [--context=P] [--warmup] [--profile]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
@@ -111,7 +112,9 @@ int usage() {
          "two reads by the host as CUDA graphs, kept for the next step; N: at\n"
          "most N kernels per graph (default 8, cut where a plan step starts);\n"
          "step: each step one graph (the GPU waits until the host recorded\n"
-         "it); step:P: P graphs; off: one launch per kernel.\n"
+         "it); step:P: P graphs; off: one launch per kernel. --cuda-pdl=on\n"
+         "links a graph's kernels by programmatic dependent launch (each\n"
+         "kernel's blocks resident before the one before ends).\n"
          "--context=P starts each sequence at position P with synthetic caches\n"
          "(random rows in the released byte formats) and runs the prompt one\n"
          "token at a time: decode latency at long contexts. The temporary\n"
@@ -269,6 +272,13 @@ int main(int argc, char **argv) {
         return fail("--cuda-graphs is on, off, a launch count >= 2, step or step:P "
                     "(P graphs a step, 1 to 64), got '" + std::string(v) + "'");
       }
+    } else if (const char *v = value("--cuda-pdl")) {
+      if (std::string(v) == "on")
+        executorOptions.programmaticLaunch = true;
+      else if (std::string(v) == "off")
+        executorOptions.programmaticLaunch = false;
+      else
+        return fail("--cuda-pdl is on or off, got '" + std::string(v) + "'");
     } else if (arg == "--gpu-emulate") {
       executorOptions.emulateGpu = true;
     } else if (arg == "--gpu-sync") {

@@ -126,6 +126,9 @@ CUresult cuGraphAddKernelNode_v2(void **node, void *, const void *, size_t, cons
   *node = handle();
   return 0;
 }
+CUresult cuGraphAddDependencies_v2(void *, const void *, const void *, const void *, size_t) {
+  return 0;
+}
 CUresult cuGraphInstantiateWithFlags(void **exec, void *, unsigned long long) {
   *exec = handle();
   return 0;

@@ -11,6 +11,11 @@ namespace {
 
 constexpr int kInlineWords = int(kInlineBytes / 8);
 
+/// Every kernel's first instructions, as the generated kernels' (NvptxBackend:
+/// programmatic dependent launch): wait for the grids before, then let the
+/// next one's blocks be scheduled.
+const char *kDependentLaunch = "  griddepcontrol.wait;\n  griddepcontrol.launch_dependents;\n";
+
 /// i = ctaid.x * ntid.x + tid.x into %i, the grid's thread count into %s.
 const char *kGridStride = R"(  mov.u32 %r1, %tid.x;
   mov.u32 %r2, %ctaid.x;
@@ -31,7 +36,7 @@ std::string generate() {
   for (int w = 0; w < kInlineWords; ++w)
     o << ",\n  .param .u64 p_w" << w;
   o << ")\n{\n  .reg .pred %p;\n  .reg .b32 %r;\n  .reg .b64 %d, %n, %w, %v;\n"
-       "  ld.param.u64 %d, [p_dst];\n  ld.param.u64 %n, [p_bytes];\n";
+    << kDependentLaunch << "  ld.param.u64 %d, [p_dst];\n  ld.param.u64 %n, [p_bytes];\n";
   for (int w = 0; w < kInlineWords; ++w) {
     o << "  ld.param.u64 %w, [p_w" << w << "];\n";
     for (int b = 0; b < 8; ++b) {
@@ -49,7 +54,7 @@ std::string generate() {
       << (copy ? "p_src" : "p_count") << ",\n  .param .u64 " << (copy ? "p_count" : "p_value")
       << ")\n{\n  .reg .pred %p;\n  .reg .b32 %r<5>;\n  .reg .b32 %x<4>;\n"
          "  .reg .b64 %d, %src, %n, %v, %i, %s, %t, %a, %b;\n"
-         "  ld.param.u64 %d, [p_dst];\n  ld.param.u64 %n, [p_count];\n";
+      << kDependentLaunch << "  ld.param.u64 %d, [p_dst];\n  ld.param.u64 %n, [p_count];\n";
     if (copy)
       o << "  ld.param.u64 %src, [p_src];\n";
     else
@@ -81,7 +86,8 @@ std::string generate() {
        "  .param .u64 p_src,\n  .param .u64 p_src_pitch,\n  .param .u64 p_width,\n"
        "  .param .u64 p_count)\n{\n  .reg .pred %p;\n  .reg .b32 %r<5>;\n  .reg .b32 %x0;\n"
        "  .reg .b64 %d, %dp, %src, %sp, %w, %n, %i, %s, %t, %row, %col, %a, %b;\n"
-       "  ld.param.u64 %d, [p_dst];\n  ld.param.u64 %dp, [p_dst_pitch];\n"
+    << kDependentLaunch
+    << "  ld.param.u64 %d, [p_dst];\n  ld.param.u64 %dp, [p_dst_pitch];\n"
        "  ld.param.u64 %src, [p_src];\n  ld.param.u64 %sp, [p_src_pitch];\n"
        "  ld.param.u64 %w, [p_width];\n  ld.param.u64 %n, [p_count];\n"
     << kGridStride

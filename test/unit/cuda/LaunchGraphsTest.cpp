@@ -317,8 +317,9 @@ TEST(LaunchGraphs, PiecesCutAtBoundariesMeetTheSameLaunchesAgain) {
     ASSERT_TRUE(graphs.boundary().ok());
     for (uintptr_t fn : {1, 2, 3}) {
       ASSERT_TRUE(graphs.add(kernel(fn, {fn})).ok());
-      if (extra && fn == 1)
+      if (extra && fn == 1) {
         ASSERT_TRUE(graphs.add(kernel(9, {9})).ok());
+      }
     }
     ASSERT_TRUE(graphs.boundary().ok());
     for (uintptr_t fn : {4, 5})

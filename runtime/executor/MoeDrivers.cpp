@@ -1,0 +1,229 @@
+//===- MoeDrivers.cpp - The driver of csa.moe -----------------------------===//
+//
+// csa.moe on the executor: the routing (scores, the selection bias, the
+// top-k experts and their weights), the routed experts and the shared
+// expert. On the GPU path the routed experts run as grouped launches that
+// read the expert ids on the device (moeGrouped: the split-K form below 64
+// slots, the tensor-core expert_tiles form from 64 on where it exists);
+// otherwise (the CPU, --gpu-per-expert-moe) one launch an expert from the
+// token lists the host builds.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/executor/ExecutorImpl.h"
+
+namespace csa::runtime {
+
+absl::Status Executor::Impl::moe(Step &s) {
+  Tensor &x = tensor(s, "input");
+  const int64_t n = x.rows(), dim = attr(s, "dim"), experts = attr(s, "experts"),
+                topK = attr(s, "top_k"), inter = attr(s, "inter");
+
+  Tensor &logitsBuf = kernelScratch("moe.logits", 4, {n, experts});
+  linear(s, "gate", x.ptr(), n, dim, "gate.", -1, logitsBuf.ptr(), experts);
+  Tensor &ids = kernelScratch("moe.ids", 4, {n, topK});
+  Tensor &wts = kernelScratch("moe.weights", 4, {n, topK});
+  {
+    auto dl = desc<2>(logitsBuf.ptr(), {n, experts});
+    auto db = desc<1>(weight(s, "gate.bias").data, {experts});
+    auto di = desc<2>(ids.ptr(), {n, topK});
+    auto dw = desc<2>(wts.ptr(), {n, topK});
+    invoke(s, "route", &dl, &db, &di, &dw);
+  }
+  if (groupedMoe(s, n))
+    return moeGrouped(s, x, ids, wts);
+  Tensor &y = kernelZeros("moe.y", 4, {n, dim});
+  // Each expert's tokens in token order, with their routing weights: one
+  // list per expert, ascending expert (a counting sort of the routing, once
+  // per layer; the gather kernel copies the rows).
+  onHost(ids.ptr());
+  onHost(wts.ptr());
+  if (absl::Status st = decision(s, "moe_ids", ids, "<i4"); !st.ok())
+    return st;
+  if (absl::Status st = decision(s, "moe_weights", wts, "<f4"); !st.ok())
+    return st;
+  std::vector<int64_t> first(size_t(experts) + 1, 0);
+  const int32_t *idAt = ids.as<int32_t>();
+  for (int64_t i = 0; i < n * topK; ++i)
+    if (idAt[i] >= 0 && idAt[i] < experts)
+      ++first[size_t(idAt[i]) + 1];
+  for (int64_t e = 0; e < experts; ++e)
+    first[size_t(e) + 1] += first[size_t(e)];
+  Tensor &rowIndex = scratch("moe.row_index", 4, {std::max<int64_t>(first.back(), 1)});
+  Tensor &rowWeight = scratch("moe.row_weight", 4, {std::max<int64_t>(first.back(), 1)});
+  {
+    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t slot = 0; slot < topK; ++slot) {
+        const int32_t e = idAt[r * topK + slot];
+        if (e < 0 || e >= experts)
+          continue;
+        const int64_t at = next[size_t(e)]++;
+        rowIndex.as<int32_t>()[at] = int32_t(r);
+        rowWeight.as<float>()[at] = wts.as<float>()[r * topK + slot];
+      }
+  }
+  Tensor &ones = unitWeights(n);
+  // Right after the routing came back nothing waits to launch: the lists go
+  // to the GPU now, so the experts' launches below are one run.
+  uploadNow(rowIndex.ptr());
+  uploadNow(rowWeight.ptr());
+  uploadNow(ones.ptr());
+  // An expert has at most n rows unless the routing repeats it in a row.
+  int64_t capacity = n;
+  for (int64_t e = 0; e < experts; ++e)
+    capacity = std::max(capacity, first[size_t(e) + 1] - first[size_t(e)]);
+  Tensor &rows = kernelScratch("moe.rows", 2, {capacity, dim});
+  Tensor &g = kernelScratch("moe.g", 2, {capacity, inter});
+  Tensor &up = kernelScratch("moe.up", 2, {capacity, inter});
+  Tensor &h = kernelScratch("moe.h", 2, {capacity, inter});
+  Tensor &o = kernelScratch("moe.o", 2, {capacity, dim});
+  auto dx = desc<2>(x.ptr(), {n, dim});
+  auto dy = desc<2>(y.ptr(), {n, dim});
+  // Routed experts in ascending id, as model.py accumulates them.
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t c = first[size_t(e) + 1] - first[size_t(e)];
+    if (c == 0)
+      continue;
+    int32_t *index = rowIndex.as<int32_t>() + first[size_t(e)];
+    float *weightOf = rowWeight.as<float>() + first[size_t(e)];
+    auto drows = desc<2>(rows.ptr(), {c, dim});
+    auto dri = desc<1>(index, {c});
+    invoke(s, "gather", &dx, &dri, &drows);
+    linear(s, "expert_in", rows.ptr(), c, dim, "w1.", e, g.ptr(), inter);
+    linear(s, "expert_in", rows.ptr(), c, dim, "w3.", e, up.ptr(), inter);
+    auto dg = desc<2>(g.ptr(), {c, inter});
+    auto du = desc<2>(up.ptr(), {c, inter});
+    auto dcw = desc<1>(weightOf, {c});
+    auto dh = desc<2>(h.ptr(), {c, inter});
+    invoke(s, "swiglu", &dg, &du, &dcw, &dh);
+    linear(s, "expert_out", h.ptr(), c, inter, "w2.", e, o.ptr(), dim);
+    auto dout = desc<2>(o.ptr(), {c, dim});
+    auto dci = desc<1>(index, {c});
+    invoke(s, "accumulate", &dy, &dout, &dci);
+  }
+  Tensor &shared = sharedExpert(s, x);
+  Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
+  auto dsh = desc<2>(shared.ptr(), {n, dim});
+  auto dout = desc<2>(out.ptr(), {n, dim});
+  invoke(s, "finish", &dy, &dsh, &dout);
+  return absl::OkStatus();
+}
+
+Tensor &Executor::Impl::sharedExpert(Step &s, Tensor &x) {
+  const int64_t n = x.rows(), dim = attr(s, "dim"), inter = attr(s, "inter");
+  Tensor &ones = unitWeights(n);
+  Tensor &g = kernelScratch("moe.shared_g", 2, {n, inter});
+  Tensor &up = kernelScratch("moe.shared_up", 2, {n, inter});
+  Tensor &h = kernelScratch("moe.shared_h", 2, {n, inter});
+  Tensor &o = kernelScratch("moe.shared_o", 2, {n, dim});
+  linear(s, "shared_in", x.ptr(), n, dim, "shared.w1.", -1, g.ptr(), inter);
+  linear(s, "shared_in", x.ptr(), n, dim, "shared.w3.", -1, up.ptr(), inter);
+  auto dg = desc<2>(g.ptr(), {n, inter});
+  auto du = desc<2>(up.ptr(), {n, inter});
+  auto d1 = desc<1>(ones.ptr(), {n});
+  auto dh = desc<2>(h.ptr(), {n, inter});
+  invoke(s, "swiglu", &dg, &du, &d1, &dh);
+  linear(s, "shared_out", h.ptr(), n, inter, "shared.w2.", -1, o.ptr(), dim);
+  return o;
+}
+
+bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
+  if (!runner || !s.kernels.count("experts_in") || !s.kernels.count("experts_out") ||
+      !s.kernels.count("combine") || !s.layout.has("w1.weight", 0))
+    return false;
+  // Its kernels on the device (the grouped linears in their split-K form,
+  // not a slot a thread), and its experts' weights placed as arrays.
+  for (const char *role : {"experts_in", "experts_out", "combine"})
+    if (!kernel(s, role).runner)
+      return false;
+  // Past decode's few rows only where the grouped tensor-core form exists
+  // (a block per expert gathering its slots on the device): it replaces the
+  // split-K kernels at launch from its min_rows slots on (its rows argument
+  // is the expert ids; GpuRunner::launch), and below them the split-K form,
+  // which reads an expert's weights once a slot, runs few enough slots. So
+  // every prefill's MoE runs from the device routing, with no host read.
+  bool tensorCores = true;
+  for (const char *role : {"experts_in", "experts_out"}) {
+    const GpuKernel *g = kernel(s, role).gpu;
+    if (g && g->launch.rule != "row_tiles")
+      return false;
+    tensorCores = tensorCores && g && g->tiled && g->tiled->launch.rule == "expert_tiles" &&
+                  g->tiled->launch.rowsArgument == 1;
+  }
+  if (rows > kGroupedMoeMaxRows && (!tensorCores || !options.groupedPrefillMoe))
+    return false;
+  return expertsPlaced.count(weight(s, "w1.weight", 0).data) != 0;
+}
+
+void Executor::Impl::placeGroupedExperts() {
+  for (std::vector<Step> *steps : {&prefillSteps, &decodeSteps})
+    for (Step &s : *steps) {
+      if (!s.kernels.count("experts_in") || !s.layout.has("w1.weight", 0))
+        continue;
+      const int64_t experts = attr(s, "experts");
+      bool placed = true;
+      for (const char *slot : {"w1.weight", "w1.scale", "w3.weight", "w3.scale",
+                               "w2.weight", "w2.scale"}) {
+        std::vector<const void *> parts;
+        for (int64_t e = 0; e < experts && placed; ++e) {
+          placed = s.layout.has(slot, e);
+          if (placed)
+            parts.push_back(weight(s, slot, e).data);
+        }
+        placed = placed && runner->placeTogether(parts);
+        if (!placed)
+          break;
+        bounds.addDeviceSpan(parts[0], size_t(experts) * weight(s, slot, 0).bytes);
+      }
+      if (placed)
+        expertsPlaced.insert(weight(s, "w1.weight", 0).data);
+    }
+}
+
+absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts) {
+  const int64_t n = x.rows(), dim = attr(s, "dim"), experts = attr(s, "experts"),
+                topK = attr(s, "top_k"), inter = attr(s, "inter"), slots = n * topK;
+  // The routing stays on the device; it comes back only to be written out
+  // or replaced (the decisions' options).
+  if (absl::Status st = decision(s, "moe_ids", ids, "<i4"); !st.ok())
+    return st;
+  if (absl::Status st = decision(s, "moe_weights", wts, "<f4"); !st.ok())
+    return st;
+  auto dids = desc<1>(ids.ptr(), {slots});
+  // y[slot] = x[slot / slotsPerRow] @ W[ids[slot]]^T over the experts'
+  // weights (and scales) as one array (placeGroupedExperts).
+  auto grouped = [&](const char *role, const void *in, int64_t inRows, int64_t k,
+                     const std::string &layer, void *out, int64_t outFeatures) {
+    const checkpoint::TensorView &w = weight(s, layer + "weight", 0);
+    const checkpoint::TensorView &sc = weight(s, layer + "scale", 0);
+    auto dx = desc<2>(in, {inRows, k});
+    auto dw = desc<2>(w.data, {experts * w.shape[0], w.shape.size() > 1 ? w.shape[1] : 1});
+    auto ds = desc<2>(sc.data, {experts * sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
+    auto dy = desc<2>(out, {slots, outFeatures});
+    invoke(s, role, &dx, &dids, &dw, &ds, &dy);
+  };
+  Tensor &g = kernelScratch("moe.slot_g", 2, {slots, inter});
+  Tensor &up = kernelScratch("moe.slot_up", 2, {slots, inter});
+  Tensor &h = kernelScratch("moe.slot_h", 2, {slots, inter});
+  Tensor &o = kernelScratch("moe.slot_o", 2, {slots, dim});
+  grouped("experts_in", x.ptr(), n, dim, "w1.", g.ptr(), inter);
+  grouped("experts_in", x.ptr(), n, dim, "w3.", up.ptr(), inter);
+  {
+    auto dg = desc<2>(g.ptr(), {slots, inter});
+    auto du = desc<2>(up.ptr(), {slots, inter});
+    auto dw = desc<1>(wts.ptr(), {slots});
+    auto dh = desc<2>(h.ptr(), {slots, inter});
+    invoke(s, "swiglu", &dg, &du, &dw, &dh);
+  }
+  grouped("experts_out", h.ptr(), slots, inter, "w2.", o.ptr(), dim);
+  Tensor &so = sharedExpert(s, x);
+  Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
+  auto dO = desc<3>(o.ptr(), {n, topK, dim});
+  auto dI = desc<2>(ids.ptr(), {n, topK});
+  auto dS = desc<2>(so.ptr(), {n, dim});
+  auto dOut = desc<2>(out.ptr(), {n, dim});
+  invoke(s, "combine", &dO, &dI, &dS, &dOut);
+  return absl::OkStatus();
+}
+
+} // namespace csa::runtime

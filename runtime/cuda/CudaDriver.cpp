@@ -103,7 +103,8 @@ absl::Status check(const Driver::Api &api, CUresult rc, const char *what) {
 } // namespace
 
 absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
-                                                     const std::string &library) {
+                                                     const std::string &library,
+                                                     size_t mallocHeapBytes) {
   void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     return absl::FailedPreconditionError(absl::StrCat(
@@ -183,13 +184,10 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
     return st;
   // The generated kernels allocate per-thread scratch with device-side
   // malloc (a linear's quantized activation tile: tile x K fp32); the default
-  // 8 MB heap runs out at a few hundred threads of K = 7168.
-  // CSA_CUDA_MALLOC_HEAP_MB overrides the 1 GiB.
+  // 8 MB heap runs out at a few hundred threads of K = 7168 (the caller's
+  // default is 1 GiB: ExecutorOptions::deviceHeapMiB).
   constexpr int kLimitMallocHeapSize = 2; // CU_LIMIT_MALLOC_HEAP_SIZE
-  size_t heap = size_t(1) << 30;
-  if (const char *mb = std::getenv("CSA_CUDA_MALLOC_HEAP_MB"))
-    heap = size_t(std::strtoull(mb, nullptr, 10)) << 20;
-  if (absl::Status st = check(api, api.cuCtxSetLimit(kLimitMallocHeapSize, heap),
+  if (absl::Status st = check(api, api.cuCtxSetLimit(kLimitMallocHeapSize, mallocHeapBytes),
                               "cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE)");
       !st.ok())
     return st;

@@ -95,8 +95,11 @@ public:
   /// and makes its primary context current. Without a driver:
   /// FailedPrecondition "no NVIDIA driver: cannot load libcuda.so.1 (...)";
   /// callers fall back to the CPU backend or say so.
+  /// `mallocHeapBytes`: the device heap the generated kernels' per-thread
+  /// scratch comes from (CU_LIMIT_MALLOC_HEAP_SIZE).
   static absl::StatusOr<std::unique_ptr<Driver>>
-  open(int ordinal = 0, const std::string &library = "libcuda.so.1");
+  open(int ordinal = 0, const std::string &library = "libcuda.so.1",
+       size_t mallocHeapBytes = size_t(1) << 30);
   ~Driver();
 
   std::string deviceName() const;

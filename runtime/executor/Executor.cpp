@@ -15,6 +15,8 @@
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/emulated/EmulatedDevice.h"
 
+#include "absl/strings/numbers.h"
+
 #include <optional>
 
 namespace csa::runtime {
@@ -32,6 +34,12 @@ ExecutorOptions ExecutorOptions::fromEnvironment() {
   options.rowTiles = std::getenv("CSA_CUDA_NO_TILES") == nullptr;
   if (const char *list = std::getenv("CSA_CUDA_HOST_KERNELS"))
     options.hostKernelPrefixes = absl::StrSplit(list, ',', absl::SkipEmpty());
+  if (const char *library = std::getenv("CSA_CUDA_LIBRARY"))
+    options.cudaLibrary = library;
+  int64_t mib = 0;
+  if (const char *heap = std::getenv("CSA_CUDA_MALLOC_HEAP_MB");
+      heap && absl::SimpleAtoi(heap, &mib) && mib >= 1 && mib <= 65536)
+    options.deviceHeapMiB = mib;
   return options;
 }
 
@@ -169,10 +177,9 @@ absl::Status Executor::Impl::loadGpu() {
     if (!jsonFile)
       return absl::OkStatus();
   } else {
-    // CSA_CUDA_LIBRARY: another driver library (the null driver of
-    // runtime/cuda/null runs the host side without a GPU).
-    const char *library = std::getenv("CSA_CUDA_LIBRARY");
-    auto opened = cuda::Driver::open(0, library && *library ? library : "libcuda.so.1");
+    auto opened = cuda::Driver::open(
+        0, options.cudaLibrary.empty() ? "libcuda.so.1" : options.cudaLibrary,
+        size_t(options.deviceHeapMiB) << 20);
     if (!opened.ok())
       return opened.status();
     driver = std::move(*opened);
@@ -573,6 +580,9 @@ Executor::create(const artifact::Artifact &artifact,
         "ExecutorOptions::graphMaxLaunches must be >= 2 (a graph of one launch "
         "is a launch), got ",
         options.graphMaxLaunches));
+  if (options.deviceHeapMiB < 1 || options.deviceHeapMiB > 65536)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ExecutorOptions::deviceHeapMiB must be from 1 to 65536, got ", options.deviceHeapMiB));
   auto impl = std::make_unique<Impl>();
   impl->artifact = &artifact;
   impl->checkpoint = &checkpoint;

@@ -120,6 +120,12 @@ struct ExecutorOptions {
   /// programmatically (LaunchGraphOptions::programmatic): the next kernel's
   /// blocks are resident before the one before ends.
   bool programmaticLaunch = true;
+  /// Cuda: the driver library to open (empty: libcuda.so.1; the null driver
+  /// of runtime/cuda/null runs the host side without a GPU).
+  std::string cudaLibrary;
+  /// Cuda: MiB of device heap for the generated kernels' per-thread scratch
+  /// (device-side malloc), >= 1.
+  int64_t deviceHeapMiB = 1024;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;
@@ -166,7 +172,8 @@ struct ExecutorOptions {
 
   /// The defaults with the environment's aliases applied: CSA_CUDA_EMULATE=1,
   /// CSA_CUDA_SYNC, CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS=prefix,...,
-  /// CSA_CUDA_NO_TILES.
+  /// CSA_CUDA_NO_TILES, CSA_CUDA_LIBRARY=path, CSA_CUDA_MALLOC_HEAP_MB=N (a
+  /// count from 1 to 65536; another value is ignored).
   static ExecutorOptions fromEnvironment();
 };
 

@@ -60,7 +60,7 @@ int usage() {
          "              [--forced-tokens-file=FILE]\n"
          "              [--dump-decisions=DIR] [--force-decisions=DIR]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
-         "              [--cuda-pdl=on|off]\n"
+         "              [--cuda-pdl=on|off] [--cuda-library=PATH] [--cuda-heap-mib=N]\n"
          "              [--context=P] [--warmup] [--profile]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
@@ -114,7 +114,11 @@ int usage() {
          "step: each step one graph (the GPU waits until the host recorded\n"
          "it); step:P: P graphs; off: one launch per kernel. --cuda-pdl=on\n"
          "links a graph's kernels by programmatic dependent launch (each\n"
-         "kernel's blocks resident before the one before ends).\n"
+         "kernel's blocks resident before the one before ends). --cuda-library\n"
+         "opens another CUDA driver (build/lib/libcsa-null-cuda.so runs the GPU\n"
+         "path's host side without a GPU; CSA_CUDA_LIBRARY is an alias);\n"
+         "--cuda-heap-mib sizes the kernels' device heap (default 1024;\n"
+         "CSA_CUDA_MALLOC_HEAP_MB is an alias).\n"
          "--context=P starts each sequence at position P with synthetic caches\n"
          "(random rows in the released byte formats) and runs the prompt one\n"
          "token at a time: decode latency at long contexts. The temporary\n"
@@ -272,6 +276,15 @@ int main(int argc, char **argv) {
         return fail("--cuda-graphs is on, off, a launch count >= 2, step or step:P "
                     "(P graphs a step, 1 to 64), got '" + std::string(v) + "'");
       }
+    } else if (const char *v = value("--cuda-library")) {
+      if (!*v)
+        return fail("--cuda-library needs a path");
+      executorOptions.cudaLibrary = v;
+    } else if (const char *v = value("--cuda-heap-mib")) {
+      int64_t mib = 0;
+      if (!absl::SimpleAtoi(v, &mib) || mib < 1 || mib > 65536)
+        return fail("--cuda-heap-mib needs a count from 1 to 65536, got '" + std::string(v) + "'");
+      executorOptions.deviceHeapMiB = mib;
     } else if (const char *v = value("--cuda-pdl")) {
       if (std::string(v) == "on")
         executorOptions.programmaticLaunch = true;

@@ -47,8 +47,10 @@ namespace {
 using namespace csa;
 namespace fs = std::filesystem;
 
-int usage() {
-  std::cerr
+/// The usage text: on stdout with status 0 when asked for (--help), on
+/// stderr with status 2 when the command line is incomplete.
+int usage(bool asked = false) {
+  (asked ? std::cout : std::cerr)
       << "usage: csa-run ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
          "              (--prompt=ID,ID,... | --prompt-file=FILE |\n"
          "               --prompt-text=TEXT | --prompt-text-file=FILE)\n"
@@ -313,7 +315,8 @@ int main(int argc, char **argv) {
     } else if (arg == "--profile") {
       executorOptions.profile = true;
     } else if (arg == "--help" || arg == "-h") {
-      return usage();
+      usage(/*asked=*/true);
+      return 0;
     } else if (arg.rfind("--", 0) == 0) {
       return fail("unknown flag '" + arg + "' (see --help)");
     } else if (artifactDir.empty()) {

@@ -74,7 +74,6 @@ absl::Status LaunchGraphs::flush() {
   pending_.clear();
   if (run.empty())
     return absl::OkStatus();
-
   if (int64_t(run.size()) < options_.minLaunches) {
     for (const KernelLaunch &k : run) {
       ++counters_.direct;

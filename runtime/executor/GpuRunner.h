@@ -450,10 +450,11 @@ private:
   std::map<uintptr_t, Mirror> mirrors;
   absl::flat_hash_set<uintptr_t> constants;
   /// Kernels' returned values (a store's count of rows not written): one
-  /// int32 slot per launch in blocks of kStatusSlots, zeroed when a block is
-  /// first used in a run and read back once, when the run ends
-  /// (takeStatuses), instead of a download after every such launch (each of
-  /// which would end the run of launches a CUDA graph holds).
+  /// int32 slot per launch in blocks of kStatusSlots, zeroed (a fill inside
+  /// the run) when a block is first used after a read, and read back by
+  /// takeStatuses: when a prefill ends, once kStatusBlocksUnread blocks are
+  /// pending, or when asked; never after every such launch (each download
+  /// would end the run of launches a CUDA graph holds).
   static constexpr size_t kStatusSlots = 256;
   static constexpr size_t kStatusBlocksUnread = 8;
   struct PendingStatus {

@@ -4,7 +4,7 @@
 // argument layouts, the GPU's PTX and launch rules, the device the GPU path
 // runs on: CUDA or emulated, runtime/device) and the run of an entry point:
 // values and their liveness, the step loop, the caches and logits at the
-// end. The op drivers are in OpDrivers.cpp, how a kernel is called in
+// end. The op drivers are in OpDrivers.cpp and MoeDrivers.cpp, how a kernel is called in
 // KernelCall.h and GpuRunner.h (buffer mirrors and statuses over the device
 // layer); Executor.h is the interface.
 //
@@ -38,7 +38,7 @@ ExecutorOptions ExecutorOptions::fromEnvironment() {
     options.cudaLibrary = library;
   int64_t mib = 0;
   if (const char *heap = std::getenv("CSA_CUDA_MALLOC_HEAP_MB");
-      heap && absl::SimpleAtoi(heap, &mib) && mib >= 1 && mib <= 65536)
+      heap && absl::SimpleAtoi(heap, &mib) && mib >= 1 && mib <= kMaxDeviceHeapMiB)
     options.deviceHeapMiB = mib;
   return options;
 }
@@ -156,16 +156,24 @@ absl::Status Executor::Impl::load() {
   return prepare(plan.decode, "decode", decodeSteps);
 }
 
+namespace {
+/// How the GPU path batches its launches into CUDA graphs.
+cuda::LaunchGraphOptions graphOptions(const ExecutorOptions &options) {
+  cuda::LaunchGraphOptions graphs;
+  graphs.maxLaunches = options.graphMaxLaunches;
+  graphs.partsPerRun = options.graphPartsPerRun;
+  graphs.programmatic = options.programmaticLaunch;
+  return graphs;
+}
+} // namespace
+
 absl::Status Executor::Impl::loadGpu() {
   const std::string where = absl::StrCat("artifact ", artifact->directory(), ": ");
   std::ifstream ptxFile(artifact->pathOf("kernels/kernels.ptx"));
   std::ifstream jsonFile(artifact->pathOf("kernels/kernels.json"));
   std::optional<cuda::Module> module;
   if (options.emulateGpu) {
-    cuda::LaunchGraphOptions graphs;
-    graphs.maxLaunches = options.graphMaxLaunches;
-    graphs.partsPerRun = options.graphPartsPerRun;
-    graphs.programmatic = options.programmaticLaunch;
+    const cuda::LaunchGraphOptions graphs = graphOptions(options);
     device = std::make_unique<device::EmulatedDevice>(options.cudaGraphs ? &graphs : nullptr,
                                                       options.traceGpu);
     runner = std::make_unique<GpuRunner>(*device, bounds, options);
@@ -242,11 +250,7 @@ absl::Status Executor::Impl::loadGpu() {
   if (options.emulateGpu)
     return absl::OkStatus();
   if (options.cudaGraphs) {
-    cuda::LaunchGraphOptions graphs;
-    graphs.maxLaunches = options.graphMaxLaunches;
-    graphs.partsPerRun = options.graphPartsPerRun;
-    graphs.programmatic = options.programmaticLaunch;
-    if (absl::Status st = driver->batchLaunchesInGraphs(graphs); !st.ok())
+    if (absl::Status st = driver->batchLaunchesInGraphs(graphOptions(options)); !st.ok())
       return st;
   }
   auto cudaDevice = device::CudaDevice::create(*driver);
@@ -580,9 +584,10 @@ Executor::create(const artifact::Artifact &artifact,
         "ExecutorOptions::graphMaxLaunches must be >= 2 (a graph of one launch "
         "is a launch), got ",
         options.graphMaxLaunches));
-  if (options.deviceHeapMiB < 1 || options.deviceHeapMiB > 65536)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ExecutorOptions::deviceHeapMiB must be from 1 to 65536, got ", options.deviceHeapMiB));
+  if (options.deviceHeapMiB < 1 || options.deviceHeapMiB > ExecutorOptions::kMaxDeviceHeapMiB)
+    return absl::InvalidArgumentError(absl::StrCat("ExecutorOptions::deviceHeapMiB must be from 1 to ",
+                                                   ExecutorOptions::kMaxDeviceHeapMiB, ", got ",
+                                                   options.deviceHeapMiB));
   auto impl = std::make_unique<Impl>();
   impl->artifact = &artifact;
   impl->checkpoint = &checkpoint;

@@ -124,8 +124,9 @@ struct ExecutorOptions {
   /// of runtime/cuda/null runs the host side without a GPU).
   std::string cudaLibrary;
   /// Cuda: MiB of device heap for the generated kernels' per-thread scratch
-  /// (device-side malloc), >= 1.
+  /// (device-side malloc), 1 to kMaxDeviceHeapMiB.
   int64_t deviceHeapMiB = 1024;
+  static constexpr int64_t kMaxDeviceHeapMiB = 65536;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;

@@ -93,11 +93,9 @@ struct Executor::Impl {
       int64_t instance;
       size_t index;             ///< in call->args
       Tensor *value = nullptr;  ///< tensor(): its transient, once asked
+      int64_t rowBytes = -1;    ///< rowBytesOf(), once asked
     };
     std::vector<Resolved> resolved;
-    /// An i8 [rows, row_bytes] transient's row_bytes by slot (quantize and
-    /// fusion results), once looked up in the plan.
-    int64_t resultRowBytes = -1;
   };
   std::vector<Bytes> pool; ///< free transient buffers
   /// Every value's Tensor::lastBuffer (counted once per value).
@@ -196,12 +194,14 @@ struct Executor::Impl {
   }
   /// row_bytes of the i8 [rows, row_bytes] transient in `slot`, or -1.
   int64_t rowBytesOf(Step &s, std::string_view slot) {
-    if (s.resultRowBytes < 0) {
-      const artifact::TransientBuffer *t = artifact->plan().findTransient(arg(s, slot).name);
+    Step::Resolved &r = resolve(s, slot, -1);
+    if (r.rowBytes < 0) {
+      const artifact::TransientBuffer *t =
+          artifact->plan().findTransient(s.call->args[r.index].name);
       if (t && t->shape.size() == 2 && t->shape.back() >= 1)
-        s.resultRowBytes = t->shape.back();
+        r.rowBytes = t->shape.back();
     }
-    return s.resultRowBytes;
+    return r.rowBytes;
   }
   const checkpoint::TensorView &weight(Step &s, std::string_view slot,
                                        int64_t instance = -1) {
@@ -270,6 +270,16 @@ struct Executor::Impl {
       return absl::InvalidArgumentError("index expression overflows int64");
     return r;
   }
+  /// `t`'s buffer becomes the one it claims (Tensor::lastBuffer), so that the
+  /// pool hands it back to `t` in the next run.
+  void claimBuffer(Tensor &t) {
+    if (t.lastBuffer == t.data.data())
+      return;
+    if (auto c = claimedBuffers.find(t.lastBuffer); c != claimedBuffers.end())
+      claimedBuffers.erase(c);
+    t.lastBuffer = t.data.data();
+    claimedBuffers.insert(t.lastBuffer);
+  }
   /// A result of `elementBytes`-sized elements with base `base`.
   Tensor &result(Step &s, std::string_view slot, int64_t elementBytes,
                  std::vector<int64_t> dims, int64_t base) {
@@ -295,12 +305,7 @@ struct Executor::Impl {
     }
     t.elementBytes = elementBytes;
     t.resize(std::move(dims));
-    if (t.lastBuffer != t.data.data()) {
-      if (auto c = claimedBuffers.find(t.lastBuffer); c != claimedBuffers.end())
-        claimedBuffers.erase(c);
-      t.lastBuffer = t.data.data();
-      claimedBuffers.insert(t.lastBuffer);
-    }
+    claimBuffer(t);
     hostRefilled(t.ptr());
     t.base = base;
     liveBytes += t.data.capacity() - std::min<uint64_t>(before, t.data.capacity());
@@ -333,12 +338,7 @@ struct Executor::Impl {
       dst.elementBytes = elementBytes;
       dst.resize(std::move(dims));
       dst.base = base;
-      if (dst.lastBuffer != dst.data.data()) {
-        if (auto c = claimedBuffers.find(dst.lastBuffer); c != claimedBuffers.end())
-          claimedBuffers.erase(c);
-        dst.lastBuffer = dst.data.data();
-        claimedBuffers.insert(dst.lastBuffer);
-      }
+      claimBuffer(dst);
       return &dst;
     }
     if (&dst != &src && runner) {

@@ -294,13 +294,10 @@ struct GpuArg {
   int64_t i = 0;
   float f = 0;
 };
+template <int N> void setGpuArg(GpuArg &a, Desc<N> *d);
 template <int N> GpuArg gpuArg(Desc<N> *d) {
   GpuArg a;
-  a.kind = GpuArg::Memref;
-  a.aligned = d->aligned;
-  a.offset = d->offset;
-  a.sizes.assign(d->sizes, d->sizes + N);
-  a.strides.assign(d->strides, d->strides + N);
+  setGpuArg(a, d);
   return a;
 }
 inline GpuArg gpuArg(int64_t v) {

@@ -284,8 +284,9 @@ int main(int argc, char **argv) {
       executorOptions.cudaLibrary = v;
     } else if (const char *v = value("--cuda-heap-mib")) {
       int64_t mib = 0;
-      if (!absl::SimpleAtoi(v, &mib) || mib < 1 || mib > 65536)
-        return fail("--cuda-heap-mib needs a count from 1 to 65536, got '" + std::string(v) + "'");
+      if (!absl::SimpleAtoi(v, &mib) || mib < 1 || mib > runtime::ExecutorOptions::kMaxDeviceHeapMiB)
+        return fail(absl::StrCat("--cuda-heap-mib needs a count from 1 to ",
+                                 runtime::ExecutorOptions::kMaxDeviceHeapMiB, ", got '", v, "'"));
       executorOptions.deviceHeapMiB = mib;
     } else if (const char *v = value("--cuda-pdl")) {
       if (std::string(v) == "on")

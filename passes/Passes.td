@@ -254,8 +254,10 @@ def SelectAttentionForms : Pass<"csa-select-attention-forms", "::mlir::ModuleOp"
   let summary = "Choose the GPU form of every sparse attention's kernel";
   let description = [{
     Sparse attention's lowering strategy: attaches `csa.attention_form`
-    (`#csa.attention_form<warp|head|split>`, see its description) to every
-    `csa.sparse_attention`. The kernel selection names and builds the op's
+    (`#csa.attention_form<warp|head|split|mma>`, see its description) to
+    every `csa.sparse_attention`; `mma` goes only where its tiles fit the
+    op's heads and channels (`csa::sparseAttentionMmaFits`), the other ops
+    get `split`. The kernel selection names and builds the op's
     attention kernel after it and the NVPTX back end lowers it in that form,
     so a new GPU form of the attention is one more value of the attribute
     and one more builder behind it.
@@ -270,8 +272,8 @@ def SelectAttentionForms : Pass<"csa-select-attention-forms", "::mlir::ModuleOp"
     ```
   }];
   let options = [
-    Option<"form", "form", "std::string", /*default=*/"\"split\"",
-           "The form given to ops without one: warp, head or split">,
+    Option<"form", "form", "std::string", /*default=*/"\"mma\"",
+           "The form given to ops without one: warp, head, split or mma (split where mma does not fit)">,
   ];
   let statistics = [
     Statistic<"numChosen", "num-chosen", "Ops given a form">,

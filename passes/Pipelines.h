@@ -33,8 +33,8 @@ struct StagePipelineOptions {
   /// (csa-select-linear-forms: split_k or per_output).
   std::string linearForm = "split_k";
   /// fused -> tiled: the GPU form of the sparse attentions that have none
-  /// (csa-select-attention-forms: warp, head or split).
-  std::string attentionForm = "split";
+  /// (csa-select-attention-forms: warp, head, split or mma).
+  std::string attentionForm = "mma";
 };
 
 /// The graph stage's cleanup of a freshly built (or read) graph.
@@ -84,8 +84,8 @@ void buildGraphToTiledPipeline(mlir::OpPassManager &pm,
       llvm::cl::init("split_k")};                                              \
   Option<std::string> attentionForm{                                           \
       *this, "attention-form",                                                 \
-      llvm::cl::desc("GPU form of the sparse attentions: warp, head or split"),      \
-      llvm::cl::init("split")};
+      llvm::cl::desc("GPU form of the sparse attentions: warp, head, split or mma"), \
+      llvm::cl::init("mma")};
 
 /// The replay options of any of the command-line option structs below.
 template <typename Cli>

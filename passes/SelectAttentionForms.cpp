@@ -1,6 +1,5 @@
 //===- SelectAttentionForms.cpp - The GPU form of every sparse attention --===//
 #include "dialects/csa/CsaDialect.h"
-#include "passes/FormSelection.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -24,11 +23,22 @@ struct SelectAttentionFormsPass
     std::optional<AttentionForm> chosen = symbolizeAttentionForm(form);
     if (!chosen) {
       module.emitError() << "csa-select-attention-forms: unknown form '" << form
-                         << "' (warp, head or split)";
+                         << "' (warp, head, split or mma)";
       return signalPassFailure();
     }
-    numChosen += setFormWhereAbsent<SparseAttentionOp>(
-        module, kAttentionFormAttrName, AttentionFormAttr::get(module.getContext(), *chosen));
+    MLIRContext *context = module.getContext();
+    module.walk([&](SparseAttentionOp op) {
+      if (op->hasAttr(kAttentionFormAttrName))
+        return;
+      // mma where its tiles fit the op's heads and channels, else split.
+      AttentionForm opForm = *chosen;
+      auto type = cast<ShapedType>(op.getResult().getType());
+      if (opForm == AttentionForm::Mma &&
+          !sparseAttentionMmaFits(type.getDimSize(1), type.getDimSize(2)))
+        opForm = AttentionForm::Split;
+      op->setAttr(kAttentionFormAttrName, AttentionFormAttr::get(context, opForm));
+      ++numChosen;
+    });
   }
 };
 

@@ -5,6 +5,7 @@
 #include "codegen/gpu/NvvmLanes.h"
 
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/AttentionMma.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/KernelSelection.h"
 #include "codegen/host/LinearKernels.h"
@@ -182,8 +183,31 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
     return options.linearTensorCores && spec && linearMmaShape(*spec).has_value();
   };
+  // Sparse attentions in the mma form get their tensor-core kernel,
+  // `<name>_tc`, run from kAttentionSplitRows + 1 query rows on (prefill);
+  // `<name>` itself is the split form, for decode rows, where the
+  // tensor-core blocks walk their chunks one after another (measured on
+  // the H200: bench/RESULTS.md, twenty-fourth session).
+  constexpr const char *kAttentionMmaOf = "csa.attention_mma_of";
+  auto hasAttentionMmaForm = [&](func::FuncOp fn) {
+    auto form = fn->getAttrOfType<AttentionFormAttr>(kAttentionFormAttrName);
+    auto attention = fn->getAttrOfType<DictionaryAttr>(kSparseAttentionAttr);
+    return form && attention && form.getValue() == AttentionForm::Mma &&
+           attentionMmaShape(attention.getAs<IntegerAttr>("heads").getInt(),
+                             attention.getAs<IntegerAttr>("dim").getInt())
+               .has_value();
+  };
   for (size_t i = 0, e = entries.size(); i < e; ++i) {
     func::FuncOp fn = entries[i];
+    if (hasAttentionMmaForm(fn)) {
+      OpBuilder cb(context);
+      cb.setInsertionPointAfter(fn);
+      auto copy = cast<func::FuncOp>(cb.clone(*fn));
+      copy.setSymName((fn.getSymName() + "_tc").str());
+      copy->setAttr(kAttentionMmaOf, fn.getSymNameAttr());
+      entries.push_back(copy);
+      continue;
+    }
     const bool mma = hasMmaForm(fn);
     if (!mma && !hasRowTiledForm(fn))
       continue;
@@ -265,6 +289,16 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     if (auto form = fn->getAttrOfType<AttentionFormAttr>(kAttentionFormAttrName)) {
       attentionForm = form.getValue();
       fn->removeAttr(kAttentionFormAttrName);
+    }
+    // The mma form: its `_tc` kernel on tensor cores from a few rows on,
+    // the split form below.
+    const bool attentionTensorCores = fn->hasAttr(kAttentionMmaOf);
+    if (auto of = fn->getAttrOfType<StringAttr>(kAttentionMmaOf)) {
+      info.replaces = of.getValue().str();
+      info.minRows = kAttentionSplitRows + 1;
+      fn->removeAttr(kAttentionMmaOf);
+    } else if (attentionForm == AttentionForm::Mma) {
+      attentionForm = AttentionForm::Split;
     }
     const bool attentionWarp = attentionForm != AttentionForm::Head;
     const KernelParallelism parallelism = parallelismOf(fn);
@@ -563,6 +597,26 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputs = kTopKThreads / 32;
       info.outputsPerBlock = kTopKThreads / 32;
       info.sharedBytes = 256 * 4 + 2 * 8;
+    } else if (std::optional<AttentionMmaShape> attentionMma =
+                   attentionHeads > 0 && attentionTensorCores
+                       ? attentionMmaShape(attentionHeads, attentionDim)
+                       : std::nullopt) {
+      AttentionMmaLanes lanes;
+      lanes.row = blockX;
+      lanes.tile = blockY;
+      lanes.thread = threadX;
+      lanes.barrier = blockBarrier;
+      lanes.mma = mmaBf16;
+      lanes.shuffleXor = shuffleXorLane;
+      lanes.sharedRowsType = sharedOf({kAttentionMmaChunk, attentionMma->rowWords()},
+                                      b.getI32Type());
+      lanes.sharedScoresType =
+          sharedOf({kAttentionMmaHeads, kAttentionMmaChunk + 4}, b.getF32Type());
+      lanes.sharedIndexType = sharedOf({kAttentionMmaChunk}, b.getI32Type());
+      buildSparseAttentionMmaBody(fn, *attentionMma, lanes);
+      // A block per (row, 16 heads, channel slice).
+      attentionLaunch(kAttentionMmaThreads, attentionMma->sharedBytes());
+      info.outputs = attentionMma->blocksPerRow();
     } else if (attentionHeads > 0 && attentionWarp &&
                attentionWarpSharedBytes(AttentionWarpLanes{}, attentionDim) <=
                    kMaxStaticSharedBytes) {

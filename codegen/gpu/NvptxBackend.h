@@ -40,6 +40,10 @@
 //     row_tiles: a block per (expert, tile of `outputs_per_block` outputs);
 //     grid = (experts, ceil(outputs / outputs_per_block)); rows_argument
 //     (1: the expert ids) is only what min_rows compares, in slots;
+//   - sparse attention in the mma form (AttentionMma.h): `<name>` is the
+//     split form (decode rows), and `<name>_tc`, with "replaces" and
+//     "min_rows" 3, the tensor-core form for prefill rows ("row_outputs",
+//     a block per (row, 16 heads, channel slice));
 //   - "single": kernels whose iterations depend on each other (a ring's
 //     ordered stores, the compressor state, gathers that count) run on one
 //     thread.

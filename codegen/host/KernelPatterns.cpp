@@ -438,6 +438,7 @@ struct SparseAttentionPattern : OpKernelPattern<SparseAttentionOp> {
     const char *suffix = !form                                   ? ""
                          : form.getValue() == AttentionForm::Head  ? "_head"
                          : form.getValue() == AttentionForm::Split ? "_split"
+                         : form.getValue() == AttentionForm::Mma   ? "_mma"
                                                                    : "";
     std::string name = llvm::formatv("sparse_attention_{0}x{1}{2}", heads, dim, suffix).str();
     s.use(name, "csa.sparse_attention", "", KernelParallelism::Nest, [&] {

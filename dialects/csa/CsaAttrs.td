@@ -95,7 +95,8 @@ def Csa_AttentionFormEnum : I32EnumAttr<"AttentionForm",
     "the GPU form of a sparse attention's kernel", [
     I32EnumAttrCase<"Warp", 0, "warp">,
     I32EnumAttrCase<"Head", 1, "head">,
-    I32EnumAttrCase<"Split", 2, "split">]> {
+    I32EnumAttrCase<"Split", 2, "split">,
+    I32EnumAttrCase<"Mma", 3, "mma">]> {
   let cppNamespace = "::csa";
   let genSpecializedAttr = 0;
 }
@@ -122,6 +123,20 @@ def Csa_AttentionFormAttr : EnumAttr<Csa_Dialect, Csa_AttentionFormEnum, "attent
       block of a (row, head) to finish combines the slices' partials (flash
       decoding in one launch, its partials in a module global). Named
       `<kernel>_split`; within the same tolerance as `warp`.
+    * `mma` (the default where it fits): tensor cores for prefill. From 3
+      query rows on, the op's kernel `<kernel>_mma` is replaced by
+      `<kernel>_mma_tc`: a block per (row, 16 heads, slice of at most 256
+      channels) stages a chunk of 32 selected rows in shared memory once
+      for its 16 heads and computes the scores and P.V with warp-wide
+      `mma.m16n8k16` (bf16 operands, fp32 sums), one online-softmax step a
+      chunk (`buildSparseAttentionMmaBody`). At decode (1 or 2 rows)
+      `<kernel>_mma` runs the split form's walk, faster there (a decode
+      row's 8 tensor-core blocks walk 20 chunks one after another: 4x
+      slower than the split form, measured). Needs heads a multiple of 16
+      and a head dimension of at most 256 or 512, a multiple of 32
+      (`csa::sparseAttentionMmaFits`; the verifier says so);
+      `csa-select-attention-forms` gives the other ops `split`. Within the
+      same tolerance as `warp`.
 
     The host target ignores it (one host kernel for both). A user edits it
     in `tiled.mlir` and finishes with `csa-compile --compile-from=tiled`.

@@ -170,11 +170,22 @@ csa::CsaDialect::verifyOperationAttribute(mlir::Operation *op, mlir::NamedAttrib
   if (attr.getName() == kAttentionFormAttrName) {
     if (!mlir::isa<AttentionFormAttr>(attr.getValue()))
       return op->emitOpError() << "'" << kAttentionFormAttrName
-                               << "' must be a #csa.attention_form<warp|head>";
+                               << "' must be a #csa.attention_form<warp|head|split|mma>";
     // Also on a generated kernel (the kernel selection copies its op's form).
     if (!mlir::isa<SparseAttentionOp, mlir::FunctionOpInterface>(op))
       return op->emitOpError() << "has no attention kernel: '" << kAttentionFormAttrName
                                << "' belongs on csa.sparse_attention";
+    auto attention = mlir::dyn_cast<SparseAttentionOp>(op);
+    if (attention &&
+        mlir::cast<AttentionFormAttr>(attr.getValue()).getValue() == AttentionForm::Mma) {
+      auto type = mlir::cast<mlir::ShapedType>(attention->getResult(0).getType());
+      const int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
+      if (!sparseAttentionMmaFits(heads, dim))
+        return op->emitOpError() << "cannot take #csa.attention_form<mma>: " << heads
+                                 << " heads of " << dim
+                                 << " channels (the form needs heads a multiple of 16 and "
+                                    "channels a multiple of 32, at most 256 or 512)";
+    }
     return mlir::success();
   }
   if (attr.getName() != kLinearFormAttrName)

@@ -53,6 +53,14 @@ inline constexpr const char *kLinearFormAttrName = "csa.linear_form";
 /// The discardable attribute of a sparse attention's lowering strategy
 /// (#csa.attention_form, set by csa-select-attention-forms).
 inline constexpr const char *kAttentionFormAttrName = "csa.attention_form";
+
+/// Whether #csa.attention_form<mma> can take a sparse attention of `heads`
+/// heads of `dim` channels: whole mma M tiles of 16 heads, whole fragments
+/// of 8 channels a warp (dim % 32), and a chunk of staged rows in a block's
+/// 48 KiB of static shared memory (dim <= 256, or 512 in two slices).
+inline bool sparseAttentionMmaFits(int64_t heads, int64_t dim) {
+  return heads > 0 && heads % 16 == 0 && dim > 0 && dim % 32 == 0 && (dim <= 256 || dim == 512);
+}
 /// The discardable attribute of an op's host row tile (#csa.row_tile, set by
 /// csa-tile-kernels).
 inline constexpr const char *kRowTileAttrName = "csa.row_tile";

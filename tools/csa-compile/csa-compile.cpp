@@ -192,10 +192,11 @@ cl::opt<bool> attentionWarpForm(
     cl::init(csa::codegen::NvptxOptions{}.attentionWarpForm), cl::cat(category));
 cl::opt<std::string> attentionForm(
     "attention-form",
-    cl::desc("sparse attention's GPU form for ops without one: split (the "
-             "default: the warp form over slices of the indices, several "
-             "blocks a head at decode), warp or head (see "
-             "#csa.attention_form); overrides --attention-warp-form"),
+    cl::desc("sparse attention's GPU form for ops without one: mma (the "
+             "default: tensor cores, 16 heads a block, where the heads and "
+             "channels fit; split elsewhere), split (the warp form over "
+             "slices of the indices, several blocks a head at decode), warp "
+             "or head (see #csa.attention_form); overrides --attention-warp-form"),
     cl::init(""), cl::cat(category));
 cl::opt<int64_t> attentionSplits(
     "attention-splits",
@@ -677,7 +678,7 @@ int main(int argc, char **argv) {
         options.attentionForm =
             !attentionForm.empty()                  ? std::string(attentionForm)
             : attentionWarpForm.getNumOccurrences() ? (attentionWarpForm ? "warp" : "head")
-                                                    : "split";
+                                                    : "mma";
         csa::buildFusedToTiledPipeline(pm, options);
       }) == StageResult::Failed)
     return 1;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/AttentionMma.h"
 #include "test/unit/codegen/KernelTestSupport.h"
 #include "test/unit/codegen/SimtEmulation.h"
 #include "runtime/numerics/Tolerance.h"
@@ -109,6 +110,78 @@ TEST(GpuFormEmulation, SparseAttentionHeadFormMatchesTheHostKernel) {
 }
 
 namespace {
+/// Every output of a GPU form within the bound its arithmetic allows against
+/// the host kernel's (bf16 probabilities one code apart, the fp32 sums in
+/// another order, the scores' dot error through exp, and the output's own
+/// bf16 rounding); returns the worst error as a fraction of its bound.
+double expectWithinAttentionBound(const std::vector<uint16_t> &q,
+                                  const std::vector<uint16_t> &rowValues,
+                                  const std::vector<int32_t> &idx, const std::vector<float> &sinks,
+                                  float scale, const std::vector<uint16_t> &outHost,
+                                  const std::vector<uint16_t> &outForm, int64_t n, int64_t heads,
+                                  int64_t dim, int64_t numIdx) {
+  // The bound, from the inputs in double.
+  const double u = std::ldexp(1.0, -24);
+  double worst = 0;
+  int64_t exact = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<double> score(size_t(numIdx), -INFINITY), dotError(size_t(numIdx), 0);
+      double maxScore = -1e30;
+      for (int64_t k = 0; k < numIdx; ++k) {
+        const int32_t jk = idx[size_t(i * numIdx + k)];
+        if (jk < 0)
+          continue;
+        double dot = 0, absDot = 0;
+        for (int64_t e = 0; e < dim; ++e) {
+          const double prod = double(nx::bf16ToFloat(q[size_t((i * heads + h) * dim + e)])) *
+                              nx::bf16ToFloat(rowValues[size_t(jk * dim + e)]);
+          dot += prod;
+          absDot += std::fabs(prod);
+        }
+        score[size_t(k)] = dot * scale;
+        dotError[size_t(k)] = 2 * double(dim) * u * absDot * scale;
+        maxScore = std::max(maxScore, score[size_t(k)]);
+      }
+      double total = std::exp(double(sinks[size_t(h)]) - maxScore);
+      for (int64_t k = 0; k < numIdx; ++k)
+        total += std::exp(score[size_t(k)] - maxScore);
+      for (int64_t e = 0; e < dim; ++e) {
+        // Sum of |p v| over the indices, each p's relative error: one bf16
+        // code (2^-8), its score's dot error through exp, the sums' order.
+        double spread = 0;
+        for (int64_t k = 0; k < numIdx; ++k) {
+          const int32_t jk = idx[size_t(i * numIdx + k)];
+          if (jk < 0)
+            continue;
+          const double p = std::exp(score[size_t(k)] - maxScore);
+          const double v = std::fabs(nx::bf16ToFloat(rowValues[size_t(jk * dim + e)]));
+          spread += p * v * (std::ldexp(1.0, -8) + 2 * dotError[size_t(k)] +
+                             4 * double(numIdx + dim) * u);
+        }
+        const size_t at = size_t((i * heads + h) * dim + e);
+        const double hostValue = nx::bf16ToFloat(outHost[at]),
+                     formValue = nx::bf16ToFloat(outForm[at]);
+        // Over the denominator (its own relative error is in the same
+        // terms), plus one bf16 code of the output.
+        const double bound = 2 * spread / total + std::ldexp(std::fabs(hostValue), -7) + 1e-30;
+        EXPECT_FALSE(std::isnan(formValue)) << "element " << at << " not stored";
+        const double err = std::fabs(hostValue - formValue);
+        EXPECT_LE(err, bound) << "row " << i << " head " << h << " channel " << e << ": host "
+                              << hostValue << ", warp form " << formValue;
+        worst = std::max(worst, err / bound);
+        exact += outHost[at] == outForm[at];
+      }
+    }
+  // Nearly every output is within a code of the host's: a form that mixed
+  // up channels or indices would not be.
+  EXPECT_GT(double(exact), 0.5 * double(outHost.size()));
+  if (std::getenv("CSA_TEST_VERBOSE"))
+    std::printf("  %lld of %zu outputs equal the host's, worst %.3g of the bound\n",
+                (long long)exact, outHost.size(), worst);
+  return worst;
+}
+
 /// The warp form of sparse attention against the host kernel on the same
 /// inputs: each output within the bound its arithmetic allows (bf16
 /// probabilities one code apart, the fp32 sums in another order, the scores'
@@ -209,66 +282,8 @@ double expectAttentionWarpFormWithinBound(int64_t heads, int64_t dim, int64_t th
     run();
     EXPECT_EQ(first, outForm) << "the split form's second launch differs";
   }
-  // The bound, from the inputs in double.
-  const double u = std::ldexp(1.0, -24);
-  double worst = 0;
-  int64_t exact = 0;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t h = 0; h < heads; ++h) {
-      std::vector<double> score(size_t(numIdx), -INFINITY), dotError(size_t(numIdx), 0);
-      double maxScore = -1e30;
-      for (int64_t k = 0; k < numIdx; ++k) {
-        const int32_t jk = idx[size_t(i * numIdx + k)];
-        if (jk < 0)
-          continue;
-        double dot = 0, absDot = 0;
-        for (int64_t e = 0; e < dim; ++e) {
-          const double prod = double(nx::bf16ToFloat(q[size_t((i * heads + h) * dim + e)])) *
-                              nx::bf16ToFloat(rowValues[size_t(jk * dim + e)]);
-          dot += prod;
-          absDot += std::fabs(prod);
-        }
-        score[size_t(k)] = dot * scale;
-        dotError[size_t(k)] = 2 * double(dim) * u * absDot * scale;
-        maxScore = std::max(maxScore, score[size_t(k)]);
-      }
-      double total = std::exp(double(sinks[size_t(h)]) - maxScore);
-      for (int64_t k = 0; k < numIdx; ++k)
-        total += std::exp(score[size_t(k)] - maxScore);
-      for (int64_t e = 0; e < dim; ++e) {
-        // Sum of |p v| over the indices, each p's relative error: one bf16
-        // code (2^-8), its score's dot error through exp, the sums' order.
-        double spread = 0;
-        for (int64_t k = 0; k < numIdx; ++k) {
-          const int32_t jk = idx[size_t(i * numIdx + k)];
-          if (jk < 0)
-            continue;
-          const double p = std::exp(score[size_t(k)] - maxScore);
-          const double v = std::fabs(nx::bf16ToFloat(rowValues[size_t(jk * dim + e)]));
-          spread += p * v * (std::ldexp(1.0, -8) + 2 * dotError[size_t(k)] +
-                             4 * double(numIdx + dim) * u);
-        }
-        const size_t at = size_t((i * heads + h) * dim + e);
-        const double hostValue = nx::bf16ToFloat(outHost[at]),
-                     formValue = nx::bf16ToFloat(outForm[at]);
-        // Over the denominator (its own relative error is in the same
-        // terms), plus one bf16 code of the output.
-        const double bound = 2 * spread / total + std::ldexp(std::fabs(hostValue), -7) + 1e-30;
-        EXPECT_FALSE(std::isnan(formValue)) << "element " << at << " not stored";
-        const double err = std::fabs(hostValue - formValue);
-        EXPECT_LE(err, bound) << "row " << i << " head " << h << " channel " << e << ": host "
-                              << hostValue << ", warp form " << formValue;
-        worst = std::max(worst, err / bound);
-        exact += outHost[at] == outForm[at];
-      }
-    }
-  // Nearly every output is within a code of the host's: a form that mixed
-  // up channels or indices would not be.
-  EXPECT_GT(double(exact), 0.5 * double(outHost.size()));
-  if (std::getenv("CSA_TEST_VERBOSE"))
-    std::printf("  %lld of %zu outputs equal the host's, worst %.3g of the bound\n",
-                (long long)exact, outHost.size(), worst);
-  return worst;
+  return expectWithinAttentionBound(q, rowValues, idx, sinks, scale, outHost, outForm, n, heads,
+                                    dim, numIdx);
 }
 } // namespace
 
@@ -307,4 +322,111 @@ TEST(GpuFormEmulation, SparseAttentionSplitFormMeetsItsBound) {
   // No rows, every index -1: the sink alone (zeros), combined.
   worst = std::max(worst, expectAttentionWarpFormWithinBound(2, 64, 64, 128, 1, 70, 0, false, 4));
   std::printf("sparse attention split form: worst error %.3g of its bound\n", worst);
+}
+
+namespace {
+/// The mma form (tensor cores, 16 heads a block) against the host kernel,
+/// under the same bound as the warp form.
+double expectAttentionMmaFormWithinBound(int64_t heads, int64_t dim, int64_t n, int64_t numIdx,
+                                         int64_t table, bool misalignedRows = false) {
+  std::optional<AttentionMmaShape> shape = attentionMmaShape(heads, dim);
+  EXPECT_TRUE(shape.has_value()) << heads << " x " << dim;
+  if (!shape)
+    return 0;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildSparseAttentionKernel(m, "host", heads, dim);
+    func::FuncOp form = buildSparseAttentionKernel(m, "form", heads, dim);
+    AttentionMmaLanes lanes;
+    lanes.row = simt.value(simt.blockX);
+    lanes.tile = simt.value(simt.blockY);
+    lanes.thread = simt.value(simt.thread);
+    lanes.barrier = simt.sync();
+    lanes.mma = simt.mmaBf16();
+    lanes.shuffleXor = simt.shuffleXor();
+    lanes.rowsAddressSpace = 0;
+    MLIRContext *ctx = m.getContext();
+    Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
+    lanes.sharedRowsType = MemRefType::get({kAttentionMmaChunk, shape->rowWords()}, i32);
+    lanes.sharedScoresType =
+        MemRefType::get({kAttentionMmaHeads, kAttentionMmaChunk + 4}, f32);
+    lanes.sharedIndexType = MemRefType::get({kAttentionMmaChunk}, i32);
+    buildSparseAttentionMmaBody(form, *shape, lanes);
+  });
+  std::vector<uint16_t> q = randomBf16(size_t(n * heads * dim), 23, 0.5f);
+  std::vector<uint16_t> rowValues = randomBf16(size_t(table * dim), 24, 0.5f);
+  std::vector<uint16_t> rowStore(rowValues.size() + 16);
+  uint16_t *rowsAt = rowStore.data();
+  while (reinterpret_cast<uintptr_t>(rowsAt) % 16 != 0)
+    ++rowsAt;
+  rowsAt += misalignedRows ? 1 : 0;
+  std::copy(rowValues.begin(), rowValues.end(), rowsAt);
+  std::vector<int32_t> idx(size_t(n * numIdx));
+  std::mt19937 gen(25);
+  std::uniform_int_distribution<int> pick(-1, int(table) - 1);
+  for (int32_t &v : idx)
+    v = pick(gen);
+  std::vector<float> sinks(size_t(heads), 0.f);
+  for (int64_t h = 0; h < heads; ++h)
+    sinks[size_t(h)] = 0.25f * float(h % 5) - 0.5f;
+  const float scale = 0.125f;
+  std::vector<uint16_t> outHost(q.size(), 0xFFFF), outForm(q.size(), 0xFFFF);
+  auto dq = describe<3>(q, {n, heads, dim});
+  Descriptor<2> dr{rowsAt, rowsAt, 0, {table, dim}, {dim, 1}};
+  auto di = describe<2>(idx, {n, numIdx});
+  auto dsink = describe<1>(sinks, {heads});
+  auto doutHost = describe<3>(outHost, {n, heads, dim});
+  auto doutForm = describe<3>(outForm, {n, heads, dim});
+  using Host = void (*)(void *, void *, void *, void *, float, void *);
+  using Form = void (*)(void *, void *, void *, void *, float, void *, void *, void *, void *);
+  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  EXPECT_TRUE(host && form);
+  if (!host || !form)
+    return 0;
+  host(&dq, &dr, &di, &dsink, scale, &doutHost);
+  const int64_t words = shape->rowWords(), scoreStride = kAttentionMmaChunk + 4;
+  const size_t rowsBytes = size_t(kAttentionMmaChunk * words * 4),
+               scoresBytes = size_t(kAttentionMmaHeads * scoreStride * 4);
+  launch(n, shape->blocksPerRow(), kAttentionMmaThreads, size_t(shape->sharedBytes()),
+         [&](void *shared) {
+    auto *base = static_cast<char *>(shared);
+    auto *sr = reinterpret_cast<int32_t *>(base);
+    auto *ss = reinterpret_cast<float *>(base + rowsBytes);
+    auto *si = reinterpret_cast<int32_t *>(base + rowsBytes + scoresBytes);
+    Descriptor<2, int32_t> dRows{sr, sr, 0, {kAttentionMmaChunk, words}, {words, 1}};
+    Descriptor<2, float> dScores{ss, ss, 0, {kAttentionMmaHeads, scoreStride}, {scoreStride, 1}};
+    Descriptor<1, int32_t> dIndex{si, si, 0, {kAttentionMmaChunk}, {1}};
+    form(&dq, &dr, &di, &dsink, scale, &doutForm, &dRows, &dScores, &dIndex);
+  }, /*lastFirst=*/true);
+  return expectWithinAttentionBound(q, rowValues, idx, sinks, scale, outHost, outForm, n, heads,
+                                    dim, numIdx);
+}
+} // namespace
+
+TEST(GpuFormEmulation, SparseAttentionMmaFormMeetsItsBound) {
+  // 16 heads x 64 channels (one slice, a fragment a warp), 150 indices:
+  // four chunks of 32 and one of 22, -1 among them; three rows.
+  double worst = expectAttentionMmaFormWithinBound(16, 64, 3, 150, 40);
+  // 32 heads (two head groups), 32 channels, rows 2 bytes past 16: element
+  // loads.
+  worst = std::max(worst, expectAttentionMmaFormWithinBound(32, 32, 2, 70, 20,
+                                                            /*misalignedRows=*/true));
+  // The released widths at a decode step: 64 heads x 512 (two slices of
+  // 256), 640 indices.
+  worst = std::max(worst, expectAttentionMmaFormWithinBound(64, 512, 1, 640, 300));
+  // No rows, every index -1: the sink alone (zeros).
+  worst = std::max(worst, expectAttentionMmaFormWithinBound(16, 64, 2, 70, 0));
+  std::printf("sparse attention mma form: worst error %.3g of its bound\n", worst);
+}
+
+TEST(GpuFormEmulation, SparseAttentionMmaFormAppliesToWholeHeadGroups) {
+  EXPECT_TRUE(attentionMmaShape(64, 512).has_value());
+  EXPECT_EQ(attentionMmaShape(64, 512)->blocksPerRow(), 8);
+  EXPECT_EQ(attentionMmaShape(16, 64)->blocksPerRow(), 1);
+  EXPECT_FALSE(attentionMmaShape(4, 32).has_value());   // tiny: fewer heads than an mma's M
+  EXPECT_FALSE(attentionMmaShape(16, 48).has_value());  // channels not whole fragments a warp
+  EXPECT_FALSE(attentionMmaShape(16, 768).has_value()); // rows past 48 KiB of shared memory
+  for (int64_t dim : {32, 64, 256, 512})
+    EXPECT_LE(attentionMmaShape(16, dim)->sharedBytes(), 48 * 1024) << dim;
 }

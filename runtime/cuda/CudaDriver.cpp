@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <cstring>
+#include <thread>
 #include <cstdlib>
 #include <dlfcn.h>
 
@@ -85,6 +87,8 @@ struct Driver::Api {
   CUresult (*cuEventSynchronize)(Event);
   CUresult (*cuEventElapsedTime)(float *, Event, Event);
   CUresult (*cuEventDestroy)(Event);
+  CUresult (*cuMemAllocHost)(void **, size_t);
+  CUresult (*cuMemFreeHost)(void *);
 };
 
 namespace {
@@ -132,6 +136,8 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       {"cuGetErrorString", reinterpret_cast<void **>(&api.cuGetErrorString)},
       {"cuCtxSetLimit", reinterpret_cast<void **>(&api.cuCtxSetLimit)},
       {"cuEventCreate", reinterpret_cast<void **>(&api.cuEventCreate)},
+      {"cuMemAllocHost_v2", reinterpret_cast<void **>(&api.cuMemAllocHost)},
+      {"cuMemFreeHost", reinterpret_cast<void **>(&api.cuMemFreeHost)},
       {"cuEventRecord", reinterpret_cast<void **>(&api.cuEventRecord)},
       {"cuEventSynchronize", reinterpret_cast<void **>(&api.cuEventSynchronize)},
       {"cuEventElapsedTime", reinterpret_cast<void **>(&api.cuEventElapsedTime)},
@@ -305,6 +311,12 @@ Driver::Driver() = default;
 Driver::~Driver() {
   if (api_ && stream_)
     (void)synchronize(); // what is recorded runs, and finishes, first
+  for (Staging &s : staging_) {
+    if (s.done)
+      api_->cuEventDestroy(s.done);
+    if (s.host)
+      api_->cuMemFreeHost(s.host);
+  }
   graphs_.reset();       // its graphs first, while the context lives
   graphApi_.reset();
   if (api_ && stream_)
@@ -363,11 +375,74 @@ absl::Status Driver::release(DevicePtr ptr) {
 absl::Status Driver::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
   if (absl::Status st = flushLaunches(); !st.ok())
     return st;
+  if (bytes >= kStagedCopyMinBytes && stagingReady())
+    return stagedCopyToDevice(dst, static_cast<const char *>(src), bytes);
   // From pageable memory the driver copies `src` to a staging buffer before
   // returning (CUDA's "API synchronization behavior", memcpy, asynchronous):
   // the caller may change or free it afterwards.
   return check(*api_, api_->cuMemcpyHtoDAsync(dst, src, bytes, stream_),
                "cuMemcpyHtoDAsync");
+}
+
+bool Driver::stagingReady() {
+  if (stagingTried_)
+    return !staging_.empty();
+  stagingTried_ = true;
+  std::vector<Staging> buffers(kStagingBuffers);
+  bool ok = true;
+  for (Staging &s : buffers) {
+    ok = ok && api_->cuMemAllocHost(&s.host, kStagingBytes) == 0 &&
+         api_->cuEventCreate(&s.done, 0) == 0;
+  }
+  if (!ok) {
+    // No page-locked memory to spare: the driver's own pageable path.
+    for (Staging &s : buffers) {
+      if (s.done)
+        api_->cuEventDestroy(s.done);
+      if (s.host)
+        api_->cuMemFreeHost(s.host);
+    }
+    return false;
+  }
+  staging_ = std::move(buffers);
+  return true;
+}
+
+absl::Status Driver::stagedCopyToDevice(DevicePtr dst, const char *src, size_t bytes) {
+  // Several threads fill a chunk (and so fault in the pages of a mapped
+  // checkpoint side by side) while the copy engine reads the chunks before.
+  const size_t threads =
+      std::clamp<size_t>(std::thread::hardware_concurrency(), 1, kStagingThreads);
+  for (size_t offset = 0; offset < bytes; offset += kStagingBytes) {
+    Staging &s = staging_[nextStaging_];
+    nextStaging_ = (nextStaging_ + 1) % staging_.size();
+    if (s.inUse) {
+      if (absl::Status st = check(*api_, api_->cuEventSynchronize(s.done), "cuEventSynchronize");
+          !st.ok())
+        return st;
+    }
+    const size_t n = std::min(kStagingBytes, bytes - offset);
+    const size_t part = (n / threads + 63) / 64 * 64;
+    std::vector<std::thread> helpers;
+    for (size_t t = 1; t < threads && t * part < n; ++t)
+      helpers.emplace_back([&, t] {
+        std::memcpy(static_cast<char *>(s.host) + t * part, src + offset + t * part,
+                    std::min(part, n - t * part));
+      });
+    std::memcpy(s.host, src + offset, std::min(part, n));
+    for (std::thread &h : helpers)
+      h.join();
+    if (absl::Status st = check(*api_,
+                                api_->cuMemcpyHtoDAsync(dst + offset, s.host, n, stream_),
+                                "cuMemcpyHtoDAsync");
+        !st.ok())
+      return st;
+    if (absl::Status st = check(*api_, api_->cuEventRecord(s.done, stream_), "cuEventRecord");
+        !st.ok())
+      return st;
+    s.inUse = true;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Driver::copyToHost(void *dst, DevicePtr src, size_t bytes) {

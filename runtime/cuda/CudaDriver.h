@@ -110,7 +110,16 @@ public:
 
   absl::StatusOr<DevicePtr> allocate(size_t bytes);
   absl::Status release(DevicePtr ptr);
+  /// Copies of kStagedCopyMinBytes and more (the weights) go through
+  /// page-locked staging buffers, filled by several threads while the copy
+  /// engine reads the ones before (the driver's pageable path copies at a
+  /// few GB/s, faulting a mapped checkpoint's pages in on one thread);
+  /// smaller ones, or all when page-locked memory cannot be had, take the
+  /// driver's pageable path. Either way `src` may change once it returns.
   absl::Status copyToDevice(DevicePtr dst, const void *src, size_t bytes);
+  static constexpr size_t kStagedCopyMinBytes = size_t(4) << 20;
+  static constexpr size_t kStagingBytes = size_t(64) << 20, kStagingBuffers = 4,
+                          kStagingThreads = 8;
   absl::Status copyToHost(void *dst, DevicePtr src, size_t bytes);
   absl::Status copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes);
   /// `rows` rows of `width` bytes from `src` (rows `srcPitch` bytes apart)
@@ -161,6 +170,17 @@ private:
   void *stream_ = nullptr; ///< CUstream
   std::unique_ptr<GraphApi> graphApi_;
   std::unique_ptr<LaunchGraphs> graphs_; ///< null: launches go out at once
+  /// A page-locked staging buffer and the event of its last copy.
+  struct Staging {
+    void *host = nullptr;
+    Event done = nullptr;
+    bool inUse = false;
+  };
+  std::vector<Staging> staging_; ///< allocated at the first large copy
+  size_t nextStaging_ = 0;
+  bool stagingTried_ = false;
+  bool stagingReady();
+  absl::Status stagedCopyToDevice(DevicePtr dst, const char *src, size_t bytes);
 };
 
 } // namespace csa::cuda

@@ -440,19 +440,11 @@ Executor::Impl::run(std::vector<Step> &steps) {
     for (auto &[id, cache] : seq->caches)
       hostRefilled(cache.bytes.data());
   hostRefilled(tokens.ptr());
-  if (runner && !weightsResident) {
-    // Every weight goes to the device in the first run (csa-run --warmup
-    // takes it out of the timings), not when a step first uses it.
-    try {
-      placeGroupedExperts();
-      for (auto &[name, view] : weights)
-        runner->preload(view.data);
-    } catch (const std::exception &e) {
-      currentRunner = previousRunner;
-      return absl::ResourceExhaustedError(
-          absl::StrCat("uploading the weights to the GPU: ", e.what()));
-    }
-    weightsResident = true;
+  // Every weight goes to the device before the first run's steps (or at
+  // Executor::uploadWeights), not when a step first uses it.
+  if (absl::Status st = uploadWeights(); !st.ok()) {
+    currentRunner = previousRunner;
+    return st;
   }
   auto finish = [&](bool ok) -> absl::Status {
     absl::Status st;
@@ -765,6 +757,35 @@ absl::Status Executor::syncToHost(Sequence &sequence) {
     return absl::InternalError(absl::StrCat("reading the caches back from the GPU: ", e.what()));
   }
   return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::uploadWeights() {
+  if (!runner || weightsResident)
+    return absl::OkStatus();
+  try {
+    placeGroupedExperts();
+    for (auto &[name, view] : weights)
+      runner->preload(view.data);
+    runner->synchronize(); // the copies are asynchronous: time them whole
+  } catch (const std::exception &e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("uploading the weights to the GPU: ", e.what()));
+  }
+  weightsResident = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Executor::uploadWeights() {
+  if (!impl->runner || impl->weightsResident)
+    return uint64_t(0);
+  const uint64_t before = impl->runner->bytesToDevice;
+  GpuRunner *previous = currentRunner;
+  currentRunner = impl->runner.get();
+  absl::Status st = impl->uploadWeights();
+  currentRunner = previous;
+  if (!st.ok())
+    return st;
+  return impl->runner->bytesToDevice - before;
 }
 
 absl::Status Executor::checkDeviceStatuses() {

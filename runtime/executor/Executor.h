@@ -233,6 +233,10 @@ public:
   /// few dozen steps and here). An error names the kernel and its step. Call
   /// it when a generation ends.
   absl::Status checkDeviceStatuses();
+  /// GPU: copies every weight to the device now (the first run does it
+  /// otherwise, inside its time) and returns the bytes copied; 0 when they
+  /// are there already or the executor runs on the CPU.
+  absl::StatusOr<uint64_t> uploadWeights();
 
   const artifact::Plan &plan() const;
   int64_t vocabSize() const;

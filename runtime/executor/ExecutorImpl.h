@@ -107,6 +107,9 @@ struct Executor::Impl {
   absl::Status decision(Step &s, const char *what, Tensor &t, const char *descr);
   std::map<std::string, ProfileEntry> profileTotals; ///< options.profile
   bool weightsResident = false; ///< GPU: every weight uploaded
+  /// GPU: every weight to the device (once), the grouped experts' placed
+  /// together; waits for the copies.
+  absl::Status uploadWeights();
   /// Sequence::cachesHeldBy of the sequences whose caches this executor
   /// keeps on its device (never reused by another executor).
   const uint64_t id = nextExecutorId();

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -23,6 +24,8 @@ DevicePtr nextAddress = 0x7f0000000000ull;
 /// Handles (modules, functions, streams, graphs, events): distinct
 /// non-null values.
 uintptr_t nextHandle = 0x1000;
+bool checksumOn = false;
+uint64_t checksum = 0;
 void *handle() { return reinterpret_cast<void *>(nextHandle += 16); }
 
 /// CUDA_MEMCPY2D's fields that say where the host side is and how much to
@@ -46,6 +49,16 @@ constexpr int kMemoryTypeHost = 1;
 } // namespace
 
 extern "C" {
+/// Tests: from enable(1) on, copies to the device add their bytes, each
+/// weighted by its device address, to a sum that csa_null_cuda_checksum
+/// returns (0 stops and clears it). Off by default (it reads every byte).
+uint64_t csa_null_cuda_checksum(int enable) {
+  const uint64_t sum = checksum;
+  checksumOn = enable != 0;
+  if (!checksumOn)
+    checksum = 0;
+  return sum;
+}
 CUresult cuInit(unsigned) { return 0; }
 CUresult cuDeviceGet(int *device, int ordinal) {
   *device = ordinal;
@@ -78,6 +91,15 @@ CUresult cuMemAlloc_v2(DevicePtr *ptr, size_t bytes) {
   return 0;
 }
 CUresult cuMemFree_v2(DevicePtr) { return 0; }
+/// Page-locked host memory is host memory here (the staged uploads fill it).
+CUresult cuMemAllocHost_v2(void **ptr, size_t bytes) {
+  *ptr = std::malloc(bytes ? bytes : 1);
+  return *ptr ? 0 : 2; // CUDA_ERROR_OUT_OF_MEMORY
+}
+CUresult cuMemFreeHost(void *ptr) {
+  std::free(ptr);
+  return 0;
+}
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, void *, void **, void **) {
   return 0;
@@ -103,7 +125,16 @@ CUresult cuStreamCreate(void **stream, unsigned) {
 }
 CUresult cuStreamDestroy_v2(void *) { return 0; }
 CUresult cuStreamSynchronize(void *) { return 0; }
-CUresult cuMemcpyHtoDAsync_v2(DevicePtr, const void *, size_t, void *) { return 0; }
+CUresult cuMemcpyHtoDAsync_v2(DevicePtr dst, const void *src, size_t bytes, void *) {
+  if (checksumOn) {
+    // Each byte weighted by where it lands: the same sum however the bytes
+    // are split into copies, another one if a byte lands elsewhere.
+    const auto *b = static_cast<const unsigned char *>(src);
+    for (size_t i = 0; i < bytes; ++i)
+      checksum += (uint64_t(b[i]) + 1) * ((dst + i) * 0x9E3779B97F4A7C15ull | 1);
+  }
+  return 0;
+}
 CUresult cuMemcpyDtoHAsync_v2(void *dst, DevicePtr, size_t bytes, void *) {
   std::memset(dst, 0, bytes);
   return 0;

@@ -19,19 +19,23 @@
 # per-expert launches (whole model);
 # run-profile.sh times every kernel of an h200-full decode step (ncu);
 # bench.sh times the released-width kernels and their PyTorch peers
-# (bench/gpu/torch_peers.py).
+# (bench/gpu/torch_peers.py); prefill_sweep.sh (bench/gpu/) times h200-full's
+# prefill against prompt length with and without bounded replay.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
 rm -rf gpu-run && mkdir -p gpu-run/lib
 cp build/bin/csa-gpu-check build/bin/csa-run build/bin/csa-checkpoint build/bin/csa-diff \
-  tools/scripts/logits-check.sh bench/gpu/torch_peers.py bench/gpu/step_profile.py gpu-run/
+  tools/scripts/logits-check.sh bench/gpu/torch_peers.py bench/gpu/step_profile.py bench/gpu/prefill_sweep.sh gpu-run/
 for tool in csa-gpu-check csa-run csa-checkpoint csa-diff; do
   ldd "build/bin/$tool" | awk '/libabsl|libicu|libpcre2/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done
 build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o gpu-run/tiny.csa
 build/bin/csa-compile --variant=reduced --emit=artifact --with-ptx -o gpu-run/reduced.csa
 build/bin/csa-compile --variant=h200-full --emit=artifact --with-ptx -o gpu-run/h200-full.csa
+# The prefill sweep's other half (prefill_sweep.sh: with and without CED's bounded replay).
+build/bin/csa-compile --variant=h200-full --no-bounded-replay --emit=artifact --with-ptx \
+  -o gpu-run/h200-full-noreplay.csa
 for v in "${variants[@]}"; do
   build/bin/csa-compile --variant="$v" --emit=object -o "gpu-run/$v.so"
   build/bin/csa-compile --variant="$v" --emit=ptx -o "gpu-run/$v.ptx"

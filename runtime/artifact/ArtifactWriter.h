@@ -36,7 +36,7 @@ public:
   /// sha256Hex(canonicalJson(detail)).
   void setSchedule(std::string schedule, const nlohmann::json &detail);
   void setTarget(Target target) { manifest_.target = target; }
-  /// "csa-compile 0.1.0 (9b5dea5)".
+  /// "csa-compile 0.1.0 (commit 9b5dea5)" (tools/support/Version.h).
   void setCreatedBy(std::string createdBy) {
     manifest_.createdBy = std::move(createdBy);
   }

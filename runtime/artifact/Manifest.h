@@ -66,7 +66,7 @@ struct Manifest {
   std::string schedule;     ///< compact schedule string ("WWF.C.R.")
   std::string scheduleHash; ///< SHA-256 of canonicalJson(schedule detail)
   Target target = Target::HostX86_64;
-  std::string createdBy; ///< "csa-compile 0.1.0 (9b5dea5)"
+  std::string createdBy; ///< "csa-compile 0.1.0 (commit 9b5dea5)"
   std::vector<FileEntry> files;
 
   const FileEntry *findFile(std::string_view path) const;

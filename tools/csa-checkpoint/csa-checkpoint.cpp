@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
 #include "tools/support/Progress.h"
 #include "models/config/ModelConfig.h"
 #include "models/schedule/Schedule.h"
@@ -391,6 +392,10 @@ int run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-checkpoint");
+  if (csa::tools::wantsVersion(argc, argv)) {
+    std::printf("%s\n", csa::tools::versionLine("csa-checkpoint").c_str());
+    return 0;
+  }
   // Errors are statuses; an exception here is a bug, but still a message.
   try {
     return run(argc, argv);

@@ -5,6 +5,7 @@
 #include "models/weights/RandomCheckpoint.h"
 #include "models/weights/WeightManifest.h"
 #include "runtime/artifact/ArtifactWriter.h"
+#include "tools/support/Version.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -60,7 +61,7 @@ absl::Status writeHostArtifact(const HostArtifactParts &parts,
   writer.setModel(parts.model.empty() ? "model" : parts.model, configJson);
   writer.setSchedule(schedule->letters(), scheduleDetail(*schedule));
   writer.setTarget(artifact::Target::HostX86_64);
-  writer.setCreatedBy("csa-compile 0.1.0");
+  writer.setCreatedBy(csa::tools::versionLine("csa-compile"));
   writer.setPlan(parts.plan);
   artifact::WeightsManifest weights;
   for (const TensorSpec &spec : *specs)

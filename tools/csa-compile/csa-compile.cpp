@@ -12,6 +12,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 #include "dialects/csa/CsaDialect.h"
 #include "codegen/gpu/NvptxBackend.h"
 #include "codegen/host/HostBackend.h"
@@ -496,6 +500,10 @@ LogicalResult writeStage(ModuleOp module, llvm::StringRef path) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-compile");
+  // --version: csa's line (its commit), then the LLVM it is built on.
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << csa::tools::versionLine("csa-compile") << "\nLLVM " << LLVM_VERSION_STRING << "\n";
+  });
   llvm::InitLLVM init(argc, argv);
   llvm::setBugReportMsg("csa-compile crashed; please report the command line "
                         "and config to the csa issue tracker.\n");

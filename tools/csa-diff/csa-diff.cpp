@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
 #include "runtime/support/Npy.h"
 
 #include "absl/strings/numbers.h"
@@ -136,6 +137,10 @@ StepResult compareRows(const std::vector<float> &a, const std::vector<float> &b)
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-diff");
+  if (csa::tools::wantsVersion(argc, argv)) {
+    std::printf("%s\n", csa::tools::versionLine("csa-diff").c_str());
+    return 0;
+  }
   std::vector<std::string> files;
   bool haveMaxAbs = false, haveMinCosine = false, requireArgmax = false;
   double maxAbsBound = 0, minCosineBound = 0;

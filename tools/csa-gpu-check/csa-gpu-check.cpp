@@ -49,6 +49,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
 
 #include "absl/strings/numbers.h"
 #include "runtime/cuda/CudaDriver.h"
@@ -167,6 +168,10 @@ void callHost(void *fn, std::vector<void *> &a) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-gpu-check");
+  if (csa::tools::wantsVersion(argc, argv)) {
+    std::printf("%s\n", csa::tools::versionLine("csa-gpu-check").c_str());
+    return 0;
+  }
   std::string hostLib, ptxDir, filter, exclude, csvPath;
   int64_t rows = 37, timeIterations = 0;
   uint32_t seed = 1;

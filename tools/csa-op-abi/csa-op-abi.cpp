@@ -10,6 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
+
+#include <cstdio>
 #include "runtime/artifact/OpAbi.h"
 
 #include <fstream>
@@ -59,6 +62,10 @@ int update(const std::string &path) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-op-abi");
+  if (csa::tools::wantsVersion(argc, argv)) {
+    std::printf("%s\n", csa::tools::versionLine("csa-op-abi").c_str());
+    return 0;
+  }
   if (argc == 1) {
     std::cout << csa::artifact::opAbiMarkdown();
     return 0;

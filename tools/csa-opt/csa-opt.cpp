@@ -9,6 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 #include "codegen/Passes.h"
 #include "dialects/csa/CsaDialect.h"
 #include "passes/Passes.h"
@@ -23,6 +27,10 @@
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-opt");
+  // --version: csa's line (its commit), then the LLVM it is built on.
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << csa::tools::versionLine("csa-opt") << "\nLLVM " << LLVM_VERSION_STRING << "\n";
+  });
   llvm::setBugReportMsg("csa-opt crashed; please report the command and the "
                         "input file to the csa issue tracker.\n");
   mlir::registerTransformsPasses();

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
 #include "models/config/ModelConfig.h"
 #include "models/reference/ReferenceModel.h"
 #include "models/schedule/Schedule.h"
@@ -74,6 +75,10 @@ void printTop(const std::vector<float> &logits, int top, int64_t step) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-reference");
+  if (csa::tools::wantsVersion(argc, argv)) {
+    std::printf("%s\n", csa::tools::versionLine("csa-reference").c_str());
+    return 0;
+  }
   std::string dir, configPath, scheduleString, promptText, promptFile;
   std::string textPrompt, tokenizerFlag, engramMapFlag;
   bool textPromptGiven = false;

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
 #include "models/config/ModelConfig.h"
 #include "models/schedule/Schedule.h"
 #include "models/weights/RandomCheckpoint.h"
@@ -155,6 +156,10 @@ int fail(const std::string &message) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-run");
+  if (csa::tools::wantsVersion(argc, argv)) {
+    std::printf("%s\n", csa::tools::versionLine("csa-run").c_str());
+    return 0;
+  }
   if (argc < 2)
     return usage();
   std::string artifactDir, weightsDir, promptText, promptFile, outputFile;

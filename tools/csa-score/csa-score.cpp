@@ -25,6 +25,7 @@
 #include "runtime/support/Npy.h"
 #include "runtime/tokenizer/Unicode.h"
 #include "tools/support/LastResort.h"
+#include "tools/support/Version.h"
 #include "tools/support/Progress.h"
 #include "tools/support/RunSetup.h"
 
@@ -110,6 +111,10 @@ double quantile(std::vector<double> values, double q) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-score");
+  if (csa::tools::wantsVersion(argc, argv)) {
+    std::printf("%s\n", csa::tools::versionLine("csa-score").c_str());
+    return 0;
+  }
   if (argc < 2)
     return usage();
   std::string artifactDir, weightsDir, text, textFile, tokensText, tokensFile;

@@ -159,6 +159,11 @@ struct ExecutorOptions {
   /// flags) in place of the run's own; a missing file or another shape is
   /// an error naming the file.
   std::string forceDecisions;
+  /// Write every block's output (each csa.hc_update's hc streams, the
+  /// residual state a block leaves: float32 [rows, hc, dim], widened from
+  /// bf16 exactly) to this directory as r<run>_<entry>-<step>_hidden.npy,
+  /// named like the decisions (the run reads each back from the device).
+  std::string dumpHidden;
 
   /// The Engram layers' raw -> compressed token map: vocab_size entries, each
   /// in [0, engram_compressed_vocab_size) (runtime/tokenizer/EngramTokenMap.h

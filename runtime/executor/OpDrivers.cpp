@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/ExecutorImpl.h"
+#include "runtime/executor/Decisions.h"
 
 namespace csa::runtime {
 
@@ -80,6 +81,16 @@ absl::Status Executor::Impl::hcUpdate(Step &s) {
   auto dout = desc<3>(out.ptr(), {n, hc, dim});
   invoke(s, "main", &dx, &dy, &dpost,
          &dcomb, &dout);
+  if (!options.dumpHidden.empty()) {
+    // The block's output, bf16 widened to float32 (exact) so numpy reads it.
+    onHost(out.ptr());
+    std::vector<uint32_t> widened(size_t(out.numel()));
+    const auto *bits = reinterpret_cast<const uint16_t *>(out.ptr());
+    for (size_t i = 0; i < widened.size(); ++i)
+      widened[i] = uint32_t(bits[i]) << 16;
+    return detail::writeDecision(detail::decisionPath(options.dumpHidden, calls, s.where, "hidden"),
+                                 "<f4", {n, hc, dim}, widened.data(), widened.size() * 4);
+  }
   return absl::OkStatus();
 }
 

@@ -19,6 +19,16 @@
 // max |Δ| +inf and its cosine NaN (both bounds fail). In JSON, inf and NaN
 // are null.
 //
+// Two directories of `csa-run --dump-hidden` (every block's output,
+// r<call>_<entry>-<step>_hidden.npy) compare file by file, in the order the
+// run wrote them: max |a - b|, the relative RMS of the difference
+// (sqrt(sum (a-b)^2 / sum a^2)) and the cosine over the whole array, so
+// the first block where two runs part shows;
+//
+//   csa-diff A_DIR B_DIR [--max-abs=X] [--min-cosine=Y] [--max-rel-rms=Z] [--json]
+//
+// A file of A missing from B, or another shape, is bad input naming it.
+//
 // Plain C++ (no LLVM), so that it runs beside csa-run on a GPU machine with
 // no LLVM installed (tools/scripts/gpu-check.sh copies both); the flags are
 // parsed as csa-run's are.
@@ -34,7 +44,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <tuple>
 #include <cstdio>
 #include <iostream>
 #include <limits>
@@ -54,7 +67,12 @@ int usage() {
          "cosine, argmax. Prints a table and a summary line (--json: one JSON\n"
          "object). Exit status 0 within the bounds given, 1 when one fails\n"
          "(--max-abs: max |a-b| <= X at every step; --min-cosine: cosine >= Y;\n"
-         "--require-argmax: the same argmax at every step), 2 on bad input.\n";
+         "--require-argmax: the same argmax at every step), 2 on bad input.\n"
+         "       csa-diff A_DIR B_DIR [--max-abs=X] [--min-cosine=Y]\n"
+         "                [--max-rel-rms=Z] [--json]\n"
+         "Compares two csa-run --dump-hidden directories block by block (the\n"
+         "*_hidden.npy files of A, in the order the run wrote them): max |a-b|,\n"
+         "the relative RMS of a-b, the cosine; the same exit statuses.\n";
   return 2;
 }
 
@@ -133,6 +151,147 @@ StepResult compareRows(const std::vector<float> &a, const std::vector<float> &b)
   return r;
 }
 
+/// The dump files of `dir` in the order a run writes them: by call, then
+/// entry, then plan step (numbers compared as numbers).
+std::vector<std::string> dumpFiles(const std::string &dir) {
+  namespace fs = std::filesystem;
+  struct Key {
+    long long call, step;
+    std::string entry, name;
+  };
+  std::vector<Key> keys;
+  std::error_code ec;
+  for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    long long call = 0, step = 0;
+    char entry[32] = {0};
+    if (name.size() < 12 || name.compare(name.size() - 11, 11, "_hidden.npy") != 0 ||
+        std::sscanf(name.c_str(), "r%lld_%31[a-z]-%lld_", &call, entry, &step) != 3)
+      continue;
+    keys.push_back({call, step, entry, name});
+  }
+  std::sort(keys.begin(), keys.end(), [](const Key &x, const Key &y) {
+    return std::tie(x.call, x.entry, x.step) < std::tie(y.call, y.entry, y.step);
+  });
+  std::vector<std::string> names;
+  for (const Key &k : keys)
+    names.push_back(k.name);
+  return names;
+}
+
+struct BlockResult {
+  std::string name;
+  double maxAbs = 0, relRms = 0, cosine = 1;
+  std::vector<std::string> failed;
+};
+
+/// csa-diff A_DIR B_DIR: every *_hidden.npy of A against B's.
+int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxAbs,
+                 double maxAbsBound, bool haveMinCosine, double minCosineBound,
+                 bool haveMaxRelRms, double maxRelRmsBound) {
+  const std::vector<std::string> names = dumpFiles(dirA);
+  if (names.empty())
+    return badInput(dirA + ": no csa-run --dump-hidden files (r<call>_<entry>-<step>_hidden.npy)");
+  std::vector<BlockResult> results;
+  std::vector<float> a, b;
+  for (const std::string &name : names) {
+    const std::string pathA = dirA + "/" + name, pathB = dirB + "/" + name;
+    auto ra = NpyF32Reader::open(pathA);
+    if (!ra.ok())
+      return badInput(std::string(ra.status().message()));
+    auto rb = NpyF32Reader::open(pathB);
+    if (!rb.ok())
+      return badInput(std::string(rb.status().message()));
+    if (ra->header().shape != rb->header().shape)
+      return badInput(absl::StrCat("the shapes differ: ", pathA, " is ",
+                                   shapeText(ra->header().shape), ", ", pathB, " is ",
+                                   shapeText(rb->header().shape)));
+    BlockResult r;
+    r.name = name;
+    double dot = 0, na = 0, nb = 0, diff2 = 0;
+    bool nonFinite = false;
+    for (uint64_t row = 0; row < ra->rows(); ++row) {
+      if (absl::Status st = ra->readRow(row, a); !st.ok())
+        return badInput(std::string(st.message()));
+      if (absl::Status st = rb->readRow(row, b); !st.ok())
+        return badInput(std::string(st.message()));
+      for (size_t i = 0; i < a.size(); ++i) {
+        const double x = a[i], y = b[i];
+        if (!std::isfinite(x) || !std::isfinite(y)) {
+          nonFinite = nonFinite || !((std::isnan(x) && std::isnan(y)) || x == y);
+          continue;
+        }
+        r.maxAbs = std::max(r.maxAbs, std::fabs(x - y));
+        diff2 += (x - y) * (x - y);
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+      }
+    }
+    if (nonFinite) {
+      r.maxAbs = r.relRms = std::numeric_limits<double>::infinity();
+      r.cosine = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      r.relRms = na > 0 ? std::sqrt(diff2 / na) : (diff2 > 0 ? INFINITY : 0);
+      r.cosine = na == 0 && nb == 0 ? 1 : (na == 0 || nb == 0 ? 0 : dot / std::sqrt(na * nb));
+    }
+    if (haveMaxAbs && !(r.maxAbs <= maxAbsBound))
+      r.failed.push_back("max-abs");
+    if (haveMinCosine && !(r.cosine >= minCosineBound))
+      r.failed.push_back("min-cosine");
+    if (haveMaxRelRms && !(r.relRms <= maxRelRmsBound))
+      r.failed.push_back("max-rel-rms");
+    results.push_back(std::move(r));
+  }
+  const BlockResult *first = nullptr, *worst = &results[0];
+  int64_t failing = 0;
+  for (const BlockResult &r : results) {
+    if (!(r.relRms <= worst->relRms))
+      worst = &r;
+    if (!r.failed.empty()) {
+      ++failing;
+      if (!first)
+        first = &r;
+    }
+  }
+  const bool bounded = haveMaxAbs || haveMinCosine || haveMaxRelRms;
+  const std::string stats =
+      absl::StrCat(results.size(), " blocks; largest relative RMS ", number(worst->relRms), " (",
+                   worst->name, ", max-abs ", number(worst->maxAbs), ", cosine ",
+                   number(worst->cosine), ")");
+  const std::string summary =
+      first ? absl::StrCat("csa-diff: FAIL at ", first->name, ": ",
+                           absl::StrJoin(first->failed, " and "), " (", failing, " of ",
+                           results.size(), " blocks out of bounds); ", stats)
+      : bounded ? absl::StrCat("csa-diff: within bounds: ", stats)
+                : absl::StrCat("csa-diff: no bounds given: ", stats);
+  if (json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const BlockResult &r : results)
+      rows.push_back({{"file", r.name},
+                      {"max_abs", jsonNumber(r.maxAbs)},
+                      {"rel_rms", jsonNumber(r.relRms)},
+                      {"cosine", jsonNumber(r.cosine)},
+                      {"failed", r.failed}});
+    nlohmann::json out = {{"a", dirA},
+                          {"b", dirB},
+                          {"blocks", rows},
+                          {"failed_blocks", failing},
+                          {"first_failure", first ? nlohmann::json(first->name) : nlohmann::json(nullptr)},
+                          {"within_bounds", first == nullptr},
+                          {"summary", summary}};
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::printf("%-34s %12s %12s %12s\n", "block", "max-abs", "rel-rms", "cosine");
+    for (const BlockResult &r : results)
+      std::printf("%-34s %12.6g %12.6g %12.9f%s%s\n", r.name.c_str(), r.maxAbs, r.relRms,
+                  r.cosine, r.failed.empty() ? "" : "  FAIL ",
+                  absl::StrJoin(r.failed, ", ").c_str());
+    std::printf("%s\n", summary.c_str());
+  }
+  return first ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -142,8 +301,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   std::vector<std::string> files;
-  bool haveMaxAbs = false, haveMinCosine = false, requireArgmax = false;
-  double maxAbsBound = 0, minCosineBound = 0;
+  bool haveMaxAbs = false, haveMinCosine = false, requireArgmax = false, haveMaxRelRms = false;
+  double maxAbsBound = 0, minCosineBound = 0, maxRelRmsBound = 0;
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--json")
       json = true;
@@ -163,6 +322,11 @@ int main(int argc, char **argv) {
         return badInput(
             absl::StrCat("--min-cosine needs a number in [-1, 1], got '", v, "'"));
       haveMinCosine = true;
+    } else if (const char *v = value("--max-rel-rms")) {
+      if (!absl::SimpleAtod(v, &maxRelRmsBound) || !std::isfinite(maxRelRmsBound) ||
+          maxRelRmsBound < 0)
+        return badInput(absl::StrCat("--max-rel-rms needs a number >= 0, got '", v, "'"));
+      haveMaxRelRms = true;
     } else if (arg == "--require-argmax") {
       requireArgmax = true;
     } else if (arg == "--json") {
@@ -178,6 +342,20 @@ int main(int argc, char **argv) {
     return files.empty() && argc == 1
                ? usage()
                : badInput(absl::StrCat("give two .npy files, got ", files.size()));
+  const bool dirA = std::filesystem::is_directory(files[0]),
+             dirB = std::filesystem::is_directory(files[1]);
+  if (dirA != dirB)
+    return badInput(absl::StrCat("give two .npy files or two --dump-hidden directories, got ",
+                                 dirA ? files[0] : files[1], " (a directory) and ",
+                                 dirA ? files[1] : files[0]));
+  if (dirA) {
+    if (requireArgmax)
+      return badInput("--require-argmax compares logits, not --dump-hidden directories");
+    return compareDumps(files[0], files[1], haveMaxAbs, maxAbsBound, haveMinCosine,
+                        minCosineBound, haveMaxRelRms, maxRelRmsBound);
+  }
+  if (haveMaxRelRms)
+    return badInput("--max-rel-rms compares --dump-hidden directories, not logits files");
 
   std::vector<NpyF32Reader> readers;
   for (const std::string &f : files) {

@@ -61,7 +61,7 @@ int usage(bool asked = false) {
          "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
          "              [--logits-out=FILE.npy] [--forced-tokens=ID,ID,...]\n"
          "              [--forced-tokens-file=FILE]\n"
-         "              [--dump-decisions=DIR] [--force-decisions=DIR]\n"
+         "              [--dump-decisions=DIR] [--force-decisions=DIR] [--dump-hidden=DIR]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
          "              [--cuda-pdl=on|off] [--cuda-library=PATH] [--cuda-heap-mib=N]\n"
          "              [--context=P] [--warmup] [--profile]\n"
@@ -106,6 +106,9 @@ int usage(bool asked = false) {
          "own (the same artifact, prompt and flags; with --forced-tokens, a GPU\n"
          "run then differs from the CPU's only in arithmetic). Files and\n"
          "shapes: docs/semantics.md.\n"
+         "--dump-hidden writes every block's output (the hc streams each\n"
+         "csa.hc_update leaves, float32 [rows, hc, dim]) to DIR, named like\n"
+         "the decisions: two runs compare layer by layer with numpy.\n"
          "--device=cuda runs the artifact's\n"
          "PTX (csa-compile --with-ptx) on the GPU, bit-exact with --device=cpu\n"
          "(buffers stay on the device between kernels; docs/gpu.md); --device=auto\n"
@@ -315,6 +318,8 @@ int main(int argc, char **argv) {
       executorOptions.groupedPrefillMoe = false;
     } else if (const char *v = value("--dump-decisions")) {
       executorOptions.dumpDecisions = v;
+    } else if (const char *v = value("--dump-hidden")) {
+      executorOptions.dumpHidden = v;
     } else if (const char *v = value("--force-decisions")) {
       executorOptions.forceDecisions = v;
     } else if (const char *v = value("--gpu-host-kernels")) {
@@ -393,12 +398,16 @@ int main(int argc, char **argv) {
       !fs::is_directory(executorOptions.forceDecisions))
     return fail("--force-decisions: " + executorOptions.forceDecisions +
                 " is not a directory (a --dump-decisions directory)");
-  if (!executorOptions.dumpDecisions.empty()) {
+  for (auto [flag, dir] : {std::pair<const char *, const std::string *>{
+                               "--dump-decisions", &executorOptions.dumpDecisions},
+                           {"--dump-hidden", &executorOptions.dumpHidden}}) {
+    if (dir->empty())
+      continue;
     std::error_code ec;
-    fs::create_directories(executorOptions.dumpDecisions, ec);
-    if (ec || !fs::is_directory(executorOptions.dumpDecisions))
-      return fail("--dump-decisions: cannot make the directory " +
-                  executorOptions.dumpDecisions + (ec ? ": " + ec.message() : ""));
+    fs::create_directories(*dir, ec);
+    if (ec || !fs::is_directory(*dir))
+      return fail(std::string(flag) + ": cannot make the directory " + *dir +
+                  (ec ? ": " + ec.message() : ""));
   }
 
   auto art = artifact::Artifact::open(artifactDir);

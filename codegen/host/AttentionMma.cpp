@@ -42,7 +42,7 @@ void buildSparseAttentionMmaBody(func::FuncOp fn, const AttentionMmaShape &shape
                                  const AttentionMmaLanes &lanes) {
   OpBuilder b(fn.getContext());
   Location loc = fn.getLoc();
-  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type(),
+  Type bf16 = b.getBF16Type(), i32 = b.getI32Type(),
        i16 = b.getIntegerType(16), indexType = b.getIndexType();
   const int64_t dim = shape.headDim, chunk = kAttentionMmaChunk, kSteps = dim / 16,
                 warpChannels = shape.channels / 4, fragments = warpChannels / 8,

@@ -1,5 +1,6 @@
 //===- SelectAttentionForms.cpp - The GPU form of every sparse attention --===//
 #include "dialects/csa/CsaDialect.h"
+#include "passes/FormSelection.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -27,18 +28,14 @@ struct SelectAttentionFormsPass
       return signalPassFailure();
     }
     MLIRContext *context = module.getContext();
-    module.walk([&](SparseAttentionOp op) {
-      if (op->hasAttr(kAttentionFormAttrName))
-        return;
-      // mma where its tiles fit the op's heads and channels, else split.
-      AttentionForm opForm = *chosen;
-      auto type = cast<ShapedType>(op.getResult().getType());
-      if (opForm == AttentionForm::Mma &&
-          !sparseAttentionMmaFits(type.getDimSize(1), type.getDimSize(2)))
-        opForm = AttentionForm::Split;
-      op->setAttr(kAttentionFormAttrName, AttentionFormAttr::get(context, opForm));
-      ++numChosen;
-    });
+    numChosen += setFormWhereAbsent<SparseAttentionOp>(
+        module, kAttentionFormAttrName, [&](Operation *op) -> Attribute {
+          // mma where its tiles fit the op's heads and channels, else split.
+          auto type = cast<ShapedType>(op->getResult(0).getType());
+          const bool fits = sparseAttentionMmaFits(type.getDimSize(1), type.getDimSize(2));
+          return AttentionFormAttr::get(
+              context, *chosen == AttentionForm::Mma && !fits ? AttentionForm::Split : *chosen);
+        });
   }
 };
 

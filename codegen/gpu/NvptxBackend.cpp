@@ -197,25 +197,24 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                              attention.getAs<IntegerAttr>("dim").getInt())
                .has_value();
   };
+  // Each such kernel gets one replacement form: a copy named with its
+  // suffix, marked with the kernel it replaces.
   for (size_t i = 0, e = entries.size(); i < e; ++i) {
     func::FuncOp fn = entries[i];
-    if (hasAttentionMmaForm(fn)) {
-      OpBuilder cb(context);
-      cb.setInsertionPointAfter(fn);
-      auto copy = cast<func::FuncOp>(cb.clone(*fn));
-      copy.setSymName((fn.getSymName() + "_tc").str());
-      copy->setAttr(kAttentionMmaOf, fn.getSymNameAttr());
-      entries.push_back(copy);
-      continue;
-    }
-    const bool mma = hasMmaForm(fn);
-    if (!mma && !hasRowTiledForm(fn))
+    const char *suffix = nullptr, *of = nullptr;
+    if (hasAttentionMmaForm(fn))
+      suffix = "_tc", of = kAttentionMmaOf;
+    else if (hasMmaForm(fn))
+      suffix = "_mma", of = kMmaOf;
+    else if (hasRowTiledForm(fn))
+      suffix = "_tiled", of = kTiledOf;
+    else
       continue;
     OpBuilder cb(context);
     cb.setInsertionPointAfter(fn);
     auto copy = cast<func::FuncOp>(cb.clone(*fn));
-    copy.setSymName((fn.getSymName() + (mma ? "_mma" : "_tiled")).str());
-    copy->setAttr(mma ? kMmaOf : kTiledOf, fn.getSymNameAttr());
+    copy.setSymName((fn.getSymName() + suffix).str());
+    copy->setAttr(of, fn.getSymNameAttr());
     entries.push_back(copy);
   }
   for (func::FuncOp fn : entries) {

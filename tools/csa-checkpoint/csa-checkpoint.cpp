@@ -392,10 +392,8 @@ int run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-checkpoint");
-  if (csa::tools::wantsVersion(argc, argv)) {
-    std::printf("%s\n", csa::tools::versionLine("csa-checkpoint").c_str());
+  if (csa::tools::answerVersion(argc, argv, "csa-checkpoint"))
     return 0;
-  }
   // Errors are statuses; an exception here is a bug, but still a message.
   try {
     return run(argc, argv);

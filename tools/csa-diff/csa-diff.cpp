@@ -119,33 +119,51 @@ struct StepResult {
   std::vector<std::string> failed; ///< "max-abs", "min-cosine", "argmax"
 };
 
-StepResult compareRows(const std::vector<float> &a, const std::vector<float> &b) {
-  StepResult r;
-  double dot = 0, na = 0, nb = 0;
+/// Two arrays compared element by element, in parts (rows) or whole.
+struct Comparison {
+  double largest = 0, dot = 0, na = 0, nb = 0, diff2 = 0;
   bool nonFiniteMismatch = false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double x = a[i], y = b[i];
-    if (!std::isfinite(x) || !std::isfinite(y)) {
-      // The same infinity, or NaN in both: equal; otherwise no bound holds.
-      if (!((std::isnan(x) && std::isnan(y)) || x == y))
-        nonFiniteMismatch = true;
-      continue;
+  void add(const std::vector<float> &a, const std::vector<float> &b) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double x = a[i], y = b[i];
+      if (!std::isfinite(x) || !std::isfinite(y)) {
+        // The same infinity, or NaN in both: equal; otherwise no bound holds.
+        if (!((std::isnan(x) && std::isnan(y)) || x == y))
+          nonFiniteMismatch = true;
+        continue;
+      }
+      largest = std::max(largest, std::fabs(x - y));
+      diff2 += (x - y) * (x - y);
+      dot += x * y;
+      na += x * x;
+      nb += y * y;
     }
-    r.maxAbs = std::max(r.maxAbs, std::fabs(x - y));
-    dot += x * y;
-    na += x * x;
-    nb += y * y;
   }
-  if (nonFiniteMismatch) {
-    r.maxAbs = std::numeric_limits<double>::infinity();
-    r.cosine = std::numeric_limits<double>::quiet_NaN();
-  } else if (na == 0 && nb == 0) {
-    r.cosine = 1; // two zero rows are the same row
-  } else if (na == 0 || nb == 0) {
-    r.cosine = 0;
-  } else {
-    r.cosine = dot / std::sqrt(na * nb);
+  double maxAbs() const {
+    return nonFiniteMismatch ? std::numeric_limits<double>::infinity() : largest;
   }
+  double cosine() const {
+    if (nonFiniteMismatch)
+      return std::numeric_limits<double>::quiet_NaN();
+    if (na == 0 && nb == 0)
+      return 1; // two zero arrays are the same array
+    return na == 0 || nb == 0 ? 0 : dot / std::sqrt(na * nb);
+  }
+  /// sqrt(sum (a - b)^2 / sum a^2).
+  double relRms() const {
+    if (nonFiniteMismatch)
+      return std::numeric_limits<double>::infinity();
+    return na > 0 ? std::sqrt(diff2 / na)
+                  : (diff2 > 0 ? std::numeric_limits<double>::infinity() : 0);
+  }
+};
+
+StepResult compareRows(const std::vector<float> &a, const std::vector<float> &b) {
+  Comparison c;
+  c.add(a, b);
+  StepResult r;
+  r.maxAbs = c.maxAbs();
+  r.cosine = c.cosine();
   r.argmaxA = argmax(a);
   r.argmaxB = argmax(b);
   return r;
@@ -206,35 +224,19 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
       return badInput(absl::StrCat("the shapes differ: ", pathA, " is ",
                                    shapeText(ra->header().shape), ", ", pathB, " is ",
                                    shapeText(rb->header().shape)));
-    BlockResult r;
-    r.name = name;
-    double dot = 0, na = 0, nb = 0, diff2 = 0;
-    bool nonFinite = false;
+    Comparison c;
     for (uint64_t row = 0; row < ra->rows(); ++row) {
       if (absl::Status st = ra->readRow(row, a); !st.ok())
         return badInput(std::string(st.message()));
       if (absl::Status st = rb->readRow(row, b); !st.ok())
         return badInput(std::string(st.message()));
-      for (size_t i = 0; i < a.size(); ++i) {
-        const double x = a[i], y = b[i];
-        if (!std::isfinite(x) || !std::isfinite(y)) {
-          nonFinite = nonFinite || !((std::isnan(x) && std::isnan(y)) || x == y);
-          continue;
-        }
-        r.maxAbs = std::max(r.maxAbs, std::fabs(x - y));
-        diff2 += (x - y) * (x - y);
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-      }
+      c.add(a, b);
     }
-    if (nonFinite) {
-      r.maxAbs = r.relRms = std::numeric_limits<double>::infinity();
-      r.cosine = std::numeric_limits<double>::quiet_NaN();
-    } else {
-      r.relRms = na > 0 ? std::sqrt(diff2 / na) : (diff2 > 0 ? INFINITY : 0);
-      r.cosine = na == 0 && nb == 0 ? 1 : (na == 0 || nb == 0 ? 0 : dot / std::sqrt(na * nb));
-    }
+    BlockResult r;
+    r.name = name;
+    r.maxAbs = c.maxAbs();
+    r.relRms = c.relRms();
+    r.cosine = c.cosine();
     if (haveMaxAbs && !(r.maxAbs <= maxAbsBound))
       r.failed.push_back("max-abs");
     if (haveMinCosine && !(r.cosine >= minCosineBound))
@@ -296,10 +298,8 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-diff");
-  if (csa::tools::wantsVersion(argc, argv)) {
-    std::printf("%s\n", csa::tools::versionLine("csa-diff").c_str());
+  if (csa::tools::answerVersion(argc, argv, "csa-diff"))
     return 0;
-  }
   std::vector<std::string> files;
   bool haveMaxAbs = false, haveMinCosine = false, requireArgmax = false, haveMaxRelRms = false;
   double maxAbsBound = 0, minCosineBound = 0, maxRelRmsBound = 0;

@@ -168,10 +168,8 @@ void callHost(void *fn, std::vector<void *> &a) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-gpu-check");
-  if (csa::tools::wantsVersion(argc, argv)) {
-    std::printf("%s\n", csa::tools::versionLine("csa-gpu-check").c_str());
+  if (csa::tools::answerVersion(argc, argv, "csa-gpu-check"))
     return 0;
-  }
   std::string hostLib, ptxDir, filter, exclude, csvPath;
   int64_t rows = 37, timeIterations = 0;
   uint32_t seed = 1;

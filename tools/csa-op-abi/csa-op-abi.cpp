@@ -62,10 +62,8 @@ int update(const std::string &path) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-op-abi");
-  if (csa::tools::wantsVersion(argc, argv)) {
-    std::printf("%s\n", csa::tools::versionLine("csa-op-abi").c_str());
+  if (csa::tools::answerVersion(argc, argv, "csa-op-abi"))
     return 0;
-  }
   if (argc == 1) {
     std::cout << csa::artifact::opAbiMarkdown();
     return 0;

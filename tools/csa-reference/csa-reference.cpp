@@ -75,10 +75,8 @@ void printTop(const std::vector<float> &logits, int top, int64_t step) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-reference");
-  if (csa::tools::wantsVersion(argc, argv)) {
-    std::printf("%s\n", csa::tools::versionLine("csa-reference").c_str());
+  if (csa::tools::answerVersion(argc, argv, "csa-reference"))
     return 0;
-  }
   std::string dir, configPath, scheduleString, promptText, promptFile;
   std::string textPrompt, tokenizerFlag, engramMapFlag;
   bool textPromptGiven = false;

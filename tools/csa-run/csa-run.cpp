@@ -159,10 +159,8 @@ int fail(const std::string &message) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-run");
-  if (csa::tools::wantsVersion(argc, argv)) {
-    std::printf("%s\n", csa::tools::versionLine("csa-run").c_str());
+  if (csa::tools::answerVersion(argc, argv, "csa-run"))
     return 0;
-  }
   if (argc < 2)
     return usage();
   std::string artifactDir, weightsDir, promptText, promptFile, outputFile;

@@ -111,10 +111,8 @@ double quantile(std::vector<double> values, double q) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-score");
-  if (csa::tools::wantsVersion(argc, argv)) {
-    std::printf("%s\n", csa::tools::versionLine("csa-score").c_str());
+  if (csa::tools::answerVersion(argc, argv, "csa-score"))
     return 0;
-  }
   if (argc < 2)
     return usage();
   std::string artifactDir, weightsDir, text, textFile, tokensText, tokensFile;

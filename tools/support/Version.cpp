@@ -3,6 +3,7 @@
 
 #include "tools/support/CommitId.inc" // generated: CSA_COMMIT_ID
 
+#include <cstdio>
 #include <cstring>
 
 namespace csa::tools {
@@ -15,10 +16,12 @@ std::string versionLine(const char *tool) {
   return std::string(tool) + " " + csaVersion() + " (commit " + csaCommit() + ")";
 }
 
-bool wantsVersion(int argc, char **argv) {
+bool answerVersion(int argc, char **argv, const char *tool) {
   for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--version") == 0)
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("%s\n", versionLine(tool).c_str());
       return true;
+    }
   return false;
 }
 

@@ -19,9 +19,10 @@ const char *csaVersion();
 const char *csaCommit();
 /// "TOOL VERSION (commit COMMIT)".
 std::string versionLine(const char *tool);
-/// Whether `--version` is among the arguments (argv[1..argc)), the way
-/// `--help` is answered: before any other argument is looked at.
-bool wantsVersion(int argc, char **argv);
+/// When `--version` is among the arguments (argv[1..argc)), prints
+/// versionLine(tool) on stdout and returns true (the tool then exits 0),
+/// before any other argument is looked at.
+bool answerVersion(int argc, char **argv, const char *tool);
 
 } // namespace csa::tools
 

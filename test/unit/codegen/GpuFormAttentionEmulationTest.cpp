@@ -182,6 +182,62 @@ double expectWithinAttentionBound(const std::vector<uint16_t> &q,
   return worst;
 }
 
+/// A sparse attention's random inputs (seeds `seed` .. `seed + 2`), its
+/// outputs poisoned (NaN: an element a form does not store shows) and the
+/// descriptors the kernels take; runHost runs the library's "host" kernel.
+struct AttentionCase {
+  int64_t heads, dim, n, numIdx;
+  std::vector<uint16_t> q, rowValues, rowStore, outHost, outForm;
+  std::vector<int32_t> idx;
+  std::vector<float> sinks;
+  const float scale = 0.125f;
+  Descriptor<3> dq, doutHost, doutForm;
+  Descriptor<2> dr;
+  Descriptor<2, int32_t> di;
+  Descriptor<1, float> dsink;
+
+  /// Rows on 16 bytes (the forms' 16-byte loads), or 2 bytes past them with
+  /// `misalignedRows` (their element loads).
+  AttentionCase(int64_t heads, int64_t dim, int64_t n, int64_t numIdx, int64_t table,
+                bool misalignedRows, uint32_t seed)
+      : heads(heads), dim(dim), n(n), numIdx(numIdx),
+        q(randomBf16(size_t(n * heads * dim), seed, 0.5f)),
+        rowValues(randomBf16(size_t(table * dim), seed + 1, 0.5f)),
+        rowStore(rowValues.size() + 16), outHost(q.size(), 0xFFFF), outForm(q.size(), 0xFFFF),
+        idx(size_t(n * numIdx)), sinks(size_t(heads)) {
+    uint16_t *rowsAt = rowStore.data();
+    while (reinterpret_cast<uintptr_t>(rowsAt) % 16 != 0)
+      ++rowsAt;
+    rowsAt += misalignedRows ? 1 : 0;
+    std::copy(rowValues.begin(), rowValues.end(), rowsAt);
+    std::mt19937 gen(seed + 2);
+    std::uniform_int_distribution<int> pick(-1, int(table) - 1);
+    for (int32_t &v : idx)
+      v = pick(gen);
+    for (int64_t h = 0; h < heads; ++h)
+      sinks[size_t(h)] = 0.25f * float(h % 5) - 0.5f;
+    dq = describe<3>(q, {n, heads, dim});
+    dr = Descriptor<2>{rowsAt, rowsAt, 0, {table, dim}, {dim, 1}};
+    di = describe<2>(idx, {n, numIdx});
+    dsink = describe<1>(sinks, {heads});
+    doutHost = describe<3>(outHost, {n, heads, dim});
+    doutForm = describe<3>(outForm, {n, heads, dim});
+  }
+  AttentionCase(const AttentionCase &) = delete; // the descriptors point into it
+
+  bool runHost(KernelLibrary &lib) {
+    using Host = void (*)(void *, void *, void *, void *, float, void *);
+    auto *host = reinterpret_cast<Host>(lib.symbol("host"));
+    if (host)
+      host(&dq, &dr, &di, &dsink, scale, &doutHost);
+    return host != nullptr;
+  }
+  double expectWithinBound() const {
+    return expectWithinAttentionBound(q, rowValues, idx, sinks, scale, outHost, outForm, n,
+                                      heads, dim, numIdx);
+  }
+};
+
 /// The warp form of sparse attention against the host kernel on the same
 /// inputs: each output within the bound its arithmetic allows (bf16
 /// probabilities one code apart, the fp32 sums in another order, the scores'
@@ -225,40 +281,13 @@ double expectAttentionWarpFormWithinBound(int64_t heads, int64_t dim, int64_t th
     lanes.rowsAddressSpace = 0;
     buildSparseAttentionWarpBody(form, heads, dim, lanes);
   });
-  std::vector<uint16_t> q = randomBf16(size_t(n * heads * dim), 13, 0.5f);
-  std::vector<uint16_t> rowValues = randomBf16(size_t(table * dim), 14, 0.5f);
-  std::vector<uint16_t> rowStore(rowValues.size() + 16);
-  uint16_t *rowsAt = rowStore.data();
-  while (reinterpret_cast<uintptr_t>(rowsAt) % 16 != 0)
-    ++rowsAt;
-  rowsAt += misalignedRows ? 1 : 0;
-  std::copy(rowValues.begin(), rowValues.end(), rowsAt);
-  std::vector<int32_t> idx(size_t(n * numIdx));
-  std::mt19937 gen(15);
-  std::uniform_int_distribution<int> pick(-1, int(table) - 1);
-  for (int32_t &v : idx)
-    v = pick(gen);
-  std::vector<float> sinks(size_t(heads), 0.f);
-  for (int64_t h = 0; h < heads; ++h)
-    sinks[size_t(h)] = 0.25f * float(h % 5) - 0.5f;
-  const float scale = 0.125f;
-  // Poisoned (NaN) outputs: an element the form does not store shows.
-  std::vector<uint16_t> outHost(q.size(), 0xFFFF), outForm(q.size(), 0xFFFF);
-  auto dq = describe<3>(q, {n, heads, dim});
-  Descriptor<2> dr{rowsAt, rowsAt, 0, {table, dim}, {dim, 1}};
-  auto di = describe<2>(idx, {n, numIdx});
-  auto dsink = describe<1>(sinks, {heads});
-  auto doutHost = describe<3>(outHost, {n, heads, dim});
-  auto doutForm = describe<3>(outForm, {n, heads, dim});
-  using Host = void (*)(void *, void *, void *, void *, float, void *);
+  AttentionCase c(heads, dim, n, numIdx, table, misalignedRows, 13);
   using Form = void (*)(void *, void *, void *, void *, float, void *, void *, void *,
                         void *, void *);
-  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
   auto *form = reinterpret_cast<Form>(lib.symbol("form"));
-  EXPECT_TRUE(host && form);
-  if (!host || !form)
+  EXPECT_TRUE(form && c.runHost(lib));
+  if (!form)
     return 0;
-  host(&dq, &dr, &di, &dsink, scale, &doutHost);
   const int64_t warps = threads / 32;
   auto run = [&] {
     launch(n, heads * splits, threads, size_t((2 * chunk + 2 * warps + warps * dim) * 4),
@@ -270,20 +299,20 @@ double expectAttentionWarpFormWithinBound(int64_t heads, int64_t dim, int64_t th
       Descriptor<1, int32_t> dIndex{j, j, 0, {chunk}, {1}};
       Descriptor<1, float> dReduce{r, r, 0, {2 * warps}, {1}};
       Descriptor<2, float> dAcc{a, a, 0, {warps, dim}, {dim, 1}};
-      form(&dq, &dr, &di, &dsink, scale, &doutForm, &dScores, &dIndex, &dReduce, &dAcc);
+      form(&c.dq, &c.dr, &c.di, &c.dsink, c.scale, &c.doutForm, &dScores, &dIndex, &dReduce,
+           &dAcc);
     }, /*lastFirst=*/true);
   };
   run();
   if (splits > 1) {
     // A second launch gives the same bytes: the last block of each (row,
     // head) put its count back to zero.
-    std::vector<uint16_t> first = outForm;
-    std::fill(outForm.begin(), outForm.end(), 0xFFFF);
+    std::vector<uint16_t> first = c.outForm;
+    std::fill(c.outForm.begin(), c.outForm.end(), 0xFFFF);
     run();
-    EXPECT_EQ(first, outForm) << "the split form's second launch differs";
+    EXPECT_EQ(first, c.outForm) << "the split form's second launch differs";
   }
-  return expectWithinAttentionBound(q, rowValues, idx, sinks, scale, outHost, outForm, n, heads,
-                                    dim, numIdx);
+  return c.expectWithinBound();
 }
 } // namespace
 
@@ -353,38 +382,12 @@ double expectAttentionMmaFormWithinBound(int64_t heads, int64_t dim, int64_t n, 
     lanes.sharedIndexType = MemRefType::get({kAttentionMmaChunk}, i32);
     buildSparseAttentionMmaBody(form, *shape, lanes);
   });
-  std::vector<uint16_t> q = randomBf16(size_t(n * heads * dim), 23, 0.5f);
-  std::vector<uint16_t> rowValues = randomBf16(size_t(table * dim), 24, 0.5f);
-  std::vector<uint16_t> rowStore(rowValues.size() + 16);
-  uint16_t *rowsAt = rowStore.data();
-  while (reinterpret_cast<uintptr_t>(rowsAt) % 16 != 0)
-    ++rowsAt;
-  rowsAt += misalignedRows ? 1 : 0;
-  std::copy(rowValues.begin(), rowValues.end(), rowsAt);
-  std::vector<int32_t> idx(size_t(n * numIdx));
-  std::mt19937 gen(25);
-  std::uniform_int_distribution<int> pick(-1, int(table) - 1);
-  for (int32_t &v : idx)
-    v = pick(gen);
-  std::vector<float> sinks(size_t(heads), 0.f);
-  for (int64_t h = 0; h < heads; ++h)
-    sinks[size_t(h)] = 0.25f * float(h % 5) - 0.5f;
-  const float scale = 0.125f;
-  std::vector<uint16_t> outHost(q.size(), 0xFFFF), outForm(q.size(), 0xFFFF);
-  auto dq = describe<3>(q, {n, heads, dim});
-  Descriptor<2> dr{rowsAt, rowsAt, 0, {table, dim}, {dim, 1}};
-  auto di = describe<2>(idx, {n, numIdx});
-  auto dsink = describe<1>(sinks, {heads});
-  auto doutHost = describe<3>(outHost, {n, heads, dim});
-  auto doutForm = describe<3>(outForm, {n, heads, dim});
-  using Host = void (*)(void *, void *, void *, void *, float, void *);
+  AttentionCase c(heads, dim, n, numIdx, table, misalignedRows, 23);
   using Form = void (*)(void *, void *, void *, void *, float, void *, void *, void *, void *);
-  auto *host = reinterpret_cast<Host>(lib.symbol("host"));
   auto *form = reinterpret_cast<Form>(lib.symbol("form"));
-  EXPECT_TRUE(host && form);
-  if (!host || !form)
+  EXPECT_TRUE(form && c.runHost(lib));
+  if (!form)
     return 0;
-  host(&dq, &dr, &di, &dsink, scale, &doutHost);
   const int64_t words = shape->rowWords(), scoreStride = kAttentionMmaChunk + 4;
   const size_t rowsBytes = size_t(kAttentionMmaChunk * words * 4),
                scoresBytes = size_t(kAttentionMmaHeads * scoreStride * 4);
@@ -397,10 +400,9 @@ double expectAttentionMmaFormWithinBound(int64_t heads, int64_t dim, int64_t n, 
     Descriptor<2, int32_t> dRows{sr, sr, 0, {kAttentionMmaChunk, words}, {words, 1}};
     Descriptor<2, float> dScores{ss, ss, 0, {kAttentionMmaHeads, scoreStride}, {scoreStride, 1}};
     Descriptor<1, int32_t> dIndex{si, si, 0, {kAttentionMmaChunk}, {1}};
-    form(&dq, &dr, &di, &dsink, scale, &doutForm, &dRows, &dScores, &dIndex);
+    form(&c.dq, &c.dr, &c.di, &c.dsink, c.scale, &c.doutForm, &dRows, &dScores, &dIndex);
   }, /*lastFirst=*/true);
-  return expectWithinAttentionBound(q, rowValues, idx, sinks, scale, outHost, outForm, n, heads,
-                                    dim, numIdx);
+  return c.expectWithinBound();
 }
 } // namespace
 

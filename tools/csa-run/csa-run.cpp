@@ -13,6 +13,7 @@
 // Plain C++ (no LLVM): the CPU backend of runtime/executor.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
 #include "models/config/ModelConfig.h"
@@ -36,6 +37,9 @@
 #include "absl/strings/strip.h"
 
 #include <chrono>
+#include <climits>
+#include <limits>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -43,16 +47,73 @@
 #include <sstream>
 #include <unistd.h>
 
+
+// The flags (tools/support/Flags.h: --flag=value or --flag value).
+ABSL_FLAG(std::string, weights, "", "the checkpoint folder (CKPT_DIR)");
+ABSL_FLAG(std::optional<uint64_t>, random_weights, std::nullopt,
+          "random weights for the artifact's config with this seed (the seed "
+          "only as --random-weights=SEED)");
+ABSL_FLAG(std::string, prompt, "", "the prompt's token ids, comma-separated");
+ABSL_FLAG(std::string, prompt_file, "", "a file of the prompt's token ids");
+ABSL_FLAG(std::string, prompt_text, "", "the prompt as text (needs a tokenizer)");
+ABSL_FLAG(std::string, prompt_text_file, "", "a file of the prompt's text");
+ABSL_FLAG(std::string, tokenizer, "", "a tokenizer folder or tokenizer.json");
+ABSL_FLAG(std::string, engram_token_map, "",
+          "the Engram layers' token map: a JSON file or 'modulo'");
+ABSL_FLAG(bool, ignore_eos, false, "generate past an EOS id");
+ABSL_FLAG(bool, allow_unused_weights, false,
+          "run a checkpoint with tensors the artifact does not use");
+ABSL_FLAG(int64_t, max_new_tokens, 16, "tokens to generate");
+ABSL_FLAG(float, temperature, 0.0f, "sampling temperature (0: greedy)");
+ABSL_FLAG(float, top_p, 1.0f, "nucleus sampling mass, in (0, 1]");
+ABSL_FLAG(uint64_t, seed, 0, "the sampler's seed (sequence i: seed + i)");
+ABSL_FLAG(int64_t, batch, 1, "sequences run, each a copy of the prompt");
+ABSL_FLAG(int64_t, context, 0,
+          "start each sequence at this position with synthetic caches");
+ABSL_FLAG(std::string, output, "", "write the generated ids to this file");
+ABSL_FLAG(int64_t, print_logits, 0, "print the K largest logits of each step");
+ABSL_FLAG(std::string, logits_out, "", "write every step's logits to this .npy");
+ABSL_FLAG(std::string, forced_tokens, "",
+          "teacher forcing: the ids decode steps are fed, comma-separated");
+ABSL_FLAG(std::string, forced_tokens_file, "", "a file of the forced ids");
+ABSL_FLAG(std::string, dump_decisions, "",
+          "write every top-k set, HSI pool and MoE routing to this folder");
+ABSL_FLAG(std::string, force_decisions, "",
+          "read the decisions from a --dump-decisions folder");
+ABSL_FLAG(std::string, dump_hidden, "",
+          "write every block's output to this folder");
+ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or auto");
+ABSL_FLAG(std::string, cuda_graphs, "on",
+          "CUDA graphs: on, off, N (launches per graph), step or step:P");
+ABSL_FLAG(std::string, cuda_pdl, "on", "programmatic dependent launch: on or off");
+ABSL_FLAG(std::string, cuda_library, "",
+          "the CUDA driver library to open (alias: CSA_CUDA_LIBRARY)");
+ABSL_FLAG(int64_t, cuda_heap_mib, 1024,
+          "the kernels' device heap in MiB (alias: CSA_CUDA_MALLOC_HEAP_MB)");
+ABSL_FLAG(bool, warmup, false, "run an untimed 1-token prefill first");
+ABSL_FLAG(bool, profile, false, "time every plan step");
+ABSL_FLAG(bool, gpu_emulate, false,
+          "the GPU path on host memory with the host kernels (alias: CSA_CUDA_EMULATE=1)");
+ABSL_FLAG(bool, gpu_sync, false, "synchronize after every launch (alias: CSA_CUDA_SYNC)");
+ABSL_FLAG(bool, gpu_trace, false,
+          "print every copy, allocation and changed graph launch (alias: CSA_CUDA_TRACE)");
+ABSL_FLAG(std::string, gpu_host_kernels, "",
+          "kernels kept on the CPU, by name prefix, comma-separated "
+          "(alias: CSA_CUDA_HOST_KERNELS)");
+ABSL_FLAG(bool, gpu_no_row_tiles, false,
+          "always the per-output linears (alias: CSA_CUDA_NO_TILES)");
+ABSL_FLAG(bool, gpu_per_expert_moe, false,
+          "prefill's routed experts one launch an expert");
+
 namespace {
 
 using namespace csa;
 namespace fs = std::filesystem;
 
-/// The usage text: on stdout with status 0 when asked for (--help), on
-/// stderr with status 2 when the command line is incomplete.
-int usage(bool asked = false) {
-  (asked ? std::cout : std::cerr)
-      << "usage: csa-run ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
+/// The usage text: --help prints it on stdout (with the flags' list); an
+/// incomplete command line, on stderr with status 2.
+constexpr const char *kUsage =
+"usage: csa-run ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
          "              (--prompt=ID,ID,... | --prompt-file=FILE |\n"
          "               --prompt-text=TEXT | --prompt-text-file=FILE)\n"
          "              [--tokenizer=DIR|FILE] [--engram-token-map=FILE|modulo]\n"
@@ -146,198 +207,157 @@ int usage(bool asked = false) {
          "on the CPU; --gpu-no-row-tiles always runs the per-output linears;\n"
          "--gpu-per-expert-moe runs prefill's routed experts (from 5 tokens) one\n"
          "launch an expert from lists the host builds (not grouped launches).\n";
-  return 2;
-}
 
 int fail(const std::string &message) {
   std::cerr << "csa-run: error: " << message << "\n";
   return 1;
 }
 
-
 } // namespace
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-run");
-  if (csa::tools::answerVersion(argc, argv, "csa-run"))
-    return 0;
-  if (argc < 2)
-    return usage();
-  std::string artifactDir, weightsDir, promptText, promptFile, outputFile;
-  std::string textPrompt, textPromptFile, tokenizerFlag, engramMapFlag;
-  bool textPromptGiven = false, ignoreEos = false;
-  std::string logitsOut;
-  std::vector<int32_t> forced;
-  bool forcedGiven = false;
-  bool randomWeights = false;
-  bool warmup = false;
-  uint64_t weightSeed = 0, samplerSeed = 0;
-  int64_t maxNew = 16, batch = 1, printLogits = 0, context = 0;
-  sampling::SamplingParams params;
-  // The CSA_CUDA_* variables are aliases of the --gpu-* flags.
-  runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const std::string &flag) -> const char * {
-      return arg.rfind(flag + "=", 0) == 0 ? argv[i] + flag.size() + 1 : nullptr;
-    };
-    if (const char *v = value("--weights")) {
-      weightsDir = v;
-    } else if (arg == "--random-weights") {
-      randomWeights = true;
-    } else if (const char *v = value("--random-weights")) {
-      randomWeights = true;
-      if (!absl::SimpleAtoi(v, &weightSeed))
-        return fail("--random-weights=SEED needs an integer seed");
-    } else if (const char *v = value("--prompt")) {
-      promptText = v;
-    } else if (const char *v = value("--prompt-file")) {
-      promptFile = v;
-    } else if (const char *v = value("--prompt-text")) {
-      textPrompt = v, textPromptGiven = true;
-    } else if (const char *v = value("--prompt-text-file")) {
-      textPromptFile = v;
-      if (textPromptFile.empty())
-        return fail("--prompt-text-file needs a file name");
-    } else if (const char *v = value("--tokenizer")) {
-      tokenizerFlag = v;
-      if (tokenizerFlag.empty())
-        return fail("--tokenizer needs a folder or a tokenizer.json");
-    } else if (const char *v = value("--engram-token-map")) {
-      engramMapFlag = v;
-      if (engramMapFlag.empty())
-        return fail("--engram-token-map needs a file or 'modulo'");
-    } else if (arg == "--ignore-eos") {
-      ignoreEos = true;
-    } else if (arg == "--allow-unused-weights") {
-      executorOptions.allowUnusedWeights = true;
-    } else if (const char *v = value("--max-new-tokens")) {
-      if (!absl::SimpleAtoi(v, &maxNew) || maxNew < 0)
-        return fail("--max-new-tokens needs a count >= 0");
-    } else if (const char *v = value("--temperature")) {
-      if (!absl::SimpleAtof(v, &params.temperature))
-        return fail("--temperature needs a number");
-    } else if (const char *v = value("--top-p")) {
-      if (!absl::SimpleAtof(v, &params.topP))
-        return fail("--top-p needs a number");
-    } else if (const char *v = value("--seed")) {
-      if (!absl::SimpleAtoi(v, &samplerSeed))
-        return fail("--seed needs an integer");
-    } else if (const char *v = value("--context")) {
-      if (!absl::SimpleAtoi(v, &context) || context < 1)
-        return fail("--context needs a position >= 1");
-    } else if (const char *v = value("--batch")) {
+  tools::CommandLine flags("csa-run", kUsage);
+  const int64_t maxHeap = runtime::ExecutorOptions::kMaxDeviceHeapMiB;
+  flags.implicitValue(FLAGS_random_weights, "0")
+      .describe(FLAGS_random_weights, "needs an integer seed")
+      .range<int64_t>(FLAGS_max_new_tokens, 0, INT64_MAX, "needs a count >= 0")
+      .range<float>(FLAGS_temperature, 0, std::numeric_limits<float>::max(),
+                    "needs a number >= 0 (0 is greedy)")
+      .range<float>(FLAGS_top_p, std::numeric_limits<float>::denorm_min(), 1,
+                    "needs a number in (0, 1]")
+      .describe(FLAGS_seed, "needs an integer")
+      .range<int64_t>(FLAGS_context, 1, INT64_MAX, "needs a position >= 1")
       // Each sequence holds its own caches and buffers: beyond 4096 the
       // run would only end in an allocation failure.
-      if (!absl::SimpleAtoi(v, &batch) || batch < 1 || batch > 4096)
-        return fail("--batch needs a count from 1 to 4096, got '" + std::string(v) + "'");
-    } else if (const char *v = value("--output")) {
-      outputFile = v;
-    } else if (const char *v = value("--logits-out")) {
-      logitsOut = v;
-      if (logitsOut.empty())
-        return fail("--logits-out needs a file name");
-    } else if (const char *v = value("--forced-tokens-file")) {
-      forcedGiven = true;
-      std::string ids, error;
-      if (!sampling::promptText("", v, ids, error))
-        return fail("--forced-tokens-file: " + error);
-      forced.clear();
-      if (!sampling::parseTokenIds(ids, forced, error))
-        return fail(std::string("--forced-tokens-file: ") + v + ": " + error);
-    } else if (const char *v = value("--forced-tokens")) {
-      forcedGiven = true;
-      forced.clear();
-      std::string error;
-      if (*v != '\0' && !sampling::parseTokenIds(v, forced, error))
-        return fail("--forced-tokens: " + error);
-    } else if (const char *v = value("--device")) {
-      if (std::string(v) == "cpu")
-        executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
-      else if (std::string(v) == "cuda" || std::string(v) == "auto") {
-        executorOptions.device = std::string(v) == "cuda"
-                                     ? runtime::ExecutorOptions::Device::Cuda
-                                     : runtime::ExecutorOptions::Device::Auto;
-        // Each sequence's caches stay on the GPU between its steps.
-        executorOptions.keepCachesOnDevice = true;
-      }
-      else
-        return fail("--device is cpu, cuda or auto, got '" + std::string(v) + "'");
-    } else if (const char *v = value("--print-logits")) {
-      if (!absl::SimpleAtoi(v, &printLogits) || printLogits < 0)
-        return fail("--print-logits needs a count >= 0");
-    } else if (const char *v = value("--cuda-graphs")) {
-      int64_t most = 0;
-      if (std::string(v) == "off") {
-        executorOptions.cudaGraphs = false;
-      } else if (std::string(v) == "on") {
-        executorOptions.cudaGraphs = true;
-      } else if (absl::SimpleAtoi(v, &most) && most >= 2) {
-        executorOptions.cudaGraphs = true;
-        executorOptions.graphMaxLaunches = most;
-        executorOptions.graphPartsPerRun = 0;
+      .range<int64_t>(FLAGS_batch, 1, 4096, "needs a count from 1 to 4096")
+      .range<int64_t>(FLAGS_print_logits, 0, INT64_MAX, "needs a count >= 0")
+      .range<int64_t>(FLAGS_cuda_heap_mib, 1, maxHeap,
+                      absl::StrCat("needs a count from 1 to ", maxHeap));
+  if (!flags.parse(argc, argv))
+    return flags.exitCode();
+  if (argc < 2)
+    return flags.usage();
+  if (flags.positional().size() > 1)
+    return flags.error("one artifact directory, got '" + flags.positional()[0] +
+                       "' and '" + flags.positional()[1] + "'");
+  const std::string artifactDir = flags.positional().empty() ? "" : flags.positional()[0];
+  std::string weightsDir = absl::GetFlag(FLAGS_weights);
+  std::string promptText = absl::GetFlag(FLAGS_prompt);
+  const std::string promptFile = absl::GetFlag(FLAGS_prompt_file);
+  const std::string textPrompt = absl::GetFlag(FLAGS_prompt_text);
+  const bool textPromptGiven = flags.given(FLAGS_prompt_text);
+  const std::string textPromptFile = absl::GetFlag(FLAGS_prompt_text_file);
+  const std::string tokenizerFlag = absl::GetFlag(FLAGS_tokenizer);
+  const std::string engramMapFlag = absl::GetFlag(FLAGS_engram_token_map);
+  const std::string outputFile = absl::GetFlag(FLAGS_output);
+  const std::string logitsOut = absl::GetFlag(FLAGS_logits_out);
+  const bool ignoreEos = absl::GetFlag(FLAGS_ignore_eos);
+  const bool warmup = absl::GetFlag(FLAGS_warmup);
+  const bool randomWeights = absl::GetFlag(FLAGS_random_weights).has_value();
+  const uint64_t weightSeed = absl::GetFlag(FLAGS_random_weights).value_or(0);
+  const uint64_t samplerSeed = absl::GetFlag(FLAGS_seed);
+  const int64_t maxNew = absl::GetFlag(FLAGS_max_new_tokens);
+  const int64_t batch = absl::GetFlag(FLAGS_batch);
+  const int64_t printLogits = absl::GetFlag(FLAGS_print_logits);
+  const int64_t context = absl::GetFlag(FLAGS_context);
+  sampling::SamplingParams params;
+  params.temperature = absl::GetFlag(FLAGS_temperature);
+  params.topP = absl::GetFlag(FLAGS_top_p);
+  if (flags.given(FLAGS_prompt_text_file) && textPromptFile.empty())
+    return fail("--prompt-text-file needs a file name");
+  if (flags.given(FLAGS_tokenizer) && tokenizerFlag.empty())
+    return fail("--tokenizer needs a folder or a tokenizer.json");
+  if (flags.given(FLAGS_engram_token_map) && engramMapFlag.empty())
+    return fail("--engram-token-map needs a file or 'modulo'");
+  if (flags.given(FLAGS_logits_out) && logitsOut.empty())
+    return fail("--logits-out needs a file name");
 
-      } else if (absl::string_view parts = v; absl::ConsumePrefix(&parts, "step") &&
-                 (parts.empty() || (absl::ConsumePrefix(&parts, ":") &&
-                                    absl::SimpleAtoi(parts, &most) && most >= 1 &&
-                                    most <= 64))) {
-        executorOptions.cudaGraphs = true;
-        executorOptions.graphPartsPerRun = parts.empty() ? 1 : most;
-      } else {
-        return fail("--cuda-graphs is on, off, a launch count >= 2, step or step:P "
-                    "(P graphs a step, 1 to 64), got '" + std::string(v) + "'");
-      }
-    } else if (const char *v = value("--cuda-library")) {
-      if (!*v)
-        return fail("--cuda-library needs a path");
-      executorOptions.cudaLibrary = v;
-    } else if (const char *v = value("--cuda-heap-mib")) {
-      int64_t mib = 0;
-      if (!absl::SimpleAtoi(v, &mib) || mib < 1 || mib > runtime::ExecutorOptions::kMaxDeviceHeapMiB)
-        return fail(absl::StrCat("--cuda-heap-mib needs a count from 1 to ",
-                                 runtime::ExecutorOptions::kMaxDeviceHeapMiB, ", got '", v, "'"));
-      executorOptions.deviceHeapMiB = mib;
-    } else if (const char *v = value("--cuda-pdl")) {
-      if (std::string(v) == "on")
-        executorOptions.programmaticLaunch = true;
-      else if (std::string(v) == "off")
-        executorOptions.programmaticLaunch = false;
-      else
-        return fail("--cuda-pdl is on or off, got '" + std::string(v) + "'");
-    } else if (arg == "--gpu-emulate") {
-      executorOptions.emulateGpu = true;
-    } else if (arg == "--gpu-sync") {
-      executorOptions.syncEachLaunch = true;
-    } else if (arg == "--gpu-trace") {
-      executorOptions.traceGpu = true;
-    } else if (arg == "--gpu-no-row-tiles") {
-      executorOptions.rowTiles = false;
-    } else if (arg == "--gpu-per-expert-moe") {
-      executorOptions.groupedPrefillMoe = false;
-    } else if (const char *v = value("--dump-decisions")) {
-      executorOptions.dumpDecisions = v;
-    } else if (const char *v = value("--dump-hidden")) {
-      executorOptions.dumpHidden = v;
-    } else if (const char *v = value("--force-decisions")) {
-      executorOptions.forceDecisions = v;
-    } else if (const char *v = value("--gpu-host-kernels")) {
-      executorOptions.hostKernelPrefixes = absl::StrSplit(v, ',', absl::SkipEmpty());
-    } else if (arg == "--warmup") {
-      warmup = true;
-    } else if (arg == "--profile") {
-      executorOptions.profile = true;
-    } else if (arg == "--help" || arg == "-h") {
-      usage(/*asked=*/true);
-      return 0;
-    } else if (arg.rfind("--", 0) == 0) {
-      return fail("unknown flag '" + arg + "' (see --help)");
-    } else if (artifactDir.empty()) {
-      artifactDir = arg;
+  // The CSA_CUDA_* variables are aliases of the --gpu-* and --cuda-* flags;
+  // a flag given wins.
+  runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
+  executorOptions.allowUnusedWeights = absl::GetFlag(FLAGS_allow_unused_weights);
+  executorOptions.profile = absl::GetFlag(FLAGS_profile);
+  executorOptions.dumpDecisions = absl::GetFlag(FLAGS_dump_decisions);
+  executorOptions.dumpHidden = absl::GetFlag(FLAGS_dump_hidden);
+  executorOptions.forceDecisions = absl::GetFlag(FLAGS_force_decisions);
+  if (flags.given(FLAGS_gpu_emulate))
+    executorOptions.emulateGpu = absl::GetFlag(FLAGS_gpu_emulate);
+  if (flags.given(FLAGS_gpu_sync))
+    executorOptions.syncEachLaunch = absl::GetFlag(FLAGS_gpu_sync);
+  if (flags.given(FLAGS_gpu_trace))
+    executorOptions.traceGpu = absl::GetFlag(FLAGS_gpu_trace);
+  if (flags.given(FLAGS_gpu_no_row_tiles))
+    executorOptions.rowTiles = !absl::GetFlag(FLAGS_gpu_no_row_tiles);
+  executorOptions.groupedPrefillMoe = !absl::GetFlag(FLAGS_gpu_per_expert_moe);
+  if (flags.given(FLAGS_gpu_host_kernels))
+    executorOptions.hostKernelPrefixes =
+        absl::StrSplit(absl::GetFlag(FLAGS_gpu_host_kernels), ',', absl::SkipEmpty());
+  if (flags.given(FLAGS_cuda_heap_mib))
+    executorOptions.deviceHeapMiB = absl::GetFlag(FLAGS_cuda_heap_mib);
+  if (flags.given(FLAGS_cuda_library)) {
+    executorOptions.cudaLibrary = absl::GetFlag(FLAGS_cuda_library);
+    if (executorOptions.cudaLibrary.empty())
+      return fail("--cuda-library needs a path");
+  }
+  if (const std::string v = absl::GetFlag(FLAGS_device); v == "cpu") {
+    executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
+  } else if (v == "cuda" || v == "auto") {
+    executorOptions.device = v == "cuda" ? runtime::ExecutorOptions::Device::Cuda
+                                         : runtime::ExecutorOptions::Device::Auto;
+    // Each sequence's caches stay on the GPU between its steps.
+    executorOptions.keepCachesOnDevice = true;
+  } else {
+    return fail("--device is cpu, cuda or auto, got '" + v + "'");
+  }
+  if (flags.given(FLAGS_cuda_graphs)) {
+    const std::string v = absl::GetFlag(FLAGS_cuda_graphs);
+    int64_t most = 0;
+    if (v == "off") {
+      executorOptions.cudaGraphs = false;
+    } else if (v == "on") {
+      executorOptions.cudaGraphs = true;
+    } else if (absl::SimpleAtoi(v, &most) && most >= 2) {
+      executorOptions.cudaGraphs = true;
+      executorOptions.graphMaxLaunches = most;
+      executorOptions.graphPartsPerRun = 0;
+    } else if (absl::string_view parts = v;
+               absl::ConsumePrefix(&parts, "step") &&
+               (parts.empty() || (absl::ConsumePrefix(&parts, ":") &&
+                                  absl::SimpleAtoi(parts, &most) && most >= 1 &&
+                                  most <= 64))) {
+      executorOptions.cudaGraphs = true;
+      executorOptions.graphPartsPerRun = parts.empty() ? 1 : most;
     } else {
-      return fail("one artifact directory, got '" + artifactDir + "' and '" +
-                  arg + "'");
+      return fail("--cuda-graphs is on, off, a launch count >= 2, step or step:P "
+                  "(P graphs a step, 1 to 64), got '" + v + "'");
     }
   }
+  if (flags.given(FLAGS_cuda_pdl)) {
+    const std::string v = absl::GetFlag(FLAGS_cuda_pdl);
+    if (v != "on" && v != "off")
+      return fail("--cuda-pdl is on or off, got '" + v + "'");
+    executorOptions.programmaticLaunch = v == "on";
+  }
+  // Teacher forcing: --forced-tokens=ID,... or a file of them (--forced-tokens=
+  // with nothing: no ids, for --max-new-tokens of 0 or 1).
+  std::vector<int32_t> forced;
+  const bool forcedGiven = flags.given(FLAGS_forced_tokens) || flags.given(FLAGS_forced_tokens_file);
+  if (flags.given(FLAGS_forced_tokens) && flags.given(FLAGS_forced_tokens_file))
+    return fail("give one of --forced-tokens and --forced-tokens-file");
+  if (flags.given(FLAGS_forced_tokens_file)) {
+    const std::string file = absl::GetFlag(FLAGS_forced_tokens_file);
+    std::string ids, error;
+    if (!sampling::promptText("", file, ids, error))
+      return fail("--forced-tokens-file: " + error);
+    if (!sampling::parseTokenIds(ids, forced, error))
+      return fail("--forced-tokens-file: " + file + ": " + error);
+  } else if (const std::string ids = absl::GetFlag(FLAGS_forced_tokens); !ids.empty()) {
+    std::string error;
+    if (!sampling::parseTokenIds(ids, forced, error))
+      return fail("--forced-tokens: " + error);
+  }
+
   if (artifactDir.empty())
     return fail("give the artifact directory (csa-compile --emit=artifact -o DIR)");
   if (randomWeights == !weightsDir.empty())

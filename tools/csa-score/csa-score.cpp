@@ -24,6 +24,7 @@
 #include "runtime/support/JsonLimits.h"
 #include "runtime/support/Npy.h"
 #include "runtime/tokenizer/Unicode.h"
+#include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
 #include "tools/support/Progress.h"
@@ -34,6 +35,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -41,15 +44,39 @@
 #include <iostream>
 #include <sstream>
 
+// The flags (tools/support/Flags.h: --flag=value or --flag value).
+ABSL_FLAG(std::string, weights, "", "the checkpoint folder (CKPT_DIR)");
+ABSL_FLAG(std::optional<uint64_t>, random_weights, std::nullopt,
+          "random weights for the artifact's config with this seed (the seed "
+          "only as --random-weights=SEED)");
+ABSL_FLAG(std::string, text, "", "the text to score (needs a tokenizer)");
+ABSL_FLAG(std::string, text_file, "", "a file of the text to score");
+ABSL_FLAG(std::string, tokens, "", "the token ids to score, comma-separated");
+ABSL_FLAG(std::string, tokens_file, "", "a file of the token ids to score");
+ABSL_FLAG(int64_t, chunk, 0, "tokens per window (0: all, at most max_context)");
+ABSL_FLAG(int64_t, prefill, 1, "tokens prefilled at the start of each chunk");
+ABSL_FLAG(int64_t, stride, 0, "slide the window by this many tokens");
+ABSL_FLAG(std::string, kl_base, "", "write the log-probabilities to this .npy");
+ABSL_FLAG(std::string, kl, "", "report the KL divergence from this --kl-base .npy");
+ABSL_FLAG(bool, json, false, "print one JSON object");
+ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or auto");
+ABSL_FLAG(std::string, tokenizer, "", "a tokenizer folder or tokenizer.json");
+ABSL_FLAG(std::string, engram_token_map, "",
+          "the Engram layers' token map: a JSON file or 'modulo'");
+ABSL_FLAG(bool, allow_unused_weights, false,
+          "run a checkpoint with tensors the artifact does not use");
+ABSL_FLAG(bool, progress, false, "the tokens scored so far on stderr, always");
+ABSL_FLAG(bool, quiet, false, "no progress line");
+
 namespace {
 
 using namespace csa;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-int usage() {
-  std::cerr
-      << "usage: csa-score ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
+/// The usage text (--help: with the flags' list, on stdout).
+constexpr const char *kUsage =
+    "usage: csa-score ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
          "                (--text=TEXT | --text-file=FILE | --tokens=ID,ID,... |\n"
          "                 --tokens-file=FILE)\n"
          "                [--chunk=N] [--prefill=P] [--stride=S] [--kl-base=FILE.npy]\n"
@@ -75,8 +102,6 @@ int usage() {
          "top-1 agreement. --json prints one JSON object (per-token values included).\n"
          "The tokens scored so far show on stderr when it is a terminal (--progress:\n"
          "always; --quiet: never).\n";
-  return 2;
-}
 
 int fail(const std::string &message) {
   std::cerr << "csa-score: error: " << message << "\n";
@@ -111,83 +136,51 @@ double quantile(std::vector<double> values, double q) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-score");
-  if (csa::tools::answerVersion(argc, argv, "csa-score"))
-    return 0;
+  tools::CommandLine flags("csa-score", kUsage);
+  flags.implicitValue(FLAGS_random_weights, "0")
+      .describe(FLAGS_random_weights, "needs an integer seed")
+      .range<int64_t>(FLAGS_chunk, 2, INT64_MAX, "needs a count >= 2")
+      .range<int64_t>(FLAGS_prefill, 1, INT64_MAX, "needs a count >= 1")
+      .range<int64_t>(FLAGS_stride, 1, INT64_MAX, "needs a count >= 1");
+  if (!flags.parse(argc, argv))
+    return flags.exitCode();
   if (argc < 2)
-    return usage();
-  std::string artifactDir, weightsDir, text, textFile, tokensText, tokensFile;
-  std::string tokenizerFlag, engramMapFlag, klBase, klAgainst;
-  bool textGiven = false, randomWeights = false, asJson = false;
-  tools::ProgressMode progressMode = tools::ProgressMode::Auto;
-  uint64_t weightSeed = 0;
-  int64_t chunk = 0, prefillTokens = 1, stride = 0;
+    return flags.usage();
+  if (flags.positional().size() > 1)
+    return flags.error("one artifact directory, got '" + flags.positional()[0] +
+                       "' and '" + flags.positional()[1] + "'");
+  const std::string artifactDir = flags.positional().empty() ? "" : flags.positional()[0];
+  std::string weightsDir = absl::GetFlag(FLAGS_weights);
+  const std::string text = absl::GetFlag(FLAGS_text);
+  const bool textGiven = flags.given(FLAGS_text);
+  const std::string textFile = absl::GetFlag(FLAGS_text_file);
+  const std::string tokensText = absl::GetFlag(FLAGS_tokens);
+  const std::string tokensFile = absl::GetFlag(FLAGS_tokens_file);
+  const std::string tokenizerFlag = absl::GetFlag(FLAGS_tokenizer);
+  const std::string engramMapFlag = absl::GetFlag(FLAGS_engram_token_map);
+  const std::string klBase = absl::GetFlag(FLAGS_kl_base);
+  const std::string klAgainst = absl::GetFlag(FLAGS_kl);
+  const bool randomWeights = absl::GetFlag(FLAGS_random_weights).has_value();
+  const uint64_t weightSeed = absl::GetFlag(FLAGS_random_weights).value_or(0);
+  const bool asJson = absl::GetFlag(FLAGS_json);
+  // --quiet wins over --progress.
+  const tools::ProgressMode progressMode =
+      absl::GetFlag(FLAGS_quiet)      ? tools::ProgressMode::Never
+      : absl::GetFlag(FLAGS_progress) ? tools::ProgressMode::Always
+                                      : tools::ProgressMode::Auto;
+  int64_t chunk = absl::GetFlag(FLAGS_chunk);
+  const int64_t prefillTokens = absl::GetFlag(FLAGS_prefill);
+  const int64_t stride = absl::GetFlag(FLAGS_stride);
   runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const std::string &flag) -> const char * {
-      return arg.rfind(flag + "=", 0) == 0 ? argv[i] + flag.size() + 1 : nullptr;
-    };
-    if (const char *v = value("--weights")) {
-      weightsDir = v;
-    } else if (arg == "--random-weights") {
-      randomWeights = true;
-    } else if (const char *v = value("--random-weights")) {
-      randomWeights = true;
-      if (!absl::SimpleAtoi(v, &weightSeed))
-        return fail("--random-weights=SEED needs an integer seed");
-    } else if (const char *v = value("--text")) {
-      text = v, textGiven = true;
-    } else if (const char *v = value("--text-file")) {
-      textFile = v;
-    } else if (const char *v = value("--tokens")) {
-      tokensText = v;
-    } else if (const char *v = value("--tokens-file")) {
-      tokensFile = v;
-    } else if (const char *v = value("--chunk")) {
-      if (!absl::SimpleAtoi(v, &chunk) || chunk < 2)
-        return fail("--chunk needs a count >= 2, got '" + std::string(v) + "'");
-    } else if (const char *v = value("--prefill")) {
-      if (!absl::SimpleAtoi(v, &prefillTokens) || prefillTokens < 1)
-        return fail("--prefill needs a count >= 1, got '" + std::string(v) + "'");
-    } else if (const char *v = value("--stride")) {
-      if (!absl::SimpleAtoi(v, &stride) || stride < 1)
-        return fail("--stride needs a count >= 1, got '" + std::string(v) + "'");
-    } else if (const char *v = value("--kl-base")) {
-      klBase = v;
-    } else if (const char *v = value("--kl")) {
-      klAgainst = v;
-    } else if (arg == "--allow-unused-weights") {
-      executorOptions.allowUnusedWeights = true;
-    } else if (arg == "--progress") {
-      progressMode = tools::ProgressMode::Always;
-    } else if (arg == "--quiet") {
-      progressMode = tools::ProgressMode::Never;
-    } else if (arg == "--json") {
-      asJson = true;
-    } else if (const char *v = value("--tokenizer")) {
-      tokenizerFlag = v;
-    } else if (const char *v = value("--engram-token-map")) {
-      engramMapFlag = v;
-    } else if (const char *v = value("--device")) {
-      const std::string d = v;
-      if (d == "cpu")
-        executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
-      else if (d == "cuda")
-        executorOptions.device = runtime::ExecutorOptions::Device::Cuda;
-      else if (d == "auto")
-        executorOptions.device = runtime::ExecutorOptions::Device::Auto;
-      else
-        return fail("--device is cpu, cuda or auto, got '" + d + "'");
-    } else if (arg == "--help" || arg == "-h") {
-      return usage();
-    } else if (arg.rfind("--", 0) == 0) {
-      return fail("unknown flag '" + arg + "' (see --help)");
-    } else if (artifactDir.empty()) {
-      artifactDir = arg;
-    } else {
-      return fail("one artifact directory, got '" + artifactDir + "' and '" + arg + "'");
-    }
-  }
+  executorOptions.allowUnusedWeights = absl::GetFlag(FLAGS_allow_unused_weights);
+  if (const std::string d = absl::GetFlag(FLAGS_device); d == "cpu")
+    executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
+  else if (d == "cuda")
+    executorOptions.device = runtime::ExecutorOptions::Device::Cuda;
+  else if (d == "auto")
+    executorOptions.device = runtime::ExecutorOptions::Device::Auto;
+  else
+    return fail("--device is cpu, cuda or auto, got '" + d + "'");
   if (artifactDir.empty())
     return fail("give the artifact directory (csa-compile --emit=artifact -o DIR)");
   if (randomWeights == !weightsDir.empty())

@@ -9,6 +9,7 @@
 //   csa-reference CKPT_DIR --prompt-file=ids.txt --bounded-replay=21:128
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
 #include "models/config/ModelConfig.h"
@@ -23,19 +24,37 @@
 #include "absl/strings/str_split.h"
 
 #include <algorithm>
+#include <climits>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+// The flags (tools/support/Flags.h: --flag=value or --flag value).
+ABSL_FLAG(std::string, prompt, "", "the prompt's token ids, comma-separated");
+ABSL_FLAG(std::string, prompt_file, "", "a file of the prompt's token ids");
+ABSL_FLAG(std::string, prompt_text, "", "the prompt as text (needs a tokenizer)");
+ABSL_FLAG(std::string, tokenizer, "", "a tokenizer folder or tokenizer.json");
+ABSL_FLAG(std::string, engram_token_map, "",
+          "the Engram layers' token map: a JSON file or 'modulo'");
+ABSL_FLAG(int64_t, decode, 0, "greedy decode steps after the prefill");
+ABSL_FLAG(int64_t, top, 5, "logits printed a step");
+ABSL_FLAG(std::string, config, "", "the model config (default CKPT_DIR/config.json)");
+ABSL_FLAG(std::string, schedule, "", "a schedule string in place of the config's");
+ABSL_FLAG(std::string, publication, "owner",
+          "when the index is published: 'owner' or 'release'");
+ABSL_FLAG(std::string, bounded_replay, "",
+          "bounded replay, alone or as START:TAIL (the value only after '=')");
+
 namespace {
 
 using namespace csa;
 
-int usage() {
-  std::cerr
-      << "usage: csa-reference CKPT_DIR (--prompt=ID,ID,... | --prompt-file=FILE)\n"
+/// The usage text (--help: with the flags' list, on stdout).
+constexpr const char *kUsage =
+    "usage: csa-reference CKPT_DIR (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "         [--decode=N] [--config=FILE] [--schedule=STR]\n"
          "         [--publication=owner|release] [--bounded-replay[=START:TAIL]]\n"
          "         [--top=K] [--prompt-text=TEXT] [--tokenizer=DIR|FILE]\n"
@@ -45,8 +64,6 @@ int usage() {
          "The config defaults to CKPT_DIR/config.json. The tokenizer (for\n"
          "--prompt-text, the generated text and the Engram token map) defaults\n"
          "to CKPT_DIR/tokenizer.json; the map is chosen as csa-run chooses it.\n";
-  return 2;
-}
 
 int fail(const std::string &message) {
   std::cerr << "csa-reference: error: " << message << "\n";
@@ -75,73 +92,48 @@ void printTop(const std::vector<float> &logits, int top, int64_t step) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-reference");
-  if (csa::tools::answerVersion(argc, argv, "csa-reference"))
-    return 0;
-  std::string dir, configPath, scheduleString, promptText, promptFile;
-  std::string textPrompt, tokenizerFlag, engramMapFlag;
-  bool textPromptGiven = false;
-  int64_t decodeSteps = 0;
-  int top = 5;
+  tools::CommandLine flags("csa-reference", kUsage);
+  flags.implicitValue(FLAGS_bounded_replay, "")
+      .range<int64_t>(FLAGS_decode, 0, INT64_MAX, "needs a count >= 0")
+      .range<int64_t>(FLAGS_top, 1, INT_MAX, "needs a count >= 1");
+  if (!flags.parse(argc, argv))
+    return flags.exitCode();
+  if (flags.positional().empty())
+    return flags.usage();
+  if (flags.positional().size() > 1)
+    return flags.error("more than one checkpoint given ('" + flags.positional()[0] +
+                       "', '" + flags.positional()[1] + "')");
+  const std::string dir = flags.positional()[0];
+  const std::string configPath = absl::GetFlag(FLAGS_config);
+  const std::string scheduleString = absl::GetFlag(FLAGS_schedule);
+  std::string promptText = absl::GetFlag(FLAGS_prompt);
+  const std::string promptFile = absl::GetFlag(FLAGS_prompt_file);
+  const std::string textPrompt = absl::GetFlag(FLAGS_prompt_text);
+  const bool textPromptGiven = flags.given(FLAGS_prompt_text);
+  const std::string tokenizerFlag = absl::GetFlag(FLAGS_tokenizer);
+  const std::string engramMapFlag = absl::GetFlag(FLAGS_engram_token_map);
+  if (flags.given(FLAGS_engram_token_map) && engramMapFlag.empty())
+    return fail("--engram-token-map needs a file or 'modulo'");
+  const int64_t decodeSteps = absl::GetFlag(FLAGS_decode);
+  const int top = int(absl::GetFlag(FLAGS_top));
   reference::ReferenceOptions options;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const std::string &flag) -> const char * {
-      return arg.rfind(flag + "=", 0) == 0 ? argv[i] + flag.size() + 1 : nullptr;
-    };
-    if (const char *v = value("--prompt")) {
-      promptText = v;
-    } else if (const char *v = value("--prompt-file")) {
-      promptFile = v;
-    } else if (const char *v = value("--prompt-text")) {
-      textPrompt = v, textPromptGiven = true;
-    } else if (const char *v = value("--tokenizer")) {
-      tokenizerFlag = v;
-    } else if (const char *v = value("--engram-token-map")) {
-      engramMapFlag = v;
-      if (engramMapFlag.empty())
-        return fail("--engram-token-map needs a file or 'modulo'");
-    } else if (const char *v = value("--decode")) {
-      if (!absl::SimpleAtoi(v, &decodeSteps) || decodeSteps < 0)
-        return fail("--decode needs a count >= 0");
-    } else if (const char *v = value("--top")) {
-      if (!absl::SimpleAtoi(v, &top) || top < 1)
-        return fail("--top needs a count >= 1");
-    } else if (const char *v = value("--config")) {
-      configPath = v;
-    } else if (const char *v = value("--schedule")) {
-      scheduleString = v;
-    } else if (const char *v = value("--publication")) {
-      if (std::string(v) == "owner")
-        options.publication = reference::ReferenceOptions::IndexPublication::Owner;
-      else if (std::string(v) == "release")
-        options.publication = reference::ReferenceOptions::IndexPublication::Release;
-      else
-        return fail("--publication is 'owner' or 'release', got '" +
-                    std::string(v) + "'");
-    } else if (arg == "--bounded-replay") {
-      options.boundedReplay = true;
-    } else if (const char *v = value("--bounded-replay")) {
-      options.boundedReplay = true;
+  if (const std::string v = absl::GetFlag(FLAGS_publication); v == "owner")
+    options.publication = reference::ReferenceOptions::IndexPublication::Owner;
+  else if (v == "release")
+    options.publication = reference::ReferenceOptions::IndexPublication::Release;
+  else
+    return fail("--publication is 'owner' or 'release', got '" + v + "'");
+  if (flags.given(FLAGS_bounded_replay)) {
+    options.boundedReplay = true;
+    if (const std::string v = absl::GetFlag(FLAGS_bounded_replay); !v.empty()) {
       std::vector<std::string> parts = absl::StrSplit(v, ':');
-      if (parts.size() != 2 ||
-          !absl::SimpleAtoi(parts[0], &options.replayStartLayer) ||
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &options.replayStartLayer) ||
           !absl::SimpleAtoi(parts[1], &options.replayTail) ||
           options.replayStartLayer < 0 || options.replayTail < 1)
         return fail("--bounded-replay=START:TAIL needs a layer >= 0 and a "
-                    "tail >= 1, got '" + std::string(v) + "'");
-    } else if (arg == "--help" || arg == "-h") {
-      return usage(), 0;
-    } else if (!arg.empty() && arg[0] == '-') {
-      return fail("unknown flag '" + arg + "'");
-    } else if (dir.empty()) {
-      dir = arg;
-    } else {
-      return fail("more than one checkpoint given ('" + dir + "', '" + arg +
-                  "')");
+                    "tail >= 1, got '" + v + "'");
     }
   }
-  if (dir.empty())
-    return usage();
   std::optional<tokenizer::ModelTokenizer> text;
   const std::string tokenizerAt =
       !tokenizerFlag.empty() ? tokenizerFlag

@@ -132,10 +132,12 @@ bool CommandLine::parse(int argc, char **argv, int first) {
       flagsEnd = true;
       continue;
     }
-    if (flagsEnd || arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+    if (flagsEnd || arg.size() < 2 || arg[0] != '-') {
       positional_.push_back(arg);
       continue;
     }
+    if (arg.size() < 3 || arg[1] != '-') // "-x": no short flags
+      return fail("unknown flag '" + arg + "' (see --help)");
     std::string name = arg.substr(2), value;
     bool hasValue = false;
     if (size_t eq = name.find('='); eq != std::string::npos) {

@@ -6,8 +6,8 @@
 //
 //   --flag=value and --flag value (a bool flag: --flag, or --flag=false);
 //   the flag names use dashes (ABSL_FLAG(int64_t, max_new_tokens, ...) is
-//   --max-new-tokens); arguments that are not flags are positional, and
-//   everything after "--" is;
+//   --max-new-tokens); arguments that do not start with '-' are positional,
+//   and everything after "--" is ("-" alone too);
 //   --help (or -h): the tool's usage text and its flags on stdout, status 0;
 //   --version: csa's version and commit on stdout, status 0;
 //   an unknown flag, a missing or unparsable value, or a value out of its

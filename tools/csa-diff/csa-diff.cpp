@@ -34,6 +34,7 @@
 // parsed as csa-run's are.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
 #include "runtime/support/Npy.h"
@@ -51,16 +52,25 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
+
+// The flags (tools/support/Flags.h: --flag=value or --flag value).
+ABSL_FLAG(std::optional<double>, max_abs, std::nullopt, "fail when max |a-b| exceeds this at a step (or block)");
+ABSL_FLAG(std::optional<double>, min_cosine, std::nullopt, "fail when a cosine is below this");
+ABSL_FLAG(std::optional<double>, max_rel_rms, std::nullopt,
+          "fail when a block's relative RMS of a-b exceeds this (directories)");
+ABSL_FLAG(bool, require_argmax, false, "fail when an argmax differs (logits)");
+ABSL_FLAG(bool, json, false, "print one JSON object (errors too)");
 
 namespace {
 
 using csa::npy::NpyF32Reader;
 
-int usage() {
-  std::cerr
-      << "usage: csa-diff A.npy B.npy [--max-abs=X] [--min-cosine=Y]\n"
+/// The usage text (--help: with the flags' list, on stdout).
+constexpr const char *kUsage =
+    "usage: csa-diff A.npy B.npy [--max-abs=X] [--min-cosine=Y]\n"
          "                [--require-argmax] [--json]\n"
          "Compares two logits files of csa-run --logits-out (float32 .npy of\n"
          "shape [steps, vocab] or [batch, steps, vocab]) step by step: max |a-b|,\n"
@@ -73,8 +83,6 @@ int usage() {
          "Compares two csa-run --dump-hidden directories block by block (the\n"
          "*_hidden.npy files of A, in the order the run wrote them): max |a-b|,\n"
          "the relative RMS of a-b, the cosine; the same exit statuses.\n";
-  return 2;
-}
 
 bool json = false;
 
@@ -298,49 +306,36 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-diff");
-  if (csa::tools::answerVersion(argc, argv, "csa-diff"))
-    return 0;
-  std::vector<std::string> files;
-  bool haveMaxAbs = false, haveMinCosine = false, requireArgmax = false, haveMaxRelRms = false;
-  double maxAbsBound = 0, minCosineBound = 0, maxRelRmsBound = 0;
+  // --json before anything is read: a bad flag is reported as JSON too.
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--json")
       json = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const std::string &flag) -> const char * {
-      return arg.rfind(flag + "=", 0) == 0 ? argv[i] + flag.size() + 1 : nullptr;
-    };
-    if (const char *v = value("--max-abs")) {
-      if (!absl::SimpleAtod(v, &maxAbsBound) || !std::isfinite(maxAbsBound) ||
-          maxAbsBound < 0)
-        return badInput(absl::StrCat("--max-abs needs a number >= 0, got '", v, "'"));
-      haveMaxAbs = true;
-    } else if (const char *v = value("--min-cosine")) {
-      if (!absl::SimpleAtod(v, &minCosineBound) || !(minCosineBound >= -1) ||
-          !(minCosineBound <= 1))
-        return badInput(
-            absl::StrCat("--min-cosine needs a number in [-1, 1], got '", v, "'"));
-      haveMinCosine = true;
-    } else if (const char *v = value("--max-rel-rms")) {
-      if (!absl::SimpleAtod(v, &maxRelRmsBound) || !std::isfinite(maxRelRmsBound) ||
-          maxRelRmsBound < 0)
-        return badInput(absl::StrCat("--max-rel-rms needs a number >= 0, got '", v, "'"));
-      haveMaxRelRms = true;
-    } else if (arg == "--require-argmax") {
-      requireArgmax = true;
-    } else if (arg == "--json") {
-    } else if (arg == "--help" || arg == "-h") {
-      return usage();
-    } else if (arg.rfind("--", 0) == 0) {
-      return badInput("unknown flag '" + arg + "' (see --help)");
-    } else {
-      files.push_back(arg);
-    }
-  }
+  csa::tools::CommandLine flags("csa-diff", kUsage);
+  constexpr double kMax = std::numeric_limits<double>::max();
+  flags.range<double>(FLAGS_max_abs, 0, kMax, "needs a number >= 0")
+      .range<double>(FLAGS_min_cosine, -1, 1, "needs a number in [-1, 1]")
+      .range<double>(FLAGS_max_rel_rms, 0, kMax, "needs a number >= 0")
+      .onError([](const std::string &message) {
+        if (json)
+          std::cout << nlohmann::json{{"error", message}}.dump(
+                           -1, ' ', false, nlohmann::json::error_handler_t::replace)
+                    << "\n";
+      });
+  if (!flags.parse(argc, argv))
+    return flags.exitCode();
+  json = absl::GetFlag(FLAGS_json);
+  const std::vector<std::string> &files = flags.positional();
+  const std::optional<double> maxAbs = absl::GetFlag(FLAGS_max_abs);
+  const std::optional<double> minCosine = absl::GetFlag(FLAGS_min_cosine);
+  const std::optional<double> maxRelRms = absl::GetFlag(FLAGS_max_rel_rms);
+  const bool haveMaxAbs = maxAbs.has_value(), haveMinCosine = minCosine.has_value(),
+             haveMaxRelRms = maxRelRms.has_value();
+  const double maxAbsBound = maxAbs.value_or(0), minCosineBound = minCosine.value_or(0),
+               maxRelRmsBound = maxRelRms.value_or(0);
+  const bool requireArgmax = absl::GetFlag(FLAGS_require_argmax);
   if (files.size() != 2)
     return files.empty() && argc == 1
-               ? usage()
+               ? flags.usage()
                : badInput(absl::StrCat("give two .npy files, got ", files.size()));
   const bool dirA = std::filesystem::is_directory(files[0]),
              dirB = std::filesystem::is_directory(files[1]);

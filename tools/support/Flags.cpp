@@ -83,6 +83,8 @@ int CommandLine::usage() const {
 
 int CommandLine::error(const std::string &message) const {
   std::cerr << tool_ << ": error: " << message << "\n";
+  if (onError_)
+    onError_(message);
   return 2;
 }
 
@@ -167,8 +169,13 @@ bool CommandLine::parse(int argc, char **argv, int first) {
     }
     given_.insert(name);
     text_[name] = value;
+    // An optional number given as nothing (--max-abs=) is an error, not
+    // Abseil's "unset".
+    const bool optionalNumber = flag->IsOfType<std::optional<int64_t>>() ||
+                                flag->IsOfType<std::optional<uint64_t>>() ||
+                                flag->IsOfType<std::optional<double>>();
     std::string abseilError;
-    if (!flag->ParseFrom(value, &abseilError)) {
+    if ((optionalNumber && value.empty()) || !flag->ParseFrom(value, &abseilError)) {
       auto rule = rules_.find(name);
       return fail(shown + " " + (rule != rules_.end() ? rule->second.rule : defaultRule(*flag)) +
                   ", got '" + value + "'");

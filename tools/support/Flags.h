@@ -81,6 +81,13 @@ public:
   /// the others are "unknown option '--x' for 'COMMAND'".
   CommandLine &only(std::string command, std::vector<std::string> dashedNames);
 
+  /// Also called with each error's message (csa-diff --json prints it as
+  /// JSON too).
+  CommandLine &onError(std::function<void(const std::string &)> report) {
+    onError_ = std::move(report);
+    return *this;
+  }
+
   /// Reads argv[first..argc). False when the tool is to exit at once with
   /// exitCode(): 0 after --help or --version, 2 after an error (printed).
   bool parse(int argc, char **argv, int first = 1);
@@ -128,6 +135,7 @@ private:
   std::vector<std::string> positional_;
   std::set<std::string> given_;
   std::map<std::string, std::string> text_;
+  std::function<void(const std::string &)> onError_;
   int exitCode_ = 0;
 };
 

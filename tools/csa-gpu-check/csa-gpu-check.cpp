@@ -48,6 +48,7 @@
 // --csv=FILE writes the same figures as CSV.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
 
@@ -69,6 +70,32 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+// The flags (tools/support/Flags.h: --flag=value or --flag value).
+ABSL_FLAG(std::string, host, "", "the kernels' host build (csa-compile --emit=object, a .so)");
+ABSL_FLAG(std::string, ptx, "", "the folder of csa-compile --emit=ptx");
+ABSL_FLAG(int64_t, rows, 37, "every '?' dimension");
+ABSL_FLAG(uint32_t, seed, 1, "the random inputs' seed");
+ABSL_FLAG(std::string, filter, "", "run only the kernels whose names start so");
+ABSL_FLAG(std::string, exclude, "", "skip the kernels whose names hold this");
+ABSL_FLAG(bool, exact_operands, false,
+          "operands whose partial sums are exact in fp32: every kernel bit for bit");
+ABSL_FLAG(int64_t, time, 0, "then time each matched kernel over N launches a batch");
+ABSL_FLAG(std::string, csv, "", "write the timings as CSV to this file");
+
+namespace {
+
+/// The usage text (--help: with the flags' list, on stdout).
+constexpr const char *kUsage =
+    "usage: csa-gpu-check --host=lib.so --ptx=DIR [--rows=N] [--seed=N]\n"
+    "                     [--filter=PREFIX] [--exclude=SUBSTRING] [--exact-operands]\n"
+    "                     [--time=N [--csv=FILE]]\n"
+    "Runs each PTX kernel of DIR on the GPU and its host build on the CPU on\n"
+    "the same random inputs and compares every buffer: bit for bit, or within\n"
+    "the bound of the kernel's tolerance. Exit status 0 when every kernel run\n"
+    "passed, 1 otherwise, 2 for a bad command line.\n";
+
+} // namespace
 
 namespace {
 
@@ -168,53 +195,23 @@ void callHost(void *fn, std::vector<void *> &a) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-gpu-check");
-  if (csa::tools::answerVersion(argc, argv, "csa-gpu-check"))
-    return 0;
-  std::string hostLib, ptxDir, filter, exclude, csvPath;
-  int64_t rows = 37, timeIterations = 0;
-  uint32_t seed = 1;
-  bool exactOperands = false;
-  auto badNumber = [](const std::string &flag, const char *what) {
-    std::cerr << "csa-gpu-check: error: " << flag << ": expected " << what << "\n";
-    return 2;
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char *flag) -> const char * {
-      size_t n = std::strlen(flag);
-      return a.compare(0, n, flag) == 0 && a.size() > n && a[n] == '='
-                 ? argv[i] + n + 1
-                 : nullptr;
-    };
-    if (const char *v = value("--host"))
-      hostLib = v;
-    else if (const char *v = value("--ptx"))
-      ptxDir = v;
-    else if (const char *v = value("--rows")) {
-      if (!absl::SimpleAtoi(v, &rows) || rows < 1 || rows > (int64_t(1) << 20))
-        return badNumber(a, "a row count from 1 to 1048576");
-    } else if (const char *v = value("--seed")) {
-      if (!absl::SimpleAtoi(v, &seed))
-        return badNumber(a, "an unsigned 32-bit seed");
-    }
-    else if (const char *v = value("--filter"))
-      filter = v;
-    else if (const char *v = value("--exclude"))
-      exclude = v;
-    else if (const char *v = value("--time")) {
-      if (!absl::SimpleAtoi(v, &timeIterations) || timeIterations < 0 || timeIterations > 100000)
-        return badNumber(a, "a launch count from 0 to 100000");
-    }
-    else if (const char *v = value("--csv"))
-      csvPath = v;
-    else if (a == "--exact-operands")
-      exactOperands = true;
-    else {
-      std::cerr << "usage: csa-gpu-check --host=lib.so --ptx=DIR [--rows=N] "
-                   "[--seed=N] [--filter=PREFIX] [--exclude=SUBSTRING] [--exact-operands] [--time=N [--csv=FILE]]\n";
-      return 2;
-    }
-  }
+  csa::tools::CommandLine flags("csa-gpu-check", kUsage);
+  flags.range<int64_t>(FLAGS_rows, 1, int64_t(1) << 20, "needs a row count from 1 to 1048576")
+      .describe(FLAGS_seed, "needs an unsigned 32-bit seed")
+      .range<int64_t>(FLAGS_time, 0, 100000, "needs a launch count from 0 to 100000");
+  if (!flags.parse(argc, argv))
+    return flags.exitCode();
+  if (!flags.positional().empty())
+    return flags.error("no positional arguments, got '" + flags.positional()[0] + "'");
+  std::string hostLib = absl::GetFlag(FLAGS_host);
+  const std::string ptxDir = absl::GetFlag(FLAGS_ptx);
+  const std::string filter = absl::GetFlag(FLAGS_filter);
+  const std::string exclude = absl::GetFlag(FLAGS_exclude);
+  const std::string csvPath = absl::GetFlag(FLAGS_csv);
+  const int64_t rows = absl::GetFlag(FLAGS_rows);
+  const int64_t timeIterations = absl::GetFlag(FLAGS_time);
+  const uint32_t seed = absl::GetFlag(FLAGS_seed);
+  const bool exactOperands = absl::GetFlag(FLAGS_exact_operands);
   if (hostLib.empty() || ptxDir.empty()) {
     std::cerr << "csa-gpu-check: error: give --host=lib.so and --ptx=DIR\n";
     return 2;

@@ -5,10 +5,11 @@
 //   csa-checkpoint check DIR [--variant=NAME | --config=FILE] [--schedule=STR]
 //   csa-checkpoint list DIR
 //
-// Plain C++ (no LLVM): the options are few and every error must be a message
-// with a non-zero exit, so they are parsed by hand.
+// Plain C++ (no LLVM): the flags are Abseil flags read through
+// tools/support/Flags.h, each command accepting its own.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
 #include "tools/support/Progress.h"
@@ -30,10 +31,25 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+
+// The flags (tools/support/Flags.h: --flag=value or --flag value); each
+// command accepts its own.
+ABSL_FLAG(std::string, variant, "", "a built-in model variant (generate, check)");
+ABSL_FLAG(std::string, config, "", "the config to check against (check)");
+ABSL_FLAG(std::string, schedule, "", "a schedule string in place of the config's");
+ABSL_FLAG(std::string, out, "", "the folder to write (generate)");
+ABSL_FLAG(uint64_t, seed, 0, "random seed; same seed, same bytes (generate)");
+ABSL_FLAG(double, shard_mb, 4096, "shard budget in MiB, fractions allowed (generate)");
+ABSL_FLAG(bool, index, false,
+          "write model.safetensors.index.json even for one shard (generate)");
+ABSL_FLAG(bool, force, false, "replace a checkpoint already in the folder (generate)");
+ABSL_FLAG(bool, progress, false, "the bytes written so far on stderr, always (generate)");
+ABSL_FLAG(bool, quiet, false, "no progress line (generate)");
 
 namespace {
 
@@ -65,62 +81,22 @@ int fail(const std::string &message) {
   return 1;
 }
 
-/// Parsed command line: positionals and --name[=value] options.
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> options;
-};
-
-/// Options that take a value; the others are switches.
-bool takesValue(const std::string &name) {
-  return name == "variant" || name == "config" || name == "schedule" ||
-         name == "out" || name == "seed" || name == "shard-mb";
-}
-
-/// Parses argv[first..]; rejects options `command` does not know.
-bool parseArgs(int argc, char **argv, int first, const std::string &command,
-               const std::vector<std::string> &known, Args &args,
-               std::string &error) {
-  for (int i = first; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
-      args.positional.push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(2), value;
-    bool hasValue = false;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      hasValue = true;
-    }
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      error = absl::StrCat("unknown option '--", name, "' for '", command,
-                           "' (see csa-checkpoint --help)");
-      return false;
-    }
-    if (takesValue(name) && !hasValue) {
-      if (i + 1 >= argc) {
-        error = absl::StrCat("option '--", name, "' needs a value");
-        return false;
-      }
-      value = argv[++i];
-    } else if (!takesValue(name) && hasValue) {
-      error = absl::StrCat("option '--", name, "' takes no value");
-      return false;
-    }
-    if (args.options.count(name)) {
-      error = absl::StrCat("option '--", name, "' given twice");
-      return false;
-    }
-    args.options[name] = value;
+/// Reads the flags of `command` (argv[2..]) into the Abseil flags; false
+/// with `status` set when the tool is to exit (--help, or an error).
+bool parseCommand(int argc, char **argv, const std::string &command,
+                  std::vector<std::string> known, std::vector<std::string> &positional,
+                  int &status) {
+  csa::tools::CommandLine flags("csa-checkpoint", kUsage);
+  flags.describe(FLAGS_seed, "must be a non-negative integer")
+      .range<double>(FLAGS_shard_mb, std::numeric_limits<double>::min(), 1e9,
+                     "must be a positive number of MiB")
+      .only(command, std::move(known));
+  if (!flags.parse(argc, argv, 2)) {
+    status = flags.exitCode();
+    return false;
   }
+  positional = flags.positional();
   return true;
-}
-
-std::string option(const Args &args, const std::string &name) {
-  auto it = args.options.find(name);
-  return it == args.options.end() ? std::string() : it->second;
 }
 
 /// The model a command works on: config, schedule, where they came from.
@@ -207,45 +183,32 @@ bool naturalLess(const std::string &a, const std::string &b) {
 }
 
 int runGenerate(int argc, char **argv) {
-  Args args;
-  std::string error;
-  if (!parseArgs(
-          argc, argv, 2, "generate",
-          {"variant", "schedule", "out", "seed", "shard-mb", "index", "force", "progress",
-           "quiet"},
-          args, error))
-    return fail(error);
-  const std::string variant = option(args, "variant");
-  if (args.positional.size() > 1)
-    return fail("generate takes one config file, got " +
-                std::to_string(args.positional.size()));
-  const std::string configPath =
-      args.positional.empty() ? std::string() : args.positional[0];
+  std::vector<std::string> positional;
+  int status = 0;
+  if (!parseCommand(argc, argv, "generate",
+                    {"variant", "schedule", "out", "seed", "shard-mb", "index", "force",
+                     "progress", "quiet"},
+                    positional, status))
+    return status;
+  const std::string variant = absl::GetFlag(FLAGS_variant);
+  if (positional.size() > 1)
+    return fail("generate takes one config file, got " + std::to_string(positional.size()));
+  const std::string configPath = positional.empty() ? std::string() : positional[0];
   if (variant.empty() == configPath.empty())
     return fail("generate needs either a config file or --variant=NAME "
                 "(one of them)");
-  const std::string out = option(args, "out");
+  const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty())
     return fail("generate needs --out=DIR");
 
   csa::RandomCheckpointOptions options;
-  if (args.options.count("seed") &&
-      !absl::SimpleAtoi(option(args, "seed"), &options.seed))
-    return fail("--seed must be a non-negative integer, got '" +
-                option(args, "seed") + "'");
-  if (args.options.count("shard-mb")) {
-    double mb = 0;
-    if (!absl::SimpleAtod(option(args, "shard-mb"), &mb) || !(mb > 0) ||
-        mb > 1e9)
-      return fail("--shard-mb must be a positive number of MiB, got '" +
-                  option(args, "shard-mb") + "'");
-    options.writer.shardBytes =
-        std::max<uint64_t>(1, uint64_t(mb * double(1 << 20)));
-  }
-  options.writer.alwaysIndex = args.options.count("index") > 0;
-  options.writer.overwrite = args.options.count("force") > 0;
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.writer.shardBytes = std::max<uint64_t>(
+      1, uint64_t(absl::GetFlag(FLAGS_shard_mb) * double(1 << 20)));
+  options.writer.alwaysIndex = absl::GetFlag(FLAGS_index);
+  options.writer.overwrite = absl::GetFlag(FLAGS_force);
 
-  auto model = resolveModel(variant, configPath, option(args, "schedule"));
+  auto model = resolveModel(variant, configPath, absl::GetFlag(FLAGS_schedule));
   if (!model.ok())
     return fail(std::string(model.status().message()));
   options.origin = model->origin;
@@ -257,9 +220,9 @@ int runGenerate(int argc, char **argv) {
     return fail(std::string(manifest.status().message()));
   csa::tools::Progress progress(
       "writing " + out, csa::manifestTotals(*manifest).bytes, "B",
-      args.options.count("quiet")      ? csa::tools::ProgressMode::Never
-      : args.options.count("progress") ? csa::tools::ProgressMode::Always
-                                       : csa::tools::ProgressMode::Auto);
+      absl::GetFlag(FLAGS_quiet)      ? csa::tools::ProgressMode::Never
+      : absl::GetFlag(FLAGS_progress) ? csa::tools::ProgressMode::Always
+                                      : csa::tools::ProgressMode::Auto);
   options.writer.onWritten = [&progress](uint64_t bytes) { progress.add(bytes); };
   auto result =
       csa::writeRandomCheckpoint(model->config, model->schedule, out, options);
@@ -277,16 +240,16 @@ int runGenerate(int argc, char **argv) {
 }
 
 int runCheck(int argc, char **argv) {
-  Args args;
-  std::string error;
-  if (!parseArgs(argc, argv, 2, "check", {"variant", "config", "schedule"},
-                 args, error))
-    return fail(error);
-  if (args.positional.size() != 1)
+  std::vector<std::string> positional;
+  int status = 0;
+  if (!parseCommand(argc, argv, "check", {"variant", "config", "schedule"}, positional,
+                    status))
+    return status;
+  if (positional.size() != 1)
     return fail("check needs one checkpoint directory (or file)");
-  const std::string dir = args.positional[0];
-  const std::string variant = option(args, "variant");
-  std::string configPath = option(args, "config");
+  const std::string dir = positional[0];
+  const std::string variant = absl::GetFlag(FLAGS_variant);
+  std::string configPath = absl::GetFlag(FLAGS_config);
   if (!variant.empty() && !configPath.empty())
     return fail("give either --variant or --config, not both");
   if (variant.empty() && configPath.empty()) {
@@ -298,7 +261,7 @@ int runCheck(int argc, char **argv) {
       return fail(configPath + ": no config.json beside the checkpoint; give "
                                "--variant=NAME or --config=FILE");
   }
-  auto model = resolveModel(variant, configPath, option(args, "schedule"));
+  auto model = resolveModel(variant, configPath, absl::GetFlag(FLAGS_schedule));
   if (!model.ok())
     return fail(std::string(model.status().message()));
   auto manifest = csa::weightManifest(model->config, model->schedule);
@@ -326,13 +289,13 @@ int runCheck(int argc, char **argv) {
 }
 
 int runList(int argc, char **argv) {
-  Args args;
-  std::string error;
-  if (!parseArgs(argc, argv, 2, "list", {}, args, error))
-    return fail(error);
-  if (args.positional.size() != 1)
+  std::vector<std::string> positional;
+  int status = 0;
+  if (!parseCommand(argc, argv, "list", {}, positional, status))
+    return status;
+  if (positional.size() != 1)
     return fail("list needs one checkpoint directory (or file)");
-  auto checkpoint = Checkpoint::open(args.positional[0]);
+  auto checkpoint = Checkpoint::open(positional[0]);
   if (!checkpoint.ok())
     return fail(std::string(checkpoint.status().message()));
   std::vector<std::string> names = checkpoint->names();
@@ -375,7 +338,7 @@ int run(int argc, char **argv) {
     return fail(std::string("no command given\n") + kUsage);
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
-    std::cout << kUsage;
+    csa::tools::CommandLine("csa-checkpoint", kUsage).printHelp(std::cout);
     return 0;
   }
   if (command == "generate")

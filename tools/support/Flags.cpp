@@ -149,12 +149,12 @@ bool CommandLine::parse(int argc, char **argv, int first) {
     }
     name = absl::StrReplaceAll(name, {{"-", "_"}});
     absl::CommandLineFlag *flag = absl::FindCommandLineFlag(name);
-    if (!flag || !isToolFlag(*flag))
-      return fail("unknown flag '" + arg + "' (see --help)");
     const std::string shown = dashed(name);
-    if (command_ && !allowed_.count(name))
+    if (command_ && (!flag || !allowed_.count(name)))
       return fail("unknown option '" + shown + "' for '" + *command_ + "' (see " +
                   tool_ + " --help)");
+    if (!flag || !isToolFlag(*flag))
+      return fail("unknown flag '" + arg + "' (see --help)");
     if (!hasValue) {
       if (flag->IsOfType<bool>()) {
         value = "true";

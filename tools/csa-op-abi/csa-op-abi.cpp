@@ -9,6 +9,7 @@
 // stale.
 //
 //===----------------------------------------------------------------------===//
+#include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
 
@@ -18,6 +19,9 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+
+ABSL_FLAG(std::string, update, "",
+          "rewrite the lines between this file's markers instead of printing");
 
 namespace {
 
@@ -62,19 +66,23 @@ int update(const std::string &path) {
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-op-abi");
-  if (csa::tools::answerVersion(argc, argv, "csa-op-abi"))
-    return 0;
-  if (argc == 1) {
-    std::cout << csa::artifact::opAbiMarkdown();
-    return 0;
+  const std::string usage =
+      std::string("usage: csa-op-abi [--update FILE]\n"
+                  "Prints each op's plan-step arguments (runtime/artifact/OpAbi.cpp) as the\n"
+                  "markdown section of docs/artifact-format.md; --update rewrites the lines\n"
+                  "between FILE's '") +
+      kBegin + "' and '" + kEnd + "' lines.\n";
+  csa::tools::CommandLine flags("csa-op-abi", usage);
+  if (!flags.parse(argc, argv))
+    return flags.exitCode();
+  if (!flags.positional().empty())
+    return flags.error("no positional arguments, got '" + flags.positional()[0] +
+                       "' (--update FILE rewrites FILE)");
+  if (flags.given(FLAGS_update)) {
+    if (absl::GetFlag(FLAGS_update).empty())
+      return flags.error("--update needs a file name");
+    return update(absl::GetFlag(FLAGS_update));
   }
-  if (argc == 3 && std::string(argv[1]) == "--update")
-    return update(argv[2]);
-  std::cerr << "usage: csa-op-abi [--update FILE]\n"
-               "Prints each op's plan-step arguments (runtime/artifact/"
-               "OpAbi.cpp) as the\nmarkdown section of "
-               "docs/artifact-format.md; --update rewrites the lines\n"
-               "between FILE's '"
-            << kBegin << "' and '" << kEnd << "' lines.\n";
-  return 2;
+  std::cout << csa::artifact::opAbiMarkdown();
+  return 0;
 }

@@ -110,7 +110,7 @@ void CommandLine::printHelp(std::ostream &os) const {
     if (!value.empty() && value != "false")
       name += " (default " + value + ")";
     if (auto it = implicit_.find(std::string(flag->Name())); it != implicit_.end())
-      name += " (alone: " + it->second + ")";
+      name += it->second.empty() ? " (or alone)" : " (alone: " + it->second + ")";
     os << "  " << name << "\n" << wrap(flag->Help(), 6);
   }
 }

@@ -98,11 +98,6 @@ public:
   template <typename T> bool given(const absl::Flag<T> &flag) const {
     return given_.count(nameOf(flag)) != 0;
   }
-  /// The value `flag` was given as on the command line ("" if not given).
-  template <typename T> std::string text(const absl::Flag<T> &flag) const {
-    auto it = text_.find(nameOf(flag));
-    return it == text_.end() ? std::string() : it->second;
-  }
 
   /// The usage text on stderr, status 2 (an incomplete command line).
   int usage() const;
@@ -134,7 +129,7 @@ private:
   std::set<std::string> allowed_;
   std::vector<std::string> positional_;
   std::set<std::string> given_;
-  std::map<std::string, std::string> text_;
+  std::map<std::string, std::string> text_; ///< each flag's value as given
   std::function<void(const std::string &)> onError_;
   int exitCode_ = 0;
 };

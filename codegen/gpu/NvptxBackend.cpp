@@ -289,15 +289,18 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       attentionForm = form.getValue();
       fn->removeAttr(kAttentionFormAttrName);
     }
-    // The mma form: its `_tc` kernel on tensor cores from a few rows on,
-    // the split form below.
-    const bool attentionTensorCores = fn->hasAttr(kAttentionMmaOf);
+    // The mma form: its `_tc` kernel from a few rows on, and the op's own
+    // kernel the same blocks with the indices split among more of them
+    // (decode rows).
+    if (attentionForm == AttentionForm::Mma &&
+        !(attentionHeads > 0 && attentionMmaShape(attentionHeads, attentionDim)))
+      attentionForm = AttentionForm::Split;
+    const bool attentionTensorCores = attentionForm == AttentionForm::Mma;
+    const bool attentionMmaSplit = attentionTensorCores && !fn->hasAttr(kAttentionMmaOf);
     if (auto of = fn->getAttrOfType<StringAttr>(kAttentionMmaOf)) {
       info.replaces = of.getValue().str();
       info.minRows = kAttentionSplitRows + 1;
       fn->removeAttr(kAttentionMmaOf);
-    } else if (attentionForm == AttentionForm::Mma) {
-      attentionForm = AttentionForm::Split;
     }
     const bool attentionWarp = attentionForm != AttentionForm::Head;
     const KernelParallelism parallelism = parallelismOf(fn);
@@ -612,10 +615,30 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedScoresType =
           sharedOf({kAttentionMmaHeads, kAttentionMmaChunk + 4}, b.getF32Type());
       lanes.sharedIndexType = sharedOf({kAttentionMmaChunk}, b.getI32Type());
+      if (attentionMmaSplit) {
+        // blockIdx.y = tile x splits + split.
+        const int64_t splits = options.attentionSplits > 0
+                                   ? options.attentionSplits
+                                   : attentionMmaSplits(*attentionMma, options.multiprocessors);
+        lanes.splits = splits;
+        lanes.splitRows = kAttentionSplitRows;
+        auto splitsConst = [splits](OpBuilder &b, Location loc) -> Value {
+          return arith::ConstantIndexOp::create(b, loc, splits);
+        };
+        lanes.tile = [splitsConst](OpBuilder &b, Location loc) -> Value {
+          return arith::DivUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
+        };
+        lanes.split = [splitsConst](OpBuilder &b, Location loc) -> Value {
+          return arith::RemUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
+        };
+        lanes.fence = [](OpBuilder &b, Location loc) {
+          NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+        };
+      }
       buildSparseAttentionMmaBody(fn, *attentionMma, lanes);
-      // A block per (row, 16 heads, channel slice).
+      // A block per (row, 16 heads, channel slice[, slice of the indices]).
       attentionLaunch(kAttentionMmaThreads, attentionMma->sharedBytes());
-      info.outputs = attentionMma->blocksPerRow();
+      info.outputs = attentionMma->blocksPerRow() * lanes.splits;
     } else if (attentionHeads > 0 && attentionWarp &&
                attentionWarpSharedBytes(AttentionWarpLanes{}, attentionDim) <=
                    kMaxStaticSharedBytes) {

@@ -28,6 +28,13 @@ using namespace mlir;
 
 namespace csa::codegen {
 
+int64_t attentionMmaSplits(const AttentionMmaShape &shape, int64_t multiprocessors) {
+  int64_t splits = 1;
+  while (splits < 16 && shape.blocksPerRow() * splits * 2 <= 2 * multiprocessors)
+    splits *= 2;
+  return splits;
+}
+
 std::optional<AttentionMmaShape> attentionMmaShape(int64_t heads, int64_t headDim) {
   if (!sparseAttentionMmaFits(heads, headDim))
     return std::nullopt;
@@ -103,18 +110,66 @@ void buildSparseAttentionMmaBody(func::FuncOp fn, const AttentionMmaShape &shape
   Value active = arith::AndIOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, i, n),
                                        cmpI(arith::CmpIPredicate::ult, tile,
                                             c(shape.blocksPerRow())));
+  // The block's indices [first, end): all of them, or with the split walk
+  // its slice of whole chunks (a query of at most splitRows rows; with more,
+  // slice 0 walks everything and the others nothing).
+  const int64_t splits = std::max<int64_t>(lanes.splits, 1);
+  Value split = splits > 1 ? lanes.split(b, loc) : zero;
+  Value isFirstSplit = cmpI(arith::CmpIPredicate::eq, split, zero);
+  Value splitting = splits > 1 ? cmpI(arith::CmpIPredicate::ule, n, c(lanes.splitRows))
+                               : arith::ConstantIntOp::create(b, loc, 0, 1).getResult();
+  Value first = zero, end = numIdx, busySlices = zero;
+  if (splits > 1) {
+    Value chunksTotal = divI(addI(numIdx, c(chunk - 1)), chunk);
+    Value chunksPerSlice = divI(addI(chunksTotal, c(splits - 1)), splits);
+    Value perSlice = mulI(chunksPerSlice, c(chunk));
+    // Slices that hold indices (the others store empty partials, which the
+    // combine skips).
+    Value perSliceAtLeast1 = arith::MaxUIOp::create(b, loc, chunksPerSlice, c(1));
+    busySlices = arith::DivUIOp::create(
+        b, loc, addI(chunksTotal, arith::SubIOp::create(b, loc, perSliceAtLeast1, c(1))),
+        perSliceAtLeast1);
+    Value sliceFirst = arith::MinUIOp::create(b, loc, mulI(split, perSlice), numIdx);
+    Value sliceEnd = arith::MinUIOp::create(b, loc, addI(sliceFirst, perSlice), numIdx);
+    first = arith::SelectOp::create(b, loc, splitting, sliceFirst, zero);
+    end = arith::SelectOp::create(b, loc, splitting, sliceEnd,
+                                  arith::SelectOp::create(b, loc, isFirstSplit, numIdx, zero));
+  }
   // The whole block takes the branch or none: its barriers stay uniform.
   emitWhen(b, loc, active, [&] {
     Value headLow = addI(headBase, g), headHigh = addI(headLow, c(8));
-    // The query's A fragments, all of the head dimension.
-    auto queryWord = [&](Value h, int64_t channel) {
-      Value e = addI(c(channel), t2);
-      return pack(bitsOf(load(q, {i, h, e})), bitsOf(load(q, {i, h, addI(e, c(1))})));
+    // The query's A fragments, all of the head dimension: a word (two
+    // channels) a load where the query lies on 16 bytes, else two element
+    // loads.
+    auto [qBase, qAligned] = bytePointer(b, loc, q, lanes.rowsAddressSpace);
+    auto wordLoads = [&](bool vector) {
+      return [&, vector]() -> SmallVector<Value> {
+        auto queryWord = [&](Value h, int64_t channel) -> Value {
+          Value e = addI(c(channel), t2);
+          if (!vector)
+            return pack(bitsOf(load(q, {i, h, e})), bitsOf(load(q, {i, h, addI(e, c(1))})));
+          Value element = addI(mulI(addI(mulI(i, c(shape.heads)), h), c(dim)), e);
+          Value at = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), mulI(element, c(2)));
+          Value ptr =
+              LLVM::GEPOp::create(b, loc, qBase.getType(), b.getI8Type(), qBase, ValueRange{at});
+          return LLVM::LoadOp::create(b, loc, i32, ptr, /*alignment=*/4, /*isVolatile=*/false,
+                                      /*isNonTemporal=*/false, /*isInvariant=*/true);
+        };
+        SmallVector<Value> words;
+        for (int64_t s = 0; s < kSteps; ++s)
+          for (Value w : {queryWord(headLow, 16 * s), queryWord(headHigh, 16 * s),
+                          queryWord(headLow, 16 * s + 8), queryWord(headHigh, 16 * s + 8)})
+            words.push_back(w);
+        return words;
+      };
     };
+    auto queryWords = emitSelect(b, loc, qAligned, SmallVector<Type>(size_t(4 * kSteps), i32),
+                                 wordLoads(true), wordLoads(false));
     SmallVector<SmallVector<Value, 4>> queryA;
-    for (int64_t s = 0; s < kSteps; ++s)
-      queryA.push_back({queryWord(headLow, 16 * s), queryWord(headHigh, 16 * s),
-                        queryWord(headLow, 16 * s + 8), queryWord(headHigh, 16 * s + 8)});
+    for (int64_t s = 0; s < kSteps; ++s) {
+      auto word = [&](int64_t e) { return queryWords.getResult(unsigned(4 * s + e)); };
+      queryA.push_back({word(0), word(1), word(2), word(3)});
+    }
     Value rowsBase, rowsAligned;
     std::tie(rowsBase, rowsAligned) = bytePointer(b, loc, rows, lanes.rowsAddressSpace);
     Value stageRow = divI(thread, rowThreads), stagePart = remI(thread, rowThreads);
@@ -124,7 +179,7 @@ void buildSparseAttentionMmaBody(func::FuncOp fn, const AttentionMmaShape &shape
     // and g + 8, and P.V's C fragments (4 f32 each).
     SmallVector<Value> init{startMax, startMax, zeroF, zeroF};
     init.append(size_t(fragments * 4), zeroF);
-    auto chunks = scf::ForOp::create(b, loc, zero, numIdx, c(chunk), init);
+    auto chunks = scf::ForOp::create(b, loc, first, end, c(chunk), init);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(chunks.getBody());
@@ -135,7 +190,7 @@ void buildSparseAttentionMmaBody(func::FuncOp fn, const AttentionMmaShape &shape
 
       // Stage the chunk's rows: rowThreads threads a row, zeros for -1.
       Value k = addI(c0, stageRow);
-      Value j = emitSelect(b, loc, cmpI(arith::CmpIPredicate::ult, k, numIdx), TypeRange{i32},
+      Value j = emitSelect(b, loc, cmpI(arith::CmpIPredicate::ult, k, end), TypeRange{i32},
                            [&]() -> SmallVector<Value> { return {load(idx, {i, k})}; },
                            [&]() -> SmallVector<Value> { return {minusOne}; })
                     .getResult(0);
@@ -258,22 +313,171 @@ void buildSparseAttentionMmaBody(func::FuncOp fn, const AttentionMmaShape &shape
       scf::YieldOp::create(b, loc, next);
     }
 
-    // The denominators (the quad's parts and the sink) and the outputs.
+    // This lane's heads' running maxima and probability sums (its quad's
+    // parts added; every warp holds the same).
+    Value maxOf[2], sumOf[2];
     for (int64_t half = 0; half < 2; ++half) {
-      Value head = half == 0 ? headLow : headHigh;
       Value sum = chunks.getResult(unsigned(2 + half));
       sum = addF(sum, lanes.shuffleXor(b, loc, sum, 1));
-      sum = addF(sum, lanes.shuffleXor(b, loc, sum, 2));
-      Value total = addF(sum, exp(subF(load(sink, {head}), chunks.getResult(unsigned(half)))));
-      for (int64_t f = 0; f < fragments; ++f) {
-        Value channel = addI(addI(addI(channelBase, mulI(warp, c(warpChannels))), c(8 * f)), t2);
-        for (int64_t e = 0; e < 2; ++e) {
-          Value v = arith::DivFOp::create(
-              b, loc, chunks.getResult(unsigned(4 + 4 * f + 2 * half + e)), total);
-          store(arith::TruncFOp::create(b, loc, bf16, v), out, {i, head, addI(channel, c(e))});
+      sumOf[half] = addF(sum, lanes.shuffleXor(b, loc, sum, 2));
+      maxOf[half] = chunks.getResult(unsigned(half));
+    }
+    // The output channel of this lane's accumulator `e` of fragment f.
+    auto channelOf = [&](int64_t f, int64_t e) {
+      return addI(addI(addI(mulI(warp, c(warpChannels)), c(8 * f)), t2), c(e));
+    };
+    // The whole walk's outputs: the denominators add the sink.
+    auto storeWhole = [&] {
+      for (int64_t half = 0; half < 2; ++half) {
+        Value head = half == 0 ? headLow : headHigh;
+        Value total = addF(sumOf[half], exp(subF(load(sink, {head}), maxOf[half])));
+        for (int64_t f = 0; f < fragments; ++f)
+          for (int64_t e = 0; e < 2; ++e) {
+            Value v = arith::DivFOp::create(
+                b, loc, chunks.getResult(unsigned(4 + 4 * f + 2 * half + e)), total);
+            store(arith::TruncFOp::create(b, loc, bf16, v), out,
+                  {i, head, addI(channelBase, channelOf(f, e))});
+          }
+      }
+    };
+    if (splits == 1) {
+      storeWhole();
+      return;
+    }
+    auto splitIf = scf::IfOp::create(b, loc, splitting, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(splitIf.elseBlock());
+      emitWhen(b, loc, isFirstSplit, storeWhole);
+    }
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(splitIf.thenBlock());
+    // Slot (row, tile, split): the slice's P.V (16 heads x channels), then
+    // the 16 maxima and the 16 sums; a (row, tile)'s count of finished
+    // slices, back to 0 once combined (zero when the module loads).
+    const int64_t heads = kAttentionMmaHeads, channels = shape.channels,
+                  maxAt = heads * channels, sumAt = maxAt + heads, slot = sumAt + heads;
+    Type f32 = b.getF32Type();
+    auto partialsType =
+        MemRefType::get({lanes.splitRows, shape.blocksPerRow(), splits, slot}, f32);
+    auto countsType = MemRefType::get({lanes.splitRows, shape.blocksPerRow()}, i32);
+    const std::string partialsName = (fn.getSymName() + "_split_partials").str(),
+                      countsName = (fn.getSymName() + "_split_counts").str();
+    {
+      OpBuilder gb(fn);
+      memref::GlobalOp::create(
+          gb, loc, partialsName, gb.getStringAttr("private"), partialsType,
+          DenseElementsAttr::get(RankedTensorType::get(partialsType.getShape(), f32),
+                                 gb.getF32FloatAttr(0.f)),
+          /*constant=*/false, /*alignment=*/gb.getI64IntegerAttr(16));
+      memref::GlobalOp::create(
+          gb, loc, countsName, gb.getStringAttr("private"), countsType,
+          DenseElementsAttr::get(RankedTensorType::get(countsType.getShape(), i32),
+                                 gb.getI32IntegerAttr(0)),
+          /*constant=*/false, /*alignment=*/gb.getI64IntegerAttr(16));
+    }
+    Value partials = memref::GetGlobalOp::create(b, loc, partialsType, partialsName);
+    Value counts = memref::GetGlobalOp::create(b, loc, countsType, countsName);
+    for (int64_t half = 0; half < 2; ++half) {
+      Value head = half == 0 ? g : addI(g, c(8)); // within the block's 16
+      for (int64_t f = 0; f < fragments; ++f)
+        for (int64_t e = 0; e < 2; ++e)
+          store(chunks.getResult(unsigned(4 + 4 * f + 2 * half + e)), partials,
+                {i, tile, split, addI(mulI(head, c(channels)), channelOf(f, e))});
+      emitWhen(b, loc,
+               arith::AndIOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, warp, zero),
+                                     cmpI(arith::CmpIPredicate::eq, t, zero)),
+               [&] {
+                 store(maxOf[half], partials, {i, tile, split, addI(c(maxAt), head)});
+                 store(sumOf[half], partials, {i, tile, split, addI(c(sumAt), head)});
+               });
+    }
+    // Every thread's partials are stored; thread 0 makes them visible before
+    // it counts the slice, and the block learns whether it was the last
+    // (through the chunk's index buffer, free now).
+    Value threadIsZero = cmpI(arith::CmpIPredicate::eq, thread, zero);
+    lanes.barrier(b, loc);
+    emitWhen(b, loc, threadIsZero, [&] {
+      if (lanes.fence)
+        lanes.fence(b, loc);
+      Value before = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, ci(1),
+                                                 counts, ValueRange{i, tile});
+      store(arith::ExtUIOp::create(b, loc, i32,
+                                   cmpI(arith::CmpIPredicate::eq, before, ci(int32_t(splits - 1)))),
+            sharedIdx, {zero});
+    });
+    lanes.barrier(b, loc);
+    Value isLast = cmpI(arith::CmpIPredicate::eq, load(sharedIdx, {zero}), ci(1));
+    emitWhen(b, loc, isLast, [&] {
+      // The fence after the count orders the other blocks' partials before
+      // these loads (the PTX memory model's fence-fence synchronization; the
+      // fence also drops this multiprocessor's L1 lines), so plain loads
+      // read them: they can be in flight together, volatile ones could not.
+      if (lanes.fence)
+        lanes.fence(b, loc);
+      auto partial = [&](int64_t s, Value e) -> Value {
+        return load(partials, {i, tile, c(s), e});
+      };
+      // Threads 0-15 weigh the slices of head `thread` (e^(m_s - M) into the
+      // scores' row, the denominator into its last column)...
+      emitWhen(b, loc, cmpI(arith::CmpIPredicate::ult, thread, c(heads)), [&] {
+        Value max = partial(0, addI(c(maxAt), thread));
+        for (int64_t s = 1; s < splits; ++s)
+          max = maxF(max, partial(s, addI(c(maxAt), thread)));
+        Value total = exp(subF(load(sink, {addI(headBase, thread)}), max));
+        for (int64_t s = 0; s < splits; ++s) {
+          Value weight = exp(subF(partial(s, addI(c(maxAt), thread)), max));
+          store(weight, sharedScores, {thread, c(s)});
+          total = addF(total, mulF(weight, partial(s, addI(c(sumAt), thread))));
+        }
+        store(total, sharedScores, {thread, c(chunk + 3)});
+      });
+      lanes.barrier(b, loc);
+      // ... and every thread combines its outputs, kOutputsInFlight at a
+      // time with the busy slices' loads of all of them issued together
+      // (an empty slice's weight is 0 and its P.V zeros: skipped).
+      constexpr int64_t kOutputsInFlight = 4;
+      const int64_t perThread = maxAt / kAttentionMmaThreads; // a multiple of 4
+      auto outputs = scf::ForOp::create(b, loc, zero, c(perThread), c(kOutputsInFlight));
+      {
+        OpBuilder::InsertionGuard loopGuard(b);
+        b.setInsertionPointToStart(outputs.getBody());
+        Value m0 = outputs.getInductionVar();
+        SmallVector<Value> at, head, sums;
+        for (int64_t u = 0; u < kOutputsInFlight; ++u) {
+          Value o = addI(thread, mulI(addI(m0, c(u)), c(kAttentionMmaThreads)));
+          at.push_back(o);
+          head.push_back(divI(o, channels));
+        }
+        SmallVector<Value> values(size_t(kOutputsInFlight * splits));
+        for (int64_t s = 0; s < splits; ++s) {
+          Value busy = cmpI(arith::CmpIPredicate::ult, c(s), busySlices);
+          auto loaded = emitSelect(
+              b, loc, busy, SmallVector<Type>(size_t(kOutputsInFlight), f32),
+              [&]() -> SmallVector<Value> {
+                SmallVector<Value> v;
+                for (int64_t u = 0; u < kOutputsInFlight; ++u)
+                  v.push_back(partial(s, at[size_t(u)]));
+                return v;
+              },
+              [&]() -> SmallVector<Value> {
+                return SmallVector<Value>(size_t(kOutputsInFlight), zeroF);
+              });
+          for (int64_t u = 0; u < kOutputsInFlight; ++u)
+            values[size_t(u * splits + s)] = loaded.getResult(unsigned(u));
+        }
+        for (int64_t u = 0; u < kOutputsInFlight; ++u) {
+          Value h = head[size_t(u)];
+          Value sum = mulF(load(sharedScores, {h, zero}), values[size_t(u * splits)]);
+          for (int64_t s = 1; s < splits; ++s)
+            sum = addF(sum, mulF(load(sharedScores, {h, c(s)}), values[size_t(u * splits + s)]));
+          Value v = arith::DivFOp::create(b, loc, sum, load(sharedScores, {h, c(chunk + 3)}));
+          store(arith::TruncFOp::create(b, loc, bf16, v), out,
+                {i, addI(headBase, h), addI(channelBase, remI(at[size_t(u)], channels))});
         }
       }
-    }
+      emitWhen(b, loc, threadIsZero, [&] { store(ci(0), counts, {i, tile}); });
+    });
   });
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc);

@@ -26,10 +26,18 @@
 // The blocks of one row read each of its rows once per (16 heads, channel
 // slice): 8 reads at the released widths (64 heads x 512), against 64 for
 // the forms that take a head a block. It is the prefill kernel of the form
-// (`<kernel>_tc`, from 3 query rows on; NvptxBackend.h): a decode row has
-// only 8 blocks, each walking its chunks one after another, and the split
-// form is faster there (measured on the H200: 120-170 us a launch against
-// 30-45; bench/RESULTS.md, twenty-fourth session).
+// (`<kernel>_tc`, from 3 query rows on; NvptxBackend.h).
+//
+// A decode row has only 8 such blocks, each walking all its chunks one after
+// another (measured on the H200: 120-170 us a launch, against 30-45 for the
+// warp-based split form; bench/RESULTS.md, twenty-fourth session). So the
+// op's own kernel splits the indices too, as flash decoding does: with
+// `splits` > 1 and at most `splitRows` query rows, the blocks of a (row,
+// tile) take consecutive slices of whole chunks, store their slice's P.V,
+// running max and probability sum in global memory, and the last block of
+// the (row, tile) to finish combines them: out = sum_s e^(m_s - M) a_s /
+// (sum_s e^(m_s - M) l_s + e^(sink - M)). One more fp32 rescale and a sum
+// over the slices: inside the same bound.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CSA_CODEGEN_HOST_ATTENTIONMMA_H
@@ -89,11 +97,25 @@ struct AttentionMmaLanes {
       shuffleXor;
   /// Where `rows` lives for its 16-byte loads (1: CUDA global; 0 on a host).
   unsigned rowsAddressSpace = 1;
+  /// The split walk (splits > 1; see the file comment): `split` is the
+  /// block's slice (grid y = tile x splits + split); with more than
+  /// `splitRows` query rows slice 0 walks everything and the others return.
+  /// The partials live in module globals (splitRows x tiles x splits
+  /// slots); `fence` orders a block's partials before its count (membar.gl;
+  /// nothing on a host, whose blocks run one after another).
+  int64_t splits = 1, splitRows = 0;
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> split;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> fence;
   /// Appended to the kernel's arguments, in shared memory:
   /// memref<chunk x rowWords x i32> (the rows), memref<16 x (chunk + 4) x
   /// f32> (the scores), memref<chunk x i32> (the indices).
   mlir::Type sharedRowsType, sharedScoresType, sharedIndexType;
 };
+
+/// Slices of a decode row's indices for the split walk on a GPU of
+/// `multiprocessors` SMs: enough blocks for the machine at one row (the
+/// form's 255 registers allow two a multiprocessor), at most 16.
+int64_t attentionMmaSplits(const AttentionMmaShape &shape, int64_t multiprocessors = 132);
 
 /// Replaces the body of `fn` (from buildSparseAttentionKernel) with the mma
 /// form of `shape`.

@@ -357,7 +357,8 @@ namespace {
 /// The mma form (tensor cores, 16 heads a block) against the host kernel,
 /// under the same bound as the warp form.
 double expectAttentionMmaFormWithinBound(int64_t heads, int64_t dim, int64_t n, int64_t numIdx,
-                                         int64_t table, bool misalignedRows = false) {
+                                         int64_t table, bool misalignedRows = false,
+                                         int64_t splits = 1) {
   std::optional<AttentionMmaShape> shape = attentionMmaShape(heads, dim);
   EXPECT_TRUE(shape.has_value()) << heads << " x " << dim;
   if (!shape)
@@ -369,6 +370,20 @@ double expectAttentionMmaFormWithinBound(int64_t heads, int64_t dim, int64_t n, 
     AttentionMmaLanes lanes;
     lanes.row = simt.value(simt.blockX);
     lanes.tile = simt.value(simt.blockY);
+    if (splits > 1) {
+      // The split walk: blockY = tile x splits + split, as on the GPU.
+      auto blockY = simt.value(simt.blockY);
+      lanes.splits = splits;
+      lanes.splitRows = kAttentionSplitRows;
+      lanes.tile = [blockY, splits](OpBuilder &b, Location loc) -> Value {
+        return arith::DivUIOp::create(b, loc, blockY(b, loc),
+                                      arith::ConstantIndexOp::create(b, loc, splits));
+      };
+      lanes.split = [blockY, splits](OpBuilder &b, Location loc) -> Value {
+        return arith::RemUIOp::create(b, loc, blockY(b, loc),
+                                      arith::ConstantIndexOp::create(b, loc, splits));
+      };
+    }
     lanes.thread = simt.value(simt.thread);
     lanes.barrier = simt.sync();
     lanes.mma = simt.mmaBf16();
@@ -391,17 +406,28 @@ double expectAttentionMmaFormWithinBound(int64_t heads, int64_t dim, int64_t n, 
   const int64_t words = shape->rowWords(), scoreStride = kAttentionMmaChunk + 4;
   const size_t rowsBytes = size_t(kAttentionMmaChunk * words * 4),
                scoresBytes = size_t(kAttentionMmaHeads * scoreStride * 4);
-  launch(n, shape->blocksPerRow(), kAttentionMmaThreads, size_t(shape->sharedBytes()),
-         [&](void *shared) {
-    auto *base = static_cast<char *>(shared);
-    auto *sr = reinterpret_cast<int32_t *>(base);
-    auto *ss = reinterpret_cast<float *>(base + rowsBytes);
-    auto *si = reinterpret_cast<int32_t *>(base + rowsBytes + scoresBytes);
-    Descriptor<2, int32_t> dRows{sr, sr, 0, {kAttentionMmaChunk, words}, {words, 1}};
-    Descriptor<2, float> dScores{ss, ss, 0, {kAttentionMmaHeads, scoreStride}, {scoreStride, 1}};
-    Descriptor<1, int32_t> dIndex{si, si, 0, {kAttentionMmaChunk}, {1}};
-    form(&c.dq, &c.dr, &c.di, &c.dsink, c.scale, &c.doutForm, &dRows, &dScores, &dIndex);
-  }, /*lastFirst=*/true);
+  auto run = [&] {
+    launch(n, shape->blocksPerRow() * splits, kAttentionMmaThreads, size_t(shape->sharedBytes()),
+           [&](void *shared) {
+      auto *base = static_cast<char *>(shared);
+      auto *sr = reinterpret_cast<int32_t *>(base);
+      auto *ss = reinterpret_cast<float *>(base + rowsBytes);
+      auto *si = reinterpret_cast<int32_t *>(base + rowsBytes + scoresBytes);
+      Descriptor<2, int32_t> dRows{sr, sr, 0, {kAttentionMmaChunk, words}, {words, 1}};
+      Descriptor<2, float> dScores{ss, ss, 0, {kAttentionMmaHeads, scoreStride}, {scoreStride, 1}};
+      Descriptor<1, int32_t> dIndex{si, si, 0, {kAttentionMmaChunk}, {1}};
+      form(&c.dq, &c.dr, &c.di, &c.dsink, c.scale, &c.doutForm, &dRows, &dScores, &dIndex);
+    }, /*lastFirst=*/true);
+  };
+  run();
+  if (splits > 1) {
+    // A second launch gives the same bytes: the last block of each (row,
+    // tile) put its count back to zero.
+    std::vector<uint16_t> first = c.outForm;
+    std::fill(c.outForm.begin(), c.outForm.end(), 0xFFFF);
+    run();
+    EXPECT_EQ(first, c.outForm) << "the split walk's second launch differs";
+  }
   return c.expectWithinBound();
 }
 } // namespace
@@ -422,7 +448,30 @@ TEST(GpuFormEmulation, SparseAttentionMmaFormMeetsItsBound) {
   std::printf("sparse attention mma form: worst error %.3g of its bound\n", worst);
 }
 
+TEST(GpuFormEmulation, SparseAttentionMmaSplitWalkMeetsItsBound) {
+  // One row, 150 indices (5 chunks, -1 among them) in 4 slices of 2 chunks:
+  // the last slice holds one chunk cut short; the last block to finish
+  // combines.
+  double worst = expectAttentionMmaFormWithinBound(16, 64, 1, 150, 40, false, 4);
+  // Two rows (the most the walk splits), more slices than chunks: most
+  // slices hold nothing and still count.
+  worst = std::max(worst, expectAttentionMmaFormWithinBound(32, 32, 2, 70, 20, true, 16));
+  // Three rows: more than kAttentionSplitRows, so slice 0 of each (row,
+  // tile) walks it whole and the others store nothing.
+  worst = std::max(worst, expectAttentionMmaFormWithinBound(16, 64, 3, 150, 40, false, 4));
+  // The released widths at a decode step: 64 heads x 512, 640 indices (20
+  // chunks) in the default 16 slices.
+  worst = std::max(worst, expectAttentionMmaFormWithinBound(
+                              64, 512, 1, 640, 300, false,
+                              attentionMmaSplits(*attentionMmaShape(64, 512))));
+  // No rows, every index -1: the sink alone (zeros), combined.
+  worst = std::max(worst, expectAttentionMmaFormWithinBound(16, 64, 1, 70, 0, false, 4));
+  std::printf("sparse attention mma form, split walk: worst error %.3g of its bound\n", worst);
+}
+
 TEST(GpuFormEmulation, SparseAttentionMmaFormAppliesToWholeHeadGroups) {
+  EXPECT_EQ(attentionMmaSplits(*attentionMmaShape(64, 512)), 16);
+  EXPECT_EQ(attentionMmaSplits(*attentionMmaShape(64, 512), 16), 4);
   EXPECT_TRUE(attentionMmaShape(64, 512).has_value());
   EXPECT_EQ(attentionMmaShape(64, 512)->blocksPerRow(), 8);
   EXPECT_EQ(attentionMmaShape(16, 64)->blocksPerRow(), 1);

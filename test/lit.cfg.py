@@ -21,7 +21,7 @@ config.substitutions.append(("%csa_obj", config.csa_obj_root))
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
     ["csa-opt", "csa-compile", "csa-checkpoint", "csa-reference", "csa-run",
-     "csa-op-abi", "csa-diff", "csa-gpu-check", "csa-score"],
+     "csa-op-abi", "csa-diff", "csa-gpu-check", "csa-score", "csa-api-test"],
     [config.csa_tools_dir, config.llvm_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
@@ -51,6 +51,14 @@ for python in ["/usr/bin/python3", "python3"]:
 config.substitutions.append(
     ("%plot_python", plot_python or
      "sh -c 'echo matplotlib is missing: run tools/scripts/setup.sh >&2; exit 1' --"))
+
+# The Python module csa (runtime/api/python; pybind11-dev and python3-dev,
+# installed by setup.sh) with its interpreter; without it the tests that
+# use it fail, saying so.
+config.substitutions.append(
+    ("%csa_python", config.csa_module_python or
+     "sh -c 'echo the Python module csa was not built: pybind11-dev and "
+     "python3-dev are missing, run tools/scripts/setup.sh >&2; exit 1' --"))
 
 # The CUDA toolkit (no GPU needed): ptxas assembles the generated PTX, and
 # libdevice supplies the transcendentals --emit=ptx links in.

@@ -1,0 +1,311 @@
+/*===- ApiTest.c - csa's C API from C --------------------------------------===//
+ *
+ * Compiled as C99 (the header must be plain C). Two modes, driven by
+ * test/api/c-api.test:
+ *
+ *   csa-api-test run ARTIFACT WEIGHTS PROMPT N TEMPERATURE TOP_P SEED DEVICE [LOGITS.npy]
+ *     WEIGHTS is a checkpoint directory or random:SEED; PROMPT ids are
+ *     comma-separated; DEVICE cpu, cuda or auto. Prefills, then samples N
+ *     tokens, each fed back (N - 1 decode steps), and prints
+ *     "generated: ID ..." as csa-run does. With LOGITS.npy (csa-run
+ *     --logits-out of the same run) every step's logits must equal the file's
+ *     row bit for bit. Then resets the sequence and checks that a second
+ *     prefill gives the same logits, and that a sequence outlives its model.
+ *   csa-api-test errors ARTIFACT
+ *     Every error path the API promises: status codes and messages.
+ *
+ * Exits 0 when every check holds; each failed check prints "FAIL: ...".
+ *
+ *===----------------------------------------------------------------------===*/
+#include <csa/csa.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      ++failures;                                                              \
+      printf("FAIL: line %d: ", __LINE__);                                     \
+      printf(__VA_ARGS__);                                                     \
+      printf("\n");                                                            \
+    }                                                                          \
+  } while (0)
+
+/* A call that must succeed; ends the program otherwise. */
+static void must(csa_status st, const char *what) {
+  if (st != CSA_OK) {
+    printf("FAIL: %s: %s: %s\n", what, csa_status_name(st), csa_last_error());
+    exit(1);
+  }
+  if (csa_last_error()[0] != '\0') {
+    printf("FAIL: %s succeeded but csa_last_error() is '%s'\n", what,
+           csa_last_error());
+    exit(1);
+  }
+}
+
+/* Prints "NAME: STATUS: MESSAGE" for FileCheck and checks the code. */
+static void expect(csa_status st, csa_status want, const char *what) {
+  printf("%s: %s: %s\n", what, csa_status_name(st), csa_last_error());
+  CHECK(st == want, "%s: wanted %s", what, csa_status_name(want));
+  CHECK(csa_last_error()[0] != '\0', "%s: no message", what);
+}
+
+/* The rows of a little-endian float32 .npy of shape [steps, vocab]. */
+static float *read_npy(const char *path, long *steps, long *vocab) {
+  FILE *f = fopen(path, "rb");
+  unsigned char head[10];
+  char *header;
+  unsigned len;
+  const char *shape;
+  float *data;
+  size_t count;
+  if (!f || fread(head, 1, 10, f) != 10 || memcmp(head, "\x93NUMPY", 6) != 0 ||
+      head[6] != 1) {
+    printf("FAIL: %s is not a version 1 .npy file\n", path);
+    exit(1);
+  }
+  len = head[8] | (unsigned)head[9] << 8;
+  header = calloc(len + 1, 1);
+  if (!header || fread(header, 1, len, f) != len) {
+    printf("FAIL: %s: short header\n", path);
+    exit(1);
+  }
+  shape = strstr(header, "'shape': (");
+  if (!strstr(header, "'descr': '<f4'") || !shape ||
+      sscanf(shape, "'shape': (%ld, %ld)", steps, vocab) != 2) {
+    printf("FAIL: %s: not float32 [steps, vocab]: %s\n", path, header);
+    exit(1);
+  }
+  count = (size_t)(*steps * *vocab);
+  data = malloc(count * sizeof(float));
+  if (!data || fread(data, sizeof(float), count, f) != count) {
+    printf("FAIL: %s: short data\n", path);
+    exit(1);
+  }
+  free(header);
+  fclose(f);
+  return data;
+}
+
+static csa_device parse_device(const char *name) {
+  if (strcmp(name, "cuda") == 0)
+    return CSA_DEVICE_CUDA;
+  if (strcmp(name, "auto") == 0)
+    return CSA_DEVICE_AUTO;
+  return CSA_DEVICE_CPU;
+}
+
+static int run(int argc, char **argv) {
+  const char *artifact = argv[2], *weights = argv[3];
+  int32_t prompt[256];
+  size_t prompt_len = 0;
+  long n = atol(argv[5]), steps = 0, file_vocab = 0, step;
+  float temperature = (float)atof(argv[6]), top_p = (float)atof(argv[7]);
+  unsigned long long seed = strtoull(argv[8], NULL, 10);
+  float *expected = NULL;
+  csa_model_options options;
+  csa_model *model = NULL;
+  csa_sequence *seq = NULL;
+  csa_sampler *sampler = NULL;
+  float *logits, *first;
+  int64_t vocab;
+  char *ids = argv[4], *end;
+  size_t v;
+
+  while (*ids && prompt_len < 256) {
+    prompt[prompt_len++] = (int32_t)strtol(ids, &end, 10);
+    ids = *end == ',' ? end + 1 : end;
+  }
+  if (argc > 10)
+    expected = read_npy(argv[10], &steps, &file_vocab);
+
+  csa_model_options_init(&options);
+  options.device = parse_device(argv[9]);
+  if (strncmp(weights, "random:", 7) == 0)
+    must(csa_model_open_random(artifact, strtoull(weights + 7, NULL, 10),
+                               &options, &model),
+         "csa_model_open_random");
+  else
+    must(csa_model_open(artifact, weights, &options, &model), "csa_model_open");
+  vocab = csa_model_vocab_size(model);
+  printf("model: vocab %lld, max_context %lld, device %s\n", (long long)vocab,
+         (long long)csa_model_max_context(model),
+         csa_model_device(model) == CSA_DEVICE_CUDA ? "cuda" : "cpu");
+  CHECK(vocab > 0, "vocab %lld", (long long)vocab);
+  CHECK(!expected || (file_vocab == vocab && steps == (n > 1 ? n : 1)),
+        "%s holds [%ld, %ld], the run [%ld, %lld]", argv[10], steps,
+        file_vocab, n > 1 ? n : 1, (long long)vocab);
+  logits = malloc((size_t)vocab * sizeof(float));
+  first = malloc((size_t)vocab * sizeof(float));
+
+  must(csa_sequence_new(model, &seq), "csa_sequence_new");
+  must(csa_sampler_new(temperature, top_p, seed, &sampler), "csa_sampler_new");
+  must(csa_sequence_prefill(seq, prompt, prompt_len, logits, (size_t)vocab),
+       "csa_sequence_prefill");
+  memcpy(first, logits, (size_t)vocab * sizeof(float));
+  CHECK(csa_sequence_position(seq) == (int64_t)prompt_len, "position %lld",
+        (long long)csa_sequence_position(seq));
+  CHECK(csa_sequence_cache_bytes(seq) > 0, "no cache bytes");
+  printf("generated:");
+  for (step = 0; step < n; ++step) {
+    int32_t token;
+    if (expected)
+      CHECK(memcmp(logits, expected + step * vocab,
+                   (size_t)vocab * sizeof(float)) == 0,
+            "step %ld: the logits differ from %s", step, argv[10]);
+    must(csa_sampler_next(sampler, logits, (size_t)vocab, &token),
+         "csa_sampler_next");
+    printf(" %d", (int)token);
+    if (step + 1 < n)
+      must(csa_sequence_decode(seq, token, logits, (size_t)vocab),
+           "csa_sequence_decode");
+  }
+  printf("\n");
+  must(csa_model_check(model), "csa_model_check");
+  CHECK(csa_sequence_position(seq) == (int64_t)prompt_len + (n > 1 ? n - 1 : 0),
+        "position %lld after %ld tokens", (long long)csa_sequence_position(seq),
+        n);
+  if (expected)
+    printf("logits: %ld steps equal %s\n", steps, argv[10]);
+
+  /* Reset: the same prompt gives the same logits again. */
+  must(csa_sequence_reset(seq), "csa_sequence_reset");
+  CHECK(csa_sequence_position(seq) == 0, "position %lld after reset",
+        (long long)csa_sequence_position(seq));
+  must(csa_sequence_prefill(seq, prompt, prompt_len, logits, (size_t)vocab),
+       "prefill after reset");
+  CHECK(memcmp(logits, first, (size_t)vocab * sizeof(float)) == 0,
+        "the prefill after reset differs");
+  /* No logits wanted. */
+  must(csa_sequence_decode(seq, prompt[0], NULL, 0), "decode without logits");
+
+  /* The sequence outlives its model. */
+  csa_model_free(model);
+  must(csa_sequence_decode(seq, prompt[0], logits, (size_t)vocab),
+       "decode after csa_model_free");
+  for (v = 0; v < (size_t)vocab; ++v)
+    CHECK(isfinite(logits[v]), "logit %zu is %g", v, (double)logits[v]);
+  csa_sequence_free(seq);
+  csa_sampler_free(sampler);
+  free(logits);
+  free(first);
+  free(expected);
+  printf("%s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
+static int errors(const char *artifact) {
+  char missing[4096];
+  csa_model *model = (csa_model *)1;
+  csa_sequence *seq = NULL;
+  csa_sampler *sampler = NULL;
+  csa_model_options options;
+  int32_t prompt[3] = {1, 2, 3}, token = -1, *long_prompt;
+  float *logits, small[4], bad[3] = {0.0f, NAN, 1.0f};
+  int64_t vocab, i;
+
+  printf("api %d, %s\n", csa_api_version(), csa_version());
+  CHECK(csa_api_version() == CSA_API_VERSION, "api version %d",
+        csa_api_version());
+  CHECK(strcmp(csa_status_name((csa_status)99), "CSA_ERROR_UNKNOWN") == 0,
+        "status 99 is %s", csa_status_name((csa_status)99));
+
+  /* A missing artifact: NOT_FOUND, the path named, no model. */
+  snprintf(missing, sizeof missing, "%s.missing", artifact);
+  expect(csa_model_open_random(missing, 0, NULL, &model), CSA_ERROR_NOT_FOUND,
+         "missing artifact");
+  CHECK(model == NULL, "a failed open left a model");
+  CHECK(strstr(csa_last_error(), missing) != NULL,
+        "the message does not name %s", missing);
+  expect(csa_model_open(artifact, missing, NULL, &model), CSA_ERROR_NOT_FOUND,
+         "missing weights");
+  CHECK(strstr(csa_last_error(), missing) != NULL,
+        "the message does not name %s", missing);
+  expect(csa_model_open(NULL, "x", NULL, &model), CSA_ERROR_INVALID_ARGUMENT,
+         "null artifact");
+  expect(csa_model_open(artifact, NULL, NULL, &model),
+         CSA_ERROR_INVALID_ARGUMENT, "null weights");
+  csa_model_options_init(&options);
+  options.device = (csa_device)7;
+  expect(csa_model_open_random(artifact, 0, &options, &model),
+         CSA_ERROR_INVALID_ARGUMENT, "bad device");
+  options.struct_size = 0;
+  expect(csa_model_open_random(artifact, 0, &options, &model),
+         CSA_ERROR_INVALID_ARGUMENT, "options not initialized");
+
+  /* A model, then the wrong calls on a sequence. */
+  must(csa_model_open_random(artifact, 3, NULL, &model), "csa_model_open_random");
+  vocab = csa_model_vocab_size(model);
+  logits = malloc((size_t)vocab * sizeof(float));
+  must(csa_sequence_new(model, &seq), "csa_sequence_new");
+  expect(csa_sequence_decode(seq, 1, logits, (size_t)vocab),
+         CSA_ERROR_FAILED_PRECONDITION, "decode before prefill");
+  expect(csa_sequence_prefill(seq, prompt, 0, logits, (size_t)vocab),
+         CSA_ERROR_INVALID_ARGUMENT, "empty prompt");
+  prompt[1] = (int32_t)vocab;
+  expect(csa_sequence_prefill(seq, prompt, 3, logits, (size_t)vocab),
+         CSA_ERROR_INVALID_ARGUMENT, "token outside the vocabulary");
+  prompt[1] = 2;
+  expect(csa_sequence_prefill(seq, prompt, 3, small, 4),
+         CSA_ERROR_INVALID_ARGUMENT, "small buffer");
+  CHECK(csa_sequence_position(seq) == 0, "a refused prefill ran");
+  long_prompt = calloc((size_t)csa_model_max_context(model) + 1, sizeof(int32_t));
+  expect(csa_sequence_prefill(seq, long_prompt,
+                              (size_t)csa_model_max_context(model) + 1, logits,
+                              (size_t)vocab),
+         CSA_ERROR_OUT_OF_RANGE, "prompt past max_context");
+  free(long_prompt);
+  must(csa_sequence_prefill(seq, prompt, 3, logits, (size_t)vocab), "prefill");
+  expect(csa_sequence_prefill(seq, prompt, 3, logits, (size_t)vocab),
+         CSA_ERROR_FAILED_PRECONDITION, "second prefill");
+  expect(csa_sequence_decode(seq, -1, logits, (size_t)vocab),
+         CSA_ERROR_INVALID_ARGUMENT, "negative token");
+  for (i = csa_sequence_position(seq); i < csa_model_max_context(model); ++i)
+    must(csa_sequence_decode(seq, 1, NULL, 0), "decode to max_context");
+  expect(csa_sequence_decode(seq, 1, logits, (size_t)vocab),
+         CSA_ERROR_OUT_OF_RANGE, "decode past max_context");
+  csa_sequence_free(seq);
+  seq = (csa_sequence *)1;
+  expect(csa_sequence_new(NULL, &seq), CSA_ERROR_INVALID_ARGUMENT,
+         "sequence of no model");
+  CHECK(seq == NULL, "a failed csa_sequence_new left a sequence");
+
+  /* Sampling. */
+  expect(csa_sampler_new(-1.0f, 1.0f, 0, &sampler), CSA_ERROR_INVALID_ARGUMENT,
+         "negative temperature");
+  expect(csa_sampler_new(1.0f, 0.0f, 0, &sampler), CSA_ERROR_INVALID_ARGUMENT,
+         "top_p 0");
+  expect(csa_greedy(bad, 3, &token), CSA_ERROR_INVALID_ARGUMENT, "NaN logit");
+  expect(csa_greedy(NULL, 0, &token), CSA_ERROR_INVALID_ARGUMENT,
+         "no logits");
+  bad[1] = 2.0f;
+  must(csa_greedy(bad, 3, &token), "csa_greedy");
+  CHECK(token == 1, "greedy chose %d", (int)token);
+
+  /* Freeing NULL does nothing. */
+  csa_model_free(NULL);
+  csa_sequence_free(NULL);
+  csa_sampler_free(NULL);
+  csa_model_free(model);
+  free(logits);
+  printf("%s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 10 && strcmp(argv[1], "run") == 0)
+    return run(argc, argv);
+  if (argc == 3 && strcmp(argv[1], "errors") == 0)
+    return errors(argv[2]);
+  fprintf(stderr,
+          "usage: csa-api-test run ARTIFACT WEIGHTS PROMPT N TEMPERATURE TOP_P "
+          "SEED DEVICE [LOGITS.npy]\n"
+          "       csa-api-test errors ARTIFACT\n");
+  return 2;
+}

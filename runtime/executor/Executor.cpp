@@ -157,6 +157,32 @@ absl::Status Executor::Impl::load() {
 }
 
 namespace {
+/// The layer a plan step names: that of its first weight of a layer
+/// ("layers.N. ...") or cache (the plan's `layer`); ProfileEntry::
+/// kBeforeLayers when it reads only weights of no layer ("embed.weight",
+/// "head.weight"); nothing when it names neither.
+std::optional<int64_t> namedLayer(const KernelCall &call, const artifact::Plan &plan) {
+  bool otherWeights = false;
+  for (const KernelArg &a : call.args) {
+    if (a.kind == ArgKind::Weight) {
+      absl::string_view name = a.name;
+      int64_t layer = 0;
+      if (absl::ConsumePrefix(&name, "layers.") &&
+          absl::SimpleAtoi(name.substr(0, name.find('.')), &layer) && layer >= 0)
+        return layer;
+      otherWeights = true;
+    } else if (a.kind == ArgKind::Cache) {
+      if (const CacheBuffer *b = plan.findCache(a.name))
+        return b->layer;
+    }
+  }
+  if (otherWeights)
+    return ProfileEntry::kBeforeLayers;
+  return std::nullopt;
+}
+} // namespace
+
+namespace {
 /// How the GPU path batches its launches into CUDA graphs.
 cuda::LaunchGraphOptions graphOptions(const ExecutorOptions &options) {
   cuda::LaunchGraphOptions graphs;
@@ -400,6 +426,21 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
   }
   for (auto &[id, step] : lastUse)
     steps[step].release.push_back(&transients[id]);
+  // Executor::stepLayer: a step's own layer, else the one before it's;
+  // weights of no layer are before the layers until a layer's step ran.
+  int64_t layer = ProfileEntry::kBeforeLayers;
+  bool afterFirstLayer = false;
+  for (Step &step : steps) {
+    if (std::optional<int64_t> named = namedLayer(*step.call, artifact->plan())) {
+      if (*named >= 0) {
+        layer = *named;
+        afterFirstLayer = true;
+      } else {
+        layer = afterFirstLayer ? ProfileEntry::kAfterLayers : ProfileEntry::kBeforeLayers;
+      }
+    }
+    step.layer = layer;
+  }
   return absl::OkStatus();
 }
 
@@ -508,22 +549,35 @@ Executor::Impl::run(std::vector<Step> &steps) {
                                                   "): ", st.message()));
     }
     if (options.profile) {
-      std::string key = step.op;
-      for (const auto &[role, kernel] : step.kernels) {
-        absl::string_view name = kernel.name;
-        absl::ConsumePrefix(&name, "_mlir_ciface_");
-        absl::StrAppend(&key, key.size() == step.op.size() ? " " : "+", name);
+      // Summed per step (layerProfile) and per op and kernels (profile).
+      ProfileEntry &p = step.profiled;
+      if (p.step.empty()) {
+        p.step = step.op;
+        for (const auto &[role, kernel] : step.kernels) {
+          absl::string_view name = kernel.name;
+          absl::ConsumePrefix(&name, "_mlir_ciface_");
+          absl::StrAppend(&p.step, p.step.size() == step.op.size() ? " " : "+", name);
+        }
+        p.op = step.op;
+        p.entry = &steps == &decodeSteps ? "decode" : "prefill";
+        p.layer = step.layer;
       }
-      ProfileEntry &e = profileTotals[key];
-      e.step = key;
-      ++e.calls;
-      e.seconds += std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - stepStart)
-                       .count();
-      e.hostSeconds += std::chrono::duration<double>(driverDone - stepStart).count();
-      if (runner) {
-        e.bytesToDevice += runner->bytesToDevice - toDeviceBefore;
-        e.bytesToHost += runner->bytesToHost - toHostBefore;
+      const double seconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - stepStart)
+                                 .count(),
+                   hostSeconds =
+                       std::chrono::duration<double>(driverDone - stepStart).count();
+      const uint64_t toDevice = runner ? runner->bytesToDevice - toDeviceBefore : 0,
+                     toHost = runner ? runner->bytesToHost - toHostBefore : 0;
+      ProfileEntry &e = profileTotals[p.step];
+      e.step = p.step;
+      e.op = p.op;
+      for (ProfileEntry *total : {&p, &e}) {
+        ++total->calls;
+        total->seconds += seconds;
+        total->hostSeconds += hostSeconds;
+        total->bytesToDevice += toDevice;
+        total->bytesToHost += toHost;
       }
     }
     for (Tensor *t : step.release) {
@@ -809,7 +863,42 @@ const std::vector<std::string> &Executor::unusedWeights() const {
 }
 const StepTiming &Executor::lastTiming() const { return impl->timing; }
 
-void Executor::resetProfile() { impl->profileTotals.clear(); }
+void Executor::resetProfile() {
+  impl->profileTotals.clear();
+  for (std::vector<Impl::Step> *steps : {&impl->prefillSteps, &impl->decodeSteps})
+    for (Impl::Step &step : *steps)
+      step.profiled = ProfileEntry{};
+}
+
+std::vector<ProfileEntry> Executor::layerProfile() const {
+  std::vector<ProfileEntry> out;
+  for (const std::vector<Impl::Step> *steps : {&impl->prefillSteps, &impl->decodeSteps}) {
+    // Rows of this entry point by (layer, op and kernels).
+    std::map<std::pair<int64_t, std::string>, size_t> rows;
+    for (const Impl::Step &step : *steps) {
+      const ProfileEntry &p = step.profiled;
+      if (p.calls == 0)
+        continue;
+      auto [it, added] = rows.emplace(std::make_pair(p.layer, p.step), out.size());
+      if (added) {
+        out.push_back(p);
+        continue;
+      }
+      ProfileEntry &row = out[it->second];
+      row.calls += p.calls;
+      row.seconds += p.seconds;
+      row.hostSeconds += p.hostSeconds;
+      row.bytesToDevice += p.bytesToDevice;
+      row.bytesToHost += p.bytesToHost;
+    }
+  }
+  return out;
+}
+
+int64_t Executor::stepLayer(bool decode, size_t index) const {
+  const std::vector<Impl::Step> &steps = decode ? impl->decodeSteps : impl->prefillSteps;
+  return index < steps.size() ? steps[index].layer : ProfileEntry::kBeforeLayers;
+}
 
 std::vector<ProfileEntry> Executor::profile() const {
   std::vector<ProfileEntry> out;

@@ -183,9 +183,20 @@ struct ExecutorOptions {
   static ExecutorOptions fromEnvironment();
 };
 
-/// One row of Executor::profile(): a plan op and the kernel it runs.
+/// One row of Executor::profile() (a plan op and the kernels it runs, over
+/// every step that runs them) or of Executor::layerProfile() (the same, in
+/// one entry point and one layer).
 struct ProfileEntry {
-  std::string step; ///< "op kernel"
+  std::string step; ///< "op kernel" (kernels joined by '+')
+  std::string op;   ///< the op alone: "csa.linear"
+  /// layerProfile(): "prefill" or "decode"; empty in profile().
+  std::string entry;
+  /// layerProfile(): the layer the steps belong to (Executor::stepLayer:
+  /// from the weights and caches a step names), or kBeforeLayers (the
+  /// embedding) or kAfterLayers (the final norm and lm_head); kBeforeLayers
+  /// in profile().
+  int64_t layer = kBeforeLayers;
+  static constexpr int64_t kBeforeLayers = -1, kAfterLayers = -2;
   int64_t calls = 0;
   double seconds = 0;
   /// Of `seconds`, the host's time in the step's driver (on the GPU path:
@@ -259,8 +270,23 @@ public:
   /// With ExecutorOptions::profile: time per step (op and kernel, host work
   /// and the GPU's included) over every run so far, slowest first.
   std::vector<ProfileEntry> profile() const;
+  /// With ExecutorOptions::profile: the same time by entry point, layer and
+  /// op with its kernels, in plan order (prefill's steps, then decode's;
+  /// within an entry, by the first step of each row): the steps of a layer
+  /// that run the same kernels are one row. Steps that never ran are left
+  /// out.
+  std::vector<ProfileEntry> layerProfile() const;
   /// Starts the profile afresh (after a warm-up).
   void resetProfile();
+  /// The layer that step `index` of an entry point (`decode`: decode's, else
+  /// prefill's) belongs to, as layerProfile() counts it. The plan records no
+  /// layers; a step belongs to the layer of the weights it reads
+  /// ("layers.N. ...") or of the caches it names (their plan `layer`); a step
+  /// that names neither (an mHC update, a RoPE, the collapse after the last
+  /// layer) belongs to the step before it; other weights ("embed.weight",
+  /// "norm.weight", "head.weight") are before the layers up to the first
+  /// layer's step and after them from then on.
+  int64_t stepLayer(bool decode, size_t index) const;
 
 private:
   struct Impl;

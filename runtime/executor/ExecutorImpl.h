@@ -82,6 +82,11 @@ struct Executor::Impl {
     std::map<std::string, KernelRef> kernels; ///< role -> kernel
     Driver driver;
     std::string where; ///< "prefill[12]" for messages
+    /// Executor::stepLayer.
+    int64_t layer = ProfileEntry::kBeforeLayers;
+    /// options.profile: this step's time over the runs so far (its `step`
+    /// set at its first profiled run).
+    ProfileEntry profiled;
     /// Transients whose last use is this step: their memory goes back to
     /// the pool afterwards (the memory plan: liveness within the entry).
     std::vector<Tensor *> release;

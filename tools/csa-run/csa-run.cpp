@@ -9,6 +9,8 @@
 //   csa-run model.csa --weights=CKPT_DIR --prompt-file=ids.txt --temperature=0.7
 //   csa-run tiny.csa --random-weights --prompt=1,2,3 --max-new-tokens=4 \
 //           --forced-tokens=7,8,9 --logits-out=gpu.npy    # then csa-diff cpu.npy gpu.npy
+//   csa-run tiny.csa --random-weights --prompt=1,2,3 --warmup --repeat=5 --profile=json
+//           # one JSON object (docs/run-json.md): medians over 5 runs, the profile by layer
 //
 // Plain C++ (no LLVM): the CPU backend of runtime/executor.
 //
@@ -36,8 +38,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <cstdio>
@@ -91,7 +97,13 @@ ABSL_FLAG(std::string, cuda_library, "",
 ABSL_FLAG(int64_t, cuda_heap_mib, 1024,
           "the kernels' device heap in MiB (alias: CSA_CUDA_MALLOC_HEAP_MB)");
 ABSL_FLAG(bool, warmup, false, "run an untimed 1-token prefill first");
-ABSL_FLAG(bool, profile, false, "time every plan step");
+ABSL_FLAG(std::string, profile, "",
+          "time every plan step: text, json (by layer too, in the --json "
+          "object) or off");
+ABSL_FLAG(bool, json, false,
+          "print one JSON object on stdout instead of the text (docs/run-json.md)");
+ABSL_FLAG(int64_t, repeat, 1,
+          "run the prefill and decode N times: medians and spread");
 ABSL_FLAG(bool, gpu_emulate, false,
           "the GPU path on host memory with the host kernels (alias: CSA_CUDA_EMULATE=1)");
 ABSL_FLAG(bool, gpu_sync, false, "synchronize after every launch (alias: CSA_CUDA_SYNC)");
@@ -125,7 +137,8 @@ constexpr const char *kUsage =
          "              [--dump-decisions=DIR] [--force-decisions=DIR] [--dump-hidden=DIR]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
          "              [--cuda-pdl=on|off] [--cuda-library=PATH] [--cuda-heap-mib=N]\n"
-         "              [--context=P] [--warmup] [--profile]\n"
+         "              [--context=P] [--warmup] [--profile[=text|json]]\n"
+         "              [--json] [--repeat=N]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
@@ -198,6 +211,17 @@ constexpr const char *kUsage =
          "--profile times every plan step (the GPU synchronized after each)\n"
          "and prints the time per op and kernel over the whole run (on the GPU,\n"
          "also the bytes each kind of step copied to and from the device).\n"
+         "--json prints one JSON object on one line on stdout instead of the\n"
+         "text lines (warnings stay on stderr): the artifact and device, the\n"
+         "prompt, prefill and each decode step's time, the generated ids, cache\n"
+         "bytes and the GPU's counters; with --profile (or --profile=json, which\n"
+         "implies --json) also the profile by op and kernels and by layer.\n"
+         "--repeat=N runs the whole generation (every sequence's prefill and\n"
+         "decode steps) N times, after the --warmup if any, and prints a table\n"
+         "of the median, min, max and standard deviation over the runs of the\n"
+         "prefill's time and tokens/s and of the decode step's median time and\n"
+         "tokens/s (in the JSON: \"repeat\"); the other lines describe the first\n"
+         "run. Schema and plot script: docs/run-json.md, bench/plot_run.py.\n"
          "GPU checking knobs (--device=cuda; the CSA_CUDA_EMULATE=1, CSA_CUDA_SYNC,\n"
          "CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS and CSA_CUDA_NO_TILES variables\n"
          "are aliases): --gpu-emulate runs the GPU path's bookkeeping on host\n"
@@ -208,9 +232,103 @@ constexpr const char *kUsage =
          "--gpu-per-expert-moe runs prefill's routed experts (from 5 tokens) one\n"
          "launch an expert from lists the host builds (not grouped launches).\n";
 
+/// The --json object keeps its members in the order they are written.
+using Json = nlohmann::ordered_json;
+
 int fail(const std::string &message) {
   std::cerr << "csa-run: error: " << message << "\n";
   return 1;
+}
+
+/// A layerProfile() row's layer in the JSON: its number, or null before
+/// and after the layers (with "part" saying which).
+void putLayer(Json &row, int64_t layer) {
+  row["layer"] = layer >= 0 ? Json(layer) : Json(nullptr);
+  row["part"] = layer >= 0 ? "layer"
+                : layer == runtime::ProfileEntry::kAfterLayers ? "head"
+                                                               : "embed";
+}
+
+/// --profile with --json: the profile by op and kernels (as the text's
+/// table), by op, by entry point, layer and kernels, and by layer
+/// (docs/run-json.md).
+Json profileJson(const std::vector<runtime::ProfileEntry> &kinds,
+                           const std::vector<runtime::ProfileEntry> &layerRows,
+                           double total, double host) {
+  auto row = [&](const runtime::ProfileEntry &e) {
+    return Json{{"step", e.step},
+                          {"op", e.op},
+                          {"calls", e.calls},
+                          {"ms", e.seconds * 1e3},
+                          {"host_ms", e.hostSeconds * 1e3},
+                          {"share", total > 0 ? e.seconds / total : 0.0},
+                          {"bytes_to_device", e.bytesToDevice},
+                          {"bytes_to_host", e.bytesToHost}};
+  };
+  Json byKind = Json::array();
+  std::map<std::string, runtime::ProfileEntry> ops;
+  std::vector<std::string> opOrder; // slowest kind first, as by_kind
+  for (const runtime::ProfileEntry &e : kinds) {
+    byKind.push_back(row(e));
+    runtime::ProfileEntry &op = ops[e.op];
+    if (op.op.empty()) {
+      op.op = op.step = e.op;
+      opOrder.push_back(e.op);
+    }
+    op.calls += e.calls;
+    op.seconds += e.seconds;
+    op.hostSeconds += e.hostSeconds;
+    op.bytesToDevice += e.bytesToDevice;
+    op.bytesToHost += e.bytesToHost;
+  }
+  std::vector<runtime::ProfileEntry> opRows;
+  for (const std::string &name : opOrder)
+    opRows.push_back(ops[name]);
+  std::stable_sort(opRows.begin(), opRows.end(),
+                   [](const auto &a, const auto &b) { return a.seconds > b.seconds; });
+  Json byOp = Json::array();
+  for (const runtime::ProfileEntry &e : opRows) {
+    Json r = row(e);
+    r.erase("step");
+    byOp.push_back(r);
+  }
+  // By layer: rows in plan order; the layers' sums in layer order (the
+  // embedding first, the head last).
+  Json byLayer = Json::array();
+  struct LayerSum {
+    double prefill = 0, decode = 0, host = 0;
+    int64_t calls = 0;
+  };
+  auto layerOrder = [](int64_t layer) {
+    return layer == runtime::ProfileEntry::kBeforeLayers ? INT64_MIN
+           : layer == runtime::ProfileEntry::kAfterLayers ? INT64_MAX
+                                                          : layer;
+  };
+  std::map<int64_t, std::pair<int64_t, LayerSum>> sums; // order -> (layer, sums)
+  for (const runtime::ProfileEntry &e : layerRows) {
+    Json r = row(e);
+    r["entry"] = e.entry;
+    putLayer(r, e.layer);
+    byLayer.push_back(r);
+    auto &[layer, sum] = sums[layerOrder(e.layer)];
+    layer = e.layer;
+    (e.entry == "decode" ? sum.decode : sum.prefill) += e.seconds;
+    sum.host += e.hostSeconds;
+    sum.calls += e.calls;
+  }
+  Json layers = Json::array();
+  for (const auto &[order, entry] : sums) {
+    const auto &[layer, sum] = entry;
+    Json r{{"ms", (sum.prefill + sum.decode) * 1e3},
+                     {"prefill_ms", sum.prefill * 1e3},
+                     {"decode_ms", sum.decode * 1e3},
+                     {"host_ms", sum.host * 1e3},
+                     {"calls", sum.calls}};
+    putLayer(r, layer);
+    layers.push_back(r);
+  }
+  return {{"total_ms", total * 1e3}, {"host_ms", host * 1e3}, {"by_kind", byKind},
+          {"by_op", byOp},           {"by_layer", byLayer},    {"layers", layers}};
 }
 
 } // namespace
@@ -232,6 +350,9 @@ int main(int argc, char **argv) {
       // run would only end in an allocation failure.
       .range<int64_t>(FLAGS_batch, 1, 4096, "needs a count from 1 to 4096")
       .range<int64_t>(FLAGS_print_logits, 0, INT64_MAX, "needs a count >= 0")
+      .range<int64_t>(FLAGS_repeat, 1, 1000000, "needs a count from 1 to 1000000")
+      .implicitValue(FLAGS_profile, "text")
+      .describe(FLAGS_profile, "needs text, json or off")
       .range<int64_t>(FLAGS_cuda_heap_mib, 1, maxHeap,
                       absl::StrCat("needs a count from 1 to ", maxHeap));
   if (!flags.parse(argc, argv))
@@ -261,6 +382,28 @@ int main(int argc, char **argv) {
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t printLogits = absl::GetFlag(FLAGS_print_logits);
   const int64_t context = absl::GetFlag(FLAGS_context);
+  const int64_t repeat = absl::GetFlag(FLAGS_repeat);
+  // --profile: bare, =text (or =true) prints a table; =json puts the
+  // profile into the --json object (and implies --json).
+  enum class ProfileMode { Off, Text, Json } profileMode = ProfileMode::Off;
+  if (const std::string v = absl::GetFlag(FLAGS_profile); v == "text" || v == "true")
+    profileMode = ProfileMode::Text;
+  else if (v == "json")
+    profileMode = ProfileMode::Json;
+  else if (!v.empty() && v != "off" && v != "false")
+    return flags.error("--profile needs text, json or off, got '" + v + "'");
+  const bool json = absl::GetFlag(FLAGS_json) || profileMode == ProfileMode::Json;
+  if (json && printLogits > 0)
+    return flags.error("--print-logits prints text lines; it does not go with --json");
+  if (repeat > 1)
+    for (const auto &[given, name] :
+         {std::pair<bool, const char *>{flags.given(FLAGS_logits_out), "--logits-out"},
+          {flags.given(FLAGS_dump_decisions), "--dump-decisions"},
+          {flags.given(FLAGS_force_decisions), "--force-decisions"},
+          {flags.given(FLAGS_dump_hidden), "--dump-hidden"}})
+      if (given)
+        return flags.error(absl::StrCat(name, " records one run; it does not go with --repeat=",
+                                        repeat));
   sampling::SamplingParams params;
   params.temperature = absl::GetFlag(FLAGS_temperature);
   params.topP = absl::GetFlag(FLAGS_top_p);
@@ -277,7 +420,7 @@ int main(int argc, char **argv) {
   // a flag given wins.
   runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
   executorOptions.allowUnusedWeights = absl::GetFlag(FLAGS_allow_unused_weights);
-  executorOptions.profile = absl::GetFlag(FLAGS_profile);
+  executorOptions.profile = profileMode != ProfileMode::Off;
   executorOptions.dumpDecisions = absl::GetFlag(FLAGS_dump_decisions);
   executorOptions.dumpHidden = absl::GetFlag(FLAGS_dump_hidden);
   executorOptions.forceDecisions = absl::GetFlag(FLAGS_force_decisions);
@@ -505,13 +648,6 @@ int main(int argc, char **argv) {
     return st.ok() ? st : absl::DataLossError(absl::StrCat("--logits-out: ", st.message()));
   };
 
-  std::vector<runtime::Sequence> sequences;
-  std::vector<sampling::Sampler> samplers;
-  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) {
-    sequences.push_back(ex.newSequence());
-    samplers.emplace_back(params, samplerSeed + uint64_t(b));
-  }
   auto showLogits = [&](const char *what, const std::vector<float> &logits) {
     if (printLogits == 0)
       return;
@@ -532,11 +668,22 @@ int main(int argc, char **argv) {
   };
 
   using Clock = std::chrono::steady_clock;
-  double prefillSeconds = 0, decodeSeconds = 0;
-  int64_t decodeSteps = 0;
-  std::vector<int32_t> next(static_cast<size_t>(batch));
-  std::vector<double> stepSeconds; ///< every decode step, for the median
-  std::vector<double> prefillEach;  ///< each sequence's prefill
+  // --json: one object, printed at the end (docs/run-json.md).
+  Json doc = Json::object();
+  doc["schema_version"] = 1;
+  doc["version"] = tools::versionLine("csa-run");
+  doc["artifact"] = {{"path", artifactDir},
+                     {"model", art->manifest().model},
+                     {"schedule", art->manifest().schedule}};
+  const bool onGpu = ex.device() == runtime::ExecutorOptions::Device::Cuda;
+  doc["device"] = onGpu ? "cuda" : "cpu";
+  doc["device_note"] = ex.deviceNote();
+  doc["batch"] = batch;
+  doc["context"] = context;
+  doc["prompt_tokens"] = prompt.size();
+  doc["max_new_tokens"] = maxNew;
+  doc["weights_upload"] = nullptr;
+  doc["warmup_ms"] = nullptr;
   {
     // The weights go to the GPU before anything is timed, in a line of
     // their own (the first prefill's time would otherwise be mostly this).
@@ -547,9 +694,11 @@ int main(int argc, char **argv) {
     if (*uploaded > 0) {
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       const double gb = double(*uploaded) * 1e-9;
-      std::printf("weights: %.*f %s to the GPU in %.3f s (%.2f GB/s; %llu bytes)\n",
-                  gb < 1 ? 1 : 2, gb < 1 ? gb * 1e3 : gb, gb < 1 ? "MB" : "GB", s,
-                  gb / std::max(s, 1e-9), static_cast<unsigned long long>(*uploaded));
+      doc["weights_upload"] = {{"bytes", *uploaded}, {"seconds", s}};
+      if (!json)
+        std::printf("weights: %.*f %s to the GPU in %.3f s (%.2f GB/s; %llu bytes)\n",
+                    gb < 1 ? 1 : 2, gb < 1 ? gb * 1e3 : gb, gb < 1 ? "MB" : "GB", s,
+                    gb / std::max(s, 1e-9), static_cast<unsigned long long>(*uploaded));
     }
   }
   if (warmup) {
@@ -560,97 +709,164 @@ int main(int argc, char **argv) {
     auto logits = ex.prefill(scratch, {prompt.front()});
     if (!logits.ok())
       return fail(absl::StrCat("warm-up: ", logits.status().message()));
-    std::printf("warm-up: %.3f ms (a 1-token prefill, not counted)\n",
-                std::chrono::duration<double>(Clock::now() - start).count() * 1e3);
+    const double ms = std::chrono::duration<double>(Clock::now() - start).count() * 1e3;
+    doc["warmup_ms"] = ms;
+    if (!json)
+      std::printf("warm-up: %.3f ms (a 1-token prefill, not counted)\n", ms);
+    if (scratch.cachesHeldBy != 0)
+      if (absl::Status st = ex.syncToHost(scratch); !st.ok())
+        return fail(absl::StrCat("warm-up: ", st.message()));
     ex.resetProfile();
   }
-  for (int64_t b = 0; b < batch; ++b) {
-    absl::StatusOr<std::vector<float>> logits;
-    if (context > 0) {
-      auto synthetic = ex.syntheticSequence(context, weightSeed + uint64_t(b));
-      if (!synthetic.ok())
-        return fail(absl::StrCat("--context: ", synthetic.status().message()));
-      sequences[size_t(b)] = std::move(*synthetic);
-      for (int32_t t : prompt) {
-        auto start = Clock::now();
-        logits = ex.decode(sequences[size_t(b)], t);
-        const double s = std::chrono::duration<double>(Clock::now() - start).count();
-        prefillSeconds += s;
-        stepSeconds.push_back(s);
-        if (!logits.ok())
-          break;
-      }
-    } else {
-      auto start = Clock::now();
-      logits = ex.prefill(sequences[size_t(b)], prompt);
-      prefillEach.push_back(
-          std::chrono::duration<double>(Clock::now() - start).count());
-      prefillSeconds += prefillEach.back();
+
+  /// One timed generation: every sequence's prefill and decode steps.
+  struct Run {
+    std::vector<runtime::Sequence> sequences;
+    std::vector<std::vector<int32_t>> generated;
+    std::vector<char> stopped;
+    double prefillSeconds = 0, decodeSeconds = 0;
+    std::vector<double> prefillEach; ///< each sequence's prefill (not --context)
+    std::vector<double> promptSteps; ///< --context: the prompt, a token a step
+    std::vector<double> decodeSteps; ///< each decode step, step by step, then sequence
+    uint64_t cacheHeld = 0, cacheUsed = 0;
+    int64_t position = 0; ///< the first sequence's at the end
+    /// Every single-token step (--context: the prompt's too), sorted.
+    std::vector<double> sortedSteps() const {
+      std::vector<double> all = promptSteps;
+      all.insert(all.end(), decodeSteps.begin(), decodeSteps.end());
+      std::sort(all.begin(), all.end());
+      return all;
     }
-    if (!logits.ok())
-      return fail(absl::StrCat("prefill: ", logits.status().message()));
-    if (b == 0)
-      showLogits("prefill logits", *logits);
-    if (absl::Status st = recordLogits(b, 0, *logits); !st.ok())
-      return fail(std::string(st.message()));
-    auto token = samplers[size_t(b)].next(*logits);
-    if (!token.ok())
-      return fail(std::string(token.status().message()));
-    next[size_t(b)] = *token;
-  }
+  };
   // Generation stops at EOS when the run does not need every step.
   const bool stopAtEos = text && !ignoreEos && !forcedGiven && logitsOut.empty();
-  std::vector<char> stopped(size_t(batch), 0);
   // Text as it is produced: one sequence, no logits lines in between.
-  const bool streamText = text && batch == 1 && printLogits == 0;
-  tokenizer::Utf8Stream stream;
-  if (streamText)
-    std::printf("text: ");
-  for (int64_t step = 0; step < maxNew; ++step) {
+  const bool streamText = !json && text && batch == 1 && printLogits == 0;
+  // The first run prints its logits and text and writes --logits-out.
+  auto generate = [&](Run &r, bool first) -> absl::Status {
+    std::vector<sampling::Sampler> samplers;
+    r.generated.assign(size_t(batch), {});
+    r.stopped.assign(size_t(batch), 0);
     for (int64_t b = 0; b < batch; ++b) {
-      if (stopped[size_t(b)])
-        continue;
-      generated[size_t(b)].push_back(next[size_t(b)]);
-      if (streamText) {
-        std::fputs(stream.feed(text->tokenizer.tokenBytes(next[size_t(b)])).c_str(), stdout);
-        std::fflush(stdout);
+      r.sequences.push_back(ex.newSequence());
+      samplers.emplace_back(params, samplerSeed + uint64_t(b));
+    }
+    std::vector<int32_t> next(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) {
+      absl::StatusOr<std::vector<float>> logits;
+      if (context > 0) {
+        auto synthetic = ex.syntheticSequence(context, weightSeed + uint64_t(b));
+        if (!synthetic.ok())
+          return absl::InvalidArgumentError(
+              absl::StrCat("--context: ", synthetic.status().message()));
+        r.sequences[size_t(b)] = std::move(*synthetic);
+        for (int32_t t : prompt) {
+          auto start = Clock::now();
+          logits = ex.decode(r.sequences[size_t(b)], t);
+          const double s = std::chrono::duration<double>(Clock::now() - start).count();
+          r.prefillSeconds += s;
+          r.promptSteps.push_back(s);
+          if (!logits.ok())
+            break;
+        }
+      } else {
+        auto start = Clock::now();
+        logits = ex.prefill(r.sequences[size_t(b)], prompt);
+        r.prefillEach.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        r.prefillSeconds += r.prefillEach.back();
       }
-      if (stopAtEos && text->isEos(next[size_t(b)])) {
-        stopped[size_t(b)] = 1;
-        continue;
-      }
-      if (step + 1 == maxNew)
-        continue; // the last token needs no forward
-      auto start = Clock::now();
-      // Teacher forcing: the forced id is fed, the sampled one recorded.
-      const int32_t fed = forcedGiven ? forced[size_t(step)] : next[size_t(b)];
-      auto logits = ex.decode(sequences[size_t(b)], fed);
-      const double s = std::chrono::duration<double>(Clock::now() - start).count();
-      decodeSeconds += s;
-      stepSeconds.push_back(s);
-      ++decodeSteps;
       if (!logits.ok())
-        return fail(absl::StrCat("decode step ", step, ": ",
-                                 logits.status().message()));
-      if (b == 0)
-        showLogits(absl::StrCat("decode ", step, " logits").c_str(), *logits);
-      if (absl::Status st = recordLogits(b, step + 1, *logits); !st.ok())
-        return fail(std::string(st.message()));
+        return absl::Status(logits.status().code(),
+                            absl::StrCat("prefill: ", logits.status().message()));
+      if (first) {
+        if (b == 0)
+          showLogits("prefill logits", *logits);
+        if (absl::Status st = recordLogits(b, 0, *logits); !st.ok())
+          return st;
+      }
       auto token = samplers[size_t(b)].next(*logits);
       if (!token.ok())
-        return fail(std::string(token.status().message()));
+        return token.status();
       next[size_t(b)] = *token;
     }
-  }
+    tokenizer::Utf8Stream stream;
+    const bool streaming = streamText && first;
+    if (streaming)
+      std::printf("text: ");
+    for (int64_t step = 0; step < maxNew; ++step) {
+      for (int64_t b = 0; b < batch; ++b) {
+        if (r.stopped[size_t(b)])
+          continue;
+        r.generated[size_t(b)].push_back(next[size_t(b)]);
+        if (streaming) {
+          std::fputs(stream.feed(text->tokenizer.tokenBytes(next[size_t(b)])).c_str(), stdout);
+          std::fflush(stdout);
+        }
+        if (stopAtEos && text->isEos(next[size_t(b)])) {
+          r.stopped[size_t(b)] = 1;
+          continue;
+        }
+        if (step + 1 == maxNew)
+          continue; // the last token needs no forward
+        auto start = Clock::now();
+        // Teacher forcing: the forced id is fed, the sampled one recorded.
+        const int32_t fed = forcedGiven ? forced[size_t(step)] : next[size_t(b)];
+        auto logits = ex.decode(r.sequences[size_t(b)], fed);
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        r.decodeSeconds += s;
+        r.decodeSteps.push_back(s);
+        if (!logits.ok())
+          return absl::Status(logits.status().code(),
+                              absl::StrCat("decode step ", step, ": ",
+                                           logits.status().message()));
+        if (first) {
+          if (b == 0)
+            showLogits(absl::StrCat("decode ", step, " logits").c_str(), *logits);
+          if (absl::Status st = recordLogits(b, step + 1, *logits); !st.ok())
+            return st;
+        }
+        auto token = samplers[size_t(b)].next(*logits);
+        if (!token.ok())
+          return token.status();
+        next[size_t(b)] = *token;
+      }
+    }
+    if (streaming)
+      std::printf("%s\n", stream.finish().c_str());
+    if (absl::Status st = ex.checkDeviceStatuses(); !st.ok())
+      return st;
+    for (const runtime::Sequence &s : r.sequences) {
+      r.cacheHeld += s.cacheBytes();
+      r.cacheUsed += s.cacheBytesInUse(ex.plan());
+    }
+    r.position = r.sequences[0].position;
+    return absl::OkStatus();
+  };
 
-  if (streamText)
-    std::printf("%s\n", stream.finish().c_str());
-  if (absl::Status st = ex.checkDeviceStatuses(); !st.ok())
-    return fail(std::string(st.message()));
+  // --repeat: every run from fresh sequences and samplers (the same ids);
+  // the sequences of all but the last run go (their device copies too).
+  std::vector<Run> runs(static_cast<size_t>(repeat));
+  for (int64_t i = 0; i < repeat; ++i) {
+    Run &r = runs[size_t(i)];
+    if (absl::Status st = generate(r, i == 0); !st.ok())
+      return fail(std::string(st.message()));
+    if (r.generated != runs[0].generated)
+      std::cerr << "csa-run: warning: run " << i + 1
+                << " generated other ids than run 1 (the output is run 1's)\n";
+    if (i + 1 < repeat) {
+      for (runtime::Sequence &s : r.sequences)
+        if (s.cachesHeldBy != 0)
+          if (absl::Status st = ex.syncToHost(s); !st.ok())
+            return fail(std::string(st.message()));
+      r.sequences.clear();
+    }
+  }
+  const Run &run = runs[0];
+
   std::ostringstream ids;
   for (int64_t b = 0; b < batch; ++b) {
-    for (size_t i = 0; i < generated[size_t(b)].size(); ++i)
-      ids << (i ? " " : "") << generated[size_t(b)][i];
+    for (size_t i = 0; i < run.generated[size_t(b)].size(); ++i)
+      ids << (i ? " " : "") << run.generated[size_t(b)][i];
     ids << "\n";
   }
   if (!outputFile.empty()) {
@@ -660,76 +876,220 @@ int main(int argc, char **argv) {
   if (logitsFile.active())
     if (absl::Status st = logitsFile.commit(); !st.ok())
       return fail(absl::StrCat("--logits-out: ", st.message()));
-  std::printf("generated: %s", ids.str().c_str());
-  if (text && !streamText)
+  std::vector<std::string> texts;
+  if (text)
     for (int64_t b = 0; b < batch; ++b) {
-      std::vector<int64_t> tokens(generated[size_t(b)].begin(), generated[size_t(b)].end());
-      std::printf("text%s: %s\n", batch > 1 ? absl::StrCat("[", b, "]").c_str() : "",
-                  text->tokenizer.decode(tokens).c_str());
+      std::vector<int64_t> tokens(run.generated[size_t(b)].begin(),
+                                  run.generated[size_t(b)].end());
+      texts.push_back(text->tokenizer.decode(tokens));
     }
-  for (int64_t b = 0; b < batch; ++b)
-    if (stopped[size_t(b)])
-      std::printf("%s stopped at EOS after %zu tokens\n",
-                  batch > 1 ? absl::StrCat("sequence ", b).c_str() : "generation",
-                  generated[size_t(b)].size());
-
-  uint64_t held = 0, used = 0;
-  for (const runtime::Sequence &s : sequences) {
-    held += s.cacheBytes();
-    used += s.cacheBytesInUse(ex.plan());
-  }
   const int64_t promptTokens = int64_t(prompt.size()) * batch;
-  if (context > 0)
-    std::printf("context: %lld synthetic positions per sequence; the prompt "
-                "ran token by token\n",
-                (long long)context);
-  std::printf("prefill: %lld tokens in %.3f ms (%.1f tokens/s)\n",
-              (long long)promptTokens, prefillSeconds * 1e3,
-              prefillSeconds > 0 ? double(promptTokens) / prefillSeconds : 0.0);
-  std::printf("decode: %lld steps in %.3f ms (%.1f tokens/s)\n",
-              (long long)decodeSteps, decodeSeconds * 1e3,
-              decodeSeconds > 0 ? double(decodeSteps) / decodeSeconds : 0.0);
-  if (prefillEach.size() > 1) {
-    // The first sequence also pays one-time costs (a GPU's weight upload).
-    std::printf("prefill per sequence:");
-    for (size_t b = 0; b < prefillEach.size(); ++b)
-      std::printf("%s %.3f ms", b ? "," : "", prefillEach[b] * 1e3);
-    std::printf("\n");
+  auto tokensPerSecond = [](double tokens, double seconds) {
+    return seconds > 0 ? tokens / seconds : 0.0;
+  };
+  // Each run's numbers, and their spread over the runs.
+  auto msList = [](const std::vector<double> &seconds) {
+    Json out = Json::array();
+    for (double s : seconds)
+      out.push_back(s * 1e3);
+    return out;
+  };
+  auto prefillJson = [&](const Run &r) {
+    return Json{
+        {"tokens", promptTokens},
+        {"ms", r.prefillSeconds * 1e3},
+        {"tokens_per_s", tokensPerSecond(double(promptTokens), r.prefillSeconds)},
+        {"per_sequence_ms", msList(r.prefillEach)},
+        {"step_ms", msList(r.promptSteps)}};
+  };
+  auto decodeJson = [&](const Run &r) {
+    const std::vector<double> sorted = r.sortedSteps();
+    Json out{
+        {"steps", r.decodeSteps.size()},
+        {"ms", r.decodeSeconds * 1e3},
+        {"tokens_per_s", tokensPerSecond(double(r.decodeSteps.size()), r.decodeSeconds)},
+        {"step_ms", msList(r.decodeSteps)},
+        {"timed_steps", sorted.size()},
+        {"median_ms", nullptr},
+        {"min_ms", nullptr},
+        {"max_ms", nullptr}};
+    if (!sorted.empty()) {
+      out["median_ms"] = sorted[sorted.size() / 2] * 1e3;
+      out["min_ms"] = sorted.front() * 1e3;
+      out["max_ms"] = sorted.back() * 1e3;
+    }
+    return out;
+  };
+  doc["prefill"] = prefillJson(run);
+  doc["decode"] = decodeJson(run);
+  Json generatedJson = Json::array(), stoppedJson = Json::array();
+  for (int64_t b = 0; b < batch; ++b) {
+    generatedJson.push_back(run.generated[size_t(b)]);
+    stoppedJson.push_back(run.stopped[size_t(b)] != 0);
   }
-  if (!stepSeconds.empty()) {
-    std::sort(stepSeconds.begin(), stepSeconds.end());
-    std::printf("decode step: median %.3f ms over %zu steps\n",
-                stepSeconds[stepSeconds.size() / 2] * 1e3, stepSeconds.size());
+  doc["generated"] = generatedJson;
+  doc["stopped_at_eos"] = stoppedJson;
+  doc["text"] = text ? Json(texts) : Json(nullptr);
+  doc["cache"] = {{"bytes_in_use", run.cacheUsed},
+                  {"bytes_held", run.cacheHeld},
+                  {"sequences", batch},
+                  {"tokens_per_sequence", run.position},
+                  {"global_bytes_per_token", ex.plan().globalBytesPerToken()},
+                  {"fixed_bytes_per_sequence", ex.plan().fixedBytesPerSequence()},
+                  {"bytes_per_sequence_at_max_context",
+                   ex.plan().bytesPerSequence(ex.plan().maxContext)},
+                  {"max_context", ex.plan().maxContext}};
+  doc["transients"] = {{"peak_bytes", ex.lastTiming().peakTransientBytes},
+                       {"count", ex.plan().transients.size()},
+                       {"planned_bytes", ex.plan().transientBytes()}};
+  doc["engram_token_map"] =
+      engramMapSource.empty() ? Json(nullptr) : Json(engramMapSource);
+  doc["unused_weights"] = ex.unusedWeights().size();
+
+  if (!json) {
+    std::printf("generated: %s", ids.str().c_str());
+    if (text && !streamText)
+      for (int64_t b = 0; b < batch; ++b)
+        std::printf("text%s: %s\n", batch > 1 ? absl::StrCat("[", b, "]").c_str() : "",
+                    texts[size_t(b)].c_str());
+    for (int64_t b = 0; b < batch; ++b)
+      if (run.stopped[size_t(b)])
+        std::printf("%s stopped at EOS after %zu tokens\n",
+                    batch > 1 ? absl::StrCat("sequence ", b).c_str() : "generation",
+                    run.generated[size_t(b)].size());
+    if (context > 0)
+      std::printf("context: %lld synthetic positions per sequence; the prompt "
+                  "ran token by token\n",
+                  (long long)context);
+    std::printf("prefill: %lld tokens in %.3f ms (%.1f tokens/s)\n",
+                (long long)promptTokens, run.prefillSeconds * 1e3,
+                tokensPerSecond(double(promptTokens), run.prefillSeconds));
+    std::printf("decode: %zu steps in %.3f ms (%.1f tokens/s)\n", run.decodeSteps.size(),
+                run.decodeSeconds * 1e3,
+                tokensPerSecond(double(run.decodeSteps.size()), run.decodeSeconds));
+    if (run.prefillEach.size() > 1) {
+      // The first sequence also pays one-time costs (a GPU's weight upload).
+      std::printf("prefill per sequence:");
+      for (size_t b = 0; b < run.prefillEach.size(); ++b)
+        std::printf("%s %.3f ms", b ? "," : "", run.prefillEach[b] * 1e3);
+      std::printf("\n");
+    }
+    if (const std::vector<double> sorted = run.sortedSteps(); !sorted.empty())
+      std::printf("decode step: median %.3f ms over %zu steps\n",
+                  sorted[sorted.size() / 2] * 1e3, sorted.size());
+    std::printf("cache bytes: %llu in use, %llu held (%lld sequences at %lld "
+                "tokens; plan: %.2f B/token global KV + %llu B fixed per "
+                "sequence)\n",
+                (unsigned long long)run.cacheUsed, (unsigned long long)run.cacheHeld,
+                (long long)batch, (long long)run.position, ex.plan().globalBytesPerToken(),
+                (unsigned long long)ex.plan().fixedBytesPerSequence());
+    std::printf("transient bytes: %llu peak (the plan's %zu transients, "
+                "buffers reused after each one's last use)\n",
+                (unsigned long long)ex.lastTiming().peakTransientBytes,
+                ex.plan().transients.size());
+    if (!engramMapSource.empty())
+      std::printf("engram token map: %s\n", engramMapSource.c_str());
+    if (!ex.unusedWeights().empty())
+      std::printf("weights: %zu tensors of the checkpoint are not used by this artifact "
+                  "(skipped, --allow-unused-weights), e.g. %s\n",
+                  ex.unusedWeights().size(), ex.unusedWeights().front().c_str());
   }
-  std::printf("cache bytes: %llu in use, %llu held (%lld sequences at %lld "
-              "tokens; plan: %.2f B/token global KV + %llu B fixed per "
-              "sequence)\n",
-              (unsigned long long)used, (unsigned long long)held,
-              (long long)batch, (long long)sequences[0].position,
-              ex.plan().globalBytesPerToken(),
-              (unsigned long long)ex.plan().fixedBytesPerSequence());
-  std::printf("transient bytes: %llu peak (the plan's %zu transients, "
-              "buffers reused after each one's last use)\n",
-              (unsigned long long)ex.lastTiming().peakTransientBytes,
-              ex.plan().transients.size());
-  if (!engramMapSource.empty())
-    std::printf("engram token map: %s\n", engramMapSource.c_str());
-  if (!ex.unusedWeights().empty())
-    std::printf("weights: %zu tensors of the checkpoint are not used by this artifact "
-                "(skipped, --allow-unused-weights), e.g. %s\n",
-                ex.unusedWeights().size(), ex.unusedWeights().front().c_str());
-  if (ex.device() == runtime::ExecutorOptions::Device::Cuda) {
+  doc["gpu"] = nullptr;
+  if (onGpu) {
     const runtime::GpuActivity &g = ex.lastTiming().gpu;
-    std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "
-                "%lld launches updated), %lld uploads, %lld downloads, %lld "
-                "device allocations; host %.3f ms waiting for the GPU, %.3f ms "
-                "in uploads, %.3f ms in launch calls\n",
-                (long long)g.launches, (long long)g.graphLaunches,
-                (long long)g.graphsBuilt, (long long)g.graphNodesUpdated,
-                (long long)g.uploads, (long long)g.downloads,
-                (long long)g.deviceAllocations, g.waitSeconds * 1e3,
-                g.uploadSeconds * 1e3, g.launchSeconds * 1e3);
+    doc["gpu"] = {{"launches", g.launches},
+                  {"graph_launches", g.graphLaunches},
+                  {"graphs_built", g.graphsBuilt},
+                  {"graph_nodes_updated", g.graphNodesUpdated},
+                  {"uploads", g.uploads},
+                  {"downloads", g.downloads},
+                  {"device_allocations", g.deviceAllocations},
+                  {"wait_ms", g.waitSeconds * 1e3},
+                  {"upload_ms", g.uploadSeconds * 1e3},
+                  {"launch_ms", g.launchSeconds * 1e3}};
+    if (!json)
+      std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "
+                  "%lld launches updated), %lld uploads, %lld downloads, %lld "
+                  "device allocations; host %.3f ms waiting for the GPU, %.3f ms "
+                  "in uploads, %.3f ms in launch calls\n",
+                  (long long)g.launches, (long long)g.graphLaunches,
+                  (long long)g.graphsBuilt, (long long)g.graphNodesUpdated,
+                  (long long)g.uploads, (long long)g.downloads,
+                  (long long)g.deviceAllocations, g.waitSeconds * 1e3,
+                  g.uploadSeconds * 1e3, g.launchSeconds * 1e3);
   }
+
+  if (flags.given(FLAGS_repeat)) {
+    // Over the runs: the prefill's time and rate, and each run's median
+    // single-token step and decode rate.
+    std::vector<double> prefillMs, prefillRate, stepMs, decodeRate;
+    for (const Run &r : runs) {
+      prefillMs.push_back(r.prefillSeconds * 1e3);
+      prefillRate.push_back(tokensPerSecond(double(promptTokens), r.prefillSeconds));
+      if (const std::vector<double> sorted = r.sortedSteps(); !sorted.empty())
+        stepMs.push_back(sorted[sorted.size() / 2] * 1e3);
+      if (!r.decodeSteps.empty())
+        decodeRate.push_back(tokensPerSecond(double(r.decodeSteps.size()), r.decodeSeconds));
+    }
+    struct Spread {
+      std::vector<double> values;
+      double median = 0, min = 0, max = 0, stdev = 0;
+    };
+    auto spread = [](std::vector<double> values) {
+      Spread s;
+      s.values = values;
+      if (values.empty())
+        return s;
+      std::sort(values.begin(), values.end());
+      s.median = values[values.size() / 2];
+      s.min = values.front();
+      s.max = values.back();
+      double mean = 0;
+      for (double v : values)
+        mean += v / double(values.size());
+      double squares = 0;
+      for (double v : values)
+        squares += (v - mean) * (v - mean);
+      s.stdev = values.size() > 1 ? std::sqrt(squares / double(values.size() - 1)) : 0;
+      return s;
+    };
+    const std::pair<const char *, Spread> rows[] = {
+        {"prefill_ms", spread(prefillMs)},
+        {"prefill_tokens_per_s", spread(prefillRate)},
+        {"decode_step_ms", spread(stepMs)},
+        {"decode_tokens_per_s", spread(decodeRate)}};
+    Json rep{{"runs", repeat}, {"warmup", warmup}};
+    for (const auto &[name, s] : rows)
+      rep[name] = s.values.empty()
+                      ? Json(nullptr)
+                      : Json{{"values", s.values}, {"median", s.median},
+                                       {"min", s.min},       {"max", s.max},
+                                       {"stdev", s.stdev}};
+    Json each = Json::array();
+    for (const Run &r : runs)
+      each.push_back({{"prefill", prefillJson(r)}, {"decode", decodeJson(r)}});
+    rep["each"] = each;
+    doc["repeat"] = rep;
+    if (!json) {
+      std::printf("repeat: %lld runs%s (%lld prompt tokens, %zu decode steps each)\n",
+                  (long long)repeat, warmup ? " after a warm-up" : "",
+                  (long long)promptTokens, run.decodeSteps.size());
+      std::printf("| %-20s | %12s | %12s | %12s | %12s |\n", "measure", "median", "min",
+                  "max", "stdev");
+      std::printf("|%s|%s|%s|%s|%s|\n", std::string(22, '-').c_str(),
+                  std::string(14, '-').c_str(), std::string(14, '-').c_str(),
+                  std::string(14, '-').c_str(), std::string(14, '-').c_str());
+      const char *labels[] = {"prefill ms", "prefill tokens/s", "decode step ms",
+                              "decode tokens/s"};
+      for (size_t i = 0; i < 4; ++i)
+        if (!rows[i].second.values.empty()) {
+          const Spread &s = rows[i].second;
+          std::printf("| %-20s | %12.3f | %12.3f | %12.3f | %12.3f |\n", labels[i], s.median,
+                      s.min, s.max, s.stdev);
+        }
+    }
+  }
+
   if (executorOptions.profile) {
     const std::vector<runtime::ProfileEntry> rows = ex.profile();
     double total = 0, host = 0;
@@ -737,33 +1097,39 @@ int main(int argc, char **argv) {
       total += e.seconds;
       host += e.hostSeconds;
     }
-    std::printf("profile: %.3f ms in %zu kinds of step, %.3f ms of it in the host's "
-                "drivers (ms, calls, share, host ms, op and kernels)\n",
-                total * 1e3, rows.size(), host * 1e3);
-    for (const runtime::ProfileEntry &e : rows)
-      std::printf("  %10.3f ms %7lld %5.1f%% %9.3f  %s\n", e.seconds * 1e3,
-                  (long long)e.calls, total > 0 ? 100 * e.seconds / total : 0.0,
-                  e.hostSeconds * 1e3, e.step.c_str());
-    // The GPU path: what each kind of step copied between host and device.
-    std::vector<runtime::ProfileEntry> copying;
-    double toDevice = 0, toHost = 0;
-    for (const runtime::ProfileEntry &e : rows) {
-      toDevice += double(e.bytesToDevice);
-      toHost += double(e.bytesToHost);
-      if (e.bytesToDevice + e.bytesToHost > 0)
-        copying.push_back(e);
-    }
-    if (!copying.empty()) {
-      std::sort(copying.begin(), copying.end(), [](const auto &a, const auto &b) {
-        return a.bytesToDevice + a.bytesToHost > b.bytesToDevice + b.bytesToHost;
-      });
-      std::printf("transfers: %.3f MB to the device, %.3f MB to the host "
-                  "(MB to the device, MB to the host, step; the largest 12)\n",
-                  toDevice / 1e6, toHost / 1e6);
-      for (size_t i = 0; i < copying.size() && i < 12; ++i)
-        std::printf("  %12.3f %12.3f  %s\n", double(copying[i].bytesToDevice) / 1e6,
-                    double(copying[i].bytesToHost) / 1e6, copying[i].step.c_str());
+    if (json) {
+      doc["profile"] = profileJson(rows, ex.layerProfile(), total, host);
+    } else {
+      std::printf("profile: %.3f ms in %zu kinds of step, %.3f ms of it in the host's "
+                  "drivers (ms, calls, share, host ms, op and kernels)\n",
+                  total * 1e3, rows.size(), host * 1e3);
+      for (const runtime::ProfileEntry &e : rows)
+        std::printf("  %10.3f ms %7lld %5.1f%% %9.3f  %s\n", e.seconds * 1e3,
+                    (long long)e.calls, total > 0 ? 100 * e.seconds / total : 0.0,
+                    e.hostSeconds * 1e3, e.step.c_str());
+      // The GPU path: what each kind of step copied between host and device.
+      std::vector<runtime::ProfileEntry> copying;
+      double toDevice = 0, toHost = 0;
+      for (const runtime::ProfileEntry &e : rows) {
+        toDevice += double(e.bytesToDevice);
+        toHost += double(e.bytesToHost);
+        if (e.bytesToDevice + e.bytesToHost > 0)
+          copying.push_back(e);
+      }
+      if (!copying.empty()) {
+        std::sort(copying.begin(), copying.end(), [](const auto &a, const auto &b) {
+          return a.bytesToDevice + a.bytesToHost > b.bytesToDevice + b.bytesToHost;
+        });
+        std::printf("transfers: %.3f MB to the device, %.3f MB to the host "
+                    "(MB to the device, MB to the host, step; the largest 12)\n",
+                    toDevice / 1e6, toHost / 1e6);
+        for (size_t i = 0; i < copying.size() && i < 12; ++i)
+          std::printf("  %12.3f %12.3f  %s\n", double(copying[i].bytesToDevice) / 1e6,
+                      double(copying[i].bytesToHost) / 1e6, copying[i].step.c_str());
+      }
     }
   }
+  if (json)
+    std::printf("%s\n", doc.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   return 0;
 }

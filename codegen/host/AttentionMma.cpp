@@ -141,7 +141,8 @@ void buildSparseAttentionMmaBody(func::FuncOp fn, const AttentionMmaShape &shape
     // The query's A fragments, all of the head dimension: a word (two
     // channels) a load where the query lies on 16 bytes, else two element
     // loads.
-    auto [qBase, qAligned] = bytePointer(b, loc, q, lanes.rowsAddressSpace);
+    Value qBase, qAligned; // lambdas below capture them (no structured bindings)
+    std::tie(qBase, qAligned) = bytePointer(b, loc, q, lanes.rowsAddressSpace);
     auto wordLoads = [&](bool vector) {
       return [&, vector]() -> SmallVector<Value> {
         auto queryWord = [&](Value h, int64_t channel) -> Value {

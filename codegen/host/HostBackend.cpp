@@ -4,6 +4,7 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -46,6 +47,19 @@ LogicalResult lowerHostKernelsToLLVM(ModuleOp module) {
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   return pm.run(module);
+}
+
+void recordKernelTarget(ModuleOp module, llvm::StringRef configText, llvm::StringRef schedule) {
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  for (auto [name, text] : {std::pair<llvm::StringRef, llvm::StringRef>{"csa_kernels_config", configText},
+                            {"csa_kernels_schedule", schedule}}) {
+    std::string bytes = text.str();
+    bytes.push_back('\0');
+    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), bytes.size());
+    LLVM::GlobalOp::create(b, module.getLoc(), type, /*isConstant=*/true, LLVM::Linkage::External,
+                           name, b.getStringAttr(bytes));
+  }
 }
 
 namespace {

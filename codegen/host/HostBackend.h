@@ -23,6 +23,14 @@ mlir::LogicalResult lowerHostKernelsToLLVM(mlir::ModuleOp module);
 /// LLVM IR text of a module already in the LLVM dialect.
 llvm::Expected<std::string> translateToLLVMIR(mlir::ModuleOp module);
 
+/// Records in an LLVM-dialect module of host kernels what it is built for:
+/// the model config text and schedule letters as the exported C strings
+/// csa_kernels_config and csa_kernels_schedule, which the runtime compares
+/// with the artifact's manifest before it runs a kernel (docs/files.md,
+/// "The artifact's code").
+void recordKernelTarget(mlir::ModuleOp module, llvm::StringRef configText,
+                        llvm::StringRef schedule);
+
 /// Writes an object file for the host CPU from an LLVM-dialect module.
 llvm::Error emitHostObject(mlir::ModuleOp module, const std::string &path);
 

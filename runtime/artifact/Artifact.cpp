@@ -184,7 +184,29 @@ absl::StatusOr<Artifact> Artifact::open(const std::string &directory,
   if (absl::Status s = checkNoUnlisted(directory, artifact.manifest_); !s.ok())
     return prefixed(directory, s);
 
-  auto planText = readFile(fs::path(directory) / kPlanFile);
+  // What follows reads the bytes it checks (a file swapped after the pass
+  // above is refused, not parsed).
+  auto verified = [&](const std::string &relative) -> absl::StatusOr<std::string> {
+    if (!options.verifyChecksums)
+      return readFile(fs::path(directory) / relative);
+    return artifact.readVerified(relative);
+  };
+  // The model hash is the config's: recomputed, not trusted.
+  if (artifact.manifest_.findFile(kConfigFile)) {
+    auto configText = verified(kConfigFile);
+    if (!configText.ok())
+      return prefixed(directory, configText.status());
+    auto config = detail::parseJsonText(*configText, kConfigFile);
+    if (!config.ok())
+      return prefixed(directory, config.status());
+    if (std::string hash = sha256Hex(canonicalJson(*config)); hash != artifact.manifest_.modelHash)
+      return prefixed(directory,
+                      absl::DataLossError(absl::StrCat(
+                          "config.json hashes to ", hash, ", manifest.json's model_hash is ",
+                          artifact.manifest_.modelHash, " (one of them was edited)")));
+  }
+
+  auto planText = verified(kPlanFile);
   if (!planText.ok())
     return prefixed(directory, planText.status());
   auto plan = parsePlanText(*planText, kPlanFile);
@@ -192,7 +214,7 @@ absl::StatusOr<Artifact> Artifact::open(const std::string &directory,
     return prefixed(directory, plan.status());
   artifact.plan_ = std::move(*plan);
 
-  auto weightsText = readFile(fs::path(directory) / kWeightsFile);
+  auto weightsText = verified(kWeightsFile);
   if (!weightsText.ok())
     return prefixed(directory, weightsText.status());
   auto weights = parseWeightsText(*weightsText, kWeightsFile);
@@ -205,6 +227,43 @@ absl::StatusOr<Artifact> Artifact::open(const std::string &directory,
       !s.ok())
     return prefixed(directory, s);
   return artifact;
+}
+
+absl::StatusOr<std::string> Artifact::readVerified(const std::string &relative) const {
+  const FileEntry *entry = manifest_.findFile(relative);
+  if (!entry)
+    return absl::NotFoundError(absl::StrCat("artifact ", directory_, ": '", relative,
+                                            "' is not listed in manifest.json"));
+  auto bytes = readFile(fs::path(directory_) / relative);
+  if (!bytes.ok())
+    return prefixed(directory_, bytes.status());
+  if (bytes->size() != entry->bytes || sha256Hex(*bytes) != entry->sha256)
+    return absl::DataLossError(absl::StrCat(
+        "artifact ", directory_, ": file '", relative,
+        "' changed after the artifact was opened (its size or SHA-256 is no longer "
+        "manifest.json's); nothing of it was loaded"));
+  return std::move(*bytes);
+}
+
+absl::Status Artifact::checkKernelRecord(const std::string &object, const char *configText,
+                                         const char *schedule) const {
+  auto fail = [&](const std::string &why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("artifact ", directory_, ": ", object, " ", why));
+  };
+  if (!configText || !schedule)
+    return fail("records no model config and schedule (csa_kernels_config, "
+                "csa_kernels_schedule): compiled by an older csa-compile? Recompile the artifact");
+  auto config = detail::parseJsonText(configText, object + "'s csa_kernels_config");
+  if (!config.ok())
+    return fail(std::string(config.status().message()));
+  if (std::string hash = sha256Hex(canonicalJson(*config)); hash != manifest_.modelHash)
+    return fail(absl::StrCat("was built for another model config (its config hashes to ", hash,
+                             ", manifest.json's model_hash is ", manifest_.modelHash, ")"));
+  if (manifest_.schedule != schedule)
+    return fail(absl::StrCat("was built for schedule '", schedule, "', the artifact's is '",
+                             manifest_.schedule, "'"));
+  return absl::OkStatus();
 }
 
 absl::Status checkWeights(const WeightsManifest &weights,

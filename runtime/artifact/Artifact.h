@@ -13,7 +13,9 @@
 // and never crashes on a bad directory: the manifest is present and JSON,
 // `format` and `format_version` are ones this runtime reads, every listed
 // file is present with its size and checksum (a truncated or corrupted file
-// is named), no unlisted file is present, plan.json and weights.json follow
+// is named), no unlisted file is present, config.json (where listed) hashes
+// to the manifest's model_hash, plan.json and weights.json (parsed from the
+// bytes that were hashed) follow
 // their schemas (errors name the field path), every kernel's object is a
 // listed file under kernels/, and every weight argument is a weights.json
 // tensor. Messages start with "artifact DIR: ".
@@ -55,6 +57,19 @@ public:
   const WeightsManifest &weights() const { return weights_; }
   /// `directory/relative` (relative as the manifest and plan spell it).
   std::string pathOf(const std::string &relative) const;
+  /// The bytes of the listed file `relative`, read once and checked against
+  /// the manifest's size and SHA-256 (a file changed since open() is an
+  /// error naming it). Loaders use these bytes, so what runs is what was
+  /// hashed (docs/files.md, "The artifact's code").
+  absl::StatusOr<std::string> readVerified(const std::string &relative) const;
+  /// OK when a kernel library's own record of what it was built for (the
+  /// config text and schedule letters it exports: csa_kernels_config and
+  /// csa_kernels_schedule) is this artifact's: the config's canonical JSON
+  /// hashes to the manifest's model_hash and the letters are its schedule.
+  /// Null records (a library from before the record) are an error that says
+  /// to recompile. `object` names the library in messages.
+  absl::Status checkKernelRecord(const std::string &object, const char *configText,
+                                 const char *schedule) const;
 
 private:
   Artifact() = default;

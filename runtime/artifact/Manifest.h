@@ -42,6 +42,9 @@ constexpr int64_t kWeightsVersion = 1;
 constexpr const char *kManifestFile = "manifest.json";
 constexpr const char *kPlanFile = "plan.json";
 constexpr const char *kWeightsFile = "weights.json";
+/// The config the artifact was compiled for (its canonical JSON hashes to
+/// model_hash).
+constexpr const char *kConfigFile = "config.json";
 constexpr const char *kKernelsDir = "kernels";
 
 enum class Target : uint8_t {

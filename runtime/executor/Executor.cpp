@@ -195,8 +195,20 @@ cuda::LaunchGraphOptions graphOptions(const ExecutorOptions &options) {
 
 absl::Status Executor::Impl::loadGpu() {
   const std::string where = absl::StrCat("artifact ", artifact->directory(), ": ");
-  std::ifstream ptxFile(artifact->pathOf("kernels/kernels.ptx"));
-  std::ifstream jsonFile(artifact->pathOf("kernels/kernels.json"));
+  // The PTX and its launch rules as the manifest hashed them (read once,
+  // checked, then used), where the artifact has them.
+  const bool hasGpuKernels = artifact->manifest().findFile("kernels/kernels.ptx") &&
+                             artifact->manifest().findFile("kernels/kernels.json");
+  std::string ptxText, jsonText;
+  if (hasGpuKernels) {
+    for (auto [file, text] : {std::pair<const char *, std::string *>{"kernels/kernels.ptx", &ptxText},
+                              {"kernels/kernels.json", &jsonText}}) {
+      auto bytes = artifact->readVerified(file);
+      if (!bytes.ok())
+        return bytes.status();
+      *text = std::move(*bytes);
+    }
+  }
   std::optional<cuda::Module> module;
   if (options.emulateGpu) {
     const cuda::LaunchGraphOptions graphs = graphOptions(options);
@@ -208,7 +220,7 @@ absl::Status Executor::Impl::loadGpu() {
     // The launch rules, where the artifact has them, so that the drivers
     // choose the forms a GPU would run (the grouped experts' form, say);
     // the kernels that run are the host's.
-    if (!jsonFile)
+    if (!hasGpuKernels)
       return absl::OkStatus();
   } else {
     auto opened = cuda::Driver::open(
@@ -217,19 +229,17 @@ absl::Status Executor::Impl::loadGpu() {
     if (!opened.ok())
       return opened.status();
     driver = std::move(*opened);
-    if (!ptxFile || !jsonFile)
+    if (!hasGpuKernels)
       return absl::FailedPreconditionError(absl::StrCat(
           where, "has no kernels/kernels.ptx (compile with csa-compile "
                  "--emit=artifact --with-ptx)"));
-    std::stringstream ptx;
-    ptx << ptxFile.rdbuf();
-    auto loaded = driver->loadPtx(ptx.str());
+    auto loaded = driver->loadPtx(ptxText);
     if (!loaded.ok())
       return loaded.status();
     module = *loaded;
   }
   try {
-    json meta = json::parse(jsonFile);
+    json meta = json::parse(jsonText);
     std::map<std::string, json> argumentsOf; ///< by kernel name
     for (const json &k : meta.at("kernels")) {
       GpuKernel g;
@@ -375,7 +385,7 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
     if (!artifact::isBuiltinKernel(call.kernel)) {
       auto &lib = libraries[call.object];
       if (!lib) {
-        auto opened = KernelLibrary::open(artifact->pathOf(call.object));
+        auto opened = KernelLibrary::openVerified(*artifact, call.object);
         if (!opened.ok())
           return opened.status();
         lib = std::move(*opened);

@@ -14,6 +14,7 @@
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/LaunchGraphs.h"
 #include "runtime/cuda/LaunchRuleJson.h"
+#include "runtime/executor/KernelLibrary.h"
 #include "runtime/numerics/Quantize.h"
 
 #include "absl/container/btree_map.h"
@@ -29,7 +30,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -207,29 +207,6 @@ struct Tensor {
 };
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-/// The shared object of the kernels.
-class KernelLibrary {
-public:
-  static absl::StatusOr<std::unique_ptr<KernelLibrary>>
-  open(const std::string &path) {
-    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle)
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot load kernels ", path, ": ", dlerror()));
-    auto lib = std::make_unique<KernelLibrary>();
-    lib->handle = handle;
-    return lib;
-  }
-  ~KernelLibrary() {
-    if (handle)
-      dlclose(handle);
-  }
-  void *symbol(const std::string &name) const { return dlsym(handle, name.c_str()); }
-
-private:
-  void *handle = nullptr;
-};
 
 /// A kernel's argument as kernels/host.json declares it: a memref (rank,
 /// static sizes with -1 for dynamic, element bytes) or a scalar.

@@ -33,6 +33,16 @@ std::string artifactConfigText(const ModelConfig &config) {
   return flatConfigJson(config).dump();
 }
 
+absl::StatusOr<std::string> artifactScheduleLetters(const std::string &configText) {
+  auto config = parseModelConfig(configText, "csa.config");
+  if (!config.ok())
+    return config.status();
+  auto schedule = scheduleFromConfig(*config);
+  if (!schedule.ok())
+    return schedule.status();
+  return schedule->letters();
+}
+
 absl::Status writeHostArtifact(const HostArtifactParts &parts,
                                const std::string &directory) {
   auto config = parseModelConfig(parts.configText, "csa.config");

@@ -13,6 +13,7 @@
 #include "runtime/artifact/Plan.h"
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include <string>
 
@@ -21,6 +22,10 @@ namespace csa {
 /// The flat config JSON text an artifact is compiled for (the csa.config
 /// attribute): `config` with its schedule written into the layer lists.
 std::string artifactConfigText(const ModelConfig &config);
+
+/// The schedule letters of the config text `configText` (csa.config), as
+/// the artifact's manifest records them.
+absl::StatusOr<std::string> artifactScheduleLetters(const std::string &configText);
 
 struct HostArtifactParts {
   std::string model;        ///< csa.model

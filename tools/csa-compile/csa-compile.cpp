@@ -425,6 +425,11 @@ llvm::Error writeHostArtifact(ModuleOp module,
     llvm::sys::fs::remove(object);
     llvm::sys::fs::remove(shared);
   });
+  // The library's own record of the model it is for (the manifest's).
+  auto letters = csa::artifactScheduleLetters(parts.configText);
+  if (!letters.ok())
+    return fail(std::string(letters.status().message()));
+  csa::codegen::recordKernelTarget(kernels, parts.configText, *letters);
   if (llvm::Error e = csa::codegen::emitHostObject(kernels, object.str().str()))
     return e;
   if (llvm::Error e = csa::codegen::linkSharedObject({object.str().str()},

@@ -292,6 +292,78 @@ TEST_F(ArtifactFile, FlippedByteNamesTheFile) {
   EXPECT_TRUE(Artifact::open(dir()).ok());
 }
 
+TEST_F(ArtifactFile, FileChangedAfterOpenIsNotRead) {
+  // Loaders read a file once and use those bytes (readVerified): a file
+  // swapped after open() is refused, however it was changed.
+  auto artifact = Artifact::open(dir());
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  const std::string original = test::readText(at("kernels/host.so"));
+  auto read = artifact->readVerified("kernels/host.so");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, original);
+  std::string flipped = original;
+  flipped[flipped.size() / 2] ^= 0x20; // same size
+  for (const std::string &changed : {flipped, original + "x"}) {
+    test::writeText(at("kernels/host.so"), changed);
+    auto again = artifact->readVerified("kernels/host.so");
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(again.status().message(),
+              prefix() + "file 'kernels/host.so' changed after the artifact was opened (its "
+                         "size or SHA-256 is no longer manifest.json's); nothing of it was loaded");
+  }
+  test::writeText(at("kernels/host.so"), original);
+  auto unlisted = artifact->readVerified("kernels/other.so");
+  ASSERT_FALSE(unlisted.ok());
+  EXPECT_EQ(unlisted.status().message(),
+            prefix() + "'kernels/other.so' is not listed in manifest.json");
+}
+
+TEST_F(ArtifactFile, KernelRecordMustBeTheArtifactsModel) {
+  auto artifact = Artifact::open(dir());
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  const Manifest &m = artifact->manifest();
+  // A record whose config hashes to the manifest's model_hash: the writer
+  // hashed canonicalJson of the config it was given.
+  const std::string config = test::tinyConfig().dump(2);
+  EXPECT_TRUE(artifact->checkKernelRecord("kernels/host.so", config.c_str(), m.schedule.c_str()).ok());
+  EXPECT_EQ(artifact->checkKernelRecord("kernels/host.so", config.c_str(), "W.").message(),
+            prefix() + "kernels/host.so was built for schedule 'W.', the artifact's is '" +
+                m.schedule + "'");
+  EXPECT_NE(artifact->checkKernelRecord("kernels/host.so", "{\"dim\": 1}", m.schedule.c_str())
+                .message()
+                .find("was built for another model config"),
+            std::string::npos);
+  EXPECT_NE(artifact->checkKernelRecord("kernels/host.so", nullptr, nullptr)
+                .message()
+                .find("records no model config and schedule"),
+            std::string::npos);
+  EXPECT_NE(artifact->checkKernelRecord("kernels/host.so", "{not json", m.schedule.c_str())
+                .message()
+                .find("not valid JSON"),
+            std::string::npos);
+}
+
+TEST(ArtifactOpen, ConfigMustHashToTheModelHash) {
+  test::TempDir tmp;
+  const std::string dir = tmp / "a";
+  auto writer = test::tinyWriter();
+  ASSERT_TRUE(writer.addFile("config.json", test::tinyConfig().dump(2) + "\n").ok());
+  ASSERT_TRUE(writer.write(dir).ok());
+  ASSERT_TRUE(Artifact::open(dir).ok());
+  // Edited and re-signed: the file's checksum holds, its hash is not the
+  // model's.
+  std::string hash;
+  test::editListedJson(dir, "config.json", [&](json &config) {
+    config["dim"] = 65;
+    hash = sha256Hex(canonicalJson(config));
+  });
+  EXPECT_EQ(openError(dir, absl::StatusCode::kDataLoss),
+            "artifact " + dir + ": config.json hashes to " + hash +
+                ", manifest.json's model_hash is " + sha256Hex(canonicalJson(test::tinyConfig())) +
+                " (one of them was edited)");
+}
+
 TEST_F(ArtifactFile, UnlistedFile) {
   test::writeText(at("kernels/stale.so"), "old");
   EXPECT_EQ(openError(dir(), absl::StatusCode::kDataLoss),

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
+#include "tools/support/Progress.h"
 #include "tools/support/Version.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
@@ -50,6 +51,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 using namespace mlir;
@@ -252,6 +254,14 @@ cl::opt<std::string> sweepPath(
     cl::desc("Cost every variant a sweep file lists (JSON: docs/cost-model.md) "
              "and print one row each: a table, or --report=csv|json"),
     cl::value_desc("file"), cl::init(""), cl::cat(category));
+cl::opt<bool> progressFlag(
+    "progress",
+    cl::desc("The stage the compiler is in and its time on stderr, always "
+             "(default: on a terminal, once the run has taken 2 s; a line per "
+             "stage when stderr is not a terminal)"),
+    cl::cat(category));
+cl::opt<bool> quietFlag("quiet", cl::desc("No progress line (wins over --progress)"),
+                        cl::cat(category));
 cl::list<int64_t> contexts(
     "context", cl::desc("Context lengths for the report's decode costs "
                         "(default 4096,32768,131072,1048576)"),
@@ -274,7 +284,20 @@ csa::codegen::NvptxOptions nvptxOptions() {
   return options;
 }
 
+/// The progress line (--progress, --quiet; tools/support/Progress.h): the
+/// stage the run is in. Ended before anything else goes to stderr.
+std::optional<csa::tools::Stages> progress;
+void stage(const char *name) {
+  if (progress)
+    progress->begin(name);
+}
+void endProgress() {
+  if (progress)
+    progress->finish();
+}
+
 int fail(const llvm::Twine &message) {
+  endProgress();
   llvm::WithColor::error(llvm::errs(), "csa-compile") << message << "\n";
   return 1;
 }
@@ -410,6 +433,7 @@ llvm::Error writeHostArtifact(ModuleOp module,
     parts.model = model.getValue().str();
   if (auto letters = module->getAttrOfType<StringAttr>("csa.schedule"))
     parts.schedule = letters.getValue().str();
+  stage("building the plan");
   auto plan = csa::codegen::buildHostPlan(module, selection);
   if (!plan)
     return plan.takeError();
@@ -430,8 +454,10 @@ llvm::Error writeHostArtifact(ModuleOp module,
   if (!letters.ok())
     return fail(std::string(letters.status().message()));
   csa::codegen::recordKernelTarget(kernels, parts.configText, *letters);
+  stage("emitting the host object");
   if (llvm::Error e = csa::codegen::emitHostObject(kernels, object.str().str()))
     return e;
+  stage("linking the host kernels");
   if (llvm::Error e = csa::codegen::linkSharedObject({object.str().str()},
                                                      shared.str().str()))
     return e;
@@ -445,6 +471,7 @@ llvm::Error writeHostArtifact(ModuleOp module,
     llvm::raw_string_ostream os(parts.listing);
     csa::codegen::printKernelSelectionJson(selection, os);
   }
+  stage("writing the artifact");
   if (absl::Status st = csa::writeHostArtifact(parts, directory); !st.ok())
     return fail(std::string(st.message()));
   return llvm::Error::success();
@@ -475,7 +502,9 @@ void printStage(ModuleOp module, llvm::raw_ostream &os) {
 /// Writes an output: `-` is stdout (its write errors checked), anything
 /// else is replaced whole or not at all (runtime/support/AtomicFile.h).
 LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef text) {
+  stage("writing the output");
   if (path == "-") {
+    endProgress();
     llvm::outs() << text;
     llvm::outs().flush();
     if (llvm::outs().has_error()) {
@@ -488,6 +517,7 @@ LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef text) {
   }
   if (absl::Status st = csa::support::writeFileAtomically(path.str(), {text.data(), text.size()});
       !st.ok()) {
+    endProgress();
     llvm::errs() << "csa-compile: error: " << std::string(st.message()) << "\n";
     return failure();
   }
@@ -526,6 +556,12 @@ int main(int argc, char **argv) {
       "--mlir-print-ir-after-all, --mlir-print-debuginfo, ...): see "
       "--help-hidden.\n");
 
+  // The progress line, from here on (--list-variants and --help are
+  // immediate).
+  if (!listVariants)
+    progress.emplace("csa-compile", csa::tools::progressMode(progressFlag, quietFlag));
+  llvm::scope_exit ended([] { endProgress(); });
+
   if (listVariants) {
     for (const csa::VariantInfo &v : csa::namedVariants())
       llvm::outs() << llvm::formatv("{0,-16} {1}\n", v.name, v.description);
@@ -546,6 +582,7 @@ int main(int argc, char **argv) {
                   "--schedule, --schedule-json, --no-ced and --compile-from");
     if (contexts.getNumOccurrences())
       return fail("--sweep takes its contexts from the file (\"contexts\": [...])");
+    stage("costing the sweep's variants");
     return runSweep(outputPath);
   }
   if (report == ReportFormat::Csv)
@@ -553,6 +590,13 @@ int main(int argc, char **argv) {
 
   MLIRContext context;
   csa::loadGraphDialects(context);
+  // A diagnostic starts on a line of its own (the default handler, after
+  // this one, prints it).
+  context.getDiagEngine().registerHandler([](Diagnostic &) {
+    if (progress)
+      progress->clearLine();
+    return failure();
+  });
   OwningOpRef<ModuleOp> module;
   std::string name;
   Stage stage = Stage::Graph;
@@ -567,6 +611,7 @@ int main(int argc, char **argv) {
     if (emitStage < compileFrom)
       return fail("--emit names a stage before --compile-from's");
     stage = compileFrom;
+    ::stage("reading the IR");
     module = parseSourceFile<ModuleOp>(configPath, &context);
     if (!module)
       return fail("cannot read '" + configPath + "' as " +
@@ -574,6 +619,7 @@ int main(int argc, char **argv) {
                   "-stage IR (see the diagnostics above)");
     name = llvm::sys::path::stem(configPath).str();
   } else {
+    ::stage("building the graph");
     auto variant = resolveVariant();
     if (!variant.ok())
       return fail(std::string(variant.status().message()));
@@ -629,6 +675,7 @@ int main(int argc, char **argv) {
 
   // Stage graph: cleanup of the built graph.
   if (stage == Stage::Graph) {
+    ::stage("the graph stage");
     if (failed(runPipeline(csa::buildGraphCleanupPipeline)))
       return fail("the graph pipeline failed");
     if (failed(dump("graph")))
@@ -645,6 +692,7 @@ int main(int argc, char **argv) {
     replay.enabled = !noBoundedReplay && !noCed;
     replay.startLayer = replayStartLayer;
     replay.tail = replayTail;
+    ::stage("the cost report");
     auto analysed =
         csa::analyzeCost(*module, lengths, "", csa::prefillReportLengths(lengths), replay);
     if (!analysed)
@@ -659,6 +707,7 @@ int main(int argc, char **argv) {
                      llvm::function_ref<void(PassManager &)> build) {
     if (stage >= target || emitStage < target || report != ReportFormat::None)
       return StageResult::Skipped;
+    ::stage((llvm::Twine("the ") + stageLabel + " stage").str().c_str());
     if (failed(runPipeline(build))) {
       fail(llvm::Twine("the ") + stageLabel + " pipeline failed");
       return StageResult::Failed;
@@ -700,6 +749,7 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> kernels;
   std::optional<csa::codegen::KernelSelection> selection;
   if (emitStage >= Stage::Host && report == ReportFormat::None) {
+    ::stage("selecting the host kernels");
     kernels = ModuleOp::create(UnknownLoc::get(&context));
     auto selected = csa::codegen::selectHostKernels(*module, *kernels);
     if (!selected)
@@ -719,6 +769,7 @@ int main(int argc, char **argv) {
   if ((emitStage == Stage::Gpu || emitStage == Stage::Ptx) && kernels) {
     const csa::codegen::NvptxOptions options = nvptxOptions();
     std::vector<csa::codegen::PtxKernel> gpuKernels;
+    ::stage("lowering the kernels to NVVM");
     if (failed(csa::codegen::lowerKernelsToNvvm(*kernels, options, gpuKernels)))
       return fail("lowering the kernels to NVVM failed (see the diagnostics "
                   "above)");
@@ -732,9 +783,11 @@ int main(int argc, char **argv) {
       return failed(writeStage(*kernels, outputPath)) ? 1 : 0;
     if (outputPath == "-")
       return fail("--emit=ptx writes a directory: give -o DIR");
+    ::stage("emitting PTX");
     auto ptx = csa::codegen::emitPtx(*kernels, options);
     if (!ptx)
       return fail(llvm::toString(ptx.takeError()));
+    ::stage("writing the PTX directory");
     // A PTX directory is built beside the target and swapped in whole; a
     // directory that holds something else is not replaced.
     if (llvm::sys::fs::is_directory(outputPath)) {
@@ -770,9 +823,11 @@ int main(int argc, char **argv) {
     OwningOpRef<ModuleOp> gpuKernels = kernels->clone();
     const csa::codegen::NvptxOptions options = nvptxOptions();
     std::vector<csa::codegen::PtxKernel> info;
+    ::stage("lowering the kernels to NVVM");
     if (failed(csa::codegen::lowerKernelsToNvvm(*gpuKernels, options, info)))
       return fail("lowering the kernels to NVVM failed (see the diagnostics "
                   "above)");
+    ::stage("emitting PTX");
     auto ptx = csa::codegen::emitPtx(*gpuKernels, options);
     if (!ptx)
       return fail(llvm::toString(ptx.takeError()));
@@ -780,6 +835,7 @@ int main(int argc, char **argv) {
     ptxListing = csa::codegen::kernelsJson(info, options);
   }
   if (emitStage >= Stage::LLVM && kernels) {
+    ::stage("lowering the host kernels to LLVM");
     if (failed(csa::codegen::lowerHostKernelsToLLVM(*kernels)))
       return fail("lowering the host kernels to LLVM failed");
   }
@@ -819,10 +875,12 @@ int main(int argc, char **argv) {
       llvm::sys::fs::remove(object);
       llvm::sys::fs::remove(library);
     };
+    ::stage("emitting the host object");
     if (llvm::Error e = csa::codegen::emitHostObject(*kernels, object.str().str())) {
       cleanUp();
       return fail(llvm::toString(std::move(e)));
     }
+    ::stage("linking the host kernels");
     if (llvm::Error e = csa::codegen::linkSharedObject({object.str().str()}, library.str().str())) {
       cleanUp();
       return fail(llvm::toString(std::move(e)));
@@ -848,6 +906,7 @@ int main(int argc, char **argv) {
       csa::printCostText(*cost, out);
     }
   } else if (emitStage == Stage::LLVM && kernels) {
+    ::stage("translating to LLVM IR");
     auto ir = csa::codegen::translateToLLVMIR(*kernels);
     if (!ir)
       return fail(llvm::toString(ir.takeError()));

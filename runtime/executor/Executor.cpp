@@ -530,6 +530,9 @@ Executor::Impl::run(std::vector<Step> &steps) {
     currentRunner = previousRunner;
     return st;
   };
+  // Prefill's steps each report (ExecutorOptions::onProgress).
+  const bool reportSteps = options.onProgress && &steps == &prefillSteps;
+  uint64_t stepsDone = 0;
   for (Step &step : steps) {
     absl::Status st;
     const auto stepStart = std::chrono::steady_clock::now();
@@ -597,6 +600,8 @@ Executor::Impl::run(std::vector<Step> &steps) {
       t->data = {};
       t->dims.clear();
     }
+    if (reportSteps)
+      options.onProgress("prefill", ++stepsDone, steps.size());
   }
   timing.peakTransientBytes = peakBytes;
   absl::Status finished = finish(true);
@@ -828,8 +833,15 @@ absl::Status Executor::Impl::uploadWeights() {
     return absl::OkStatus();
   try {
     placeGroupedExperts();
-    for (auto &[name, view] : weights)
+    uint64_t total = 0, done = 0;
+    if (options.onProgress)
+      for (auto &[name, view] : weights)
+        total += view.bytes;
+    for (auto &[name, view] : weights) {
       runner->preload(view.data);
+      if (options.onProgress)
+        options.onProgress("weights", done += view.bytes, total);
+    }
     runner->synchronize(); // the copies are asynchronous: time them whole
   } catch (const std::exception &e) {
     return absl::ResourceExhaustedError(

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -175,6 +176,13 @@ struct ExecutorOptions {
   /// Tensors of the checkpoint that the artifact does not use (another
   /// schedule's) are skipped instead of refused; unusedWeights() lists them.
   bool allowUnusedWeights = false;
+
+  /// Long work as it goes, for a progress line (csa-run --progress): after
+  /// each plan step of a prefill ("prefill": steps done of the entry point's
+  /// steps) and as the weights go to the GPU ("weights": bytes done of
+  /// all the weights' bytes). Called on the thread that runs the executor;
+  /// empty: never.
+  std::function<void(const char *what, uint64_t done, uint64_t total)> onProgress;
 
   /// The defaults with the environment's aliases applied: CSA_CUDA_EMULATE=1,
   /// CSA_CUDA_SYNC, CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS=prefix,...,

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
+#include "tools/support/Progress.h"
 #include "tools/support/Version.h"
 #include "models/config/ModelConfig.h"
 #include "models/schedule/Schedule.h"
@@ -47,6 +48,7 @@
 #include <limits>
 #include <optional>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -104,6 +106,10 @@ ABSL_FLAG(bool, json, false,
           "print one JSON object on stdout instead of the text (docs/run-json.md)");
 ABSL_FLAG(int64_t, repeat, 1,
           "run the prefill and decode N times: medians and spread");
+ABSL_FLAG(bool, progress, false,
+          "progress lines on stderr, always: random weights, the weights' upload, "
+          "prefill steps, decode tokens");
+ABSL_FLAG(bool, quiet, false, "no progress lines");
 ABSL_FLAG(bool, gpu_emulate, false,
           "the GPU path on host memory with the host kernels (alias: CSA_CUDA_EMULATE=1)");
 ABSL_FLAG(bool, gpu_sync, false, "synchronize after every launch (alias: CSA_CUDA_SYNC)");
@@ -138,7 +144,7 @@ constexpr const char *kUsage =
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
          "              [--cuda-pdl=on|off] [--cuda-library=PATH] [--cuda-heap-mib=N]\n"
          "              [--context=P] [--warmup] [--profile[=text|json]]\n"
-         "              [--json] [--repeat=N]\n"
+         "              [--json] [--repeat=N] [--progress | --quiet]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
@@ -222,6 +228,13 @@ constexpr const char *kUsage =
          "prefill's time and tokens/s and of the decode step's median time and\n"
          "tokens/s (in the JSON: \"repeat\"); the other lines describe the first\n"
          "run. Schema and plot script: docs/run-json.md, bench/plot_run.py.\n"
+         "Progress (stderr only; stdout is the same): making --random-weights\n"
+         "(bytes written), the weights' upload to the GPU (bytes), each prefill\n"
+         "(the plan's steps done of its steps, steps/s, time left) and the decode\n"
+         "(tokens generated of --max-new-tokens x --batch, tokens/s, time left).\n"
+         "Shown when stderr is a terminal and the work has taken 2 s (not the\n"
+         "decode's when text or logits are printed step by step); --progress:\n"
+         "always, also into a file; --quiet: never.\n"
          "GPU checking knobs (--device=cuda; the CSA_CUDA_EMULATE=1, CSA_CUDA_SYNC,\n"
          "CSA_CUDA_TRACE, CSA_CUDA_HOST_KERNELS and CSA_CUDA_NO_TILES variables\n"
          "are aliases): --gpu-emulate runs the GPU path's bookkeeping on host\n"
@@ -383,6 +396,9 @@ int main(int argc, char **argv) {
   const int64_t printLogits = absl::GetFlag(FLAGS_print_logits);
   const int64_t context = absl::GetFlag(FLAGS_context);
   const int64_t repeat = absl::GetFlag(FLAGS_repeat);
+  // Progress lines on stderr (tools/support/Progress.h; --quiet wins).
+  const tools::ProgressMode progressMode =
+      tools::progressMode(absl::GetFlag(FLAGS_progress), absl::GetFlag(FLAGS_quiet));
   // --profile: bare, =text (or =true) prints a table; =json puts the
   // profile into the --json object (and implies --json).
   enum class ProfileMode { Off, Text, Json } profileMode = ProfileMode::Off;
@@ -592,7 +608,7 @@ int main(int argc, char **argv) {
   }
   std::string removeAfter;
   if (randomWeights) {
-    auto dir = tools::makeRandomWeights(*art, weightSeed);
+    auto dir = tools::makeRandomWeights(*art, weightSeed, progressMode);
     if (!dir.ok())
       return fail(std::string(dir.status().message()));
     weightsDir = *dir;
@@ -620,6 +636,23 @@ int main(int argc, char **argv) {
       engramMapSource = (*map)->source;
     }
   }
+  // The executor's long work (the weights' upload, each prefill's plan
+  // steps) on one progress line at a time, `progressLabel` naming it.
+  std::optional<tools::Progress> progressLine;
+  std::string progressLabel;
+  uint64_t progressDone = 0;
+  auto endProgressLine = [&] {
+    progressLine.reset();
+    progressDone = 0;
+  };
+  executorOptions.onProgress = [&](const char *what, uint64_t done, uint64_t total) {
+    const bool bytes = std::strcmp(what, "weights") == 0;
+    if (!progressLine)
+      progressLine.emplace(progressLabel.empty() ? std::string(what) : progressLabel, total,
+                           bytes ? "B" : "steps", progressMode);
+    progressLine->add(done - progressDone);
+    progressDone = done;
+  };
   auto executor = runtime::Executor::create(*art, *ckpt, executorOptions);
   if (!executor.ok())
     return fail(std::string(executor.status().message()) +
@@ -688,7 +721,9 @@ int main(int argc, char **argv) {
     // The weights go to the GPU before anything is timed, in a line of
     // their own (the first prefill's time would otherwise be mostly this).
     auto start = Clock::now();
+    progressLabel = "weights to the GPU";
     absl::StatusOr<uint64_t> uploaded = ex.uploadWeights();
+    endProgressLine();
     if (!uploaded.ok())
       return fail(std::string(uploaded.status().message()));
     if (*uploaded > 0) {
@@ -706,7 +741,9 @@ int main(int argc, char **argv) {
     // 1-token prefill on a sequence that is thrown away.
     runtime::Sequence scratch = ex.newSequence();
     auto start = Clock::now();
+    progressLabel = "warm-up prefill";
     auto logits = ex.prefill(scratch, {prompt.front()});
+    endProgressLine();
     if (!logits.ok())
       return fail(absl::StrCat("warm-up: ", logits.status().message()));
     const double ms = std::chrono::duration<double>(Clock::now() - start).count() * 1e3;
@@ -743,7 +780,19 @@ int main(int argc, char **argv) {
   // Text as it is produced: one sequence, no logits lines in between.
   const bool streamText = !json && text && batch == 1 && printLogits == 0;
   // The first run prints its logits and text and writes --logits-out.
-  auto generate = [&](Run &r, bool first) -> absl::Status {
+  // Per-step output on stdout (text as it is produced, logits lines): no
+  // decode progress line in between unless --progress.
+  const bool printsSteps = streamText || printLogits > 0;
+  auto generate = [&](Run &r, bool first, int64_t runIndex) -> absl::Status {
+    // Progress lines name the run (--repeat) and the sequence (--batch).
+    auto label = [&](const std::string &what, int64_t b) {
+      std::string out = repeat > 1 ? absl::StrCat("run ", runIndex + 1, " of ", repeat, ", ")
+                                   : std::string();
+      absl::StrAppend(&out, what);
+      if (b >= 0 && batch > 1)
+        absl::StrAppend(&out, " (sequence ", b + 1, " of ", batch, ")");
+      return out;
+    };
     std::vector<sampling::Sampler> samplers;
     r.generated.assign(size_t(batch), {});
     r.stopped.assign(size_t(batch), 0);
@@ -760,6 +809,9 @@ int main(int argc, char **argv) {
           return absl::InvalidArgumentError(
               absl::StrCat("--context: ", synthetic.status().message()));
         r.sequences[size_t(b)] = std::move(*synthetic);
+        tools::Progress promptLine(
+            label(absl::StrCat("prompt of ", prompt.size(), " tokens, token by token"), b),
+            prompt.size(), "tokens", progressMode);
         for (int32_t t : prompt) {
           auto start = Clock::now();
           logits = ex.decode(r.sequences[size_t(b)], t);
@@ -768,10 +820,13 @@ int main(int argc, char **argv) {
           r.promptSteps.push_back(s);
           if (!logits.ok())
             break;
+          promptLine.add(1);
         }
       } else {
         auto start = Clock::now();
+        progressLabel = label(absl::StrCat("prefill of ", prompt.size(), " tokens"), b);
         logits = ex.prefill(r.sequences[size_t(b)], prompt);
+        endProgressLine();
         r.prefillEach.push_back(std::chrono::duration<double>(Clock::now() - start).count());
         r.prefillSeconds += r.prefillEach.back();
       }
@@ -793,11 +848,17 @@ int main(int argc, char **argv) {
     const bool streaming = streamText && first;
     if (streaming)
       std::printf("text: ");
+    // The tokens generated (the prefill's first of each sequence too).
+    tools::Progress decodeLine(
+        label("decode", -1), uint64_t(maxNew * batch), "tokens",
+        printsSteps && progressMode == tools::ProgressMode::Auto ? tools::ProgressMode::Never
+                                                                 : progressMode);
     for (int64_t step = 0; step < maxNew; ++step) {
       for (int64_t b = 0; b < batch; ++b) {
         if (r.stopped[size_t(b)])
           continue;
         r.generated[size_t(b)].push_back(next[size_t(b)]);
+        decodeLine.add(1);
         if (streaming) {
           std::fputs(stream.feed(text->tokenizer.tokenBytes(next[size_t(b)])).c_str(), stdout);
           std::fflush(stdout);
@@ -831,6 +892,7 @@ int main(int argc, char **argv) {
         next[size_t(b)] = *token;
       }
     }
+    decodeLine.finish();
     if (streaming)
       std::printf("%s\n", stream.finish().c_str());
     if (absl::Status st = ex.checkDeviceStatuses(); !st.ok())
@@ -848,7 +910,7 @@ int main(int argc, char **argv) {
   std::vector<Run> runs(static_cast<size_t>(repeat));
   for (int64_t i = 0; i < repeat; ++i) {
     Run &r = runs[size_t(i)];
-    if (absl::Status st = generate(r, i == 0); !st.ok())
+    if (absl::Status st = generate(r, i == 0, i); !st.ok())
       return fail(std::string(st.message()));
     if (r.generated != runs[0].generated)
       std::cerr << "csa-run: warning: run " << i + 1

@@ -238,7 +238,7 @@ int main(int argc, char **argv) {
 
   std::string removeAfter;
   if (randomWeights) {
-    auto dir = tools::makeRandomWeights(*art, weightSeed);
+    auto dir = tools::makeRandomWeights(*art, weightSeed, progressMode);
     if (!dir.ok())
       return fail(std::string(dir.status().message()));
     weightsDir = removeAfter = *dir;

@@ -5,6 +5,7 @@
 #include "models/config/ModelConfig.h"
 #include "models/schedule/Schedule.h"
 #include "models/weights/RandomCheckpoint.h"
+#include "models/weights/WeightManifest.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -35,7 +36,8 @@ absl::StatusOr<std::optional<ModelConfig>> artifactConfig(const artifact::Artifa
 
 } // namespace
 
-absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art, uint64_t seed) {
+absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art, uint64_t seed,
+                                              ProgressMode progressMode) {
   auto config = artifactConfig(art);
   if (!config.ok())
     return config.status();
@@ -60,7 +62,14 @@ absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art, uin
   RandomCheckpointOptions options;
   options.seed = seed;
   options.origin = art.pathOf("config.json");
+  // The bytes written so far (a large variant's checkpoint takes a while).
+  auto manifest = weightManifest(**config, *schedule, options.manifest);
+  if (!manifest.ok())
+    return manifest.status();
+  Progress progress("random weights", manifestTotals(*manifest).bytes, "B", progressMode);
+  options.writer.onWritten = [&progress](uint64_t bytes) { progress.add(bytes); };
   auto written = writeRandomCheckpoint(**config, *schedule, dir.string(), options);
+  progress.finish();
   if (!written.ok())
     return written.status();
   return dir.string();

@@ -11,6 +11,7 @@
 #include "runtime/artifact/Artifact.h"
 #include "runtime/tokenizer/EngramTokenMap.h"
 #include "runtime/tokenizer/ModelTokenizer.h"
+#include "tools/support/Progress.h"
 
 #include "absl/status/statusor.h"
 
@@ -20,8 +21,10 @@
 namespace csa::tools {
 
 /// A random checkpoint for the artifact's config (config.json of the
-/// artifact), written to a fresh temporary directory (mkdtemp) under $TMPDIR.
-absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art, uint64_t seed);
+/// artifact), written to a fresh temporary directory (mkdtemp) under $TMPDIR,
+/// with a progress line of the bytes written ("random weights: ...").
+absl::StatusOr<std::string> makeRandomWeights(const artifact::Artifact &art, uint64_t seed,
+                                              ProgressMode progressMode = ProgressMode::Never);
 
 /// The tokenizer of a run: `flag` (--tokenizer: a folder or a
 /// tokenizer.json), else `weightsDir`'s tokenizer.json when it has one, else

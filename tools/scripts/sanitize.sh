@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The AddressSanitizer + UBSan pass of CI (issue 21): builds the runtime's
+# libraries, its tools (no LLVM in them) and the unit tests that need no MLIR
+# with -fsanitize=address,undefined into build-asan/ (CSA_SANITIZE=ON), runs
+# those unit tests, then runs the sanitized tools on tiny (its artifact from
+# build/'s csa-compile, whose host kernels are not instrumented): a
+# checkpoint generated and checked, prefill and decode on the CPU and on the
+# emulated GPU path, a decision dump and its injection, logits compared.
+# Any sanitizer report fails the run (UBSan does not recover; leaks count).
+# Prints one line a step and "sanitize.sh: N checks clean".
+#
+#   tools/scripts/sanitize.sh       # after tools/scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ -x build/bin/csa-compile ] || { echo "sanitize.sh: build/bin/csa-compile is missing (run tools/scripts/setup.sh)" >&2; exit 1; }
+mkdir -p build-asan
+if [ ! -f build-asan/build.ninja ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCSA_SANITIZE=ON \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit > build-asan/configure.log \
+    || { cat build-asan/configure.log; exit 1; }
+fi
+tests=(csa-artifact-tests csa-checkpoint-tests csa-cuda-tests csa-device-tests csa-numerics-tests
+       csa-sampling-tests csa-tokenizer-tests csa-tool-support-tests csa-models-tests
+       csa-reference-tests csa-engram-tests csa-tables-tests)
+tools=(csa-run csa-checkpoint csa-diff csa-reference csa-score)
+ninja -C build-asan -j "${CSA_JOBS:-2}" "${tests[@]}" "${tools[@]}" > build-asan/build.log \
+  || { tail -40 build-asan/build.log; exit 1; }
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+checks=0
+# A step fails on a non-zero exit or on any sanitizer report in its output.
+step() {
+  local name=$1
+  shift
+  if ! "$@" > "$work/$name.log" 2>&1 ||
+     grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$work/$name.log"; then
+    echo "sanitize.sh: $name FAILED: $*" >&2
+    tail -40 "$work/$name.log" >&2
+    exit 1
+  fi
+  checks=$((checks + 1))
+  echo "$name: ok"
+}
+for t in "${tests[@]}"; do
+  step "$t" "$(find build-asan/test -name "$t" -type f | head -1)" --gtest_brief=1
+done
+bin=build-asan/bin
+build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o "$work/tiny.csa"
+step checkpoint-generate "$bin/csa-checkpoint" generate "$work/tiny.csa/config.json" --out="$work/ckpt" --seed=3
+step checkpoint-check "$bin/csa-checkpoint" check "$work/ckpt" --config="$work/tiny.csa/config.json"
+step run-cpu "$bin/csa-run" "$work/tiny.csa" --weights="$work/ckpt" --prompt=1,2,3,4,5,6,7 \
+  --max-new-tokens=6 --logits-out="$work/cpu.npy" --dump-decisions="$work/decisions" --json
+step run-gpu-emulated env CSA_CUDA_EMULATE=1 "$bin/csa-run" "$work/tiny.csa" --weights="$work/ckpt" \
+  --prompt=1,2,3,4,5,6,7 --max-new-tokens=6 --device=cuda --force-decisions="$work/decisions" \
+  --logits-out="$work/emu.npy"
+step run-batch "$bin/csa-run" "$work/tiny.csa" --random-weights=5 --prompt=3,1,4 --batch=3 \
+  --max-new-tokens=4 --temperature=0.7 --top-p=0.9 --profile
+step diff "$bin/csa-diff" "$work/cpu.npy" "$work/emu.npy" --max-abs=0 --min-cosine=1
+step reference "$bin/csa-reference" "$work/ckpt" --config="$work/tiny.csa/config.json" \
+  --prompt=1,2,3,4,5,6,7 --decode=3
+echo "sanitize.sh: $checks checks clean"

@@ -40,6 +40,8 @@ public:
   void setCreatedBy(std::string createdBy) {
     manifest_.createdBy = std::move(createdBy);
   }
+  /// The command line that writes the artifact (provenance; optional).
+  void setCommand(std::vector<std::string> command) { manifest_.command = std::move(command); }
   void setPlan(Plan plan) { plan_ = std::move(plan); }
   void setWeights(WeightsManifest weights) { weights_ = std::move(weights); }
 

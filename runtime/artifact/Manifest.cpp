@@ -118,7 +118,7 @@ absl::StatusOr<Manifest> parseManifest(const json &root,
                      "; rebuild the runtime or recompile"));
   CSA_ARTIFACT_TRY_STATUS(f.onlyKnown(
       {"format", "format_version", "model", "model_hash", "schedule",
-       "schedule_hash", "target", "created_by", "files"}));
+       "schedule_hash", "target", "created_by", "command", "files"}));
   CSA_ARTIFACT_TRY(m.model, f.string("model"));
   CSA_ARTIFACT_TRY(m.modelHash, f.string("model_hash"));
   if (!isSha256Hex(m.modelHash))
@@ -145,6 +145,15 @@ absl::StatusOr<Manifest> parseManifest(const json &root,
                                           "nvptx-sm_90a)"));
   m.target = *parsed;
   CSA_ARTIFACT_TRY(m.createdBy, f.string("created_by"));
+  if (f.has("command")) {
+    CSA_ARTIFACT_TRY(const json *command, f.array("command"));
+    for (size_t i = 0; i < command->size(); ++i) {
+      if (!(*command)[i].is_string())
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": ", detail::indexPath("command", i), ": expected a string"));
+      m.command.push_back((*command)[i].get<std::string>());
+    }
+  }
 
   CSA_ARTIFACT_TRY(const json *files, f.array("files"));
   std::map<std::string, std::string> seen;
@@ -194,7 +203,7 @@ json manifestToJson(const Manifest &m) {
   for (const FileEntry &file : m.files)
     files.push_back(
         {{"path", file.path}, {"bytes", file.bytes}, {"sha256", file.sha256}});
-  return {{"format", m.format},
+  json out = {{"format", m.format},
           {"format_version", m.formatVersion},
           {"model", m.model},
           {"model_hash", m.modelHash},
@@ -203,6 +212,9 @@ json manifestToJson(const Manifest &m) {
           {"target", targetName(m.target)},
           {"created_by", m.createdBy},
           {"files", std::move(files)}};
+  if (!m.command.empty())
+    out["command"] = m.command;
+  return out;
 }
 
 bool WeightsManifest::isIgnored(std::string_view name) const {

@@ -70,6 +70,9 @@ struct Manifest {
   std::string scheduleHash; ///< SHA-256 of canonicalJson(schedule detail)
   Target target = Target::HostX86_64;
   std::string createdBy; ///< "csa-compile 0.1.0 (commit 9b5dea5)"
+  /// The command line that wrote the artifact, argv[0] first (optional: an
+  /// artifact from a writer that did not record it has none).
+  std::vector<std::string> command;
   std::vector<FileEntry> files;
 
   const FileEntry *findFile(std::string_view path) const;

@@ -72,6 +72,7 @@ absl::Status writeHostArtifact(const HostArtifactParts &parts,
   writer.setSchedule(schedule->letters(), scheduleDetail(*schedule));
   writer.setTarget(artifact::Target::HostX86_64);
   writer.setCreatedBy(csa::tools::versionLine("csa-compile"));
+  writer.setCommand(parts.command);
   writer.setPlan(parts.plan);
   artifact::WeightsManifest weights;
   for (const TensorSpec &spec : *specs)

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 
 #include <string>
+#include <vector>
 
 namespace csa {
 
@@ -36,6 +37,7 @@ struct HostArtifactParts {
   std::string listing;      ///< kernels/host.json: each kernel's signature
   std::string ptx;          ///< kernels/kernels.ptx (optional: --with-ptx)
   std::string ptxListing;   ///< kernels/kernels.json, with ptx
+  std::vector<std::string> command; ///< csa-compile's argv (manifest.json's command)
 };
 
 /// Writes `directory`: manifest, plan.json, weights.json (the weight

@@ -61,6 +61,9 @@ namespace {
 
 cl::OptionCategory category("csa-compile options");
 
+/// This run's argv, recorded in an artifact's manifest (provenance).
+std::vector<std::string> commandLine;
+
 cl::opt<std::string> configPath(cl::Positional,
                                 cl::desc("[config.json | stage.mlir]"),
                                 cl::init(""), cl::cat(category));
@@ -423,6 +426,7 @@ llvm::Error writeHostArtifact(ModuleOp module,
     return llvm::createStringError(what.str());
   };
   csa::HostArtifactParts parts;
+  parts.command = commandLine;
   auto configAttr = module->getAttrOfType<StringAttr>("csa.config");
   if (!configAttr)
     return fail("the IR has no csa.config attribute (the model config an "
@@ -539,6 +543,7 @@ int main(int argc, char **argv) {
   llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << csa::tools::versionLine("csa-compile") << "\nLLVM " << LLVM_VERSION_STRING << "\n";
   });
+  commandLine.assign(argv, argv + argc);
   llvm::InitLLVM init(argc, argv);
   llvm::setBugReportMsg("csa-compile crashed; please report the command line "
                         "and config to the csa issue tracker.\n");

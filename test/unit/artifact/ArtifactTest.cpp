@@ -226,7 +226,7 @@ TEST_F(ArtifactFile, ManifestFieldErrors) {
       {[](json &m) { m["modle"] = "tiny"; },
        "manifest.json: modle: unknown field (expected one of: format, "
        "format_version, model, model_hash, schedule, schedule_hash, target, "
-       "created_by, files)"},
+       "created_by, command, files)"},
       {[](json &m) { m["files"][0]["path"] = "../host.so"; },
        "manifest.json: files[0].path: '../host.so' is not a relative path "
        "inside the artifact"},
@@ -342,6 +342,26 @@ TEST_F(ArtifactFile, KernelRecordMustBeTheArtifactsModel) {
                 .message()
                 .find("not valid JSON"),
             std::string::npos);
+}
+
+TEST(ArtifactOpen, CommandIsRecordedAndChecked) {
+  test::TempDir tmp;
+  const std::string dir = tmp / "a";
+  auto writer = test::tinyWriter();
+  writer.setCommand({"csa-compile", "--variant=tiny", "-o", "a"});
+  ASSERT_TRUE(writer.write(dir).ok());
+  auto artifact = Artifact::open(dir);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_EQ(artifact->manifest().command,
+            (std::vector<std::string>{"csa-compile", "--variant=tiny", "-o", "a"}));
+  test::editManifest(dir, [](json &m) { m["command"][1] = 7; });
+  EXPECT_EQ(openError(dir, absl::StatusCode::kInvalidArgument),
+            "artifact " + dir + ": manifest.json: command[1]: expected a string");
+  // Optional: an artifact without it opens, with no command.
+  test::editManifest(dir, [](json &m) { m.erase("command"); });
+  auto without = Artifact::open(dir);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_TRUE(without->manifest().command.empty());
 }
 
 TEST(ArtifactOpen, ConfigMustHashToTheModelHash) {

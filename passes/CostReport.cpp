@@ -2,6 +2,8 @@
 #include "passes/CostAnalysis.h"
 #include "passes/Passes.h"
 
+#include "dialects/csa/CsaDialect.h"
+
 #include "llvm/Support/Error.h"
 
 namespace csa {
@@ -32,6 +34,19 @@ struct CostReportPass : public csa::impl::CostReportBase<CostReportPass> {
             << context;
         return signalPassFailure();
       }
+    // The report reads the graph stage's ops; from expanded IR on they are
+    // gone, and a report of zeros would look like a cheap model.
+    bool hasGraphOps = false;
+    getOperation()->walk([&](csa::AttentionOp) {
+      hasGraphOps = true;
+      return WalkResult::interrupt();
+    });
+    if (!hasGraphOps) {
+      getOperation()->emitError()
+          << "csa-cost-report: no csa.attention ops: the report reads the graph stage "
+             "(csa-compile --emit=graph); expanded and later stages have none left";
+      return signalPassFailure();
+    }
     auto cost = csa::analyzeCost(getOperation(), lengths, function,
                                  csa::prefillReportLengths(lengths));
     if (!cost) {

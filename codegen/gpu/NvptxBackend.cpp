@@ -622,18 +622,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                    : attentionMmaSplits(*attentionMma, options.multiprocessors);
         lanes.splits = splits;
         lanes.splitRows = kAttentionSplitRows;
-        auto splitsConst = [splits](OpBuilder &b, Location loc) -> Value {
-          return arith::ConstantIndexOp::create(b, loc, splits);
-        };
-        lanes.tile = [splitsConst](OpBuilder &b, Location loc) -> Value {
-          return arith::DivUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
-        };
-        lanes.split = [splitsConst](OpBuilder &b, Location loc) -> Value {
-          return arith::RemUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
-        };
-        lanes.fence = [](OpBuilder &b, Location loc) {
-          NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
-        };
+        SplitGridLanes grid = splitGridLanes(splits);
+        lanes.tile = grid.outer;
+        lanes.split = grid.split;
+        lanes.fence = grid.fence;
       }
       buildSparseAttentionMmaBody(fn, *attentionMma, lanes);
       // A block per (row, 16 heads, channel slice[, slice of the indices]).
@@ -653,18 +645,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                    : attentionSplits(attentionHeads, options.multiprocessors);
         lanes.splits = splits;
         lanes.splitRows = kAttentionSplitRows;
-        auto splitsConst = [splits](OpBuilder &b, Location loc) -> Value {
-          return arith::ConstantIndexOp::create(b, loc, splits);
-        };
-        lanes.head = [splitsConst](OpBuilder &b, Location loc) -> Value {
-          return arith::DivUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
-        };
-        lanes.split = [splitsConst](OpBuilder &b, Location loc) -> Value {
-          return arith::RemUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
-        };
-        lanes.fence = [](OpBuilder &b, Location loc) {
-          NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
-        };
+        SplitGridLanes grid = splitGridLanes(splits);
+        lanes.head = grid.outer;
+        lanes.split = grid.split;
+        lanes.fence = grid.fence;
       }
       lanes.barrier = blockBarrier;
       lanes.shuffleXor = shuffleXorLane;

@@ -83,6 +83,23 @@ BlockRowLanes blockRowLanes(int64_t threads) {
   return lanes;
 }
 
+SplitGridLanes splitGridLanes(int64_t splits) {
+  auto splitsConst = [splits](OpBuilder &b, Location loc) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, splits);
+  };
+  SplitGridLanes lanes;
+  lanes.outer = [splitsConst](OpBuilder &b, Location loc) -> Value {
+    return arith::DivUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
+  };
+  lanes.split = [splitsConst](OpBuilder &b, Location loc) -> Value {
+    return arith::RemUIOp::create(b, loc, blockY(b, loc), splitsConst(b, loc));
+  };
+  lanes.fence = [](OpBuilder &b, Location loc) {
+    NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+  };
+  return lanes;
+}
+
 /// The global thread index (x) as an index value.
 Value globalThreadId(OpBuilder &b, Location loc) {
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);

@@ -15,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 
 namespace csa::codegen::nvvm {
@@ -41,6 +42,15 @@ llvm::SmallVector<mlir::Value> mmaBf16(mlir::OpBuilder &b, mlir::Location loc, m
                                        mlir::ValueRange bw, mlir::ValueRange c);
 /// A block of `threads` per row: blockIdx.x, threadIdx.x, the block barrier.
 BlockRowLanes blockRowLanes(int64_t threads);
+
+/// The split forms' grid (sparse attention's split and mma walks): blockIdx.y
+/// = outer x splits + split, and the fence (membar.gl) that orders a block's
+/// partials before it counts itself.
+struct SplitGridLanes {
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> outer, split;
+  std::function<void(mlir::OpBuilder &, mlir::Location)> fence;
+};
+SplitGridLanes splitGridLanes(int64_t splits);
 
 } // namespace csa::codegen::nvvm
 

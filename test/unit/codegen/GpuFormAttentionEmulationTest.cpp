@@ -18,6 +18,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <tuple>
 
 using namespace csa::codegen;
 using namespace csa::codegen::testing;
@@ -110,6 +112,21 @@ TEST(GpuFormEmulation, SparseAttentionHeadFormMatchesTheHostKernel) {
 }
 
 namespace {
+using IndexLane = std::function<Value(OpBuilder &, Location)>;
+/// The split forms' blockY = outer x splits + split on host threads: (outer,
+/// split), as NvvmLanes' splitGridLanes gives them on the GPU.
+std::pair<IndexLane, IndexLane> splitGrid(Simt &simt, int64_t splits) {
+  auto blockY = simt.value(simt.blockY);
+  auto part = [blockY, splits](bool outer) -> IndexLane {
+    return [blockY, splits, outer](OpBuilder &b, Location loc) -> Value {
+      Value n = arith::ConstantIndexOp::create(b, loc, splits);
+      return outer ? arith::DivUIOp::create(b, loc, blockY(b, loc), n).getResult()
+                   : arith::RemUIOp::create(b, loc, blockY(b, loc), n).getResult();
+    };
+  };
+  return {part(true), part(false)};
+}
+
 /// Every output of a GPU form within the bound its arithmetic allows against
 /// the host kernel's (bf16 probabilities one code apart, the fp32 sums in
 /// another order, the scores' dot error through exp, and the output's own
@@ -256,17 +273,9 @@ double expectAttentionWarpFormWithinBound(int64_t heads, int64_t dim, int64_t th
     lanes.head = simt.value(simt.blockY);
     if (splits > 1) {
       // The split form: blockY = head x splits + split, as on the GPU.
-      auto blockY = simt.value(simt.blockY);
       lanes.splits = splits;
       lanes.splitRows = kAttentionSplitRows;
-      lanes.head = [blockY, splits](OpBuilder &b, Location loc) -> Value {
-        return arith::DivUIOp::create(b, loc, blockY(b, loc),
-                                      arith::ConstantIndexOp::create(b, loc, splits));
-      };
-      lanes.split = [blockY, splits](OpBuilder &b, Location loc) -> Value {
-        return arith::RemUIOp::create(b, loc, blockY(b, loc),
-                                      arith::ConstantIndexOp::create(b, loc, splits));
-      };
+      std::tie(lanes.head, lanes.split) = splitGrid(simt, splits);
     }
     lanes.lane = simt.value(simt.thread);
     lanes.barrier = simt.sync();
@@ -372,17 +381,9 @@ double expectAttentionMmaFormWithinBound(int64_t heads, int64_t dim, int64_t n, 
     lanes.tile = simt.value(simt.blockY);
     if (splits > 1) {
       // The split walk: blockY = tile x splits + split, as on the GPU.
-      auto blockY = simt.value(simt.blockY);
       lanes.splits = splits;
       lanes.splitRows = kAttentionSplitRows;
-      lanes.tile = [blockY, splits](OpBuilder &b, Location loc) -> Value {
-        return arith::DivUIOp::create(b, loc, blockY(b, loc),
-                                      arith::ConstantIndexOp::create(b, loc, splits));
-      };
-      lanes.split = [blockY, splits](OpBuilder &b, Location loc) -> Value {
-        return arith::RemUIOp::create(b, loc, blockY(b, loc),
-                                      arith::ConstantIndexOp::create(b, loc, splits));
-      };
+      std::tie(lanes.tile, lanes.split) = splitGrid(simt, splits);
     }
     lanes.thread = simt.value(simt.thread);
     lanes.barrier = simt.sync();

@@ -6,7 +6,9 @@
 // values and their liveness, the step loop, the caches and logits at the
 // end. The op drivers are in OpDrivers.cpp and MoeDrivers.cpp, how a kernel is called in
 // KernelCall.h and GpuRunner.h (buffer mirrors and statuses over the device
-// layer); Executor.h is the interface.
+// layer), the host kernels' library in KernelLibrary.cpp, new and synthetic
+// sequences in Sequences.cpp, the profile in Profile.cpp; Executor.h is the
+// interface.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/Executor.h"
@@ -20,10 +22,6 @@
 #include <optional>
 
 namespace csa::runtime {
-
-//===----------------------------------------------------------------------===//
-// Sequence
-//===----------------------------------------------------------------------===//
 
 ExecutorOptions ExecutorOptions::fromEnvironment() {
   ExecutorOptions options;
@@ -41,28 +39,6 @@ ExecutorOptions ExecutorOptions::fromEnvironment() {
       heap && absl::SimpleAtoi(heap, &mib) && mib >= 1 && mib <= kMaxDeviceHeapMiB)
     options.deviceHeapMiB = mib;
   return options;
-}
-
-uint64_t Sequence::cacheBytes() const {
-  uint64_t total = 0;
-  for (const auto &[id, cache] : caches)
-    total += cache.bytes.size();
-  return total;
-}
-
-uint64_t Sequence::cacheBytesInUse(const artifact::Plan &plan) const {
-  uint64_t total = 0;
-  for (const CacheBuffer &b : plan.caches) {
-    auto it = caches.find(b.id);
-    if (it == caches.end())
-      continue;
-    if (b.kind == CacheKind::GlobalCache)
-      total += uint64_t(std::max(it->second.mainEntries, it->second.indexEntries) *
-                        b.entryBytes);
-    else
-      total += it->second.bytes.size();
-  }
-  return total;
 }
 
 //===----------------------------------------------------------------------===//
@@ -156,31 +132,6 @@ absl::Status Executor::Impl::load() {
   return prepare(plan.decode, "decode", decodeSteps);
 }
 
-namespace {
-/// The layer a plan step names: that of its first weight of a layer
-/// ("layers.N. ...") or cache (the plan's `layer`); ProfileEntry::
-/// kBeforeLayers when it reads only weights of no layer ("embed.weight",
-/// "head.weight"); nothing when it names neither.
-std::optional<int64_t> namedLayer(const KernelCall &call, const artifact::Plan &plan) {
-  bool otherWeights = false;
-  for (const KernelArg &a : call.args) {
-    if (a.kind == ArgKind::Weight) {
-      absl::string_view name = a.name;
-      int64_t layer = 0;
-      if (absl::ConsumePrefix(&name, "layers.") &&
-          absl::SimpleAtoi(name.substr(0, name.find('.')), &layer) && layer >= 0)
-        return layer;
-      otherWeights = true;
-    } else if (a.kind == ArgKind::Cache) {
-      if (const CacheBuffer *b = plan.findCache(a.name))
-        return b->layer;
-    }
-  }
-  if (otherWeights)
-    return ProfileEntry::kBeforeLayers;
-  return std::nullopt;
-}
-} // namespace
 
 namespace {
 /// How the GPU path batches its launches into CUDA graphs.
@@ -658,101 +609,6 @@ Executor::create(const artifact::Artifact &artifact,
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
-Sequence Executor::newSequence() const {
-  Sequence seq;
-  for (const CacheBuffer &b : impl->artifact->plan().caches) {
-    CacheState &c = seq.caches[b.id];
-    if (b.kind == CacheKind::SwaRing) {
-      c.bytes.assign(size_t(b.fixedBytes), 0);
-    } else if (b.kind == CacheKind::CompressorState) {
-      // kv then score, [ratio x dim] fp32 each; an empty slot scores -inf.
-      c.bytes.assign(size_t(b.fixedBytes), 0);
-      float *f = reinterpret_cast<float *>(c.bytes.data());
-      const size_t half = size_t(b.fixedBytes) / 8;
-      std::fill(f + half, f + 2 * half, kNegInf);
-    }
-  }
-  return seq;
-}
-
-namespace {
-/// The dimension whose `format` row is `bytes` long (a multiple of 32 up to
-/// 16384), or 0.
-size_t rowDim(numerics::RowFormat format, int64_t bytes) {
-  for (size_t dim = 32; dim <= 16384; dim += 32)
-    if (int64_t(numerics::rowBytes(format, dim)) == bytes)
-      return dim;
-  return 0;
-}
-} // namespace
-
-absl::StatusOr<Sequence> Executor::syntheticSequence(int64_t position,
-                                                     uint64_t seed) const {
-  const artifact::Plan &plan = impl->artifact->plan();
-  if (position < 1)
-    return absl::InvalidArgumentError("a synthetic context needs position >= 1");
-  if (absl::Status st = artifact::checkContext(plan, position + 1); !st.ok())
-    return st;
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::uniform_int_distribution<int32_t> token(0, int32_t(impl->vocab - 1));
-  Sequence seq = newSequence();
-  seq.position = position;
-  seq.history.resize(size_t(position));
-  for (int32_t &t : seq.history)
-    t = token(gen);
-  std::vector<float> values;
-  // Encodes `count` rows of random values in `format` at `stride` apart.
-  auto fill = [&](const CacheBuffer &b, numerics::RowFormat format,
-                  int64_t rowBytes, uint8_t *first, int64_t count,
-                  int64_t stride) -> absl::Status {
-    const size_t dim = rowDim(format, rowBytes);
-    if (dim == 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cache '", b.id, "': a row of ", rowBytes, " bytes is no known format"));
-    values.resize(dim);
-    for (int64_t e = 0; e < count; ++e) {
-      for (float &v : values)
-        v = normal(gen);
-      numerics::quantizeRow(format, values.data(), dim, first + e * stride);
-    }
-    return absl::OkStatus();
-  };
-  for (const CacheBuffer &b : plan.caches) {
-    CacheState &c = seq.caches[b.id];
-    absl::Status st;
-    if (b.kind == CacheKind::SwaRing) {
-      st = fill(b, numerics::RowFormat::SwaKvFp8, b.rowBytes, c.bytes.data(),
-                b.window, b.rowBytes);
-      c.ringStart = std::max<int64_t>(0, position - b.window);
-      c.ringEnd = position;
-    } else if (b.kind == CacheKind::GlobalCache) {
-      const int64_t entries = b.entriesAt(position);
-      c.bytes.assign(size_t(entries * b.entryBytes), 0);
-      const int64_t mainBytes = b.mainRowBytes ? b.mainRowBytes : b.entryBytes;
-      st = fill(b, numerics::RowFormat::MainKvFp4, mainBytes, c.bytes.data(),
-                entries, b.entryBytes);
-      if (st.ok() && b.indexRowBytes)
-        st = fill(b, numerics::RowFormat::IndexKeyFp4, b.indexRowBytes,
-                  c.bytes.data() + mainBytes, entries, b.entryBytes);
-      c.mainEntries = entries;
-      c.indexEntries = b.indexRowBytes ? entries : 0;
-    } else if (b.kind == CacheKind::CompressorState && b.ratio > 1) {
-      // kv then score, [ratio x dim] fp32 each: the partial group's rows.
-      float *f = reinterpret_cast<float *>(c.bytes.data());
-      const int64_t dim = b.fixedBytes / (8 * b.ratio);
-      const int64_t rows = position % b.ratio;
-      for (int64_t i = 0; i < rows * dim; ++i) {
-        f[i] = normal(gen);
-        f[b.ratio * dim + i] = normal(gen);
-      }
-    }
-    if (!st.ok())
-      return st;
-  }
-  return seq;
-}
-
 absl::StatusOr<std::vector<float>>
 Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
   if (sequence.position != 0)
@@ -884,53 +740,6 @@ const std::vector<std::string> &Executor::unusedWeights() const {
   return impl->unusedWeights;
 }
 const StepTiming &Executor::lastTiming() const { return impl->timing; }
-
-void Executor::resetProfile() {
-  impl->profileTotals.clear();
-  for (std::vector<Impl::Step> *steps : {&impl->prefillSteps, &impl->decodeSteps})
-    for (Impl::Step &step : *steps)
-      step.profiled = ProfileEntry{};
-}
-
-std::vector<ProfileEntry> Executor::layerProfile() const {
-  std::vector<ProfileEntry> out;
-  for (const std::vector<Impl::Step> *steps : {&impl->prefillSteps, &impl->decodeSteps}) {
-    // Rows of this entry point by (layer, op and kernels).
-    std::map<std::pair<int64_t, std::string>, size_t> rows;
-    for (const Impl::Step &step : *steps) {
-      const ProfileEntry &p = step.profiled;
-      if (p.calls == 0)
-        continue;
-      auto [it, added] = rows.emplace(std::make_pair(p.layer, p.step), out.size());
-      if (added) {
-        out.push_back(p);
-        continue;
-      }
-      ProfileEntry &row = out[it->second];
-      row.calls += p.calls;
-      row.seconds += p.seconds;
-      row.hostSeconds += p.hostSeconds;
-      row.bytesToDevice += p.bytesToDevice;
-      row.bytesToHost += p.bytesToHost;
-    }
-  }
-  return out;
-}
-
-int64_t Executor::stepLayer(bool decode, size_t index) const {
-  const std::vector<Impl::Step> &steps = decode ? impl->decodeSteps : impl->prefillSteps;
-  return index < steps.size() ? steps[index].layer : ProfileEntry::kBeforeLayers;
-}
-
-std::vector<ProfileEntry> Executor::profile() const {
-  std::vector<ProfileEntry> out;
-  for (const auto &[key, e] : impl->profileTotals)
-    out.push_back(e);
-  std::sort(out.begin(), out.end(), [](const ProfileEntry &a, const ProfileEntry &b) {
-    return a.seconds > b.seconds || (a.seconds == b.seconds && a.step < b.step);
-  });
-  return out;
-}
 
 absl::Status Executor::Impl::decision(Step &s, const char *what, Tensor &t,
                                       const char *descr) {

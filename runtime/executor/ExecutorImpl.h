@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <optional>
+
 namespace csa::runtime {
 
 // The executor's own files (this header's includers) use the internal
@@ -554,6 +556,12 @@ struct Executor::Impl {
   absl::Status lmHead(Step &s);
   absl::Status sliceRows(Step &s);
 };
+
+/// The layer a plan step names: that of its first weight of a layer
+/// ("layers.N. ...") or cache (the plan's `layer`); ProfileEntry::
+/// kBeforeLayers when it reads only weights of no layer ("embed.weight",
+/// "head.weight"); nothing when it names neither (Profile.cpp).
+std::optional<int64_t> namedLayer(const KernelCall &call, const artifact::Plan &plan);
 
 } // namespace csa::runtime
 

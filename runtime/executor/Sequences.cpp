@@ -1,0 +1,131 @@
+//===- Sequences.cpp - A sequence's caches: new, synthetic, their bytes ---===//
+//
+// Executor::newSequence (the plan's caches, empty), Executor::syntheticSequence
+// (a context of a given length made up without a prefill, for timing long
+// contexts) and the cache byte counts csa-run reports. Split from
+// Executor.cpp, which loads the plan and runs it.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/executor/Executor.h"
+#include "runtime/executor/ExecutorImpl.h"
+
+namespace csa::runtime {
+
+uint64_t Sequence::cacheBytes() const {
+  uint64_t total = 0;
+  for (const auto &[id, cache] : caches)
+    total += cache.bytes.size();
+  return total;
+}
+
+uint64_t Sequence::cacheBytesInUse(const artifact::Plan &plan) const {
+  uint64_t total = 0;
+  for (const CacheBuffer &b : plan.caches) {
+    auto it = caches.find(b.id);
+    if (it == caches.end())
+      continue;
+    if (b.kind == CacheKind::GlobalCache)
+      total += uint64_t(std::max(it->second.mainEntries, it->second.indexEntries) *
+                        b.entryBytes);
+    else
+      total += it->second.bytes.size();
+  }
+  return total;
+}
+
+Sequence Executor::newSequence() const {
+  Sequence seq;
+  for (const CacheBuffer &b : impl->artifact->plan().caches) {
+    CacheState &c = seq.caches[b.id];
+    if (b.kind == CacheKind::SwaRing) {
+      c.bytes.assign(size_t(b.fixedBytes), 0);
+    } else if (b.kind == CacheKind::CompressorState) {
+      // kv then score, [ratio x dim] fp32 each; an empty slot scores -inf.
+      c.bytes.assign(size_t(b.fixedBytes), 0);
+      float *f = reinterpret_cast<float *>(c.bytes.data());
+      const size_t half = size_t(b.fixedBytes) / 8;
+      std::fill(f + half, f + 2 * half, kNegInf);
+    }
+  }
+  return seq;
+}
+
+namespace {
+/// The dimension whose `format` row is `bytes` long (a multiple of 32 up to
+/// 16384), or 0.
+size_t rowDim(numerics::RowFormat format, int64_t bytes) {
+  for (size_t dim = 32; dim <= 16384; dim += 32)
+    if (int64_t(numerics::rowBytes(format, dim)) == bytes)
+      return dim;
+  return 0;
+}
+} // namespace
+
+absl::StatusOr<Sequence> Executor::syntheticSequence(int64_t position,
+                                                     uint64_t seed) const {
+  const artifact::Plan &plan = impl->artifact->plan();
+  if (position < 1)
+    return absl::InvalidArgumentError("a synthetic context needs position >= 1");
+  if (absl::Status st = artifact::checkContext(plan, position + 1); !st.ok())
+    return st;
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(impl->vocab - 1));
+  Sequence seq = newSequence();
+  seq.position = position;
+  seq.history.resize(size_t(position));
+  for (int32_t &t : seq.history)
+    t = token(gen);
+  std::vector<float> values;
+  // Encodes `count` rows of random values in `format` at `stride` apart.
+  auto fill = [&](const CacheBuffer &b, numerics::RowFormat format,
+                  int64_t rowBytes, uint8_t *first, int64_t count,
+                  int64_t stride) -> absl::Status {
+    const size_t dim = rowDim(format, rowBytes);
+    if (dim == 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cache '", b.id, "': a row of ", rowBytes, " bytes is no known format"));
+    values.resize(dim);
+    for (int64_t e = 0; e < count; ++e) {
+      for (float &v : values)
+        v = normal(gen);
+      numerics::quantizeRow(format, values.data(), dim, first + e * stride);
+    }
+    return absl::OkStatus();
+  };
+  for (const CacheBuffer &b : plan.caches) {
+    CacheState &c = seq.caches[b.id];
+    absl::Status st;
+    if (b.kind == CacheKind::SwaRing) {
+      st = fill(b, numerics::RowFormat::SwaKvFp8, b.rowBytes, c.bytes.data(),
+                b.window, b.rowBytes);
+      c.ringStart = std::max<int64_t>(0, position - b.window);
+      c.ringEnd = position;
+    } else if (b.kind == CacheKind::GlobalCache) {
+      const int64_t entries = b.entriesAt(position);
+      c.bytes.assign(size_t(entries * b.entryBytes), 0);
+      const int64_t mainBytes = b.mainRowBytes ? b.mainRowBytes : b.entryBytes;
+      st = fill(b, numerics::RowFormat::MainKvFp4, mainBytes, c.bytes.data(),
+                entries, b.entryBytes);
+      if (st.ok() && b.indexRowBytes)
+        st = fill(b, numerics::RowFormat::IndexKeyFp4, b.indexRowBytes,
+                  c.bytes.data() + mainBytes, entries, b.entryBytes);
+      c.mainEntries = entries;
+      c.indexEntries = b.indexRowBytes ? entries : 0;
+    } else if (b.kind == CacheKind::CompressorState && b.ratio > 1) {
+      // kv then score, [ratio x dim] fp32 each: the partial group's rows.
+      float *f = reinterpret_cast<float *>(c.bytes.data());
+      const int64_t dim = b.fixedBytes / (8 * b.ratio);
+      const int64_t rows = position % b.ratio;
+      for (int64_t i = 0; i < rows * dim; ++i) {
+        f[i] = normal(gen);
+        f[b.ratio * dim + i] = normal(gen);
+      }
+    }
+    if (!st.ok())
+      return st;
+  }
+  return seq;
+}
+
+} // namespace csa::runtime

@@ -249,6 +249,18 @@ struct AttentionCase {
       host(&dq, &dr, &di, &dsink, scale, &doutHost);
     return host != nullptr;
   }
+  /// Runs a form's launch; with `splits` > 1 runs it again on poisoned
+  /// outputs and expects the same bytes (the last block of each group put
+  /// its count back to zero).
+  void runSplitForm(const std::function<void()> &launchForm, int64_t splits) {
+    launchForm();
+    if (splits <= 1)
+      return;
+    std::vector<uint16_t> first = outForm;
+    std::fill(outForm.begin(), outForm.end(), 0xFFFF);
+    launchForm();
+    EXPECT_EQ(first, outForm) << "the split form's second launch differs";
+  }
   double expectWithinBound() const {
     return expectWithinAttentionBound(q, rowValues, idx, sinks, scale, outHost, outForm, n,
                                       heads, dim, numIdx);
@@ -312,15 +324,7 @@ double expectAttentionWarpFormWithinBound(int64_t heads, int64_t dim, int64_t th
            &dAcc);
     }, /*lastFirst=*/true);
   };
-  run();
-  if (splits > 1) {
-    // A second launch gives the same bytes: the last block of each (row,
-    // head) put its count back to zero.
-    std::vector<uint16_t> first = c.outForm;
-    std::fill(c.outForm.begin(), c.outForm.end(), 0xFFFF);
-    run();
-    EXPECT_EQ(first, c.outForm) << "the split form's second launch differs";
-  }
+  c.runSplitForm(run, splits);
   return c.expectWithinBound();
 }
 } // namespace
@@ -420,15 +424,7 @@ double expectAttentionMmaFormWithinBound(int64_t heads, int64_t dim, int64_t n, 
       form(&c.dq, &c.dr, &c.di, &c.dsink, c.scale, &c.doutForm, &dRows, &dScores, &dIndex);
     }, /*lastFirst=*/true);
   };
-  run();
-  if (splits > 1) {
-    // A second launch gives the same bytes: the last block of each (row,
-    // tile) put its count back to zero.
-    std::vector<uint16_t> first = c.outForm;
-    std::fill(c.outForm.begin(), c.outForm.end(), 0xFFFF);
-    run();
-    EXPECT_EQ(first, c.outForm) << "the split walk's second launch differs";
-  }
+  c.runSplitForm(run, splits);
   return c.expectWithinBound();
 }
 } // namespace

@@ -100,10 +100,10 @@ int main(int argc, char **argv) {
     return flags.exitCode();
   if (flags.positional().empty())
     return flags.usage();
-  if (flags.positional().size() > 1)
-    return flags.error("more than one checkpoint given ('" + flags.positional()[0] +
-                       "', '" + flags.positional()[1] + "')");
-  const std::string dir = flags.positional()[0];
+  const std::optional<std::string> checkpointArg = flags.singlePositional("checkpoint directory");
+  if (!checkpointArg)
+    return 2;
+  const std::string dir = *checkpointArg;
   const std::string configPath = absl::GetFlag(FLAGS_config);
   const std::string scheduleString = absl::GetFlag(FLAGS_schedule);
   std::string promptText = absl::GetFlag(FLAGS_prompt);

@@ -146,10 +146,10 @@ int main(int argc, char **argv) {
     return flags.exitCode();
   if (argc < 2)
     return flags.usage();
-  if (flags.positional().size() > 1)
-    return flags.error("one artifact directory, got '" + flags.positional()[0] +
-                       "' and '" + flags.positional()[1] + "'");
-  const std::string artifactDir = flags.positional().empty() ? "" : flags.positional()[0];
+  const std::optional<std::string> artifactArg = flags.singlePositional("artifact directory");
+  if (!artifactArg)
+    return 2;
+  const std::string artifactDir = *artifactArg;
   std::string weightsDir = absl::GetFlag(FLAGS_weights);
   const std::string text = absl::GetFlag(FLAGS_text);
   const bool textGiven = flags.given(FLAGS_text);

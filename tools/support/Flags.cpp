@@ -81,6 +81,14 @@ int CommandLine::usage() const {
   return 2;
 }
 
+std::optional<std::string> CommandLine::singlePositional(const std::string &what) const {
+  if (positional_.size() > 1) {
+    error("one " + what + ", got '" + positional_[0] + "' and '" + positional_[1] + "'");
+    return std::nullopt;
+  }
+  return positional_.empty() ? std::string() : positional_[0];
+}
+
 int CommandLine::error(const std::string &message) const {
   std::cerr << tool_ << ": error: " << message << "\n";
   if (onError_)

@@ -94,6 +94,9 @@ public:
   int exitCode() const { return exitCode_; }
   /// The arguments that are not flags, in order.
   const std::vector<std::string> &positional() const { return positional_; }
+  /// The tool's one positional argument ("" when there is none); with more,
+  /// prints "one WHAT, got 'A' and 'B'" and returns nothing (status 2).
+  std::optional<std::string> singlePositional(const std::string &what) const;
   /// Whether `flag` was on the command line (even as --flag= with nothing).
   template <typename T> bool given(const absl::Flag<T> &flag) const {
     return given_.count(nameOf(flag)) != 0;

@@ -118,6 +118,7 @@ csa_model_options readOptions(const csa_model_options *given) {
   CSA_FIELD(device)
   CSA_FIELD(allow_unused_weights)
   CSA_FIELD(engram_token_map)
+  CSA_FIELD(threads)
 #undef CSA_FIELD
   return options;
 }
@@ -179,6 +180,11 @@ absl::Status openModel(const char *function, const char *artifactDir, const char
         " is none of CSA_DEVICE_CPU, CSA_DEVICE_CUDA and CSA_DEVICE_AUTO"));
   }
   executorOptions.allowUnusedWeights = options.allow_unused_weights != 0;
+  if (options.threads < 0 || options.threads > runtime::ExecutorOptions::kMaxThreads)
+    return absl::InvalidArgumentError(absl::StrCat(
+        function, ": threads is ", options.threads, "; 0 (every core) to ",
+        runtime::ExecutorOptions::kMaxThreads));
+  executorOptions.threads = options.threads;
   const std::string engramFlag = options.engram_token_map ? options.engram_token_map : "";
   if (options.engram_token_map && engramFlag.empty())
     return absl::InvalidArgumentError(
@@ -298,6 +304,7 @@ void csa_model_options_init(csa_model_options *options) {
   options->device = CSA_DEVICE_CPU;
   options->allow_unused_weights = 0;
   options->engram_token_map = nullptr;
+  options->threads = 0;
 }
 
 csa_status csa_model_open(const char *artifact, const char *weights,

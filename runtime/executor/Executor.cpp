@@ -47,6 +47,11 @@ ExecutorOptions ExecutorOptions::fromEnvironment() {
 
 absl::Status Executor::Impl::load() {
   const artifact::Plan &plan = artifact->plan();
+  if (options.threads < 0 || options.threads > ExecutorOptions::kMaxThreads)
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads must be 0 (every core) to ", ExecutorOptions::kMaxThreads,
+                     ", got ", options.threads));
+  hostThreads = std::make_unique<HostThreads>(options.threads);
   if (absl::Status st = artifact::checkWeights(*artifact, *checkpoint,
                                                options.allowUnusedWeights, &unusedWeights);
       !st.ok())
@@ -733,6 +738,10 @@ absl::Status Executor::checkDeviceStatuses() {
 ExecutorOptions::Device Executor::device() const { return impl->options.device; }
 
 const std::string &Executor::deviceNote() const { return impl->deviceNote; }
+
+int64_t Executor::threads() const {
+  return impl->hostThreads ? impl->hostThreads->count() : 1;
+}
 
 const artifact::Plan &Executor::plan() const { return impl->artifact->plan(); }
 int64_t Executor::vocabSize() const { return impl->vocab; }

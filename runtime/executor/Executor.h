@@ -128,6 +128,13 @@ struct ExecutorOptions {
   /// (device-side malloc), 1 to kMaxDeviceHeapMiB.
   int64_t deviceHeapMiB = 1024;
   static constexpr int64_t kMaxDeviceHeapMiB = 65536;
+  /// The CPU path's worker threads (>= 1; 0: every core this process may
+  /// use): the rows of a linear and the routed experts of a csa.moe run
+  /// split among them. The bits are the same for every count (each row's
+  /// sums keep their order; the experts' outputs are added in ascending
+  /// id on one thread). Kernels on the GPU path are not split.
+  int64_t threads = 0;
+  static constexpr int64_t kMaxThreads = 1024;
   /// Times every plan step (synchronizing the GPU after each), summed by
   /// step over the executor's life: Executor::profile(). Slows the run.
   bool profile = false;
@@ -273,6 +280,8 @@ public:
   /// Auto that runs on the CPU: why the GPU is not used ("no NVIDIA
   /// driver: ..."); empty otherwise.
   const std::string &deviceNote() const;
+  /// The CPU path's worker threads (ExecutorOptions::threads, 0 resolved).
+  int64_t threads() const;
   /// Timing of the last entry point run.
   const StepTiming &lastTiming() const;
   /// With ExecutorOptions::profile: time per step (op and kernel, host work

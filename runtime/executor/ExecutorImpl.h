@@ -11,6 +11,7 @@
 
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/GpuRunner.h"
+#include "runtime/executor/HostThreads.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -41,6 +42,13 @@ struct Executor::Impl {
   std::unique_ptr<device::Device> device;
   std::unique_ptr<GpuRunner> runner;
   std::map<std::string, GpuKernel> gpuKernels; ///< by symbol (_mlir_ciface_)
+  /// The CPU path's workers (options.threads; made by load()).
+  std::unique_ptr<HostThreads> hostThreads;
+  /// Whether independent host kernel calls of a step may run on several
+  /// threads: the CPU path with more than one.
+  bool splitsHostCalls() const {
+    return !runner && hostThreads && hostThreads->count() > 1;
+  }
   absl::Status loadGpu();
   /// Device::Cuda: kernels named by options.hostKernelPrefixes (name
   /// prefixes, without _mlir_ciface_) stay on the CPU: a knob to find which
@@ -481,26 +489,66 @@ struct Executor::Impl {
     invokeAs<void>(kernel(s, role), args...);
   }
 
-  /// Calls a linear kernel `role` on `rows` rows: x [rows, in] -> y, with
-  /// the weight of slot `<layer>weight` and, when the step has one (the
-  /// weight's format has scales), the scale of slot `<layer>scale`.
+  /// A linear's kernel and weight (and scale, where its format has one),
+  /// resolved: what linear() needs besides its rows, so that calls of it can
+  /// run on other threads (resolving changes the step's caches).
+  struct LinearWeights {
+    const KernelRef *kernel = nullptr;
+    Desc<2> weight{}, scale{};
+    bool scaled = false;
+  };
+  /// The linear kernel `role` with the weight of slot `<layer>weight` and,
+  /// when the step has one, the scale of slot `<layer>scale`.
+  LinearWeights linearWeights(Step &s, const char *role, std::string_view layer,
+                              int64_t instance) {
+    const std::string slot(layer);
+    LinearWeights lw;
+    lw.kernel = &kernel(s, role);
+    const checkpoint::TensorView &w = weight(s, slot + "weight", instance);
+    lw.weight = desc<2>(w.data, {w.shape.size() > 0 ? w.shape[0] : 1,
+                                 w.shape.size() > 1 ? w.shape[1] : 1});
+    if (s.layout.has(slot + "scale", instance)) {
+      const checkpoint::TensorView &sc = weight(s, slot + "scale", instance);
+      lw.scale = desc<2>(sc.data, {sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
+      lw.scaled = true;
+    }
+    return lw;
+  }
+  /// Calls a linear kernel on `rows` rows: x [rows, in] -> y [rows, out].
+  /// On the CPU with several threads the rows are split among them: every
+  /// output's sum runs over its own row, so the bits are the same.
+  void linear(const LinearWeights &lw, const void *x, int64_t rows, int64_t in,
+              void *y, int64_t out) {
+    const KernelRef &k = *lw.kernel;
+    auto rowsOf = [&](int64_t begin, int64_t end) {
+      const int64_t xBytes = k.signature->front().elementBytes,
+                    yBytes = k.signature->back().elementBytes;
+      auto dx = desc<2>(static_cast<const char *>(x) + begin * in * xBytes,
+                        {end - begin, in});
+      auto dy = desc<2>(static_cast<char *>(y) + begin * out * yBytes,
+                        {end - begin, out});
+      Desc<2> dw = lw.weight, ds = lw.scale;
+      if (lw.scaled)
+        invokeAs<void>(k, &dx, &dw, &ds, &dy);
+      else
+        invokeAs<void>(k, &dx, &dw, &dy);
+    };
+    if (!splitsHostCalls()) {
+      rowsOf(0, rows);
+      return;
+    }
+    // In the row tiles the kernels run (#csa.row_tile is at most this).
+    constexpr int64_t kRowGranule = 8;
+    Bounds *caller = currentBounds;
+    hostThreads->forRowRanges(rows, kRowGranule, [&](int64_t begin, int64_t end) {
+      BoundsScope scope(caller); // the worker checks against the caller's
+      rowsOf(begin, end);
+    });
+  }
   void linear(Step &s, const char *role, const void *x, int64_t rows,
               int64_t in, std::string_view layer, int64_t instance, void *y,
               int64_t out) {
-    const std::string slot(layer);
-    const checkpoint::TensorView &w = weight(s, slot + "weight", instance);
-    auto dx = desc<2>(x, {rows, in});
-    auto dy = desc<2>(y, {rows, out});
-    std::array<int64_t, 2> wShape{w.shape.size() > 0 ? w.shape[0] : 1,
-                                  w.shape.size() > 1 ? w.shape[1] : 1};
-    auto dw = desc<2>(w.data, wShape);
-    if (!s.layout.has(slot + "scale", instance)) {
-      invoke(s, role, &dx, &dw, &dy);
-      return;
-    }
-    const checkpoint::TensorView &sc = weight(s, slot + "scale", instance);
-    auto ds = desc<2>(sc.data, {sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
-    invoke(s, role, &dx, &dw, &ds, &dy);
+    linear(linearWeights(s, role, layer, instance), x, rows, in, y, out);
   }
 
   // --- drivers --------------------------------------------------------------

@@ -69,9 +69,15 @@ absl::Status Executor::Impl::moe(Step &s) {
   uploadNow(rowWeight.ptr());
   uploadNow(ones.ptr());
   // An expert has at most n rows unless the routing repeats it in a row.
+  // Split among the CPU's threads, every expert has rows of its own in the
+  // scratch (its slots' range), and the experts run at once; their outputs
+  // are still added to y one expert after another, in ascending id.
+  const bool concurrent = splitsHostCalls();
   int64_t capacity = n;
   for (int64_t e = 0; e < experts; ++e)
     capacity = std::max(capacity, first[size_t(e) + 1] - first[size_t(e)]);
+  if (concurrent)
+    capacity = std::max<int64_t>(first.back(), 1);
   Tensor &rows = kernelScratch("moe.rows", 2, {capacity, dim});
   Tensor &g = kernelScratch("moe.g", 2, {capacity, inter});
   Tensor &up = kernelScratch("moe.up", 2, {capacity, inter});
@@ -79,27 +85,63 @@ absl::Status Executor::Impl::moe(Step &s) {
   Tensor &o = kernelScratch("moe.o", 2, {capacity, dim});
   auto dx = desc<2>(x.ptr(), {n, dim});
   auto dy = desc<2>(y.ptr(), {n, dim});
-  // Routed experts in ascending id, as model.py accumulates them.
-  for (int64_t e = 0; e < experts; ++e) {
+  // Expert e's rows of a scratch of `width` bf16 columns.
+  auto rowsOf = [&](Tensor &t, int64_t e, int64_t width) {
+    return t.as<uint16_t>() + (concurrent ? first[size_t(e)] * width : 0);
+  };
+  // Each expert's linears, resolved here: the experts may run on other
+  // threads (resolving a slot changes the step).
+  std::vector<std::array<LinearWeights, 3>> expertWeights(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e)
+    if (first[size_t(e) + 1] > first[size_t(e)])
+      expertWeights[size_t(e)] = {linearWeights(s, "expert_in", "w1.", e),
+                                  linearWeights(s, "expert_in", "w3.", e),
+                                  linearWeights(s, "expert_out", "w2.", e)};
+  const KernelRef &gather = kernel(s, "gather"), &swiglu = kernel(s, "swiglu");
+  // The expert's gather, projections and SwiGLU: its output rows in `o`.
+  auto expertOutput = [&](int64_t e) {
     const int64_t c = first[size_t(e) + 1] - first[size_t(e)];
     if (c == 0)
-      continue;
+      return;
     int32_t *index = rowIndex.as<int32_t>() + first[size_t(e)];
     float *weightOf = rowWeight.as<float>() + first[size_t(e)];
-    auto drows = desc<2>(rows.ptr(), {c, dim});
+    uint16_t *er = rowsOf(rows, e, dim), *eg = rowsOf(g, e, inter),
+             *eu = rowsOf(up, e, inter), *eh = rowsOf(h, e, inter);
+    auto drows = desc<2>(er, {c, dim});
     auto dri = desc<1>(index, {c});
-    invoke(s, "gather", &dx, &dri, &drows);
-    linear(s, "expert_in", rows.ptr(), c, dim, "w1.", e, g.ptr(), inter);
-    linear(s, "expert_in", rows.ptr(), c, dim, "w3.", e, up.ptr(), inter);
-    auto dg = desc<2>(g.ptr(), {c, inter});
-    auto du = desc<2>(up.ptr(), {c, inter});
+    const std::array<LinearWeights, 3> &w = expertWeights[size_t(e)];
+    invokeAs<void>(gather, &dx, &dri, &drows);
+    linear(w[0], er, c, dim, eg, inter);
+    linear(w[1], er, c, dim, eu, inter);
+    auto dg = desc<2>(eg, {c, inter});
+    auto du = desc<2>(eu, {c, inter});
     auto dcw = desc<1>(weightOf, {c});
-    auto dh = desc<2>(h.ptr(), {c, inter});
-    invoke(s, "swiglu", &dg, &du, &dcw, &dh);
-    linear(s, "expert_out", h.ptr(), c, inter, "w2.", e, o.ptr(), dim);
-    auto dout = desc<2>(o.ptr(), {c, dim});
-    auto dci = desc<1>(index, {c});
+    auto dh = desc<2>(eh, {c, inter});
+    invokeAs<void>(swiglu, &dg, &du, &dcw, &dh);
+    linear(w[2], eh, c, inter, rowsOf(o, e, dim), dim);
+  };
+  auto accumulate = [&](int64_t e) {
+    const int64_t c = first[size_t(e) + 1] - first[size_t(e)];
+    if (c == 0)
+      return;
+    auto dout = desc<2>(rowsOf(o, e, dim), {c, dim});
+    auto dci = desc<1>(rowIndex.as<int32_t>() + first[size_t(e)], {c});
     invoke(s, "accumulate", &dy, &dout, &dci);
+  };
+  // Routed experts in ascending id, as model.py accumulates them.
+  if (concurrent) {
+    Bounds *caller = currentBounds;
+    hostThreads->forEach(experts, [&](int64_t e) {
+      BoundsScope scope(caller);
+      expertOutput(e);
+    });
+    for (int64_t e = 0; e < experts; ++e)
+      accumulate(e);
+  } else {
+    for (int64_t e = 0; e < experts; ++e) {
+      expertOutput(e);
+      accumulate(e);
+    }
   }
   Tensor &shared = sharedExpert(s, x);
   Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);

@@ -235,6 +235,11 @@ static int errors(const char *artifact) {
   options.device = (csa_device)7;
   expect(csa_model_open_random(artifact, 0, &options, &model),
          CSA_ERROR_INVALID_ARGUMENT, "bad device");
+  csa_model_options_init(&options);
+  options.threads = -1;
+  expect(csa_model_open_random(artifact, 0, &options, &model),
+         CSA_ERROR_INVALID_ARGUMENT, "bad thread count");
+  csa_model_options_init(&options);
   options.struct_size = 0;
   expect(csa_model_open_random(artifact, 0, &options, &model),
          CSA_ERROR_INVALID_ARGUMENT, "options not initialized");

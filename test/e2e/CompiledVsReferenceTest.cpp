@@ -36,12 +36,16 @@ struct Case {
   bool boundedReplay;    ///< the compiler's default is on
   int64_t promptLength;
   bool noCed = false;    ///< csa-compile --no-ced (implies no bounded replay)
+  /// ExecutorOptions::threads: a linear's rows and a layer's routed experts
+  /// split among this many threads must not change a bit.
+  int64_t threads = 1;
 };
 
 std::string describe(const Case &c) {
   return std::string(c.name) + (c.noCed ? "_no_ced" : "") +
          (c.boundedReplay ? "" : "_no_bounded_replay") +
-         "_prompt" + std::to_string(c.promptLength);
+         "_prompt" + std::to_string(c.promptLength) +
+         (c.threads != 1 ? "_threads" + std::to_string(c.threads) : "");
 }
 
 /// Runs csa-compile; returns its exit status (output in `log`).
@@ -85,7 +89,8 @@ struct LoadedModel {
 /// Writes `variant`'s random weights (seed `seed`) to DIR/weights and opens
 /// them with the artifact at `artifactDir`.
 void loadModel(const ModelVariant &variant, const test::TempDir &dir,
-               const std::string &artifactDir, uint64_t seed, LoadedModel &out) {
+               const std::string &artifactDir, uint64_t seed, LoadedModel &out,
+               const runtime::ExecutorOptions &executorOptions = {}) {
   RandomCheckpointOptions options;
   options.seed = seed;
   auto written = writeRandomCheckpoint(variant.config, variant.schedule,
@@ -97,7 +102,7 @@ void loadModel(const ModelVariant &variant, const test::TempDir &dir,
   auto art = artifact::Artifact::open(artifactDir);
   ASSERT_TRUE(art.ok()) << art.status();
   out.art = std::make_unique<artifact::Artifact>(std::move(*art));
-  auto executor = runtime::Executor::create(*out.art, *out.ckpt);
+  auto executor = runtime::Executor::create(*out.art, *out.ckpt, executorOptions);
   ASSERT_TRUE(executor.ok()) << executor.status();
   out.executor = std::move(*executor);
 }
@@ -132,7 +137,10 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
 
   // Weights, the executor and the reference.
   LoadedModel model;
-  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, model));
+  runtime::ExecutorOptions executorOptions;
+  executorOptions.threads = c.threads;
+  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, model, executorOptions));
+  ASSERT_EQ(model.executor->threads(), c.threads);
   checkpoint::Checkpoint *ckpt = model.ckpt.get();
   runtime::Executor *executor = model.executor.get();
   reference::ReferenceOptions refOptions;
@@ -199,7 +207,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
 // and off, ablations of it (every compressed layer Full; no Reindex, layer 6
 // reusing layer 4's top-k; --no-ced), and SWA-only / single-Full schedules
 // that isolate the parts; prompts shorter and longer than the window (8) and
-// the bounded-replay tail (8).
+// the bounded-replay tail (8); the CPU's rows and experts split among 2 and 3
+// threads.
 INSTANTIATE_TEST_SUITE_P(
     Tiny, CompiledVsReference,
     ::testing::Values(Case{"tiny", "", true, 5}, Case{"tiny", "", true, 21},
@@ -209,7 +218,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", "WWWWWWWW", false, 11},
                       Case{"tiny", "WWFWWWWW", false, 3},
                       Case{"tiny", "WWWWF1WWW", false, 11},
-                      Case{"tiny", "", false, 13, /*noCed=*/true}),
+                      Case{"tiny", "", false, 13, /*noCed=*/true},
+                      Case{"tiny", "", true, 40, false, /*threads=*/3},
+                      Case{"tiny", "WWFFFFFF", false, 21, false, /*threads=*/2}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = describe(info.param) + "_" +
                          (*info.param.schedule ? info.param.schedule : "own");

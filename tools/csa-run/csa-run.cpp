@@ -98,6 +98,8 @@ ABSL_FLAG(std::string, cuda_library, "",
           "the CUDA driver library to open (alias: CSA_CUDA_LIBRARY)");
 ABSL_FLAG(int64_t, cuda_heap_mib, 1024,
           "the kernels' device heap in MiB (alias: CSA_CUDA_MALLOC_HEAP_MB)");
+ABSL_FLAG(int64_t, threads, 0,
+          "the CPU path's worker threads (0: every core; the bits do not change)");
 ABSL_FLAG(bool, warmup, false, "run an untimed 1-token prefill first");
 ABSL_FLAG(std::string, profile, "",
           "time every plan step: text, json (by layer too, in the --json "
@@ -143,7 +145,7 @@ constexpr const char *kUsage =
          "              [--dump-decisions=DIR] [--force-decisions=DIR] [--dump-hidden=DIR]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
          "              [--cuda-pdl=on|off] [--cuda-library=PATH] [--cuda-heap-mib=N]\n"
-         "              [--context=P] [--warmup] [--profile[=text|json]]\n"
+         "              [--context=P] [--threads=N] [--warmup] [--profile[=text|json]]\n"
          "              [--json] [--repeat=N] [--progress | --quiet]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
@@ -189,8 +191,12 @@ constexpr const char *kUsage =
          "--dump-hidden writes every block's output (the hc streams each\n"
          "csa.hc_update leaves, float32 [rows, hc, dim]) to DIR, named like\n"
          "the decisions: two runs compare layer by layer with numpy.\n"
+         "--threads=N: the CPU path's worker threads (default 0: every core\n"
+         "this process may use); a linear's rows and a layer's routed experts\n"
+         "are split among them, and the output is the same bits for every N.\n"
          "--device=cuda runs the artifact's\n"
-         "PTX (csa-compile --with-ptx) on the GPU, bit-exact with --device=cpu\n"
+         "PTX (csa-compile --with-ptx) on the GPU, within the tolerance contract\n"
+         "of docs/semantics.md against --device=cpu\n"
          "(buffers stay on the device between kernels; docs/gpu.md); --device=auto\n"
          "does the same when there is an NVIDIA driver and the artifact has PTX,\n"
          "and otherwise runs on the CPU and says why on stderr.\n"
@@ -364,6 +370,9 @@ int main(int argc, char **argv) {
       .range<int64_t>(FLAGS_batch, 1, 4096, "needs a count from 1 to 4096")
       .range<int64_t>(FLAGS_print_logits, 0, INT64_MAX, "needs a count >= 0")
       .range<int64_t>(FLAGS_repeat, 1, 1000000, "needs a count from 1 to 1000000")
+      .range<int64_t>(FLAGS_threads, 0, runtime::ExecutorOptions::kMaxThreads,
+                      absl::StrCat("needs a count from 0 (every core) to ",
+                                   runtime::ExecutorOptions::kMaxThreads))
       .implicitValue(FLAGS_profile, "text")
       .describe(FLAGS_profile, "needs text, json or off")
       .range<int64_t>(FLAGS_cuda_heap_mib, 1, maxHeap,
@@ -452,6 +461,7 @@ int main(int argc, char **argv) {
   if (flags.given(FLAGS_gpu_host_kernels))
     executorOptions.hostKernelPrefixes =
         absl::StrSplit(absl::GetFlag(FLAGS_gpu_host_kernels), ',', absl::SkipEmpty());
+  executorOptions.threads = absl::GetFlag(FLAGS_threads);
   if (flags.given(FLAGS_cuda_heap_mib))
     executorOptions.deviceHeapMiB = absl::GetFlag(FLAGS_cuda_heap_mib);
   if (flags.given(FLAGS_cuda_library)) {
@@ -711,6 +721,7 @@ int main(int argc, char **argv) {
   const bool onGpu = ex.device() == runtime::ExecutorOptions::Device::Cuda;
   doc["device"] = onGpu ? "cuda" : "cpu";
   doc["device_note"] = ex.deviceNote();
+  doc["threads"] = ex.threads();
   doc["batch"] = batch;
   doc["context"] = context;
   doc["prompt_tokens"] = prompt.size();

@@ -8,7 +8,7 @@ packages=(cmake ninja-build g++ python3
           llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
           libgtest-dev libbenchmark-dev libabsl-dev nlohmann-json3-dev
           python3-numpy python3-matplotlib libicu-dev libpcre2-dev pkg-config
-          clang-14 libclang-rt-14-dev pybind11-dev python3-dev)
+          clang-14 libclang-rt-14-dev pybind11-dev python3-dev libtbb-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

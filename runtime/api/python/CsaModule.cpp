@@ -115,7 +115,8 @@ class Model {
 public:
   Model(const std::string &artifact, std::optional<std::string> weights,
         std::optional<uint64_t> randomWeights, const std::string &device,
-        bool allowUnusedWeights, std::optional<std::string> engramTokenMap) {
+        bool allowUnusedWeights, std::optional<std::string> engramTokenMap,
+        int32_t threads) {
     if (weights.has_value() == randomWeights.has_value())
       throw py::value_error("give exactly one of weights=CKPT_DIR and random_weights=SEED");
     csa_model_options options;
@@ -123,6 +124,7 @@ public:
     options.device = parseDevice(device);
     options.allow_unused_weights = allowUnusedWeights;
     options.engram_token_map = engramTokenMap ? engramTokenMap->c_str() : nullptr;
+    options.threads = threads;
     csa_status st;
     {
       py::gil_scoped_release release;
@@ -244,11 +246,11 @@ PYBIND11_MODULE(csa, m) {
                     "checkpoint directory or to random weights from a seed.")
       .def(py::init<const std::string &, std::optional<std::string>,
                     std::optional<uint64_t>, const std::string &, bool,
-                    std::optional<std::string>>(),
+                    std::optional<std::string>, int32_t>(),
            py::arg("artifact"), py::arg("weights") = py::none(),
            py::arg("random_weights") = py::none(), py::arg("device") = "cpu",
            py::arg("allow_unused_weights") = false,
-           py::arg("engram_token_map") = py::none())
+           py::arg("engram_token_map") = py::none(), py::arg("threads") = 0)
       .def_property_readonly("vocab_size", &Model::vocabSize)
       .def_property_readonly("max_context", &Model::maxContext)
       .def_property_readonly("device", &Model::device, "'cpu' or 'cuda'")

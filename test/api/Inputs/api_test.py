@@ -83,6 +83,13 @@ assert np.array_equal(from_dir.new_sequence().prefill([1, 2, 3, 4, 5]),
                       expected[0])
 ok("Model(weights=CKPT_DIR) equals random_weights=7")
 
+# Three CPU threads: the same bits (40 tokens give the linears rows to split).
+long_prompt = [(i * 7) % 200 + 1 for i in range(40)]
+serial = csa.Model(artifact, weights=ckpt, threads=1).new_sequence().prefill(long_prompt)
+threaded = csa.Model(artifact, weights=ckpt, threads=3).new_sequence().prefill(long_prompt)
+assert np.array_equal(serial, threaded)
+ok("threads=3 equals threads=1")
+
 # A sequence outlives its model.
 del model, from_dir
 assert np.isfinite(seq.decode(1)).all()

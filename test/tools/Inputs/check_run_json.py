@@ -79,6 +79,8 @@ def main():
     artifact = need(doc, "artifact", dict)
     device = need(doc, "device", str)
     batch = need(doc, "batch", int)
+    if need(doc, "threads", int) < 1:
+        fail(f"threads is {doc['threads']}, not a count of threads")
     print(f"device {device}, model {need(artifact, 'model', str)}, batch {batch}, "
           f"prompt {need(doc, 'prompt_tokens', int)} tokens, context {need(doc, 'context', int)}")
     steps, prompt_steps = check_timing(need(doc, "prefill", dict), need(doc, "decode", dict), "")

@@ -109,6 +109,10 @@ typedef struct csa_model_options {
    * or "modulo". NULL (default): the checkpoint's (its tokenizer.json, or the
    * engram_token_map.json a random checkpoint carries). Copied by open. */
   const char *engram_token_map;
+  /* The CPU path's worker threads, as csa-run --threads: 0 (default) every
+   * core this process may use, else 1 to 1024. The logits are the same bits
+   * for every count. */
+  int32_t threads;
 } csa_model_options;
 
 /* Sets *options to the defaults. */

@@ -739,6 +739,8 @@ ExecutorOptions::Device Executor::device() const { return impl->options.device; 
 
 const std::string &Executor::deviceNote() const { return impl->deviceNote; }
 
+const std::vector<RecallEntry> &Executor::recall() const { return impl->recallEntries; }
+
 int64_t Executor::threads() const {
   return impl->hostThreads ? impl->hostThreads->count() : 1;
 }

@@ -184,6 +184,14 @@ struct ExecutorOptions {
   /// schedule's) are skipped instead of refused; unusedWeights() lists them.
   bool allowUnusedWeights = false;
 
+  /// Recall analysis (csa-run --analyze=recall): after each sparse
+  /// attention step with a global cache, how much of the dense softmax mass
+  /// over every compressed entry visible to each query row its selected set
+  /// captures, and the most a set of as many entries could (Executor::
+  /// recall()). Reads the queries, the sets and the whole cache back on the
+  /// GPU path, and costs rows x heads x visible entries x dim of host work.
+  bool analyzeRecall = false;
+
   /// Long work as it goes, for a progress line (csa-run --progress): after
   /// each plan step of a prefill ("prefill": steps done of the entry point's
   /// steps) and as the weights go to the GPU ("weights": bytes done of
@@ -196,6 +204,30 @@ struct ExecutorOptions {
   /// CSA_CUDA_NO_TILES, CSA_CUDA_LIBRARY=path, CSA_CUDA_MALLOC_HEAP_MB=N (a
   /// count from 1 to 65536; another value is ignored).
   static ExecutorOptions fromEnvironment();
+};
+
+/// One row of Executor::recall(): a sparse attention step with a global
+/// cache (a Full, Reindex or Reuse layer) in one run. For each query row
+/// (position p) the visible entries are the first min(held, (p + 1) / ratio)
+/// of the cache it reads; over them each head's softmax of scale * q . kv
+/// (the attention's logits, without the window rows and the sink) gives a
+/// mass per entry, averaged over the heads. `recall` is the mass of the
+/// row's selected entries; `ceiling` the most mass any set of as many
+/// visible entries holds (the top entries by mass: no selection rule can
+/// beat it, so ceiling - recall is what the indexer, the HSI pool or reuse
+/// lost). Rows that see no entry are not counted.
+struct RecallEntry {
+  int64_t run = 0;     ///< the executor's call (Decisions.h's run)
+  std::string entry;   ///< "prefill" or "decode"
+  int64_t layer = 0;   ///< the step's layer (Executor::stepLayer)
+  int64_t firstPosition = 0; ///< the position of the step's first row
+  int64_t rows = 0;    ///< rows counted (that see at least one entry)
+  int64_t k = 0;       ///< the top-k width
+  double visible = 0;  ///< mean visible entries a counted row
+  double selected = 0; ///< mean selected (valid, visible) entries a row
+  double recall = 0;   ///< mean over the counted rows
+  double recallMin = 0;
+  double ceiling = 0;  ///< mean over the counted rows
 };
 
 /// One row of Executor::profile() (a plan op and the kernels it runs, over
@@ -274,6 +306,9 @@ public:
   /// The checkpoint's tensors this artifact does not use
   /// (ExecutorOptions::allowUnusedWeights).
   const std::vector<std::string> &unusedWeights() const;
+  /// ExecutorOptions::analyzeRecall: a row per sparse attention step with a
+  /// global cache of every run so far, in the order they ran.
+  const std::vector<RecallEntry> &recall() const;
   /// Where the kernels run: Cpu or Cuda (ExecutorOptions::Device::Auto
   /// resolved).
   ExecutorOptions::Device device() const;

@@ -573,6 +573,11 @@ struct Executor::Impl {
   absl::Status hsiSelect(Step &s);
   absl::Status topk(Step &s);
   absl::Status sparseAttention(Step &s);
+  /// options.analyzeRecall: the RecallEntry of a sparse attention step
+  /// (Recall.cpp), from its queries `q` and the top-k sets `selected` of
+  /// its rows.
+  absl::Status analyzeRecall(Step &s, Tensor &q, Tensor &selected);
+  std::vector<RecallEntry> recallEntries;
   absl::Status moe(Step &s);
   /// Decode MoE (at most kGroupedMoeMaxRows rows) in one launch a
   /// projection for the routed experts, from the routing on the device:

@@ -583,6 +583,8 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   auto dout = desc<3>(out.ptr(), {n, heads, dim});
   invoke(s, "main", &dq, &drows, &didx,
          &dsink, scale, &dout);
+  if (options.analyzeRecall && global)
+    return analyzeRecall(s, q, *selected);
   return absl::OkStatus();
 }
 

@@ -33,6 +33,7 @@
 #include "runtime/tokenizer/ModelTokenizer.h"
 #include "runtime/tokenizer/Unicode.h"
 #include "tools/support/RunSetup.h"
+#include "tools/csa-run/RecallReport.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -104,6 +105,9 @@ ABSL_FLAG(bool, warmup, false, "run an untimed 1-token prefill first");
 ABSL_FLAG(std::string, profile, "",
           "time every plan step: text, json (by layer too, in the --json "
           "object) or off");
+ABSL_FLAG(std::string, analyze, "",
+          "recall: each sparse attention layer's share of the dense attention mass its "
+          "selected entries hold");
 ABSL_FLAG(bool, json, false,
           "print one JSON object on stdout instead of the text (docs/run-json.md)");
 ABSL_FLAG(int64_t, repeat, 1,
@@ -146,7 +150,7 @@ constexpr const char *kUsage =
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
          "              [--cuda-pdl=on|off] [--cuda-library=PATH] [--cuda-heap-mib=N]\n"
          "              [--context=P] [--threads=N] [--warmup] [--profile[=text|json]]\n"
-         "              [--json] [--repeat=N] [--progress | --quiet]\n"
+         "              [--json] [--repeat=N] [--analyze=recall] [--progress | --quiet]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
@@ -446,6 +450,10 @@ int main(int argc, char **argv) {
   runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
   executorOptions.allowUnusedWeights = absl::GetFlag(FLAGS_allow_unused_weights);
   executorOptions.profile = profileMode != ProfileMode::Off;
+  if (const std::string v = absl::GetFlag(FLAGS_analyze); v == "recall")
+    executorOptions.analyzeRecall = true;
+  else if (!v.empty())
+    return flags.error("--analyze needs recall, got '" + v + "'");
   executorOptions.dumpDecisions = absl::GetFlag(FLAGS_dump_decisions);
   executorOptions.dumpHidden = absl::GetFlag(FLAGS_dump_hidden);
   executorOptions.forceDecisions = absl::GetFlag(FLAGS_force_decisions);
@@ -1201,6 +1209,12 @@ int main(int argc, char **argv) {
                       double(copying[i].bytesToHost) / 1e6, copying[i].step.c_str());
       }
     }
+  }
+  if (executorOptions.analyzeRecall) {
+    if (json)
+      doc["recall"] = tools::recallJson(ex.recall(), art->manifest().schedule);
+    else
+      tools::printRecall(ex.recall(), art->manifest().schedule);
   }
   if (json)
     std::printf("%s\n", doc.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());

@@ -5,6 +5,7 @@
 #include "models/weights/RandomCheckpoint.h"
 #include "models/weights/WeightManifest.h"
 #include "runtime/artifact/ArtifactWriter.h"
+#include "runtime/artifact/Sha256.h"
 #include "tools/support/Version.h"
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +14,10 @@ namespace csa {
 
 namespace {
 
-/// The per-layer description whose hash is the artifact's schedule_hash.
-nlohmann::json scheduleDetail(const Schedule &schedule) {
+/// The description whose hash is the artifact's schedule_hash: every
+/// layer's role, and the hash of the graph the plan and kernels came from
+/// (two artifacts of one schedule differ there when a stage was edited).
+nlohmann::json scheduleDetail(const Schedule &schedule, const std::string &graphText) {
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerRole &r : schedule.layers)
     layers.push_back({{"layer", r.layer},
@@ -24,7 +27,10 @@ nlohmann::json scheduleDetail(const Schedule &schedule) {
                       {"index_source", r.indexSource},
                       {"candidate_source", r.candidateSource},
                       {"candidate_pool", r.candidatePool}});
-  return {{"layers", std::move(layers)}};
+  nlohmann::json detail = {{"layers", std::move(layers)}};
+  if (!graphText.empty())
+    detail["graph_sha256"] = artifact::sha256Hex(graphText);
+  return detail;
 }
 
 } // namespace
@@ -69,7 +75,7 @@ absl::Status writeHostArtifact(const HostArtifactParts &parts,
 
   artifact::ArtifactWriter writer;
   writer.setModel(parts.model.empty() ? "model" : parts.model, configJson);
-  writer.setSchedule(schedule->letters(), scheduleDetail(*schedule));
+  writer.setSchedule(schedule->letters(), scheduleDetail(*schedule, parts.graphText));
   writer.setTarget(artifact::Target::HostX86_64);
   writer.setCreatedBy(csa::tools::versionLine("csa-compile"));
   writer.setCommand(parts.command);

@@ -38,6 +38,10 @@ struct HostArtifactParts {
   std::string ptx;          ///< kernels/kernels.ptx (optional: --with-ptx)
   std::string ptxListing;   ///< kernels/kernels.json, with ptx
   std::vector<std::string> command; ///< csa-compile's argv (manifest.json's command)
+  /// The compiled graph's IR (generic form, no locations): its SHA-256 is
+  /// part of the schedule detail, so an edited stage gets its own
+  /// schedule_hash.
+  std::string graphText;
 };
 
 /// Writes `directory`: manifest, plan.json, weights.json (the weight

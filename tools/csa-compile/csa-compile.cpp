@@ -427,6 +427,10 @@ llvm::Error writeHostArtifact(ModuleOp module,
   };
   csa::HostArtifactParts parts;
   parts.command = commandLine;
+  {
+    llvm::raw_string_ostream os(parts.graphText);
+    module->print(os, OpPrintingFlags().printGenericOpForm().enableDebugInfo(false));
+  }
   auto configAttr = module->getAttrOfType<StringAttr>("csa.config");
   if (!configAttr)
     return fail("the IR has no csa.config attribute (the model config an "

@@ -17,6 +17,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <cmath>
+#include <numeric>
 
 namespace csa {
 #define GEN_PASS_DEF_EXPANDMODES
@@ -27,6 +28,14 @@ using namespace mlir;
 using namespace csa;
 
 namespace {
+
+/// Release publication (csa.index_score's `published`): the caches a layer's
+/// index scores may read instead of its own, and which by position residue
+/// (-1: its own).
+struct PublishedKeys {
+  SmallVector<Value> caches;
+  SmallVector<int64_t> at;
+};
 
 /// What a layer publishes to the layers after it.
 struct Published {
@@ -46,6 +55,9 @@ public:
     bf16 = b.getBF16Type();
     prefix = op.getWeights().str() + ".";
   }
+
+  /// Release publication for this layer's index scores (null: owner).
+  const PublishedKeys *publishedKeys = nullptr;
 
   /// Emits the primitives; returns the layer output.
   Value expand(Value ring, Value cache, Value state) {
@@ -140,7 +152,12 @@ private:
     Value w = linear(x, "indexer.weights_proj", WeightFormat::BF16, ih);
     auto scoresType = RankedTensorType::get({rows, ShapedType::kDynamic},
                                             b.getF32Type());
-    Value scores = IndexScoreOp::create(b, loc, scoresType, iq, w, keyCache);
+    Value scores =
+        publishedKeys
+            ? IndexScoreOp::create(b, loc, scoresType, iq, w, keyCache, publishedKeys->caches,
+                                   b.getDenseI64ArrayAttr(publishedKeys->at))
+            : IndexScoreOp::create(b, loc, scoresType, iq, w, keyCache, ValueRange{},
+                                   DenseI64ArrayAttr());
     if (buildsPool) {
       auto poolType = CandidatePoolType::get(
           b.getContext(), buildsPool.getBlocks(), buildsPool.getBlockSize());
@@ -233,6 +250,85 @@ public:
   double eps = 1e-20;
 };
 
+/// A layer's caches, allocated at the function's start.
+struct LayerCaches {
+  Value ring, cache, state;
+};
+
+/// Release publication (spec §10.1) in a decode function: for each Full
+/// layer of ratio > 1 and each Reindex layer, whose index keys the released
+/// model.py scores at each position residue. A Full layer publishes its keys
+/// on a step that completes its group ((p + 1) % ratio == 0; every step at
+/// ratio 1) and the last publisher's are read: an earlier Full layer of the
+/// step, else the last Full layer's of the step before (or of the prefill),
+/// which is why that layer must have ratio 1.
+LogicalResult releaseKeys(func::FuncOp fn, ArrayRef<AttentionOp> layers,
+                          ArrayRef<LayerCaches> caches,
+                          llvm::DenseMap<int64_t, PublishedKeys> &out) {
+  struct Publisher {
+    size_t index;
+    int64_t layer, ratio;
+    Value cache;
+  };
+  SmallVector<Publisher> full;
+  llvm::DenseMap<int64_t, Value> cacheOf; // layer -> its global cache
+  for (auto [i, layerOp] : llvm::enumerate(layers))
+    if (AttentionOp op = layerOp; op.getMode() == AttentionMode::Full) {
+      full.push_back({i, op.getLayerAttr().getInt(), op.getRatioAttr().getInt(),
+                      caches[i].cache});
+      cacheOf[full.back().layer] = caches[i].cache;
+    }
+  if (full.empty())
+    return success();
+  const Publisher &last = full.back();
+  if (last.ratio != 1)
+    return fn.emitError() << "index-publication=release needs the last Full layer to have "
+                             "ratio 1 (as the released model's layer 20), so that every step "
+                             "ends with its index keys published; layer "
+                          << last.layer << " has ratio " << last.ratio;
+  constexpr int64_t kMaxPeriod = 4096;
+  int64_t period = 1;
+  for (const Publisher &p : full) {
+    period = std::lcm(period, p.ratio);
+    if (period > kMaxPeriod)
+      return fn.emitError() << "index-publication=release: the Full layers' ratios repeat "
+                               "only every "
+                            << period << " positions (at most " << kMaxPeriod << ")";
+  }
+  auto publishes = [](const Publisher &p, int64_t residue) {
+    return (residue + 1) % p.ratio == 0;
+  };
+  for (auto [i, layerOp] : llvm::enumerate(layers)) {
+    AttentionOp op = layerOp;
+    const int64_t layer = op.getLayerAttr().getInt(), ratio = op.getRatioAttr().getInt();
+    const bool isFull = op.getMode() == AttentionMode::Full;
+    if (!(isFull && ratio > 1) && op.getMode() != AttentionMode::Reindex)
+      continue;
+    const Value own = isFull ? caches[i].cache : cacheOf.lookup(op.getKvSourceAttr().getInt());
+    PublishedKeys keys;
+    for (int64_t residue = 0; residue < period; ++residue) {
+      Value source = last.cache;
+      if (isFull && (residue + 1) % ratio == 0)
+        source = own;
+      else
+        for (const Publisher &p : full)
+          if (p.index < i && publishes(p, residue))
+            source = p.cache; // the latest earlier publisher wins
+      int64_t slot = -1;
+      if (source != own) {
+        auto it = llvm::find(keys.caches, source);
+        slot = it - keys.caches.begin();
+        if (it == keys.caches.end())
+          keys.caches.push_back(source);
+      }
+      keys.at.push_back(slot);
+    }
+    if (!keys.caches.empty())
+      out[layer] = std::move(keys);
+  }
+  return success();
+}
+
 struct ExpandModesPass : public csa::impl::ExpandModesBase<ExpandModesPass> {
   using Base::Base;
 
@@ -263,14 +359,11 @@ struct ExpandModesPass : public csa::impl::ExpandModesBase<ExpandModesPass> {
 
     OpBuilder b(fn.getContext());
     b.setInsertionPointToStart(&fn.getBody().front());
-    struct Caches {
-      Value ring, cache, state;
-    };
-    std::vector<Caches> caches;
+    std::vector<LayerCaches> caches;
     for (AttentionOp op : layers) {
       Location loc = op.getLoc();
       const int64_t layer = op.getLayerAttr().getInt();
-      Caches entry;
+      LayerCaches entry;
       entry.ring = CacheAllocOp::create(b, loc, op.getSwaRingType(), layer);
       ++numCaches;
       if (op.ownsGlobalCache()) {
@@ -288,11 +381,30 @@ struct ExpandModesPass : public csa::impl::ExpandModesBase<ExpandModesPass> {
       caches.push_back(entry);
     }
 
+    std::string publication = indexPublication;
+    if (publication.empty()) {
+      auto module = fn->getParentOfType<ModuleOp>();
+      auto attr = module ? module->getAttrOfType<StringAttr>("csa.index_publication")
+                         : StringAttr();
+      publication = attr ? attr.str() : "owner";
+    }
+    if (publication != "owner" && publication != "release") {
+      fn.emitError() << "csa-expand-modes: index-publication must be owner or release, got '"
+                     << publication << "'";
+      return signalPassFailure();
+    }
+    llvm::DenseMap<int64_t, PublishedKeys> release;
+    if (publication == "release" && fn.getName() == "decode")
+      if (failed(releaseKeys(fn, layers, caches, release)))
+        return signalPassFailure();
+
     llvm::DenseMap<int64_t, Published> published;
     for (auto [op, entry] : llvm::zip(layers, caches)) {
       OpBuilder layerBuilder(op);
       LayerExpander expander(layerBuilder, op, *dense, published);
       expander.eps = eps;
+      if (auto it = release.find(op.getLayerAttr().getInt()); it != release.end())
+        expander.publishedKeys = &it->second;
       Value out = expander.expand(entry.ring, entry.cache, entry.state);
       if (op.getCandidatePoolAttr())
         published[op.getLayerAttr().getInt()].pool = expander.pool;

@@ -102,6 +102,16 @@ def ExpandModes : Pass<"csa-expand-modes", "::mlir::func::FuncOp"> {
     caches, top-k sets and pools are passed to their readers as SSA values,
     so sharing is explicit use-def.
 
+    `index-publication=release` builds the released model.py's index-key
+    publication (spec §10.1) in `@decode`: a ratio > 1 Full layer whose
+    group a step does not complete, and a Reindex layer, score against the
+    keys of the last layer that published some (an earlier Full layer of
+    the step, else the last Full layer, which must have ratio 1 so that
+    every step and prefill end with its keys published): `csa.index_score`
+    gets those caches as `published` with a table by position residue.
+    `owner` (the default) scores against the layer's own keys (Reindex: its
+    KV source's), as the engines do.
+
     Example: `csa-opt --csa-expand-modes='dense-format=fp8_block32'`.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
@@ -111,6 +121,11 @@ def ExpandModes : Pass<"csa-expand-modes", "::mlir::func::FuncOp"> {
            "Storage format of the dense attention projections: fp8_block32 "
            "(as released) or bf16; default: the module's csa.dense_format, "
            "else fp8_block32">,
+    Option<"indexPublication", "index-publication", "std::string",
+           /*default=*/"\"\"",
+           "Whose index keys a decode step scores against: owner or release "
+           "(the released model.py's last-published keys); default: the "
+           "module's csa.index_publication, else owner">,
   ];
   let statistics = [
     Statistic<"numLayers", "layers", "Attention layers expanded">,

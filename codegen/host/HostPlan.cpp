@@ -237,11 +237,11 @@ private:
   };
 
   /// Binds operand `v` to `slot`.
-  llvm::Error bind(Operation *op, StringRef slot, Value v) {
+  llvm::Error bind(Operation *op, StringRef slot, Value v, int64_t instance = -1) {
     auto arg = operand(op, v);
     if (!arg)
       return arg.takeError();
-    slotArgs.push_back({slot.str(), -1, *arg});
+    slotArgs.push_back({slot.str(), instance, *arg});
     return llvm::Error::success();
   }
   llvm::Error bind(Operation *op,
@@ -510,6 +510,15 @@ private:
                                     {"head_weights", score.getHeadWeights()},
                                     {"cache", score.getCache()}}))
         return e;
+      // Release publication: the caches a decode step may read instead,
+      // and which one by position residue.
+      for (auto [i, published] : llvm::enumerate(score.getPublished()))
+        if (llvm::Error e = bind(op, "published", published, int64_t(i)))
+          return e;
+      if (std::optional<ArrayRef<int64_t>> at = score.getPublishedAt()) {
+        attrs["published"] = int64_t(score.getPublished().size());
+        attrs["published_at"] = std::vector<int64_t>(at->begin(), at->end());
+      }
       results = {"scores"};
       auto type = cast<RankedTensorType>(score.getQuery().getType());
       auto cache = cast<GlobalCacheType>(score.getCache().getType());

@@ -490,6 +490,26 @@ LogicalResult IndexScoreOp::verify() {
     return emitOpError("needs one weight per query row and head");
   if (!compatible(dim(getScores(), 0), tokens))
     return emitOpError("produces one row of scores per query row");
+  // Release publication: a table of residues naming `cache` (-1) or one of
+  // `published`, whose keys are rows of the same format.
+  std::optional<ArrayRef<int64_t>> at = getPublishedAt();
+  if (getPublished().empty() != !at)
+    return emitOpError("needs both `published` caches and their `at` table, or neither");
+  if (at) {
+    if (at->empty())
+      return emitOpError("has an empty `at` table (one entry per position residue)");
+    const int64_t count = int64_t(getPublished().size());
+    for (auto [i, e] : llvm::enumerate(*at))
+      if (e < -1 || e >= count)
+        return emitOpError("`at` entry ")
+               << i << " is " << e << "; it names the own cache (-1) or one of the " << count
+               << " published caches";
+    for (Value p : getPublished())
+      if (cast<GlobalCacheType>(p.getType()).getIndexRow() != cache.getIndexRow())
+        return emitOpError("reads published index keys of type ")
+               << cast<GlobalCacheType>(p.getType()).getIndexRow() << ", not its own "
+               << cache.getIndexRow();
+  }
   return success();
 }
 

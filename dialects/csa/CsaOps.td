@@ -432,19 +432,35 @@ def Csa_IndexScoreOp : Csa_Op<"index_score", [MemoryEffects<[MemRead]>]> {
     complete; later positions, and entries not yet written, score -inf. The
     result has `(p_last + 1) / ratio` columns.
 
+    With `published` (the released model's index-key publication, spec
+    §10.1; `csa-compile --index-publication=release`): on a decode step at
+    position `p` the keys are those of `published[published_at[p % N]]`
+    (N entries), or of `cache` where that entry is -1: the last layer that
+    published index keys, which for a Full layer whose group this step does
+    not complete is an earlier layer's (or the previous step's). The
+    entries read are still the first `(p + 1) / ratio` of this layer's
+    ratio. Prefill rows always read `cache`.
+
     Example:
     ```mlir
     %s = csa.index_score %q, %w, %cache
         : tensor<?x32x128xbf16>, tensor<?x32xbf16>,
           !csa.global_cache<1, !csa.fp4_row<512, e4m3, 16>, !csa.fp4_row<128, ue8m0, 32>>
         -> tensor<?x?xf32>
+    // Release publication: odd positions read %c20's keys, even ones its own.
+    %r = csa.index_score %q, %w, %c2 published(%c20 : !csa.global_cache<1, ...>) at [0, -1]
+        : ...
     ```
   }];
   let arguments = (ins Csa_Heads:$query, Csa_Hidden:$head_weights,
-                       Csa_GlobalCacheType:$cache);
+                       Csa_GlobalCacheType:$cache,
+                       Variadic<Csa_GlobalCacheType>:$published,
+                       OptionalAttr<DenseI64ArrayAttr>:$published_at);
   let results = (outs Csa_F32Matrix:$scores);
   let assemblyFormat = [{
-    $query `,` $head_weights `,` $cache attr-dict `:` type($query) `,`
+    $query `,` $head_weights `,` $cache
+    (`published` `(` $published^ `:` qualified(type($published)) `)` `at` $published_at)?
+    attr-dict `:` type($query) `,`
     type($head_weights) `,` qualified(type($cache)) `->` type($scores)
   }];
   let hasVerifier = 1;

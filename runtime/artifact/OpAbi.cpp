@@ -46,6 +46,9 @@ SlotDef ifAboveOne(const char *attr, SlotDef slot) {
 SlotDef ifScaled(const char *attr, SlotDef slot) {
   return when(Test::ScaledFormat, attr, slot);
 }
+SlotDef ifGiven(const char *attr, SlotDef slot) {
+  return when(Test::Given, attr, slot);
+}
 SlotDef perRepeat(const char *attr, SlotDef slot) {
   slot.repeat = attr;
   return slot;
@@ -146,6 +149,13 @@ std::vector<OpAbi> makeTable() {
                 value("head_weights", "bf16 [rows, heads]"),
                 cache("cache", "the global cache whose index-key rows are "
                                "scored"),
+                ifGiven("published_at",
+                        perRepeat("published",
+                                  cache("published", "release publication: a "
+                                                     "cache whose keys a decode "
+                                                     "step at position p reads "
+                                                     "where published_at[p % N] "
+                                                     "names it (-1: `cache`)"))),
                 output("scores", "f32 [rows, (last position + 1) / "
                                 "ratio]")}});
   t.push_back({"csa.hsi_select", nullptr, nullptr,
@@ -307,6 +317,8 @@ absl::StatusOr<bool> present(const OpAbi &abi, const SlotDef &slot,
           "scales)"));
     return *scaled;
   }
+  case Test::Given:
+    return v != nullptr;
   case Test::Always:
     break;
   }
@@ -484,6 +496,10 @@ absl::StatusOr<ArgLayout> argLayout(std::string_view op, const json &attrs) {
       if (*here)
         kept.push_back(&defs[d]);
     }
+    if (kept.empty()) { // a condition dropped the whole group
+      i = end;
+      continue;
+    }
     int64_t count = 1;
     if (defs[i].repeat) {
       auto n = repeats(abi, defs[i].repeat, attrs);
@@ -581,6 +597,9 @@ std::string opAbiMarkdown() {
       case Test::ScaledFormat:
         when.push_back(absl::StrCat("`", s.when.attr, "` is ",
                                     absl::StrJoin(scaledFormats, ", ")));
+        break;
+      case Test::Given:
+        when.push_back(absl::StrCat("`", s.when.attr, "` is given"));
         break;
       }
       absl::StrAppend(&out, "| `",

@@ -53,6 +53,7 @@ struct SlotCondition {
     Flag,         ///< attrs[attr] is true (a boolean)
     AboveOne,     ///< attrs[attr] > 1 (an integer >= 1)
     ScaledFormat, ///< attrs[attr] is a weight format with scales
+    Given,        ///< attrs has attr (its value is checked by its reader)
   };
   Test test = Test::Always;
   const char *attr = nullptr;

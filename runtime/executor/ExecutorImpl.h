@@ -225,11 +225,11 @@ struct Executor::Impl {
                                        int64_t instance = -1) {
     return weights.at(arg(s, slot, instance).name);
   }
-  CacheState &cache(Step &s, std::string_view slot) {
-    return seq->caches[arg(s, slot).name];
+  CacheState &cache(Step &s, std::string_view slot, int64_t instance = -1) {
+    return seq->caches[arg(s, slot, instance).name];
   }
-  const CacheBuffer &cacheBuffer(Step &s, std::string_view slot) {
-    return *artifact->plan().findCache(arg(s, slot).name);
+  const CacheBuffer &cacheBuffer(Step &s, std::string_view slot, int64_t instance = -1) {
+    return *artifact->plan().findCache(arg(s, slot, instance).name);
   }
   /// An integer argument: positions, row counts and offsets, all >= 0.
   absl::StatusOr<int64_t> index(Step &s, std::string_view slot) {

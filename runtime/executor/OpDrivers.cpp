@@ -315,10 +315,27 @@ absl::Status Executor::Impl::compress(Step &s) {
 
 absl::Status Executor::Impl::indexScore(Step &s) {
   Tensor &q = tensor(s, "query"), &w = tensor(s, "head_weights");
-  CacheState &c = cache(s, "cache");
-  const CacheBuffer &b = cacheBuffer(s, "cache");
   const int64_t n = q.rows(), heads = attr(s, "heads"), dim = attr(s, "dim"),
                 ratio = attr(s, "ratio");
+  // Release publication: a decode step reads the keys the plan's table
+  // names for its position (csa.index_score's `published`).
+  int64_t keysFrom = -1;
+  if (s.call->attrs.contains("published_at") && s.where.rfind("decode", 0) == 0) {
+    const json &at = s.call->attrs["published_at"];
+    const int64_t published = attr(s, "published");
+    if (!at.is_array() || at.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          s.where, ": attrs.published_at is not a non-empty list (one entry per position residue)"));
+    const json &e = at[size_t(q.base % int64_t(at.size()))];
+    if (!e.is_number_integer() || e.get<int64_t>() < -1 || e.get<int64_t>() >= published)
+      return absl::InvalidArgumentError(absl::StrCat(
+          s.where, ": attrs.published_at names ", e.dump(), "; -1 (the own cache) or one of the ",
+          published, " published caches"));
+    keysFrom = e.get<int64_t>();
+  }
+  CacheState &c = keysFrom < 0 ? cache(s, "cache") : cache(s, "published", keysFrom);
+  const CacheBuffer &b =
+      keysFrom < 0 ? cacheBuffer(s, "cache") : cacheBuffer(s, "published", keysFrom);
   const int64_t keyBytes = b.indexRowBytes;
   // Queries through FP4 (E2M1, UE8M0 per 32), as the released indexer.
   Tensor &qRows = kernelScratch("index.qrows", 1, {n * heads, keyBytes});

@@ -221,6 +221,37 @@ func.func @f(%q: tensor<?x2x32xbf16>, %w: tensor<?x3xbf16>, %c: !cache) {
 
 // -----
 
+// Release publication: a residue table entry names no published cache.
+!cache = !csa.global_cache<1, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<32, ue8m0, 32>>
+func.func @f(%q: tensor<1x2x32xbf16>, %w: tensor<1x2xbf16>, %c: !cache, %p: !cache) {
+  // expected-error @+1 {{'csa.index_score' op `at` entry 1 is 1; it names the own cache (-1) or one of the 1 published caches}}
+  %s = csa.index_score %q, %w, %c published(%p : !cache) at [0, 1] : tensor<1x2x32xbf16>, tensor<1x2xbf16>, !cache -> tensor<1x?xf32>
+  return
+}
+
+// -----
+
+// Release publication: the published keys must be rows of the own format.
+!cache = !csa.global_cache<1, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<32, ue8m0, 32>>
+!other = !csa.global_cache<1, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<64, ue8m0, 32>>
+func.func @f(%q: tensor<1x2x32xbf16>, %w: tensor<1x2xbf16>, %c: !cache, %p: !other) {
+  // expected-error @+1 {{'csa.index_score' op reads published index keys of type '!csa.fp4_row<64, ue8m0, 32>', not its own '!csa.fp4_row<32, ue8m0, 32>'}}
+  %s = csa.index_score %q, %w, %c published(%p : !other) at [0, -1] : tensor<1x2x32xbf16>, tensor<1x2xbf16>, !cache -> tensor<1x?xf32>
+  return
+}
+
+// -----
+
+// Release publication: caches without their table.
+!cache = !csa.global_cache<1, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<32, ue8m0, 32>>
+func.func @f(%q: tensor<1x2x32xbf16>, %w: tensor<1x2xbf16>, %c: !cache, %p: !cache) {
+  // expected-error @+1 {{'csa.index_score' op has an empty `at` table (one entry per position residue)}}
+  %s = csa.index_score %q, %w, %c published(%p : !cache) at [] : tensor<1x2x32xbf16>, tensor<1x2xbf16>, !cache -> tensor<1x?xf32>
+  return
+}
+
+// -----
+
 func.func @f(%s: tensor<?x?xf32>) {
   // expected-error @+1 {{'csa.hsi_select' op pool of 1073741824 x 8 positions does not fit 32-bit indices}}
   %p = csa.hsi_select %s : tensor<?x?xf32> -> !csa.candidate_pool<1073741824, 8>

@@ -87,6 +87,10 @@ func.func @primitives(%x: tensor<?x5120xbf16>, %pos: index, %q: tensor<?x64x512x
   %back = csa.dequantize %main_rows : tensor<?x!main> -> tensor<?x512xf32>
   // CHECK: csa.index_score %{{.*}}, %{{.*}}, %[[CACHE]] : tensor<?x32x128xbf16>, tensor<?x32xbf16>, !csa.global_cache<{{.*}}> -> tensor<?x?xf32>
   %scores = csa.index_score %iq, %iw, %cache : tensor<?x32x128xbf16>, tensor<?x32xbf16>, !cache2 -> tensor<?x?xf32>
+  // Release publication: even positions read layer 20's keys, odd ones its own.
+  %source = csa.cache_alloc layer 20 : !cache1
+  // CHECK: csa.index_score %{{.*}}, %{{.*}}, %[[CACHE]] published(%{{.*}} : !csa.global_cache<1, {{.*}}>) at [0, -1] :
+  %released = csa.index_score %iq, %iw, %cache published(%source : !cache1) at [0, -1] : tensor<?x32x128xbf16>, tensor<?x32xbf16>, !cache2 -> tensor<?x?xf32>
   // CHECK: %[[POOL:.+]] = csa.hsi_select %{{.*}} : tensor<?x?xf32> -> !csa.candidate_pool<2048, 8>
   %pool = csa.hsi_select %scores : tensor<?x?xf32> -> !csa.candidate_pool<2048, 8>
   // CHECK: csa.topk %{{.*}} : tensor<?x?xf32> -> !csa.topk<512>

@@ -39,13 +39,17 @@ struct Case {
   /// ExecutorOptions::threads: a linear's rows and a layer's routed experts
   /// split among this many threads must not change a bit.
   int64_t threads = 1;
+  /// csa-compile --index-publication=release against the reference's
+  /// IndexPublication::Release (the released model.py's stale index keys).
+  bool release = false;
 };
 
 std::string describe(const Case &c) {
   return std::string(c.name) + (c.noCed ? "_no_ced" : "") +
          (c.boundedReplay ? "" : "_no_bounded_replay") +
          "_prompt" + std::to_string(c.promptLength) +
-         (c.threads != 1 ? "_threads" + std::to_string(c.threads) : "");
+         (c.threads != 1 ? "_threads" + std::to_string(c.threads) : "") +
+         (c.release ? "_release" : "");
 }
 
 /// Runs csa-compile; returns its exit status (output in `log`).
@@ -133,6 +137,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
     args += " --no-bounded-replay";
   if (c.noCed)
     args += " --no-ced";
+  if (c.release)
+    args += " --index-publication=release";
   ASSERT_EQ(compile(args, dir / "compile.log"), 0) << readAll(dir / "compile.log");
 
   // Weights, the executor and the reference.
@@ -144,6 +150,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
   checkpoint::Checkpoint *ckpt = model.ckpt.get();
   runtime::Executor *executor = model.executor.get();
   reference::ReferenceOptions refOptions;
+  if (c.release)
+    refOptions.publication = reference::ReferenceOptions::IndexPublication::Release;
   refOptions.boundedReplay = c.boundedReplay; // compiler defaults: start after
                                               // the last Full, tail = window
   auto ref = reference::ReferenceModel::create(
@@ -208,7 +216,9 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
 // reusing layer 4's top-k; --no-ced), and SWA-only / single-Full schedules
 // that isolate the parts; prompts shorter and longer than the window (8) and
 // the bounded-replay tail (8); the CPU's rows and experts split among 2 and 3
-// threads.
+// threads; the released index-key publication at even and odd prompt lengths
+// (two ratio-2 Full layers before the ratio-1 one: the second reads the
+// first's keys on the steps that complete no group).
 INSTANTIATE_TEST_SUITE_P(
     Tiny, CompiledVsReference,
     ::testing::Values(Case{"tiny", "", true, 5}, Case{"tiny", "", true, 21},
@@ -220,7 +230,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", "WWWWF1WWW", false, 11},
                       Case{"tiny", "", false, 13, /*noCed=*/true},
                       Case{"tiny", "", true, 40, false, /*threads=*/3},
-                      Case{"tiny", "WWFFFFFF", false, 21, false, /*threads=*/2}),
+                      Case{"tiny", "WWFFFFFF", false, 21, false, /*threads=*/2},
+                      Case{"tiny", "", true, 12, false, 1, /*release=*/true},
+                      Case{"tiny", "", true, 13, false, 1, /*release=*/true},
+                      Case{"tiny", "WWFFC.R.", false, 20, false, 1, /*release=*/true}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = describe(info.param) + "_" +
                          (*info.param.schedule ? info.param.schedule : "own");

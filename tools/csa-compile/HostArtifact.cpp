@@ -17,7 +17,8 @@ namespace {
 /// The description whose hash is the artifact's schedule_hash: every
 /// layer's role, and the hash of the graph the plan and kernels came from
 /// (two artifacts of one schedule differ there when a stage was edited).
-nlohmann::json scheduleDetail(const Schedule &schedule, const std::string &graphText) {
+nlohmann::json scheduleDetail(const Schedule &schedule, const std::string &graphText,
+                              const std::string &indexPublication) {
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerRole &r : schedule.layers)
     layers.push_back({{"layer", r.layer},
@@ -28,6 +29,8 @@ nlohmann::json scheduleDetail(const Schedule &schedule, const std::string &graph
                       {"candidate_source", r.candidateSource},
                       {"candidate_pool", r.candidatePool}});
   nlohmann::json detail = {{"layers", std::move(layers)}};
+  if (indexPublication != "owner")
+    detail["index_publication"] = indexPublication;
   if (!graphText.empty())
     detail["graph_sha256"] = artifact::sha256Hex(graphText);
   return detail;
@@ -75,7 +78,7 @@ absl::Status writeHostArtifact(const HostArtifactParts &parts,
 
   artifact::ArtifactWriter writer;
   writer.setModel(parts.model.empty() ? "model" : parts.model, configJson);
-  writer.setSchedule(schedule->letters(), scheduleDetail(*schedule, parts.graphText));
+  writer.setSchedule(schedule->letters(), scheduleDetail(*schedule, parts.graphText, parts.indexPublication));
   writer.setTarget(artifact::Target::HostX86_64);
   writer.setCreatedBy(csa::tools::versionLine("csa-compile"));
   writer.setCommand(parts.command);

@@ -42,6 +42,9 @@ struct HostArtifactParts {
   /// part of the schedule detail, so an edited stage gets its own
   /// schedule_hash.
   std::string graphText;
+  /// csa.index_publication ("owner" or "release"): a release artifact's
+  /// schedule detail says so.
+  std::string indexPublication = "owner";
 };
 
 /// Writes `directory`: manifest, plan.json, weights.json (the weight

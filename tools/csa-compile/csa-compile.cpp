@@ -133,6 +133,13 @@ cl::opt<Stage> compileFrom(
                clEnumValN(Stage::Fused, "fused", "fused-stage IR"),
                clEnumValN(Stage::Tiled, "tiled", "tiled-stage IR")),
     cl::cat(category));
+cl::opt<std::string> indexPublication(
+    "index-publication",
+    cl::desc("Whose index keys a decode step of a ratio > 1 Full layer scores against when its "
+             "group is not complete: owner (its own, as the engines; the default) or release "
+             "(the last published ones, as the released model.py; needs the last Full layer "
+             "at ratio 1)"),
+    cl::value_desc("owner|release"), cl::cat(category));
 cl::opt<bool> noBoundedReplay(
     "no-bounded-replay",
     cl::desc("Ablation: every prefill layer runs on every prompt token (no "
@@ -441,6 +448,8 @@ llvm::Error writeHostArtifact(ModuleOp module,
     parts.model = model.getValue().str();
   if (auto letters = module->getAttrOfType<StringAttr>("csa.schedule"))
     parts.schedule = letters.getValue().str();
+  if (auto publication = module->getAttrOfType<StringAttr>("csa.index_publication"))
+    parts.indexPublication = publication.getValue().str();
   stage("building the plan");
   auto plan = csa::codegen::buildHostPlan(module, selection);
   if (!plan)
@@ -639,6 +648,13 @@ int main(int argc, char **argv) {
     module->getOperation()->setAttr(
         "csa.config",
         StringAttr::get(&context, csa::artifactConfigText(variant->config)));
+  }
+  if (indexPublication.getNumOccurrences()) {
+    if (indexPublication != "owner" && indexPublication != "release")
+      return fail("--index-publication needs owner or release, got '" + indexPublication + "'");
+    // On the module, so that a stage dumped after it keeps the choice.
+    module->getOperation()->setAttr("csa.index_publication",
+                                    StringAttr::get(&context, indexPublication));
   }
   if (failed(verify(*module)))
     return fail("the " +

@@ -31,8 +31,19 @@ llvm::Expected<std::string> translateToLLVMIR(mlir::ModuleOp module);
 void recordKernelTarget(mlir::ModuleOp module, llvm::StringRef configText,
                         llvm::StringRef schedule);
 
+/// How the host object is emitted.
+struct HostObjectOptions {
+  /// Instrument every kernel with AddressSanitizer (csa-compile
+  /// --sanitize-kernels): each load and store is checked against the
+  /// process's ASan shadow, so an out-of-bounds access of a generated kernel
+  /// is reported where it happens. The library then needs the ASan runtime
+  /// of a csa-run built with CSA_SANITIZE=ON.
+  bool addressSanitizer = false;
+};
+
 /// Writes an object file for the host CPU from an LLVM-dialect module.
-llvm::Error emitHostObject(mlir::ModuleOp module, const std::string &path);
+llvm::Error emitHostObject(mlir::ModuleOp module, const std::string &path,
+                           const HostObjectOptions &options = {});
 
 /// Links objects into a shared object with `cc -shared` (CSA_CC overrides).
 llvm::Error linkSharedObject(const std::vector<std::string> &objects,

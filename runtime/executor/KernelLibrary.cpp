@@ -42,9 +42,17 @@ KernelLibrary::openVerified(const artifact::Artifact &artifact, const std::strin
     return systemError("sealing");
   const std::string path = absl::StrCat("/proc/self/fd/", fd);
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle)
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, ": cannot load the kernels: ", dlerror()));
+  if (!handle) {
+    const std::string message = dlerror();
+    // Kernels instrumented with AddressSanitizer need its runtime here.
+    const bool sanitized = message.find("__asan_") != std::string::npos;
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, ": cannot load the kernels: ", message,
+        sanitized ? " (the artifact was compiled with csa-compile --sanitize-kernels: run it "
+                    "with a csa-run built with CSA_SANITIZE=ON, as tools/scripts/sanitize.sh "
+                    "builds)"
+                  : ""));
+  }
   std::unique_ptr<KernelLibrary> library(new KernelLibrary(handle));
   if (absl::Status st = artifact.checkKernelRecord(
           object, static_cast<const char *>(library->symbol("csa_kernels_config")),

@@ -140,6 +140,12 @@ cl::opt<std::string> indexPublication(
              "(the last published ones, as the released model.py; needs the last Full layer "
              "at ratio 1)"),
     cl::value_desc("owner|release"), cl::cat(category));
+cl::opt<bool> sanitizeKernels(
+    "sanitize-kernels",
+    cl::desc("--emit=artifact|object: instrument the host kernels with AddressSanitizer "
+             "(every load and store checked; the kernels then need a csa-run built with "
+             "CSA_SANITIZE=ON, as tools/scripts/sanitize.sh builds)"),
+    cl::cat(category));
 cl::opt<bool> noBoundedReplay(
     "no-bounded-replay",
     cl::desc("Ablation: every prefill layer runs on every prompt token (no "
@@ -472,7 +478,8 @@ llvm::Error writeHostArtifact(ModuleOp module,
     return fail(std::string(letters.status().message()));
   csa::codegen::recordKernelTarget(kernels, parts.configText, *letters);
   stage("emitting the host object");
-  if (llvm::Error e = csa::codegen::emitHostObject(kernels, object.str().str()))
+  if (llvm::Error e = csa::codegen::emitHostObject(kernels, object.str().str(),
+                                                   {/*addressSanitizer=*/sanitizeKernels}))
     return e;
   stage("linking the host kernels");
   if (llvm::Error e = csa::codegen::linkSharedObject({object.str().str()},
@@ -901,7 +908,8 @@ int main(int argc, char **argv) {
       llvm::sys::fs::remove(library);
     };
     ::stage("emitting the host object");
-    if (llvm::Error e = csa::codegen::emitHostObject(*kernels, object.str().str())) {
+    if (llvm::Error e = csa::codegen::emitHostObject(*kernels, object.str().str(),
+                                                     {/*addressSanitizer=*/sanitizeKernels})) {
       cleanUp();
       return fail(llvm::toString(std::move(e)));
     }

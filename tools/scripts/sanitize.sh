@@ -2,10 +2,13 @@
 # The AddressSanitizer + UBSan pass of CI (issue 21): builds the runtime's
 # libraries, its tools (no LLVM in them) and the unit tests that need no MLIR
 # with -fsanitize=address,undefined into build-asan/ (CSA_SANITIZE=ON), runs
-# those unit tests, then runs the sanitized tools on tiny (its artifact from
-# build/'s csa-compile, whose host kernels are not instrumented): a
-# checkpoint generated and checked, prefill and decode on the CPU and on the
-# emulated GPU path, a decision dump and its injection, logits compared.
+# those unit tests, then runs the sanitized tools on tiny, its artifact from
+# build/'s csa-compile --sanitize-kernels (the generated host kernels
+# instrumented with AddressSanitizer too): a checkpoint generated and
+# checked, prefill and decode on the CPU and on the emulated GPU path, a
+# decision dump and its injection, logits compared. A positive control calls
+# one instrumented kernel past the end of its buffer and requires ASan's
+# report (test/sanitize/kernel_overflow_probe.py).
 # Any sanitizer report fails the run (UBSan does not recover; leaks count).
 # Prints one line a step and "sanitize.sh: N checks clean".
 #
@@ -49,7 +52,7 @@ for t in "${tests[@]}"; do
   step "$t" "$(find build-asan/test -name "$t" -type f | head -1)" --gtest_brief=1
 done
 bin=build-asan/bin
-build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o "$work/tiny.csa"
+build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx --sanitize-kernels -o "$work/tiny.csa"
 step checkpoint-generate "$bin/csa-checkpoint" generate "$work/tiny.csa/config.json" --out="$work/ckpt" --seed=3
 step checkpoint-check "$bin/csa-checkpoint" check "$work/ckpt" --config="$work/tiny.csa/config.json"
 step run-cpu "$bin/csa-run" "$work/tiny.csa" --weights="$work/ckpt" --prompt=1,2,3,4,5,6,7 \
@@ -62,4 +65,24 @@ step run-batch "$bin/csa-run" "$work/tiny.csa" --random-weights=5 --prompt=3,1,4
 step diff "$bin/csa-diff" "$work/cpu.npy" "$work/emu.npy" --max-abs=0 --min-cosine=1
 step reference "$bin/csa-reference" "$work/ckpt" --config="$work/tiny.csa/config.json" \
   --prompt=1,2,3,4,5,6,7 --decode=3
+# The generated kernels' instrumentation reports: a kernel in bounds runs
+# clean, one given a row past its buffer is stopped by ASan's report.
+# (A python3 with numpy: Debian's, which setup.sh installs it for.)
+python=python3
+"$python" -c "import numpy" 2> /dev/null || python=/usr/bin/python3
+asan_python() {
+  env LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
+    ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 "$python" "$@"
+}
+step kernels-in-bounds asan_python test/sanitize/kernel_overflow_probe.py "$work/tiny.csa"
+if asan_python test/sanitize/kernel_overflow_probe.py "$work/tiny.csa" --overflow \
+     > "$work/overflow.log" 2>&1 ||
+   ! grep -q "ERROR: AddressSanitizer: heap-buffer-overflow" "$work/overflow.log" ||
+   ! grep -q " in rms_norm_" "$work/overflow.log"; then
+  echo "sanitize.sh: kernels-overflow FAILED: no ASan report from an instrumented kernel" >&2
+  tail -20 "$work/overflow.log" >&2
+  exit 1
+fi
+checks=$((checks + 1))
+echo "kernels-overflow: ok (ASan reported the generated kernel's read past its buffer)"
 echo "sanitize.sh: $checks checks clean"

@@ -1,6 +1,7 @@
 //===- HostThreads.cpp - The CPU executor's worker threads ----------------===//
 #include "runtime/executor/HostThreads.h"
 
+#include <tbb/global_control.h>
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -10,7 +11,16 @@
 namespace csa::runtime::detail {
 
 struct HostThreads::Arena {
-  explicit Arena(int threads) : arena(threads) {}
+  explicit Arena(int threads)
+      : // More threads than cores were asked for: oneTBB's process-wide limit
+        // (the cores) is raised to them, else it keeps the arena at the
+        // cores and warns on stderr.
+        limit(threads > tbb::info::default_concurrency()
+                  ? std::make_unique<tbb::global_control>(
+                        tbb::global_control::max_allowed_parallelism, size_t(threads))
+                  : nullptr),
+        arena(threads) {}
+  std::unique_ptr<tbb::global_control> limit;
   tbb::task_arena arena;
 };
 

@@ -433,9 +433,15 @@ absl::StatusOr<ModelConfig> parseModelConfig(const std::string &text,
   CSA_RETURN_IF_ERROR(readFields(reader, config));
   // The flat inference config has no max_position_embeddings; the YaRN-
   // extended context is what the HF layout states (65536 x 16 = 1M).
-  if (config.maxPositionEmbeddings == 0 && config.originalSeqLen > 0)
-    config.maxPositionEmbeddings =
-        int64_t(double(config.originalSeqLen) * config.ropeFactor);
+  if (config.maxPositionEmbeddings == 0 && config.originalSeqLen > 0) {
+    // (A factor past int64's range once multiplied is an error, not a wrap.)
+    const double extended = double(config.originalSeqLen) * config.ropeFactor;
+    if (!(extended < 0x1p62))
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": original_seq_len (", config.originalSeqLen, ") x rope_factor (",
+          config.ropeFactor, ") is past 2^62 positions; give max_position_embeddings"));
+    config.maxPositionEmbeddings = int64_t(extended);
+  }
   CSA_RETURN_IF_ERROR(checkFields(reader, config));
   return config;
 }

@@ -493,6 +493,18 @@ TEST(ConfigErrors, RopeFactorBelowOne) {
   EXPECT_TRUE(failsWith(config, {"field 'rope_factor': must be >= 1"}));
 }
 
+// Found by fuzz-config (test/fuzz/regressions/fuzz-config/
+// yarn-context-past-int64.json): the context a flat config derives from YaRN
+// overflowed int64 (undefined behaviour) instead of being refused.
+TEST(ConfigErrors, YarnContextPastInt64) {
+  auto config = parseEditedFlat([](json &j) {
+    j.erase("max_position_embeddings");
+    j["rope_factor"] = 1.8446744073709552e20;
+  });
+  EXPECT_TRUE(failsWith(config, {"original_seq_len (", ") x rope_factor (",
+                                 "is past 2^62 positions; give max_position_embeddings"}));
+}
+
 TEST(ConfigErrors, YarnWithoutOriginalSeqLen) {
   auto config = parseEditedHf([](json &j) {
     j["text_config"]["rope_scaling"].erase("original_max_position_embeddings");

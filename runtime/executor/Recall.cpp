@@ -95,12 +95,9 @@ absl::Status Executor::Impl::analyzeRecall(Step &s, Tensor &q, Tensor &selected)
     // Rounding may put the sums a few ulps apart where the set is the best.
     r.ceiling = std::max(r.ceiling, r.recall);
   };
-  // Independent rows of host arithmetic: split among the CPU's threads.
-  if (hostThreads)
-    hostThreads->forEach(n, analyzeRow);
-  else
-    for (int64_t i = 0; i < n; ++i)
-      analyzeRow(i);
+  // Independent rows of host arithmetic: split among the CPU's threads
+  // (load() made them).
+  hostThreads->forEach(n, analyzeRow);
 
   RecallEntry entry;
   entry.run = calls;

@@ -226,8 +226,24 @@ std::string header(const std::string &descr, const std::vector<int64_t> &shape) 
   return out + dict;
 }
 
+namespace {
+
+/// Bytes an element of the dtypes csa reads, and their names for messages.
+uint64_t elementBytes(const std::string &descr) { return descr == "|u1" ? 1 : 4; }
+const char *descrName(const std::string &descr) {
+  return descr == "<i4" ? "little-endian int32" : descr == "|u1" ? "uint8" : "little-endian float32";
+}
+
+} // namespace
+
 absl::StatusOr<F32Header> parseF32Header(const std::string &prefix,
                                          uint64_t fileSize) {
+  return parseHeader(prefix, fileSize, "<f4");
+}
+
+absl::StatusOr<F32Header> parseHeader(const std::string &prefix, uint64_t fileSize,
+                                      const std::string &expectedDescr) {
+  const uint64_t width = elementBytes(expectedDescr);
   auto invalid = [](const std::string &m) { return absl::InvalidArgumentError(m); };
   const size_t have = std::min<size_t>(prefix.size(), kMagicSize);
   if (fileSize < kMagicSize || prefix.compare(0, have, kMagic, have) != 0 ||
@@ -265,9 +281,9 @@ absl::StatusOr<F32Header> parseF32Header(const std::string &prefix,
   bool fortran = false;
   if (absl::Status st = DictParser(text).parse(descr, fortran, h.shape); !st.ok())
     return st;
-  if (descr != "<f4")
-    return invalid(absl::StrCat("dtype '", printable(descr),
-                                "', not '<f4' (little-endian float32)"));
+  if (descr != expectedDescr)
+    return invalid(absl::StrCat("dtype '", printable(descr), "', not '", expectedDescr, "' (",
+                                descrName(expectedDescr), ")"));
   if (fortran)
     return invalid("fortran_order is True; only C order (False) is read");
   uint64_t elements = 1;
@@ -280,11 +296,11 @@ absl::StatusOr<F32Header> parseF32Header(const std::string &prefix,
   h.elements = elements;
   h.dataOffset = headerEnd;
   const uint64_t dataBytes = fileSize - headerEnd;
-  if (dataBytes < elements * 4)
+  if (dataBytes < elements * width)
     return invalid(absl::StrCat("truncated .npy data: shape ", shapeText(h.shape), " needs ",
-                                elements * 4, " bytes, the file has ", dataBytes));
-  if (dataBytes > elements * 4)
-    return invalid(absl::StrCat(".npy file has ", dataBytes - elements * 4,
+                                elements * width, " bytes, the file has ", dataBytes));
+  if (dataBytes > elements * width)
+    return invalid(absl::StrCat(".npy file has ", dataBytes - elements * width,
                                 " bytes after the data of shape ", shapeText(h.shape)));
   return h;
 }
@@ -416,6 +432,41 @@ absl::Status NpyF32Writer::commit() {
         "cannot rename ", temporary_, " to ", path_, ": ", ec.message()));
   temporary_.clear();
   return absl::OkStatus();
+}
+
+absl::StatusOr<NpyInts> readInts(const std::string &path) {
+  std::error_code ec;
+  fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  if (!fs::is_regular_file(status))
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", ec.message()));
+  std::ifstream in(path, std::ios::binary);
+  std::string prefix(std::min<uint64_t>(size, 12 + kMaxHeader), '\0');
+  if (!in || !in.read(prefix.data(), std::streamsize(prefix.size())))
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read"));
+  // The dtype decides how the rest is read: int32 or uint8.
+  const bool bytes = prefix.find("'descr': '|u1'") != std::string::npos;
+  auto header = parseHeader(prefix, size, bytes ? "|u1" : "<i4");
+  if (!header.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", header.status().message()));
+  NpyInts out;
+  out.shape = header->shape;
+  const uint64_t width = bytes ? 1 : 4;
+  std::vector<unsigned char> raw(header->elements * width);
+  in.clear();
+  in.seekg(std::streamoff(header->dataOffset));
+  if (!raw.empty() && !in.read(reinterpret_cast<char *>(raw.data()), std::streamsize(raw.size())))
+    return absl::DataLossError(absl::StrCat(path, ": cannot read its data"));
+  out.values.resize(header->elements);
+  for (uint64_t i = 0; i < header->elements; ++i)
+    out.values[i] = bytes ? int32_t(raw[i])
+                          : int32_t(uint32_t(raw[4 * i]) | uint32_t(raw[4 * i + 1]) << 8 |
+                                    uint32_t(raw[4 * i + 2]) << 16 | uint32_t(raw[4 * i + 3]) << 24);
+  return out;
 }
 
 } // namespace csa::npy

@@ -1,7 +1,7 @@
 //===- Npy.h - NumPy .npy files of float32 ----------------------*- C++ -*-===//
 //
-// The one .npy flavour csa writes and reads: little-endian float32 ('<f4'),
-// C order. `csa-run --logits-out` writes it (NpyF32Writer), `csa-diff` reads
+// The .npy flavours csa writes and reads: little-endian float32 ('<f4'),
+// C order (and, for the decision files, whole '<i4' and '|u1' arrays). `csa-run --logits-out` writes it (NpyF32Writer), `csa-diff` reads
 // it (NpyF32Reader). The format (numpy.lib.format, versions 1.0, 2.0, 3.0):
 //
 //   "\x93NUMPY" major minor      6 + 2 bytes
@@ -55,6 +55,22 @@ struct F32Header {
 /// what is wrong, without the file's name.
 absl::StatusOr<F32Header> parseF32Header(const std::string &prefix,
                                          uint64_t fileSize);
+
+/// The same for dtype `descr` ('<f4', '<i4' or '|u1'): F32Header's fields
+/// hold for any of them.
+absl::StatusOr<F32Header> parseHeader(const std::string &prefix, uint64_t fileSize,
+                                      const std::string &descr);
+
+/// A whole '<i4' or '|u1' .npy array (the executor's decision files:
+/// top-k sets, HSI pools, MoE expert ids), widened to int32.
+struct NpyInts {
+  std::vector<int64_t> shape;
+  std::vector<int32_t> values;
+};
+
+/// Reads `path`, which must be a valid '<i4' or '|u1' .npy; errors name the
+/// file.
+absl::StatusOr<NpyInts> readInts(const std::string &path);
 
 /// Reads a '<f4' .npy file row by row (a row: the last dimension).
 class NpyF32Reader {

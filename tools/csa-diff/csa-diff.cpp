@@ -46,6 +46,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <filesystem>
 #include <tuple>
@@ -61,6 +62,10 @@ ABSL_FLAG(std::optional<double>, max_abs, std::nullopt, "fail when max |a-b| exc
 ABSL_FLAG(std::optional<double>, min_cosine, std::nullopt, "fail when a cosine is below this");
 ABSL_FLAG(std::optional<double>, max_rel_rms, std::nullopt,
           "fail when a block's relative RMS of a-b exceeds this (directories)");
+ABSL_FLAG(std::optional<double>, min_topk_overlap, std::nullopt,
+          "fail when a top-k set or HSI pool file's mean overlap is below this (directories)");
+ABSL_FLAG(std::optional<double>, min_routing_agreement, std::nullopt,
+          "fail when a MoE routing file's mean agreement is below this (directories)");
 ABSL_FLAG(bool, require_argmax, false, "fail when an argmax differs (logits)");
 ABSL_FLAG(bool, json, false, "print one JSON object (errors too)");
 
@@ -79,10 +84,16 @@ constexpr const char *kUsage =
          "(--max-abs: max |a-b| <= X at every step; --min-cosine: cosine >= Y;\n"
          "--require-argmax: the same argmax at every step), 2 on bad input.\n"
          "       csa-diff A_DIR B_DIR [--max-abs=X] [--min-cosine=Y]\n"
-         "                [--max-rel-rms=Z] [--json]\n"
+         "                [--max-rel-rms=Z] [--min-topk-overlap=T]\n"
+         "                [--min-routing-agreement=R] [--json]\n"
          "Compares two csa-run --dump-hidden directories block by block (the\n"
          "*_hidden.npy files of A, in the order the run wrote them): max |a-b|,\n"
-         "the relative RMS of a-b, the cosine; the same exit statuses.\n";
+         "the relative RMS of a-b, the cosine; and the --dump-decisions files in\n"
+         "them (*_topk.npy, *_hsi_pool.npy, *_moe_ids.npy): per file the mean\n"
+         "and lowest share of a row's entries A chose that B chose too (top-k\n"
+         "overlap, routing agreement) and the rows chosen alike; --min-topk-overlap\n"
+         "bounds the mean of top-k and HSI files, --min-routing-agreement of MoE\n"
+         "files. The same exit statuses.\n";
 
 bool json = false;
 
@@ -177,9 +188,9 @@ StepResult compareRows(const std::vector<float> &a, const std::vector<float> &b)
   return r;
 }
 
-/// The dump files of `dir` in the order a run writes them: by call, then
-/// entry, then plan step (numbers compared as numbers).
-std::vector<std::string> dumpFiles(const std::string &dir) {
+/// The dump files of `dir` ending in `suffix` in the order a run writes
+/// them: by call, then entry, then plan step (numbers compared as numbers).
+std::vector<std::string> dumpFiles(const std::string &dir, const std::string &suffix) {
   namespace fs = std::filesystem;
   struct Key {
     long long call, step;
@@ -191,7 +202,8 @@ std::vector<std::string> dumpFiles(const std::string &dir) {
     const std::string name = e.path().filename().string();
     long long call = 0, step = 0;
     char entry[32] = {0};
-    if (name.size() < 12 || name.compare(name.size() - 11, 11, "_hidden.npy") != 0 ||
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0 ||
         std::sscanf(name.c_str(), "r%lld_%31[a-z]-%lld_", &call, entry, &step) != 3)
       continue;
     keys.push_back({call, step, entry, name});
@@ -211,13 +223,97 @@ struct BlockResult {
   std::vector<std::string> failed;
 };
 
-/// csa-diff A_DIR B_DIR: every *_hidden.npy of A against B's.
+/// One decision file of A against B's: per row, the share of A's chosen
+/// entries (top-k positions >= 0, HSI pool members, expert ids) that B chose
+/// too.
+struct SelectionResult {
+  std::string name, kind; ///< kind: "topk", "hsi_pool" or "moe_ids"
+  int64_t rows = 0, rowsEqual = 0;
+  double meanOverlap = 1, minOverlap = 1;
+  std::vector<std::string> failed;
+};
+
+/// The chosen entries of row `r` of a decision array: the values >= 0 of a
+/// top-k set or routing, the columns set in an HSI pool's mask.
+std::vector<int32_t> chosen(const csa::npy::NpyInts &a, bool mask, int64_t r) {
+  const int64_t width = a.shape.empty() ? 1 : a.shape.back();
+  std::vector<int32_t> out;
+  for (int64_t j = 0; j < width; ++j) {
+    const int32_t v = a.values[size_t(r * width + j)];
+    if (mask ? v != 0 : v >= 0)
+      out.push_back(mask ? int32_t(j) : v);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+absl::StatusOr<SelectionResult> compareSelection(const std::string &pathA,
+                                                 const std::string &pathB,
+                                                 const std::string &name,
+                                                 const std::string &kind) {
+  auto a = csa::npy::readInts(pathA);
+  if (!a.ok())
+    return a.status();
+  auto b = csa::npy::readInts(pathB);
+  if (!b.ok())
+    return b.status();
+  if (a->shape != b->shape || a->shape.size() != 2)
+    return absl::InvalidArgumentError(
+        a->shape != b->shape
+            ? absl::StrCat("the shapes differ: ", pathA, " is ", shapeText(a->shape), ", ", pathB,
+                           " is ", shapeText(b->shape))
+            : absl::StrCat(pathA, ": shape ", shapeText(a->shape), " is not [rows, k]"));
+  SelectionResult r;
+  r.name = name;
+  r.kind = kind;
+  r.rows = a->shape[0];
+  const bool mask = kind == "hsi_pool";
+  double sum = 0;
+  for (int64_t row = 0; row < r.rows; ++row) {
+    const std::vector<int32_t> x = chosen(*a, mask, row), y = chosen(*b, mask, row);
+    std::vector<int32_t> both;
+    std::set_intersection(x.begin(), x.end(), y.begin(), y.end(), std::back_inserter(both));
+    const double overlap = x.empty() ? (y.empty() ? 1.0 : 0.0) : double(both.size()) / x.size();
+    sum += overlap;
+    r.minOverlap = std::min(r.minOverlap, overlap);
+    r.rowsEqual += x == y;
+  }
+  r.meanOverlap = r.rows > 0 ? sum / double(r.rows) : 1.0;
+  return r;
+}
+
+/// csa-diff A_DIR B_DIR: every *_hidden.npy of A against B's, and every
+/// decision file (--dump-decisions) of A against B's.
 int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxAbs,
                  double maxAbsBound, bool haveMinCosine, double minCosineBound,
-                 bool haveMaxRelRms, double maxRelRmsBound) {
-  const std::vector<std::string> names = dumpFiles(dirA);
-  if (names.empty())
-    return badInput(dirA + ": no csa-run --dump-hidden files (r<call>_<entry>-<step>_hidden.npy)");
+                 bool haveMaxRelRms, double maxRelRmsBound,
+                 std::optional<double> minTopkOverlap, std::optional<double> minRouting) {
+  const std::vector<std::string> names = dumpFiles(dirA, "_hidden.npy");
+  std::vector<std::pair<std::string, std::string>> decisions; // (file, kind)
+  for (const char *kind : {"topk", "hsi_pool", "moe_ids"})
+    for (const std::string &name : dumpFiles(dirA, absl::StrCat("_", kind, ".npy")))
+      decisions.emplace_back(name, kind);
+  if (names.empty() && decisions.empty())
+    return badInput(dirA + ": no csa-run --dump-hidden or --dump-decisions files "
+                           "(r<call>_<entry>-<step>_hidden.npy, _topk.npy, _hsi_pool.npy, "
+                           "_moe_ids.npy)");
+  if ((haveMaxAbs || haveMinCosine || haveMaxRelRms) && names.empty())
+    return badInput(dirA + ": --max-abs, --min-cosine and --max-rel-rms bound hidden states; "
+                           "it holds no --dump-hidden files");
+  if ((minTopkOverlap || minRouting) && decisions.empty())
+    return badInput(dirA + ": --min-topk-overlap and --min-routing-agreement bound decisions; "
+                           "it holds no --dump-decisions files");
+  std::vector<SelectionResult> selections;
+  for (const auto &[name, kind] : decisions) {
+    auto r = compareSelection(dirA + "/" + name, dirB + "/" + name, name, kind);
+    if (!r.ok())
+      return badInput(std::string(r.status().message()));
+    const std::optional<double> bound = kind == "moe_ids" ? minRouting : minTopkOverlap;
+    if (bound && !(r->meanOverlap >= *bound))
+      r->failed.push_back(kind == "moe_ids" ? "min-routing-agreement" : "min-topk-overlap");
+    selections.push_back(std::move(*r));
+  }
   std::vector<BlockResult> results;
   std::vector<float> a, b;
   for (const std::string &name : names) {
@@ -253,7 +349,7 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
       r.failed.push_back("max-rel-rms");
     results.push_back(std::move(r));
   }
-  const BlockResult *first = nullptr, *worst = &results[0];
+  const BlockResult *first = nullptr, *worst = results.empty() ? nullptr : &results[0];
   int64_t failing = 0;
   for (const BlockResult &r : results) {
     if (!(r.relRms <= worst->relRms))
@@ -264,17 +360,54 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
         first = &r;
     }
   }
-  const bool bounded = haveMaxAbs || haveMinCosine || haveMaxRelRms;
-  const std::string stats =
-      absl::StrCat(results.size(), " blocks; largest relative RMS ", number(worst->relRms), " (",
-                   worst->name, ", max-abs ", number(worst->maxAbs), ", cosine ",
-                   number(worst->cosine), ")");
-  const std::string summary =
-      first ? absl::StrCat("csa-diff: FAIL at ", first->name, ": ",
+  // The decisions: the lowest mean overlap of each kind, the first failure.
+  const SelectionResult *firstSelection = nullptr;
+  int64_t failingSelections = 0;
+  std::vector<std::string> selectionStats;
+  for (const char *kind : {"topk", "hsi_pool", "moe_ids"}) {
+    const SelectionResult *low = nullptr;
+    int64_t files = 0;
+    for (const SelectionResult &r : selections)
+      if (r.kind == kind) {
+        ++files;
+        if (!low || r.meanOverlap < low->meanOverlap)
+          low = &r;
+      }
+    if (low)
+      selectionStats.push_back(absl::StrCat(
+          files, " ", kind, " files, lowest mean ",
+          std::string(kind) == "moe_ids" ? "agreement " : "overlap ", number(low->meanOverlap),
+          " (", low->name, ")"));
+  }
+  for (const SelectionResult &r : selections)
+    if (!r.failed.empty()) {
+      ++failingSelections;
+      if (!firstSelection)
+        firstSelection = &r;
+    }
+  const bool bounded =
+      haveMaxAbs || haveMinCosine || haveMaxRelRms || minTopkOverlap || minRouting;
+  std::vector<std::string> statParts;
+  if (worst)
+    statParts.push_back(absl::StrCat(results.size(), " blocks; largest relative RMS ",
+                                     number(worst->relRms), " (", worst->name, ", max-abs ",
+                                     number(worst->maxAbs), ", cosine ",
+                                     number(worst->cosine), ")"));
+  statParts.insert(statParts.end(), selectionStats.begin(), selectionStats.end());
+  const std::string stats = absl::StrJoin(statParts, "; ");
+  std::string summary;
+  if (first)
+    summary = absl::StrCat("csa-diff: FAIL at ", first->name, ": ",
                            absl::StrJoin(first->failed, " and "), " (", failing, " of ",
-                           results.size(), " blocks out of bounds); ", stats)
-      : bounded ? absl::StrCat("csa-diff: within bounds: ", stats)
-                : absl::StrCat("csa-diff: no bounds given: ", stats);
+                           results.size(), " blocks out of bounds); ", stats);
+  else if (firstSelection)
+    summary = absl::StrCat("csa-diff: FAIL at ", firstSelection->name, ": ",
+                           absl::StrJoin(firstSelection->failed, " and "), " (",
+                           failingSelections, " of ", selections.size(),
+                           " decision files out of bounds); ", stats);
+  else
+    summary = absl::StrCat(bounded ? "csa-diff: within bounds: " : "csa-diff: no bounds given: ",
+                           stats);
   if (json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const BlockResult &r : results)
@@ -283,23 +416,44 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
                       {"rel_rms", jsonNumber(r.relRms)},
                       {"cosine", jsonNumber(r.cosine)},
                       {"failed", r.failed}});
+    nlohmann::json decisionRows = nlohmann::json::array();
+    for (const SelectionResult &r : selections)
+      decisionRows.push_back({{"file", r.name},
+                              {"kind", r.kind},
+                              {"rows", r.rows},
+                              {"rows_equal", r.rowsEqual},
+                              {"mean_overlap", r.meanOverlap},
+                              {"min_overlap", r.minOverlap},
+                              {"failed", r.failed}});
+    const std::string *firstName =
+        first ? &first->name : firstSelection ? &firstSelection->name : nullptr;
     nlohmann::json out = {{"a", dirA},
                           {"b", dirB},
                           {"blocks", rows},
+                          {"decisions", decisionRows},
                           {"failed_blocks", failing},
-                          {"first_failure", first ? nlohmann::json(first->name) : nlohmann::json(nullptr)},
-                          {"within_bounds", first == nullptr},
+                          {"failed_decisions", failingSelections},
+                          {"first_failure", firstName ? nlohmann::json(*firstName) : nlohmann::json(nullptr)},
+                          {"within_bounds", firstName == nullptr},
                           {"summary", summary}};
     std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    std::printf("%-34s %12s %12s %12s\n", "block", "max-abs", "rel-rms", "cosine");
+    if (!results.empty())
+      std::printf("%-34s %12s %12s %12s\n", "block", "max-abs", "rel-rms", "cosine");
     for (const BlockResult &r : results)
       std::printf("%-34s %12.6g %12.6g %12.9f%s%s\n", r.name.c_str(), r.maxAbs, r.relRms,
                   r.cosine, r.failed.empty() ? "" : "  FAIL ",
                   absl::StrJoin(r.failed, ", ").c_str());
+    if (!selections.empty())
+      std::printf("%-34s %12s %12s %12s\n", "decision", "mean-overlap", "min-overlap",
+                  "rows-equal");
+    for (const SelectionResult &r : selections)
+      std::printf("%-34s %12.6f %12.6f %5lld of %-4lld%s%s\n", r.name.c_str(), r.meanOverlap,
+                  r.minOverlap, (long long)r.rowsEqual, (long long)r.rows,
+                  r.failed.empty() ? "" : "  FAIL ", absl::StrJoin(r.failed, ", ").c_str());
     std::printf("%s\n", summary.c_str());
   }
-  return first ? 1 : 0;
+  return first || firstSelection ? 1 : 0;
 }
 
 } // namespace
@@ -315,6 +469,8 @@ int main(int argc, char **argv) {
   flags.range<double>(FLAGS_max_abs, 0, kMax, "needs a number >= 0")
       .range<double>(FLAGS_min_cosine, -1, 1, "needs a number in [-1, 1]")
       .range<double>(FLAGS_max_rel_rms, 0, kMax, "needs a number >= 0")
+      .range<double>(FLAGS_min_topk_overlap, 0, 1, "needs a number in [0, 1]")
+      .range<double>(FLAGS_min_routing_agreement, 0, 1, "needs a number in [0, 1]")
       .onError([](const std::string &message) {
         if (json)
           std::cout << nlohmann::json{{"error", message}}.dump(
@@ -347,8 +503,13 @@ int main(int argc, char **argv) {
     if (requireArgmax)
       return badInput("--require-argmax compares logits, not --dump-hidden directories");
     return compareDumps(files[0], files[1], haveMaxAbs, maxAbsBound, haveMinCosine,
-                        minCosineBound, haveMaxRelRms, maxRelRmsBound);
+                        minCosineBound, haveMaxRelRms, maxRelRmsBound,
+                        absl::GetFlag(FLAGS_min_topk_overlap),
+                        absl::GetFlag(FLAGS_min_routing_agreement));
   }
+  if (absl::GetFlag(FLAGS_min_topk_overlap) || absl::GetFlag(FLAGS_min_routing_agreement))
+    return badInput("--min-topk-overlap and --min-routing-agreement compare --dump-decisions "
+                    "directories, not logits files");
   if (haveMaxRelRms)
     return badInput("--max-rel-rms compares --dump-hidden directories, not logits files");
 

@@ -56,9 +56,33 @@ public:
     if (!logits)
       return error(fn, "must return exactly the logits");
 
+    // Each step inside a block (from a csa.hc_mix to its csa.hc_update)
+    // records the block and its layer, from the mix's weights
+    // ("layers.3.hc_ffn": block "layers.3.ffn", layer 3), so that a run's
+    // dumps can be limited to layers (csa-run --dump-layers).
+    std::string block;
+    int64_t layer = -1;
     for (Operation &op : fn.getBody().front()) {
+      if (auto mix = dyn_cast<HcMixOp>(&op)) {
+        StringRef w = mix.getWeights();
+        auto [head, part] = w.rsplit(".hc_");
+        StringRef number = head.starts_with("layers.") ? head.drop_front(7) : StringRef();
+        block = part.empty() ? w.str() : (head + "." + part).str();
+        if (number.getAsInteger(10, layer))
+          layer = -1;
+      }
+      const size_t before = calls.size();
       if (llvm::Error e = planOp(&op))
         return std::move(e);
+      for (size_t i = before; i < calls.size() && !block.empty(); ++i) {
+        calls[i].attrs["block"] = block;
+        if (layer >= 0)
+          calls[i].attrs["layer"] = layer;
+      }
+      if (isa<HcUpdateOp>(op)) {
+        block.clear();
+        layer = -1;
+      }
     }
     return std::move(calls);
   }

@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace csa::runtime {
@@ -52,6 +53,23 @@ absl::Status Executor::Impl::load() {
         absl::StrCat("threads must be 0 (every core) to ", ExecutorOptions::kMaxThreads,
                      ", got ", options.threads));
   hostThreads = std::make_unique<HostThreads>(options.threads);
+  // Every layer a dump is limited to must be one the plan's steps name
+  // (plans before the steps carried their layer name none: recompile).
+  for (int64_t layer : options.dumpLayers) {
+    bool named = false;
+    for (const std::vector<artifact::KernelCall> *calls : {&plan.prefill, &plan.decode})
+      for (const artifact::KernelCall &call : *calls) {
+        auto at = call.attrs.find("layer");
+        named = named || (at != call.attrs.end() && at->is_number_integer() &&
+                          at->get<int64_t>() == layer);
+      }
+    if (!named)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the dumps are limited to layer ", layer, ", which no step of artifact ",
+          artifact->directory(),
+          "'s plan belongs to (an artifact compiled before the plan named its steps' layers "
+          "names none: recompile it)"));
+  }
   if (absl::Status st = artifact::checkWeights(*artifact, *checkpoint,
                                                options.allowUnusedWeights, &unusedWeights);
       !st.ok())
@@ -765,10 +783,35 @@ absl::Status Executor::Impl::decision(Step &s, const char *what, Tensor &t,
   }
   if (!options.dumpDecisions.empty()) {
     onHost(t.ptr());
-    return detail::writeDecision(detail::decisionPath(options.dumpDecisions, calls, s.where, what),
-                                 descr, t.dims, t.data.data(), bytes);
+    return dump(s, options.dumpDecisions, what, descr, t.dims, t.data.data(),
+                size_t(t.elementBytes));
   }
   return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::dump(Step &s, const std::string &dir, const char *what,
+                                  const char *descr, const std::vector<int64_t> &dims,
+                                  const void *data, size_t elementBytes) {
+  if (!options.dumpLayers.empty()) {
+    auto layer = s.call->attrs.find("layer");
+    if (layer == s.call->attrs.end() || !layer->is_number_integer() ||
+        std::find(options.dumpLayers.begin(), options.dumpLayers.end(),
+                  layer->get<int64_t>()) == options.dumpLayers.end())
+      return absl::OkStatus();
+  }
+  const int64_t rows = dims.empty() ? 1 : dims[0];
+  auto clampRow = [rows](int64_t r) { return std::clamp<int64_t>(r < 0 ? r + rows : r, 0, rows); };
+  const int64_t begin = clampRow(options.dumpRowsBegin),
+                end = std::max(begin, options.dumpRowsEnd ? clampRow(*options.dumpRowsEnd) : rows);
+  size_t rowBytes = elementBytes;
+  for (size_t i = 1; i < dims.size(); ++i)
+    rowBytes *= size_t(dims[i]);
+  std::vector<int64_t> shape = dims;
+  if (!shape.empty())
+    shape[0] = end - begin;
+  return detail::writeDecision(detail::decisionPath(dir, calls, s.where, what), descr, shape,
+                               static_cast<const uint8_t *>(data) + size_t(begin) * rowBytes,
+                               size_t(end - begin) * rowBytes);
 }
 
 } // namespace csa::runtime

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,17 @@ struct ExecutorOptions {
   /// bf16 exactly) to this directory as r<run>_<entry>-<step>_hidden.npy,
   /// named like the decisions (the run reads each back from the device).
   std::string dumpHidden;
+  /// Limit both dumps to the steps of these layers (the plan's "layer" of a
+  /// step: the block from a csa.hc_mix to its csa.hc_update; steps outside
+  /// every layer, such as the embedding and the head, are then not dumped).
+  /// Empty: every step.
+  std::vector<int64_t> dumpLayers;
+  /// Limit both dumps to rows [dumpRowsBegin, dumpRowsEnd) of each step's
+  /// rows (numpy's slice: negative values count from the end; no end: to the
+  /// last row). A dump limited so cannot be forced back in (its shapes are
+  /// not the run's), which --force-decisions reports naming the file.
+  int64_t dumpRowsBegin = 0;
+  std::optional<int64_t> dumpRowsEnd;
 
   /// The Engram layers' raw -> compressed token map: vocab_size entries, each
   /// in [0, engram_compressed_vocab_size) (runtime/tokenizer/EngramTokenMap.h

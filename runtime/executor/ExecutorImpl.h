@@ -120,6 +120,10 @@ struct Executor::Impl {
   /// A discrete decision of step `s` held in `t` (numpy dtype `descr`):
   /// replaced by the forced one and/or written out, as the options say.
   absl::Status decision(Step &s, const char *what, Tensor &t, const char *descr);
+  /// Writes rows of `t` (its first dimension) as the dump `what` of step `s`
+  /// to `dir`, as ExecutorOptions::dumpLayers and dumpRows allow.
+  absl::Status dump(Step &s, const std::string &dir, const char *what, const char *descr,
+                    const std::vector<int64_t> &dims, const void *data, size_t elementBytes);
   std::map<std::string, ProfileEntry> profileTotals; ///< options.profile
   bool weightsResident = false; ///< GPU: every weight uploaded
   /// GPU: every weight to the device (once), the grouped experts' placed

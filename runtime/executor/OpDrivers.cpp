@@ -88,8 +88,7 @@ absl::Status Executor::Impl::hcUpdate(Step &s) {
     const auto *bits = reinterpret_cast<const uint16_t *>(out.ptr());
     for (size_t i = 0; i < widened.size(); ++i)
       widened[i] = uint32_t(bits[i]) << 16;
-    return detail::writeDecision(detail::decisionPath(options.dumpHidden, calls, s.where, "hidden"),
-                                 "<f4", {n, hc, dim}, widened.data(), widened.size() * 4);
+    return dump(s, options.dumpHidden, "hidden", "<f4", {n, hc, dim}, widened.data(), 4);
   }
   return absl::OkStatus();
 }

@@ -92,6 +92,10 @@ ABSL_FLAG(std::string, force_decisions, "",
           "read the decisions from a --dump-decisions folder");
 ABSL_FLAG(std::string, dump_hidden, "",
           "write every block's output to this folder");
+ABSL_FLAG(std::string, dump_layers, "",
+          "dump only these layers' steps: numbers and ranges, e.g. 0,3-5");
+ABSL_FLAG(std::string, dump_rows, "",
+          "dump only rows BEGIN:END of each step (a numpy slice, e.g. -1: the last)");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or auto");
 ABSL_FLAG(std::string, cuda_graphs, "on",
           "CUDA graphs: on, off, N (launches per graph), step or step:P");
@@ -196,6 +200,8 @@ constexpr const char *kUsage =
          "--dump-hidden writes every block's output (the hc streams each\n"
          "csa.hc_update leaves, float32 [rows, hc, dim]) to DIR, named like\n"
          "the decisions: two runs compare layer by layer with numpy.\n"
+         "--dump-layers=0,3-5 and --dump-rows=BEGIN:END (a numpy slice of each\n"
+         "step's rows, e.g. -1: for the last) limit both dumps.\n"
          "--threads=N: the CPU path's worker threads (default 0: every core\n"
          "this process may use); a linear's rows and a layer's routed experts\n"
          "are split among them, and the output is the same bits for every N.\n"
@@ -366,6 +372,40 @@ int main(int argc, char **argv) {
     return flags.error("--analyze needs recall, got '" + v + "'");
   executorOptions.dumpDecisions = absl::GetFlag(FLAGS_dump_decisions);
   executorOptions.dumpHidden = absl::GetFlag(FLAGS_dump_hidden);
+  if ((flags.given(FLAGS_dump_layers) || flags.given(FLAGS_dump_rows)) &&
+      executorOptions.dumpHidden.empty() && executorOptions.dumpDecisions.empty())
+    return flags.error("--dump-layers and --dump-rows limit --dump-hidden and --dump-decisions; "
+                       "give one of them");
+  if (flags.given(FLAGS_dump_layers)) {
+    const std::string v = absl::GetFlag(FLAGS_dump_layers);
+    for (absl::string_view part : absl::StrSplit(v, ',')) {
+      // A layer number, or a range FIRST-LAST of them.
+      const size_t dash = part.find('-');
+      const absl::string_view a = part.substr(0, dash),
+                              z = dash == absl::string_view::npos ? a : part.substr(dash + 1);
+      int64_t first = 0, last = 0;
+      if (!absl::SimpleAtoi(a, &first) || !absl::SimpleAtoi(z, &last) || first < 0 ||
+          last < first || last - first > 100000)
+        return flags.error(absl::StrCat(
+            "--dump-layers needs layer numbers and ranges such as 0,3-5, got '", v, "'"));
+      for (int64_t l = first; l <= last; ++l)
+        executorOptions.dumpLayers.push_back(l);
+    }
+  }
+  if (flags.given(FLAGS_dump_rows)) {
+    const std::string v = absl::GetFlag(FLAGS_dump_rows);
+    const size_t colon = v.find(':');
+    int64_t begin = 0, end = 0;
+    const std::string b = v.substr(0, colon), e = colon == std::string::npos ? "" : v.substr(colon + 1);
+    if (colon == std::string::npos || (!b.empty() && !absl::SimpleAtoi(b, &begin)) ||
+        (!e.empty() && !absl::SimpleAtoi(e, &end)))
+      return flags.error(absl::StrCat(
+          "--dump-rows needs a slice BEGIN:END of a step's rows (numpy's; e.g. -1: or 0:8), got '",
+          v, "'"));
+    executorOptions.dumpRowsBegin = begin;
+    if (!e.empty())
+      executorOptions.dumpRowsEnd = end;
+  }
   executorOptions.forceDecisions = absl::GetFlag(FLAGS_force_decisions);
   if (flags.given(FLAGS_gpu_emulate))
     executorOptions.emulateGpu = absl::GetFlag(FLAGS_gpu_emulate);

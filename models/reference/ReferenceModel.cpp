@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -204,6 +205,33 @@ struct ReferenceModel::Impl {
   std::vector<std::vector<char>> publishedCandidates;
 
   const LayerRole &role(int64_t l) const { return schedule.layers[size_t(l)]; }
+
+  /// Shows `values` (a C-order array of `shape`) to options.onDump as the
+  /// array `what` of layer l's block `site` ("attn" or "ffn").
+  template <typename T>
+  void show(int64_t l, const char *site, const char *what, const char *descr,
+            std::vector<int64_t> shape, const std::vector<T> &values) const {
+    if (!options.onDump)
+      return;
+    ReferenceOptions::DumpArray a;
+    a.block = absl::StrCat("layers.", l, ".", site);
+    a.what = what;
+    a.descr = descr;
+    a.shape = std::move(shape);
+    a.bytes.resize(values.size() * sizeof(T));
+    if (!values.empty())
+      std::memcpy(a.bytes.data(), values.data(), a.bytes.size());
+    options.onDump(a);
+  }
+  /// Rows of selections as int32 [rows, width], -1 past a row's end.
+  void showRows(int64_t l, const char *what, const std::vector<std::vector<int32_t>> &rows,
+                int64_t width) const {
+    std::vector<int32_t> flat(rows.size() * size_t(width), -1);
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < rows[i].size() && int64_t(j) < width; ++j)
+        flat[i * size_t(width) + j] = rows[i][j];
+    show(l, "attn", what, "<i4", {int64_t(rows.size()), width}, flat);
+  }
 
   absl::Status load();
   Mat attention(int64_t l, const Mat &x, int64_t pos0, bool decode);
@@ -483,8 +511,18 @@ ReferenceModel::Impl::indexer(int64_t l, const Mat &x, const Mat &qr,
     for (int64_t t : picked)
       result[size_t(i)].push_back(t < visible ? int32_t(t) : -1);
   }
-  if (r.candidatePool)
+  if (r.candidatePool) {
     s.lastCandidates = publishedCandidates;
+    // This call's rows of the pool, as a uint8 mask over the entries.
+    const int64_t entries = end / ratio;
+    std::vector<uint8_t> mask(size_t(n * entries), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<char> &row = publishedCandidates[size_t(pos0 + i - candidatesBase)];
+      for (int64_t t = 0; t < entries && t < int64_t(row.size()); ++t)
+        mask[size_t(i * entries + t)] = row[size_t(t)] ? 1 : 0;
+    }
+    show(l, "attn", "hsi_pool", "|u1", {n, entries}, mask);
+  }
   return result;
 }
 
@@ -555,6 +593,7 @@ Mat ReferenceModel::Impl::attention(int64_t l, const Mat &x, int64_t pos0,
         compressedIdx.assign(size_t(n), {});
       else
         compressedIdx = indexer(l, x, qr, full ? &latent : nullptr, pos0, decode);
+      showRows(l, "topk", compressedIdx, c.indexTopk);
       publishedTopK = compressedIdx;
       publishedBase = pos0;
     } else {
@@ -648,6 +687,17 @@ Mat ReferenceModel::Impl::moe(int64_t l, const Mat &x) {
   for (int64_t i = 0; i < n; ++i)
     routeToken(logits.row(i), lw.gateBias, k, float(c.routeScale),
                chosen[size_t(i)], weights[size_t(i)]);
+  if (options.onDump) {
+    std::vector<int32_t> ids(size_t(n * k), -1);
+    std::vector<float> wts(size_t(n * k), 0.f);
+    for (int64_t i = 0; i < n; ++i)
+      for (size_t t = 0; t < chosen[size_t(i)].size() && int64_t(t) < k; ++t) {
+        ids[size_t(i * k) + t] = int32_t(chosen[size_t(i)][t]);
+        wts[size_t(i * k) + t] = weights[size_t(i)][t];
+      }
+    show(l, "ffn", "moe_ids", "<i4", {n, k}, ids);
+    show(l, "ffn", "moe_weights", "<f4", {n, k}, wts);
+  }
   auto expert = [&](const std::array<Weight, 3> &e, const Mat &in,
                     const std::vector<float> *rowWeights) {
     Mat g = linear(in, e[0]), up = linear(in, e[2]);
@@ -805,6 +855,16 @@ ReferenceModel::Impl::forward(const std::vector<int32_t> &tokens, bool decode) {
                               float(c.normEps)));
       return out;
     };
+    auto showHidden = [&](const char *site) {
+      if (!options.onDump)
+        return;
+      std::vector<float> h(size_t(n * hc * d));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < hc; ++j)
+          std::copy(streams[size_t(j)].row(i), streams[size_t(j)].row(i) + d,
+                    h.begin() + (i * hc + j) * d);
+      show(l, site, "hidden", "<f4", {n, hc, d}, h);
+    };
     auto post = [&](const Mat &y, const std::vector<Mixes> &mixes) {
       std::vector<Mat> next(static_cast<size_t>(hc), Mat(n, d));
       std::vector<const float *> in(static_cast<size_t>(hc));
@@ -826,6 +886,7 @@ ReferenceModel::Impl::forward(const std::vector<int32_t> &tokens, bool decode) {
       hcPre(streamPtrs(i), preMix.row(i), d, x.row(i));
     Mat y = attention(l, rmsNorm(x, lw.attnNorm, c.normEps), rowBase, decode);
     post(y, attnMixes);
+    showHidden("attn");
 
     // FFN site: its input mixes with the attention site's pre (Single-Pass).
     std::vector<Mixes> ffnMixes = mixesOf(false);
@@ -833,6 +894,7 @@ ReferenceModel::Impl::forward(const std::vector<int32_t> &tokens, bool decode) {
       hcPre(streamPtrs(i), attnMixes[size_t(i)].pre.data(), d, x.row(i));
     y = moe(l, rmsNorm(x, lw.ffnNorm, c.normEps));
     post(y, ffnMixes);
+    showHidden("ffn");
     for (int64_t i = 0; i < n; ++i)
       std::copy(ffnMixes[size_t(i)].pre.begin(), ffnMixes[size_t(i)].pre.end(),
                 preMix.row(i));

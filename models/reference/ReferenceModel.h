@@ -77,6 +77,20 @@ struct ReferenceOptions {
   /// The official hash's raw -> compressed token map (vocab_size entries);
   /// empty: t mod engram_compressed_vocab_size (random weights).
   std::vector<int64_t> engramTokenMap;
+
+  /// An array a forward shows to `onDump` (csa-reference --dump-hidden,
+  /// --dump-decisions write them in csa-run's layout, runtime/support/Dumps.h):
+  /// `what` is hidden (the hc streams a block leaves, float32 [rows, hc,
+  /// dim]), topk (an indexer's selected compressed positions, int32 [rows,
+  /// topk], -1 for none), hsi_pool (a candidate source's pool, a uint8 mask
+  /// [rows, entries]), moe_ids (int32 [rows, top_k]) or moe_weights (float32
+  /// [rows, top_k]); `block` is "layers.<i>.attn" or "layers.<i>.ffn".
+  struct DumpArray {
+    std::string block, what, descr;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::function<void(const DumpArray &)> onDump;
 };
 
 /// Per-layer state, exposed for tests and inspection.

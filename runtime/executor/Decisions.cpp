@@ -1,6 +1,7 @@
 //===- Decisions.cpp - A run's discrete decisions, dumped or forced -------===//
 #include "runtime/executor/Decisions.h"
 
+#include "runtime/support/Dumps.h"
 #include "runtime/support/Npy.h"
 
 #include "absl/strings/str_cat.h"
@@ -36,20 +37,7 @@ std::string decisionPath(const std::string &dir, int64_t run, const std::string 
 
 absl::Status writeDecision(const std::string &path, const std::string &descr,
                            const std::vector<int64_t> &shape, const void *data, size_t bytes) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    const std::string h = npy::header(descr, shape);
-    out.write(h.data(), std::streamsize(h.size()));
-    out.write(static_cast<const char *>(data), std::streamsize(bytes));
-    if (!out)
-      return absl::InternalError(absl::StrCat("cannot write the decision file ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  return npy::writeArray(path, descr, shape, data, bytes);
 }
 
 absl::Status readDecision(const std::string &path, const std::string &descr,

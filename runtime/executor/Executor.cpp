@@ -14,6 +14,7 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/Decisions.h"
 #include "runtime/executor/ExecutorImpl.h"
+#include "runtime/support/Dumps.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/emulated/EmulatedDevice.h"
 
@@ -53,6 +54,10 @@ absl::Status Executor::Impl::load() {
         absl::StrCat("threads must be 0 (every core) to ", ExecutorOptions::kMaxThreads,
                      ", got ", options.threads));
   hostThreads = std::make_unique<HostThreads>(options.threads);
+  for (const std::string *dir : {&options.dumpDecisions, &options.dumpHidden})
+    if (!dir->empty())
+      if (absl::Status st = npy::startDumpIndex(*dir); !st.ok())
+        return st;
   // Every layer a dump is limited to must be one the plan's steps name
   // (plans before the steps carried their layer name none: recompile).
   for (int64_t layer : options.dumpLayers) {
@@ -809,9 +814,24 @@ absl::Status Executor::Impl::dump(Step &s, const std::string &dir, const char *w
   std::vector<int64_t> shape = dims;
   if (!shape.empty())
     shape[0] = end - begin;
-  return detail::writeDecision(detail::decisionPath(dir, calls, s.where, what), descr, shape,
-                               static_cast<const uint8_t *>(data) + size_t(begin) * rowBytes,
-                               size_t(end - begin) * rowBytes);
+  const std::string path = detail::decisionPath(dir, calls, s.where, what);
+  if (absl::Status st =
+          detail::writeDecision(path, descr, shape,
+                                static_cast<const uint8_t *>(data) + size_t(begin) * rowBytes,
+                                size_t(end - begin) * rowBytes);
+      !st.ok())
+    return st;
+  // The folder's index names the file's call, entry and layer block, so
+  // that a folder another program wrote pairs with it (runtime/support/Dumps.h).
+  npy::DumpEntry entry;
+  entry.file = path.substr(dir.size() + 1);
+  entry.call = calls;
+  entry.entry = s.where.substr(0, s.where.find('['));
+  if (auto block = s.call->attrs.find("block");
+      block != s.call->attrs.end() && block->is_string())
+    entry.block = block->get<std::string>();
+  entry.what = what;
+  return npy::appendDumpIndex(dir, entry);
 }
 
 } // namespace csa::runtime

@@ -28,6 +28,9 @@
 //   csa-diff A_DIR B_DIR [--max-abs=X] [--min-cosine=Y] [--max-rel-rms=Z] [--json]
 //
 // A file of A missing from B, or another shape, is bad input naming it.
+// Folders that both hold an index (dumps.jsonl: csa-run's and
+// csa-reference's dumps) pair their files by call, entry, layer block and
+// kind instead of by name, so a compiled run compares with the reference.
 //
 // Plain C++ (no LLVM), so that it runs beside csa-run on a GPU machine with
 // no LLVM installed (tools/scripts/gpu-check.sh copies both); the flags are
@@ -37,6 +40,7 @@
 #include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
+#include "runtime/support/Dumps.h"
 #include "runtime/support/Npy.h"
 
 #include "absl/strings/numbers.h"
@@ -49,6 +53,8 @@
 #include <iterator>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <tuple>
 #include <cstdio>
 #include <iostream>
@@ -217,6 +223,74 @@ std::vector<std::string> dumpFiles(const std::string &dir, const std::string &su
   return names;
 }
 
+/// The files of kind `what` (hidden, topk, ...) of A and their partners in
+/// B. When both folders hold an index (dumps.jsonl, runtime/support/Dumps.h:
+/// folders of different programs, such as csa-run and csa-reference), a
+/// file's partner is B's file of the same call, entry, layer block and kind,
+/// in A's index order (a kind B's index lists no file of is skipped);
+/// otherwise it is B's file of the same name.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+pairedFiles(const std::string &dirA, const std::string &dirB, const std::string &what) {
+  namespace fs = std::filesystem;
+  const std::string indexA = dirA + "/" + csa::npy::kDumpIndex,
+                    indexB = dirB + "/" + csa::npy::kDumpIndex;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (!fs::exists(indexA) || !fs::exists(indexB)) {
+    for (const std::string &name : dumpFiles(dirA, absl::StrCat("_", what, ".npy")))
+      pairs.emplace_back(name, name);
+    return pairs;
+  }
+  using Key = std::tuple<int64_t, std::string, std::string, std::string>;
+  auto read = [&](const std::string &path)
+      -> absl::StatusOr<std::vector<std::pair<Key, std::string>>> {
+    std::ifstream in(path);
+    std::vector<std::pair<Key, std::string>> entries;
+    std::string line;
+    for (int64_t n = 1; std::getline(in, line); ++n) {
+      if (line.empty())
+        continue;
+      try {
+        const nlohmann::json e = nlohmann::json::parse(line);
+        entries.push_back({Key{e.at("call").get<int64_t>(), e.at("entry").get<std::string>(),
+                               e.at("block").get<std::string>(), e.at("what").get<std::string>()},
+                           e.at("file").get<std::string>()});
+      } catch (const nlohmann::json::exception &) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ":", n, ": not an index line {\"file\", \"call\", \"entry\", \"block\", \"what\"}"));
+      }
+    }
+    return entries;
+  };
+  auto a = read(indexA);
+  if (!a.ok())
+    return a.status();
+  auto b = read(indexB);
+  if (!b.ok())
+    return b.status();
+  // A kind B's program did not dump at all (--dump-hidden alone) is not
+  // compared; one it dumped must be there for every file of A.
+  if (std::none_of(b->begin(), b->end(),
+                   [&](const auto &entry) { return std::get<3>(entry.first) == what; }))
+    return pairs;
+  std::map<Key, std::string> partner;
+  for (const auto &[key, file] : *b)
+    if (!partner.emplace(key, file).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat(indexB, ": two files for call ", std::get<0>(key), " ", std::get<1>(key),
+                       " block '", std::get<2>(key), "' ", std::get<3>(key)));
+  for (const auto &[key, file] : *a) {
+    if (std::get<3>(key) != what)
+      continue;
+    auto found = partner.find(key);
+    if (found == partner.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          indexB, " has no ", what, " for call ", std::get<0>(key), " (", std::get<1>(key),
+          ") block '", std::get<2>(key), "', which ", dirA, "/", file, " is"));
+    pairs.emplace_back(file, found->second);
+  }
+  return pairs;
+}
+
 struct BlockResult {
   std::string name;
   double maxAbs = 0, relRms = 0, cosine = 1;
@@ -289,11 +363,21 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
                  double maxAbsBound, bool haveMinCosine, double minCosineBound,
                  bool haveMaxRelRms, double maxRelRmsBound,
                  std::optional<double> minTopkOverlap, std::optional<double> minRouting) {
-  const std::vector<std::string> names = dumpFiles(dirA, "_hidden.npy");
-  std::vector<std::pair<std::string, std::string>> decisions; // (file, kind)
-  for (const char *kind : {"topk", "hsi_pool", "moe_ids"})
-    for (const std::string &name : dumpFiles(dirA, absl::StrCat("_", kind, ".npy")))
-      decisions.emplace_back(name, kind);
+  auto hidden = pairedFiles(dirA, dirB, "hidden");
+  if (!hidden.ok())
+    return badInput(std::string(hidden.status().message()));
+  const std::vector<std::pair<std::string, std::string>> &names = *hidden;
+  struct DecisionPair {
+    std::string a, b, kind;
+  };
+  std::vector<DecisionPair> decisions;
+  for (const char *kind : {"topk", "hsi_pool", "moe_ids"}) {
+    auto pairs = pairedFiles(dirA, dirB, kind);
+    if (!pairs.ok())
+      return badInput(std::string(pairs.status().message()));
+    for (const auto &[a, b] : *pairs)
+      decisions.push_back({a, b, kind});
+  }
   if (names.empty() && decisions.empty())
     return badInput(dirA + ": no csa-run --dump-hidden or --dump-decisions files "
                            "(r<call>_<entry>-<step>_hidden.npy, _topk.npy, _hsi_pool.npy, "
@@ -305,8 +389,9 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
     return badInput(dirA + ": --min-topk-overlap and --min-routing-agreement bound decisions; "
                            "it holds no --dump-decisions files");
   std::vector<SelectionResult> selections;
-  for (const auto &[name, kind] : decisions) {
-    auto r = compareSelection(dirA + "/" + name, dirB + "/" + name, name, kind);
+  for (const DecisionPair &d : decisions) {
+    const std::string &kind = d.kind;
+    auto r = compareSelection(dirA + "/" + d.a, dirB + "/" + d.b, d.a, kind);
     if (!r.ok())
       return badInput(std::string(r.status().message()));
     const std::optional<double> bound = kind == "moe_ids" ? minRouting : minTopkOverlap;
@@ -316,8 +401,8 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
   }
   std::vector<BlockResult> results;
   std::vector<float> a, b;
-  for (const std::string &name : names) {
-    const std::string pathA = dirA + "/" + name, pathB = dirB + "/" + name;
+  for (const auto &[name, nameB] : names) {
+    const std::string pathA = dirA + "/" + name, pathB = dirB + "/" + nameB;
     auto ra = NpyF32Reader::open(pathA);
     if (!ra.ok())
       return badInput(std::string(ra.status().message()));

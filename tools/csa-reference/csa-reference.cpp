@@ -9,6 +9,7 @@
 //   csa-reference CKPT_DIR --prompt-file=ids.txt --bounded-replay=21:128
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/support/Dumps.h"
 #include "tools/support/Flags.h"
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
@@ -21,9 +22,12 @@
 #include "runtime/tokenizer/ModelTokenizer.h"
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <climits>
 #include <optional>
 #include <chrono>
@@ -47,6 +51,10 @@ ABSL_FLAG(std::string, publication, "owner",
           "when the index is published: 'owner' or 'release'");
 ABSL_FLAG(std::string, bounded_replay, "",
           "bounded replay, alone or as START:TAIL (the value only after '=')");
+ABSL_FLAG(std::string, dump_hidden, "",
+          "write every block's output to this folder (csa-run's layout)");
+ABSL_FLAG(std::string, dump_decisions, "",
+          "write every top-k set, HSI pool and MoE routing to this folder");
 
 namespace {
 
@@ -59,11 +67,15 @@ constexpr const char *kUsage =
          "         [--publication=owner|release] [--bounded-replay[=START:TAIL]]\n"
          "         [--top=K] [--prompt-text=TEXT] [--tokenizer=DIR|FILE]\n"
          "         [--engram-token-map=FILE|modulo]\n"
+         "         [--dump-hidden=DIR] [--dump-decisions=DIR]\n"
          "Prefills the prompt at position 0 and greedily decodes N tokens with\n"
          "the reference forward; prints the top-K logits of each step.\n"
          "The config defaults to CKPT_DIR/config.json. The tokenizer (for\n"
          "--prompt-text, the generated text and the Engram token map) defaults\n"
-         "to CKPT_DIR/tokenizer.json; the map is chosen as csa-run chooses it.\n";
+         "to CKPT_DIR/tokenizer.json; the map is chosen as csa-run chooses it.\n"
+         "--dump-hidden and --dump-decisions write what csa-run's flags of the\n"
+         "same names write, indexed by call and layer block (dumps.jsonl), so\n"
+         "that csa-diff compares a compiled run with the reference layer by layer.\n";
 
 int fail(const std::string &message) {
   std::cerr << "csa-reference: error: " << message << "\n";
@@ -189,6 +201,46 @@ int main(int argc, char **argv) {
     engramMapSource = map->source;
   }
 
+  // Dumps: each array the forward shows goes to its folder, named
+  // r<call>_<entry>-<n>_<what>.npy (n counts the call's arrays) and indexed
+  // by call, entry and layer block (runtime/support/Dumps.h).
+  const std::string dumpHidden = absl::GetFlag(FLAGS_dump_hidden),
+                    dumpDecisions = absl::GetFlag(FLAGS_dump_decisions);
+  int64_t call = 0, shown = 0;
+  absl::Status dumpStatus;
+  if (flags.given(FLAGS_dump_hidden) && dumpHidden.empty())
+    return fail("--dump-hidden needs a folder");
+  if (flags.given(FLAGS_dump_decisions) && dumpDecisions.empty())
+    return fail("--dump-decisions needs a folder");
+  for (const auto &[flag, dir] : {std::pair<const char *, std::string>{"--dump-hidden", dumpHidden},
+                                  {"--dump-decisions", dumpDecisions}}) {
+    if (dir.empty())
+      continue;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+      return fail(std::string(flag) + ": cannot make the directory " + dir +
+                  (ec ? ": " + ec.message() : ""));
+    if (absl::Status st = npy::startDumpIndex(dir); !st.ok())
+      return fail(std::string(st.message()));
+  }
+  if (!dumpHidden.empty() || !dumpDecisions.empty())
+    options.onDump = [&](const reference::ReferenceOptions::DumpArray &a) {
+      const std::string &dir = a.what == "hidden" ? dumpHidden : dumpDecisions;
+      if (dir.empty() || !dumpStatus.ok())
+        return;
+      npy::DumpEntry e;
+      e.call = call;
+      e.entry = call == 0 ? "prefill" : "decode";
+      e.block = a.block;
+      e.what = a.what;
+      e.file = absl::StrFormat("r%03d_%s-%d_%s.npy", call, e.entry, shown++, a.what);
+      dumpStatus = npy::writeArray(dir + "/" + e.file, a.descr, a.shape, a.bytes.data(),
+                                   a.bytes.size());
+      if (dumpStatus.ok())
+        dumpStatus = npy::appendDumpIndex(dir, e);
+    };
+
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   auto model = reference::ReferenceModel::create(*config, *schedule, source,
@@ -199,6 +251,8 @@ int main(int argc, char **argv) {
   auto logits = (*model)->prefill(prompt);
   if (!logits.ok())
     return fail(std::string(logits.status().message()));
+  if (!dumpStatus.ok())
+    return fail(std::string(dumpStatus.message()));
   auto t2 = Clock::now();
   printTop(*logits, top, int64_t(prompt.size()) - 1);
   std::vector<int32_t> generated;
@@ -206,9 +260,13 @@ int main(int argc, char **argv) {
     int32_t next = int32_t(std::max_element(logits->begin(), logits->end()) -
                            logits->begin());
     generated.push_back(next);
+    ++call;
+    shown = 0;
     logits = (*model)->decode(next);
     if (!logits.ok())
       return fail(std::string(logits.status().message()));
+    if (!dumpStatus.ok())
+      return fail(std::string(dumpStatus.message()));
     printTop(*logits, top, (*model)->position() - 1);
   }
   auto t3 = Clock::now();

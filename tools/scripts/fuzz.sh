@@ -2,7 +2,8 @@
 # Builds csa's libFuzzer targets (test/fuzz) with clang, AddressSanitizer and
 # UBSan into build-fuzz/, replays every saved regression input, then fuzzes
 # each target for SECONDS (default 60) from its seed corpus (the repository's
-# own files of that format) with a JSON dictionary. Prints one line a target:
+# own files of that format; tiny's IR stages for fuzz-ir) with a JSON (or IR)
+# dictionary. Prints one line a target:
 # runs, coverage, corpus size, and FAILED with the crashing input's path when
 # one crashed (exit 1). CI runs it with a short time; run it for an hour a
 # target on demand: tools/scripts/fuzz.sh 3600.
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 shift || true
-all=(fuzz-config fuzz-schedule-json fuzz-safetensors fuzz-artifact fuzz-tokenizer)
+all=(fuzz-config fuzz-schedule-json fuzz-safetensors fuzz-artifact fuzz-tokenizer fuzz-ir)
 targets=("${@:-${all[@]}}")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -40,6 +41,11 @@ mkdir -p "$seeds"
 if [ -x build/bin/csa-compile ] && [ ! -f "$seeds/artifact/plan.json" ]; then
   build/bin/csa-compile --variant=tiny --emit=artifact -o "$seeds/artifact" > /dev/null
 fi
+# fuzz-ir: the stages tiny's compile writes (graph .. tiled: the dialects the
+# target registers).
+if [ -x build/bin/csa-compile ] && [ ! -f "$seeds/ir/tiled.mlir" ]; then
+  build/bin/csa-compile --variant=tiny --emit=tiled --dump-dir="$seeds/ir" -o /dev/null
+fi
 python3 - "$seeds/two.safetensors" <<'PY'
 import json, struct, sys
 header = {"a": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},
@@ -56,9 +62,13 @@ seeds() {
     fuzz-safetensors) echo "$seeds/two.safetensors" ;;
     fuzz-artifact) ls "$seeds"/artifact/*.json 2>/dev/null ;;
     fuzz-tokenizer) ls test/fixtures/tokenizer/*.json ;;
+    fuzz-ir) ls "$seeds"/ir/{graph,expanded,fused,tiled}.mlir 2>/dev/null ;;
   esac
 }
 
+# fuzz-ir: MLIR's uninstrumented libraries and csa's instrumented allocator
+# code disagree about poisoned memory (docs/fuzzing.md, sanitize.sh).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allow_user_poisoning=0}
 status=0
 for t in "${targets[@]}"; do
   corpus=build-fuzz/corpus/$t
@@ -75,10 +85,13 @@ for t in "${targets[@]}"; do
   log=build-fuzz/$t.log
   maxlen=65536
   [ "$t" = fuzz-artifact ] && maxlen=400000 # a tiny plan.json is 290 KB
+  [ "$t" = fuzz-ir ] && maxlen=131072      # tiny's tiled stage is 84 KB
+  dict=test/fuzz/json.dict
+  [ "$t" = fuzz-ir ] && dict=test/fuzz/ir.dict
   budget=(-max_total_time="$seconds")
   [ -n "${FUZZ_RUNS:-}" ] && budget=(-runs="$FUZZ_RUNS" -seed=1)
   if "build-fuzz/fuzz/$t" "$corpus" "${budget[@]}" -max_len=$maxlen -timeout=10 \
-       -rss_limit_mb=4096 -dict=test/fuzz/json.dict -artifact_prefix="build-fuzz/crashes/$t-" \
+       -rss_limit_mb=4096 -dict=$dict -artifact_prefix="build-fuzz/crashes/$t-" \
        -print_final_stats=1 > "$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)

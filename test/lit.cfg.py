@@ -25,6 +25,12 @@ llvm_config.add_tool_substitutions(
     [config.csa_tools_dir, config.llvm_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# The tools themselves run under ASan/UBSan (build-asan/, sanitize.sh): a
+# test of what only a plain build does (csa-run refusing instrumented
+# kernels) says `UNSUPPORTED: asan`.
+if getattr(config, "csa_sanitize", False):
+    config.available_features.add("asan")
+
 # numpy (Debian's python3-numpy) checks the Engram golden values.
 import subprocess
 for python in ["/usr/bin/python3", "python3"]:

@@ -4,7 +4,7 @@
 # passes and code generation; LLVM and MLIR themselves are Debian's, not
 # instrumented), the unit tests that need no MLIR and the end-to-end test
 # with -fsanitize=address,undefined into build-asan/ (CSA_SANITIZE=ON). It
-# runs those unit tests, the dialect, pass and conversion lit tests and the
+# runs those unit tests, the dialect, pass, conversion and tool lit tests and the
 # end-to-end test (compiled artifacts against the reference) with the
 # sanitized binaries, compiles tiny (every stage dumped and read back by
 # csa-opt) and `reduced`'s PTX, then runs the sanitized tools on tiny, its
@@ -31,7 +31,8 @@ fi
 tests=(csa-artifact-tests csa-checkpoint-tests csa-cuda-tests csa-device-tests csa-numerics-tests
        csa-sampling-tests csa-tokenizer-tests csa-tool-support-tests csa-models-tests
        csa-reference-tests csa-engram-tests csa-tables-tests)
-tools=(csa-run csa-checkpoint csa-diff csa-reference csa-score csa-compile csa-opt csa-e2e-tests)
+tools=(csa-run csa-checkpoint csa-diff csa-reference csa-score csa-compile csa-opt csa-op-abi
+       csa-gpu-check csa-api-test csa-e2e-tests)
 ninja -C build-asan -j "${CSA_JOBS:-2}" "${tests[@]}" "${tools[@]}" > build-asan/build.log \
   || { tail -40 build-asan/build.log; exit 1; }
 
@@ -67,6 +68,9 @@ bin=build-asan/bin
 # artifacts against the reference (test/e2e, which compiles with this tree's
 # csa-compile).
 step lit-compiler /usr/lib/llvm-22/bin/lit -q build-asan/test --filter 'dialect/|passes/|conversion/'
+# Every tool lit test (test/tools: the commands as users type them, their bad
+# inputs included) with the sanitized tools.
+step lit-tools /usr/lib/llvm-22/bin/lit -q build-asan/test --filter 'tools/'
 step compile-tiny "$bin/csa-compile" --variant=tiny --emit=artifact --with-ptx --sanitize-kernels \
   --dump-dir="$work/stages" -o "$work/tiny.csa"
 for stage in graph expanded fused tiled host; do

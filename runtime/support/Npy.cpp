@@ -305,26 +305,41 @@ absl::StatusOr<F32Header> parseHeader(const std::string &prefix, uint64_t fileSi
   return h;
 }
 
-absl::StatusOr<NpyF32Reader> NpyF32Reader::open(const std::string &path) {
+namespace {
+
+/// Opens `path`, a regular file, into `in` and reads its first bytes (as
+/// many as any header takes); the file's size goes to `size`.
+absl::StatusOr<std::string> openPrefix(const std::string &path, std::ifstream &in,
+                                       uint64_t &size) {
   std::error_code ec;
   fs::file_status status = fs::status(path, ec);
   if (ec || !fs::exists(status))
     return absl::NotFoundError(absl::StrCat(path, ": no such file"));
   if (!fs::is_regular_file(status))
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  const uint64_t size = fs::file_size(path, ec);
+  size = fs::file_size(path, ec);
   if (ec)
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", ec.message()));
-  NpyF32Reader r;
-  r.path_ = path;
-  r.in_.open(path, std::ios::binary);
-  if (!r.in_)
+  in.open(path, std::ios::binary);
+  if (!in)
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   std::string prefix(std::min<uint64_t>(size, 12 + kMaxHeader), '\0');
-  if (!r.in_.read(prefix.data(), std::streamsize(prefix.size())))
+  if (!in.read(prefix.data(), std::streamsize(prefix.size())))
     return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read"));
-  auto header = parseF32Header(prefix, size);
+  return prefix;
+}
+
+} // namespace
+
+absl::StatusOr<NpyF32Reader> NpyF32Reader::open(const std::string &path) {
+  NpyF32Reader r;
+  r.path_ = path;
+  uint64_t size = 0;
+  auto prefix = openPrefix(path, r.in_, size);
+  if (!prefix.ok())
+    return prefix.status();
+  auto header = parseF32Header(*prefix, size);
   if (!header.ok())
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", header.status().message()));
   r.header_ = *header;
@@ -435,22 +450,14 @@ absl::Status NpyF32Writer::commit() {
 }
 
 absl::StatusOr<NpyInts> readInts(const std::string &path) {
-  std::error_code ec;
-  fs::file_status status = fs::status(path, ec);
-  if (ec || !fs::exists(status))
-    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  if (!fs::is_regular_file(status))
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec)
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", ec.message()));
-  std::ifstream in(path, std::ios::binary);
-  std::string prefix(std::min<uint64_t>(size, 12 + kMaxHeader), '\0');
-  if (!in || !in.read(prefix.data(), std::streamsize(prefix.size())))
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read"));
+  std::ifstream in;
+  uint64_t size = 0;
+  auto prefix = openPrefix(path, in, size);
+  if (!prefix.ok())
+    return prefix.status();
   // The dtype decides how the rest is read: int32 or uint8.
-  const bool bytes = prefix.find("'descr': '|u1'") != std::string::npos;
-  auto header = parseHeader(prefix, size, bytes ? "|u1" : "<i4");
+  const bool bytes = prefix->find("'descr': '|u1'") != std::string::npos;
+  auto header = parseHeader(*prefix, size, bytes ? "|u1" : "<i4");
   if (!header.ok())
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", header.status().message()));
   NpyInts out;

@@ -55,6 +55,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <tuple>
 #include <cstdio>
 #include <iostream>
@@ -223,21 +224,27 @@ std::vector<std::string> dumpFiles(const std::string &dir, const std::string &su
   return names;
 }
 
-/// The files of kind `what` (hidden, topk, ...) of A and their partners in
-/// B. When both folders hold an index (dumps.jsonl, runtime/support/Dumps.h:
+/// The kinds of dump file csa-diff compares.
+constexpr const char *kDumpKinds[] = {"hidden", "topk", "hsi_pool", "moe_ids"};
+
+/// (A's file, B's file) pairs by kind.
+using FilePairs = std::map<std::string, std::vector<std::pair<std::string, std::string>>>;
+
+/// Every file of A of each kind in kDumpKinds and its partner in B. When
+/// both folders hold an index (dumps.jsonl, runtime/support/Dumps.h:
 /// folders of different programs, such as csa-run and csa-reference), a
 /// file's partner is B's file of the same call, entry, layer block and kind,
 /// in A's index order (a kind B's index lists no file of is skipped);
 /// otherwise it is B's file of the same name.
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
-pairedFiles(const std::string &dirA, const std::string &dirB, const std::string &what) {
+absl::StatusOr<FilePairs> pairedFiles(const std::string &dirA, const std::string &dirB) {
   namespace fs = std::filesystem;
   const std::string indexA = dirA + "/" + csa::npy::kDumpIndex,
                     indexB = dirB + "/" + csa::npy::kDumpIndex;
-  std::vector<std::pair<std::string, std::string>> pairs;
+  FilePairs pairs;
   if (!fs::exists(indexA) || !fs::exists(indexB)) {
-    for (const std::string &name : dumpFiles(dirA, absl::StrCat("_", what, ".npy")))
-      pairs.emplace_back(name, name);
+    for (const char *what : kDumpKinds)
+      for (const std::string &name : dumpFiles(dirA, absl::StrCat("_", what, ".npy")))
+        pairs[what].emplace_back(name, name);
     return pairs;
   }
   using Key = std::tuple<int64_t, std::string, std::string, std::string>;
@@ -267,26 +274,26 @@ pairedFiles(const std::string &dirA, const std::string &dirB, const std::string 
   auto b = read(indexB);
   if (!b.ok())
     return b.status();
-  // A kind B's program did not dump at all (--dump-hidden alone) is not
-  // compared; one it dumped must be there for every file of A.
-  if (std::none_of(b->begin(), b->end(),
-                   [&](const auto &entry) { return std::get<3>(entry.first) == what; }))
-    return pairs;
   std::map<Key, std::string> partner;
-  for (const auto &[key, file] : *b)
+  std::set<std::string> kindsOfB; // a kind B did not dump at all is not compared
+  for (const auto &[key, file] : *b) {
+    kindsOfB.insert(std::get<3>(key));
     if (!partner.emplace(key, file).second)
       return absl::InvalidArgumentError(
           absl::StrCat(indexB, ": two files for call ", std::get<0>(key), " ", std::get<1>(key),
                        " block '", std::get<2>(key), "' ", std::get<3>(key)));
+  }
   for (const auto &[key, file] : *a) {
-    if (std::get<3>(key) != what)
+    const std::string &what = std::get<3>(key);
+    if (!kindsOfB.count(what) ||
+        std::find(std::begin(kDumpKinds), std::end(kDumpKinds), what) == std::end(kDumpKinds))
       continue;
     auto found = partner.find(key);
     if (found == partner.end())
       return absl::InvalidArgumentError(absl::StrCat(
           indexB, " has no ", what, " for call ", std::get<0>(key), " (", std::get<1>(key),
           ") block '", std::get<2>(key), "', which ", dirA, "/", file, " is"));
-    pairs.emplace_back(file, found->second);
+    pairs[what].emplace_back(file, found->second);
   }
   return pairs;
 }
@@ -363,21 +370,17 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
                  double maxAbsBound, bool haveMinCosine, double minCosineBound,
                  bool haveMaxRelRms, double maxRelRmsBound,
                  std::optional<double> minTopkOverlap, std::optional<double> minRouting) {
-  auto hidden = pairedFiles(dirA, dirB, "hidden");
-  if (!hidden.ok())
-    return badInput(std::string(hidden.status().message()));
-  const std::vector<std::pair<std::string, std::string>> &names = *hidden;
+  auto paired = pairedFiles(dirA, dirB);
+  if (!paired.ok())
+    return badInput(std::string(paired.status().message()));
+  const std::vector<std::pair<std::string, std::string>> &names = (*paired)["hidden"];
   struct DecisionPair {
     std::string a, b, kind;
   };
   std::vector<DecisionPair> decisions;
-  for (const char *kind : {"topk", "hsi_pool", "moe_ids"}) {
-    auto pairs = pairedFiles(dirA, dirB, kind);
-    if (!pairs.ok())
-      return badInput(std::string(pairs.status().message()));
-    for (const auto &[a, b] : *pairs)
+  for (const char *kind : {"topk", "hsi_pool", "moe_ids"})
+    for (const auto &[a, b] : (*paired)[kind])
       decisions.push_back({a, b, kind});
-  }
   if (names.empty() && decisions.empty())
     return badInput(dirA + ": no csa-run --dump-hidden or --dump-decisions files "
                            "(r<call>_<entry>-<step>_hidden.npy, _topk.npy, _hsi_pool.npy, "

@@ -226,6 +226,8 @@ struct ReferenceModel::Impl {
   /// Rows of selections as int32 [rows, width], -1 past a row's end.
   void showRows(int64_t l, const char *what, const std::vector<std::vector<int32_t>> &rows,
                 int64_t width) const {
+    if (!options.onDump)
+      return;
     std::vector<int32_t> flat(rows.size() * size_t(width), -1);
     for (size_t i = 0; i < rows.size(); ++i)
       for (size_t j = 0; j < rows[i].size() && int64_t(j) < width; ++j)
@@ -511,8 +513,9 @@ ReferenceModel::Impl::indexer(int64_t l, const Mat &x, const Mat &qr,
     for (int64_t t : picked)
       result[size_t(i)].push_back(t < visible ? int32_t(t) : -1);
   }
-  if (r.candidatePool) {
+  if (r.candidatePool)
     s.lastCandidates = publishedCandidates;
+  if (r.candidatePool && options.onDump) {
     // This call's rows of the pool, as a uint8 mask over the entries.
     const int64_t entries = end / ratio;
     std::vector<uint8_t> mask(size_t(n * entries), 0);

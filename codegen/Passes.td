@@ -80,6 +80,10 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
            /*default=*/"::csa::codegen::NvptxOptions{}.linearFp4ThroughE4m3",
            "Split-K FP4 linears decode weights through E4M3 bytes; false: "
            "through f16 bit patterns (both exact)">,
+    Option<"linearPrefetchL2", "linear-prefetch-l2", "bool",
+           /*default=*/"::csa::codegen::NvptxOptions{}.linearPrefetchL2",
+           "Split-K linears prefetch a block's weight rows into L2 first "
+           "(an ungrouped one before it waits for the kernel upstream)">,
   ];
 }
 

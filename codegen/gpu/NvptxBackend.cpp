@@ -229,6 +229,9 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     fn.setSymName((name + kKernelBodySuffix).str());
     fn.setPrivate();
     int64_t rowsPerThread = 1;
+    // The body waits for the kernels upstream itself (after what it may do
+    // before: LinearSplitKLanes::dependencyWait).
+    bool bodyWaits = false;
     auto workgroup =
         gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
     std::optional<LinearKernelSpec> tiled, mma;
@@ -748,6 +751,11 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.e2m1ThroughF16 = true;
       lanes.e2m1ThroughE4m3 = options.linearFp4ThroughE4m3;
       lanes.e4m3RoundPair = e4m3RoundPair;
+      if (options.linearPrefetchL2) {
+        lanes.prefetchL2 = prefetchL2;
+        lanes.dependencyWait = dependencyWait;
+        bodyWaits = true;
+      }
       lanes.sharedPartialsType = MemRefType::get({split->outputsPerBlock, split->threads},
                                                  b.getF32Type(), MemRefLayoutAttrInterface{},
                                                  workgroup);
@@ -846,8 +854,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // here, when this one ends (the launch gap between two small kernels of
     // a decode step). Both are no-ops for a launch without a programmatic
     // dependency (runtime/cuda: LaunchGraphOptions::programmatic).
-    NVVM::GriddepcontrolOp::create(kb, fn.getLoc(), NVVM::GridDepActionKind::wait);
-    NVVM::GriddepcontrolOp::create(kb, fn.getLoc(), NVVM::GridDepActionKind::launch_dependents);
+    if (!bodyWaits)
+      dependencyWait(kb, fn.getLoc());
     auto call = func::CallOp::create(kb, fn.getLoc(), fn, args);
     if (info.statusParameter) {
       Value gid = globalThreadId(kb, fn.getLoc());

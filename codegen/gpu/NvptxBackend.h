@@ -103,6 +103,12 @@ struct NvptxOptions {
   /// instead of the row-tiled form, within the dot-product tolerance; off:
   /// the row-tiled form (the host kernel's bits).
   bool linearTensorCores = true;
+  /// Split-K linears ask for a block's weight rows and scales in L2 before
+  /// anything else (LinearSplitKLanes::prefetchL2), an ungrouped one before
+  /// it waits for the kernel upstream (programmatic dependent launch), so
+  /// that its weights stream in while that kernel runs. Off: the loads
+  /// alone bring the bytes.
+  bool linearPrefetchL2 = false;
   /// Outputs a split-K block computes (0: linearSplitKShape's choice).
   int64_t linearOutputsPerBlock = 0;
   /// Outputs whose weight loads a split-K thread issues at once (0:

@@ -23,6 +23,16 @@ Value threadX(OpBuilder &b, Location loc) {
   return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
 }
 void blockBarrier(OpBuilder &b, Location loc) { gpu::BarrierOp::create(b, loc); }
+void prefetchL2(OpBuilder &b, Location loc, Value ptr) {
+  NVVM::PrefetchOp::create(b, loc,
+                           NVVM::PrefetchCacheLevelAttr::get(b.getContext(),
+                                                             NVVM::PrefetchCacheLevel::L2),
+                           /*evictPriority=*/nullptr, ptr, /*predicate=*/Value());
+}
+void dependencyWait(OpBuilder &b, Location loc) {
+  NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
+  NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::launch_dependents);
+}
 /// shfl.sync.bfly over the whole warp.
 Value shuffleXorLane(OpBuilder &b, Location loc, Value v, int32_t mask) {
   return gpu::ShuffleOp::create(b, loc, v, arith::ConstantIntOp::create(b, loc, mask, 32),

@@ -25,6 +25,15 @@ mlir::Value blockX(mlir::OpBuilder &b, mlir::Location loc);
 mlir::Value blockY(mlir::OpBuilder &b, mlir::Location loc);
 mlir::Value threadX(mlir::OpBuilder &b, mlir::Location loc);
 void blockBarrier(mlir::OpBuilder &b, mlir::Location loc);
+/// prefetch.global.L2 of the line holding `ptr` (an LLVM pointer in the
+/// global address space).
+void prefetchL2(mlir::OpBuilder &b, mlir::Location loc, mlir::Value ptr);
+/// Programmatic dependent launch: griddepcontrol.wait (the grids the kernel
+/// depends on have finished and their memory is visible), then
+/// griddepcontrol.launch_dependents (the next kernel's blocks may be
+/// scheduled). Both are no-ops in a launch without a programmatic
+/// dependency.
+void dependencyWait(mlir::OpBuilder &b, mlir::Location loc);
 /// The global thread index (x) as an index value.
 mlir::Value globalThreadId(mlir::OpBuilder &b, mlir::Location loc);
 /// shfl.sync.bfly over the whole warp.

@@ -42,6 +42,36 @@ int64_t elementsPerWord(const LinearKernelSpec &spec) {
   return 0;
 }
 
+/// Prefetches bytes [start, start + bytes) of `base` into L2, a cache line
+/// a call, spread over the block's `threads` threads.
+void prefetchBytes(OpBuilder &b, Location loc, const LinearSplitKLanes &lanes, Value base,
+                   Value start, Value bytes, Value t, int64_t threads) {
+  constexpr int64_t kLine = 128;
+  auto at = [&](OpBuilder &nb, Value offset) {
+    Value ptr = LLVM::GEPOp::create(
+        nb, loc, base.getType(), nb.getI8Type(), base,
+        ValueRange{arith::IndexCastUIOp::create(nb, loc, nb.getI64Type(), offset).getResult()});
+    lanes.prefetchL2(nb, loc, ptr);
+  };
+  Value lines = arith::CeilDivUIOp::create(b, loc, bytes, idx(b, loc, kLine));
+  scf::ForOp::create(
+      b, loc, t, lines, idx(b, loc, threads), ValueRange{},
+      [&](OpBuilder &nb, Location loc, Value i, ValueRange) {
+        at(nb, arith::AddIOp::create(nb, loc, start,
+                                     arith::MulIOp::create(nb, loc, i, idx(nb, loc, kLine))));
+        scf::YieldOp::create(nb, loc);
+      });
+  // The last byte's line: `start` need not lie on a line.
+  auto last = scf::IfOp::create(
+      b, loc,
+      arith::AndIOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, idx(b, loc, 0)),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, bytes, idx(b, loc, 0))),
+      /*withElse=*/false);
+  OpBuilder lb = OpBuilder::atBlockTerminator(last.thenBlock());
+  at(lb, arith::SubIOp::create(lb, loc, arith::AddIOp::create(lb, loc, start, bytes), idx(lb, loc, 1)));
+}
+
 int64_t pow2Floor(int64_t v) {
   int64_t p = 1;
   while (p * 2 <= v)
@@ -130,6 +160,55 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
         sums = entry->getArgument(entry->getNumArguments() - 1);
   Value r = lanes.row(b, loc), t = lanes.thread(b, loc);
   Value firstOut = arith::MulIOp::create(b, loc, lanes.outputTile(b, loc), idx(b, loc, outputs));
+  auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
+  // The block's weight rows, from `firstRow` (its expert's rows when
+  // grouped), and their scale rows, into L2 (lanes.prefetchL2).
+  auto prefetchBlock = [&](OpBuilder &b, Value firstRow, Value firstScaleRow) {
+    Value count = arith::MinUIOp::create(
+        b, loc, idx(b, loc, outputs), arith::SubIOp::create(b, loc, idx(b, loc, n), firstOut));
+    auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/false);
+    OpBuilder ab = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
+    prefetchBytes(ab, loc, lanes, wBase, arith::MulIOp::create(ab, loc, firstRow, idx(ab, loc, rowBytes)),
+                  arith::MulIOp::create(ab, loc, count, idx(ab, loc, rowBytes)), t, threads);
+    auto sType = withScale ? cast<MemRefType>(s.getType()) : MemRefType();
+    if (!sType || !sType.getLayout().isIdentity() || sType.getRank() != 2 ||
+        sType.isDynamicDim(1))
+      return;
+    const int64_t scaleRowBytes = sType.getDimSize(1) * sType.getElementTypeBitWidth() / 8;
+    // FP4: a scale row an output; FP8: a row a 32-block of outputs.
+    Value scaleRows = count;
+    if (!fp4)
+      scaleRows = arith::AddIOp::create(
+          b, loc,
+          arith::SubIOp::create(
+              b, loc,
+              arith::DivUIOp::create(
+                  b, loc,
+                  arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, firstOut, count),
+                                        idx(b, loc, 1)),
+                  idx(b, loc, kBlock)),
+              arith::DivUIOp::create(b, loc, firstOut, idx(b, loc, kBlock))),
+          idx(b, loc, 1));
+    Value sBase = bytePointer(b, loc, s, lanes.weightAddressSpace).first;
+    prefetchBytes(b, loc, lanes, sBase,
+                  arith::MulIOp::create(b, loc, firstScaleRow, idx(b, loc, scaleRowBytes)),
+                  arith::MulIOp::create(b, loc, scaleRows, idx(b, loc, scaleRowBytes)), t, threads);
+  };
+  auto firstScaleRowOf = [&](OpBuilder &b, Value j) -> Value {
+    return fp4 ? j : arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult();
+  };
+  // Ungrouped, the rows are known before the kernels upstream finish: ask
+  // for them first (one row of blocks does), then wait. Grouped, the expert
+  // ids come from upstream: wait first, prefetch once the id is read.
+  if (lanes.prefetchL2 && !grouped) {
+    auto first = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, r, idx(b, loc, 0)),
+        /*withElse=*/false);
+    OpBuilder fb = OpBuilder::atBlockTerminator(first.thenBlock());
+    prefetchBlock(fb, firstOut, firstScaleRowOf(fb, firstOut));
+  }
+  if (lanes.dependencyWait)
+    lanes.dependencyWait(b, loc);
   auto rowGuard = scf::IfOp::create(
       b, loc,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r,
@@ -146,6 +225,12 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     weightBase = arith::MulIOp::create(b, loc, e, idx(b, loc, n));
     scaleBase = arith::MulIOp::create(
         b, loc, e, idx(b, loc, fp8 ? (n + kBlock - 1) / kBlock : n));
+    if (lanes.prefetchL2) {
+      auto ifValid = scf::IfOp::create(b, loc, valid, /*withElse=*/false);
+      OpBuilder vb = OpBuilder::atBlockTerminator(ifValid.thenBlock());
+      prefetchBlock(vb, arith::AddIOp::create(vb, loc, weightBase, firstOut),
+                    arith::AddIOp::create(vb, loc, scaleBase, firstScaleRowOf(vb, firstOut)));
+    }
   }
   auto weightRow = [&](OpBuilder &b, Value j) -> Value {
     return grouped ? arith::AddIOp::create(b, loc, weightBase, j).getResult() : j;
@@ -243,7 +328,6 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     xs = raw;
   }
 
-  auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
   // A word's weights as f32, and the factor its products are to be scaled
   // by (the f16 route of FP4 leaves its values 2^-14 small).
   auto decodeWord = [&](OpBuilder &b, ArrayRef<Value> q) -> std::pair<SmallVector<Value>, float> {

@@ -95,6 +95,20 @@ struct LinearSplitKLanes {
   /// The address space of the weight's 16-byte loads (1: NVPTX global; 0 on
   /// the host).
   unsigned weightAddressSpace = 1;
+  /// Brings the cache line holding a byte (an LLVM pointer in
+  /// weightAddressSpace) into L2: `prefetch.global.L2`. Empty: nothing is
+  /// prefetched (the host). Set, a block first asks for all its weight rows
+  /// and their scales at once, so that they stream in while it loads and
+  /// quantizes the activations. A hint only: L2 is where the GPU's
+  /// writes meet, so a line brought early is never stale.
+  std::function<void(mlir::OpBuilder &, mlir::Location, mlir::Value)> prefetchL2;
+  /// Waits for the grids the kernel depends on (griddepcontrol.wait, then
+  /// launch_dependents). Set, the form calls it itself and the back end
+  /// emits no wait at the kernel's entry: an ungrouped linear prefetches
+  /// its rows before it (no upstream kernel writes a weight), so they
+  /// stream in while the kernel before it still runs; a grouped one waits
+  /// first (its expert ids come from upstream).
+  std::function<void(mlir::OpBuilder &, mlir::Location)> dependencyWait;
   /// Appended to the kernel's arguments, in the block's shared memory:
   /// memref<outputsPerBlock x threads x f32>, then
   /// memref<outputsPerBlock x kSplitKParts x f32>.

@@ -205,6 +205,13 @@ cl::opt<int64_t> linearOutputsInFlight(
              "split-K linear's thread issues at once (default 0: 16 words in "
              "flight a thread, 4 to 8 outputs)"),
     cl::init(csa::codegen::NvptxOptions{}.linearOutputsInFlight), cl::cat(category));
+cl::opt<bool> linearPrefetchL2(
+    "linear-prefetch-l2",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: split-K linears prefetch a "
+             "block's weight rows and scales into L2 first, an ungrouped one "
+             "before it waits for the kernel upstream (its weights stream in "
+             "while that kernel runs)"),
+    cl::init(csa::codegen::NvptxOptions{}.linearPrefetchL2), cl::cat(category));
 cl::opt<bool> attentionWarpForm(
     "attention-warp-form",
     cl::desc("sparse attention in the warp form (a warp a selected row, one "
@@ -295,6 +302,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
   options.linearTensorCores = linearTensorCores;
   options.linearOutputsInFlight = linearOutputsInFlight;
+  options.linearPrefetchL2 = linearPrefetchL2;
   options.attentionSplits = attentionSplits;
   options.linearOutputsPerBlock = linearOutputsPerBlock;
   return options;

@@ -21,6 +21,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
 
 using namespace csa::codegen;
 using namespace csa::codegen::testing;
@@ -71,7 +74,48 @@ struct LinearCase {
   /// order gives the host kernel's bits, and a split-K form must too.
   bool exact = false;
   int64_t multiprocessors = 4; ///< the split-K shape's GPU (132: an H200)
+  /// Split-K with LinearSplitKLanes::prefetchL2 and dependencyWait set.
+  bool prefetch = false;
 };
+
+/// The 128-byte lines of [begin, begin + bytes).
+std::set<uintptr_t> linesOf(const void *begin, size_t bytes) {
+  std::set<uintptr_t> lines;
+  const auto first = reinterpret_cast<uintptr_t>(begin);
+  for (uintptr_t a = first / 128 * 128; a < first + bytes; a += 128)
+    lines.insert(a);
+  return lines;
+}
+
+/// Checks the events of a split-K run with prefetchL2 and dependencyWait:
+/// every thread waits once; the prefetched lines are exactly `expected`
+/// (the weight rows and scale rows the blocks read); a thread prefetches
+/// only before its wait (`prefetchBeforeWait`: an ungrouped linear's rows
+/// are known before the kernel upstream ends) or only after it (a grouped
+/// one's expert ids come from upstream).
+void expectPrefetched(const std::vector<SimtMemoryEvent> &events, int64_t blocks, int64_t threads,
+                      const std::set<uintptr_t> &expected, bool prefetchBeforeWait) {
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int> waits;
+  std::set<uintptr_t> lines;
+  for (const SimtMemoryEvent &e : events) {
+    auto key = std::make_tuple(e.blockX, e.blockY, e.thread);
+    if (!e.address) {
+      ++waits[key];
+      continue;
+    }
+    lines.insert(reinterpret_cast<uintptr_t>(e.address) / 128 * 128);
+    EXPECT_EQ(waits[key], prefetchBeforeWait ? 0 : 1)
+        << "block (" << e.blockX << ", " << e.blockY << ") thread " << e.thread
+        << " prefetched " << (prefetchBeforeWait ? "after" : "before") << " its wait";
+  }
+  int64_t waited = 0;
+  for (const auto &[key, count] : waits) {
+    EXPECT_LE(count, 1);
+    waited += count;
+  }
+  EXPECT_EQ(waited, blocks * threads) << "every thread waits once";
+  EXPECT_EQ(lines, expected);
+}
 
 /// The GPU forms of a linear: the row-tiled and per-output forms give the
 /// host kernel's bits; the split-K form meets the dot-product tolerance.
@@ -105,7 +149,12 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, c.multiprocessors);
       ASSERT_TRUE(shape.has_value());
       split = *shape;
-      buildLinearSplitKBody(form, spec, split, splitKLanes(simt, ctx, split));
+      LinearSplitKLanes lanes = splitKLanes(simt, ctx, split);
+      if (c.prefetch) {
+        lanes.prefetchL2 = simt.prefetchL2();
+        lanes.dependencyWait = simt.dependencyWait();
+      }
+      buildLinearSplitKBody(form, spec, split, lanes);
     } else if (perOutput) {
       LinearLanes lanes;
       lanes.row = simt.value(simt.blockX);
@@ -240,6 +289,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
     }, /*lastFirst=*/true);
   } else if (splitK) {
     const int64_t o = split.outputsPerBlock, t = split.threads;
+    takeSimtMemoryEvents();
     launch(rows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
       float *p = static_cast<float *>(shared);
       Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
@@ -251,6 +301,17 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       else
         reinterpret_cast<Fn5>(form)(xDesc, &dw, out, &dPart, &dSums);
     });
+    if (c.prefetch) {
+      // One row of blocks asks for every weight row (where the weight lies
+      // on 16 bytes: the vector loads' condition) and every scale row.
+      std::set<uintptr_t> expected;
+      if (!c.misaligned)
+        expected = linesOf(wData, size_t(n * wCols * wBytes));
+      if (scaled)
+        expected.merge(linesOf(scale.data(), scale.size()));
+      expectPrefetched(takeSimtMemoryEvents(), rows * ((n + o - 1) / o), t, expected,
+                       /*prefetchBeforeWait=*/true);
+    }
   } else if (perOutput) {
     const int64_t partials = linearPartials(spec);
     const size_t rowBytes = size_t(k / 32 * (32 + kLinearRowPad) * 2);
@@ -414,6 +475,25 @@ TEST(GpuFormEmulation, PerOutputLinearMatchesTheHostKernel) {
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, LinearForm::PerOutput);
 }
 
+TEST(GpuFormEmulation, SplitKLinearPrefetchesItsRowsBeforeItWaits) {
+  // The sums are unchanged (the dot bound), the prefetched lines are the
+  // weight's and the scales' (a last output tile cut short, FP8 scale rows
+  // of 32 outputs, FP4 ones of one), all before the wait; a misaligned
+  // weight is not prefetched (its loads are element loads).
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    LinearCase fp8{specOf(LinearFormat::FP8Block32, 192, 70), 3, misaligned};
+    fp8.prefetch = true;
+    expectTiledMatchesHost(fp8, LinearForm::SplitK);
+    LinearCase fp4{specOf(LinearFormat::FP4E2M1, 5120, 6), 2, misaligned};
+    fp4.prefetch = true;
+    expectTiledMatchesHost(fp4, LinearForm::SplitK);
+  }
+  LinearCase bf16{specOf(LinearFormat::BF16, 96, 6), 2};
+  bf16.prefetch = true;
+  expectTiledMatchesHost(bf16, LinearForm::SplitK);
+}
+
 TEST(GpuFormEmulation, SplitKLinearMeetsTheDotBound) {
   // One and several words a thread, idle threads in the last warp (FP8 K
   // 192: 12 words, 2 a thread, 6 threads of 32), a last output tile cut
@@ -493,7 +573,12 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
                               {"form_grouped", &grouped}}) {
       func::FuncOp form = buildLinearKernel(m, name, *spec);
       const LinearSplitKShape &split = spec == &single ? splitSingle : splitGrouped;
-      buildLinearSplitKBody(form, *spec, split, splitKLanes(simt, ctx, split));
+      LinearSplitKLanes lanes = splitKLanes(simt, ctx, split);
+      if (spec == &grouped) {
+        lanes.prefetchL2 = simt.prefetchL2();
+        lanes.dependencyWait = simt.dependencyWait();
+      }
+      buildLinearSplitKBody(form, *spec, split, lanes);
     }
   });
   const int64_t slots = int64_t(ids.size()), rows = (slots + slotsPerRow - 1) / slotsPerRow;
@@ -530,9 +615,21 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   auto dhy = describe<2>(hostY, {slots, n});
   auto dfy = describe<2>(formY, {slots, n});
   reinterpret_cast<Fn5>(hostGrouped)(&dx, &dids, &dw, &ds, &dhy);
+  takeSimtMemoryEvents();
   runForm(splitGrouped, slots, [&](void *part, void *sums, void *) {
     reinterpret_cast<Fn7>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, part, sums);
   });
+  // The grouped form prefetches its slots' experts' rows and scale rows,
+  // no other expert's, after it waits (the ids come from upstream).
+  std::set<uintptr_t> expected;
+  for (int32_t e : ids)
+    if (e >= 0 && e < experts) {
+      expected.merge(linesOf(w + e * n * wCols, size_t(n * wCols)));
+      expected.merge(linesOf(scale.data() + e * scaleRows * scaleCols, size_t(scaleRows * scaleCols)));
+    }
+  const int64_t blocks = slots * ((n + splitGrouped.outputsPerBlock - 1) / splitGrouped.outputsPerBlock);
+  expectPrefetched(takeSimtMemoryEvents(), blocks, splitGrouped.threads, expected,
+                   /*prefetchBeforeWait=*/false);
   for (int64_t r = 0; r < slots; ++r) {
     SCOPED_TRACE(::testing::Message() << "slot " << r << ", expert " << ids[size_t(r)]);
     const int32_t e = ids[size_t(r)];

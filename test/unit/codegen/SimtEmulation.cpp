@@ -7,6 +7,7 @@
 
 #include "test/unit/codegen/KernelTestSupport.h"
 
+#include <mutex>
 #include <pthread.h>
 #include <thread>
 #include <vector>
@@ -22,6 +23,13 @@ thread_local float *simtExchange = nullptr;
 /// The mma's operand words: six a thread (a0..a3, b0, b1).
 thread_local int32_t *simtWords = nullptr;
 
+std::mutex simtEventsMutex;
+std::vector<SimtMemoryEvent> simtEvents;
+void recordEvent(const void *address) {
+  std::lock_guard<std::mutex> lock(simtEventsMutex);
+  simtEvents.push_back({simtBlockX, simtBlockY, simtThread, address});
+}
+
 /// bf16 `half` (0: low) of an mma operand word, as f32.
 float mmaHalf(int32_t word, int half) {
   const uint32_t bits = (uint32_t(word) >> (16 * half)) & 0xFFFF;
@@ -34,6 +42,8 @@ int64_t csa_simt_thread() { return simtThread; }
 int64_t csa_simt_block_x() { return simtBlockX; }
 int64_t csa_simt_block_y() { return simtBlockY; }
 void csa_simt_barrier() { pthread_barrier_wait(simtBarrier); }
+void csa_simt_prefetch_l2(const void *address) { recordEvent(address); }
+void csa_simt_dependency_wait() { recordEvent(nullptr); }
 // shfl.sync.bfly: every lane of the warp puts its value in its slot, then
 // reads lane (l ^ mask)'s.
 float csa_simt_shuffle_xor(float v, int32_t mask) {
@@ -71,6 +81,13 @@ float csa_simt_mma_bf16(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t 
 }
 
 namespace csa::codegen::testing {
+
+std::vector<SimtMemoryEvent> takeSimtMemoryEvents() {
+  std::lock_guard<std::mutex> lock(simtEventsMutex);
+  std::vector<SimtMemoryEvent> events;
+  events.swap(simtEvents);
+  return events;
+}
 
 /// A grid of gridX x gridY blocks of `threads` threads: `call(shared)` on
 /// each, every block with its own zeroed `sharedBytes` of shared memory.

@@ -17,11 +17,13 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 // What the forms' lane callbacks call (the test binary exports them).
 extern "C" {
@@ -32,6 +34,8 @@ void csa_simt_barrier();
 float csa_simt_shuffle_xor(float v, int32_t mask);
 float csa_simt_mma_bf16(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t b0, int32_t b1,
                         float c, int32_t e);
+void csa_simt_prefetch_l2(const void *address);
+void csa_simt_dependency_wait();
 }
 
 namespace csa::codegen::testing {
@@ -45,9 +49,19 @@ using namespace mlir;
 void launch(int64_t gridX, int64_t gridY, int64_t threads, size_t sharedBytes,
             const std::function<void(void *)> &call, bool lastFirst = false);
 
+/// What the lanes Simt::prefetchL2 and Simt::dependencyWait were called
+/// with, each thread's calls in its order: a prefetched address, or a wait
+/// (address null).
+struct SimtMemoryEvent {
+  int64_t blockX = 0, blockY = 0, thread = 0;
+  const void *address = nullptr;
+};
+/// The events since the last call (and forgets them).
+std::vector<SimtMemoryEvent> takeSimtMemoryEvents();
+
 /// The lane callbacks: calls of the exported functions above.
 struct Simt {
-  func::FuncOp thread, blockX, blockY, barrier, shuffle, mma;
+  func::FuncOp thread, blockX, blockY, barrier, shuffle, mma, prefetch, wait;
   explicit Simt(ModuleOp m) {
     OpBuilder b(m.getBodyRegion());
     Type index = b.getIndexType();
@@ -69,6 +83,21 @@ struct Simt {
         b, m.getLoc(), "csa_simt_mma_bf16",
         b.getFunctionType({i32, i32, i32, i32, i32, i32, f32, i32}, {f32}));
     mma.setPrivate();
+    prefetch = func::FuncOp::create(
+        b, m.getLoc(), "csa_simt_prefetch_l2",
+        b.getFunctionType({LLVM::LLVMPointerType::get(b.getContext())}, {}));
+    prefetch.setPrivate();
+    wait = declare("csa_simt_dependency_wait", {});
+  }
+  /// LinearSplitKLanes::prefetchL2 (an address-space-0 pointer) and
+  /// dependencyWait, recorded (takeSimtMemoryEvents).
+  std::function<void(OpBuilder &, Location, Value)> prefetchL2() const {
+    return [f = prefetch](OpBuilder &b, Location loc, Value ptr) {
+      func::CallOp::create(b, loc, f, ValueRange{ptr});
+    };
+  }
+  std::function<void(OpBuilder &, Location)> dependencyWait() const {
+    return [f = wait](OpBuilder &b, Location loc) { func::CallOp::create(b, loc, f, ValueRange{}); };
   }
   MmaBf16 mmaBf16() const {
     return [f = mma](OpBuilder &b, Location loc, ValueRange a, ValueRange bw,

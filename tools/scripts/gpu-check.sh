@@ -28,7 +28,7 @@ rm -rf gpu-run && mkdir -p gpu-run/lib
 cp build/bin/csa-gpu-check build/bin/csa-run build/bin/csa-checkpoint build/bin/csa-diff \
   tools/scripts/logits-check.sh bench/gpu/torch_peers.py bench/gpu/step_profile.py bench/gpu/prefill_sweep.sh gpu-run/
 for tool in csa-gpu-check csa-run csa-checkpoint csa-diff; do
-  ldd "build/bin/$tool" | awk '/libabsl|libicu|libpcre2/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
+  ldd "build/bin/$tool" | awk '/libabsl|libicu|libpcre2|libtbb/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done
 build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o gpu-run/tiny.csa
 build/bin/csa-compile --variant=reduced --emit=artifact --with-ptx -o gpu-run/reduced.csa

@@ -107,7 +107,9 @@ struct NvptxOptions {
   /// anything else (LinearSplitKLanes::prefetchL2), an ungrouped one before
   /// it waits for the kernel upstream (programmatic dependent launch), so
   /// that its weights stream in while that kernel runs. Off: the loads
-  /// alone bring the bytes.
+  /// alone bring the bytes. Measured slower on the H200 (h200-full decode
+  /// 10.1-10.3 -> 10.8 ms at 4K, bench/RESULTS.md twenty-eighth session),
+  /// hence off.
   bool linearPrefetchL2 = false;
   /// Outputs a split-K block computes (0: linearSplitKShape's choice).
   int64_t linearOutputsPerBlock = 0;

@@ -288,8 +288,13 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // selection put it on the kernel), else the option's default.
     AttentionForm attentionForm =
         options.attentionWarpForm ? AttentionForm::Warp : AttentionForm::Head;
+    // The blocks a decode row's walk is split among: the form's, else the
+    // option's (0: the form's own choice for the GPU).
+    int64_t splitsOfForm = options.attentionSplits;
     if (auto form = fn->getAttrOfType<AttentionFormAttr>(kAttentionFormAttrName)) {
       attentionForm = form.getValue();
+      if (form.getSplits())
+        splitsOfForm = form.getSplits();
       fn->removeAttr(kAttentionFormAttrName);
     }
     // The mma form: its `_tc` kernel from a few rows on, and the op's own
@@ -311,8 +316,15 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // A linear's form: its op's csa.linear_form (the kernel selection put it
     // on the kernel), else the option's default.
     bool splitK = options.linearSplitK;
+    // The split-K block's shape: the form's, else the options'.
+    int64_t outputsPerBlockOfForm = options.linearOutputsPerBlock,
+            outputsInFlightOfForm = options.linearOutputsInFlight;
     if (auto form = fn->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)) {
       splitK = form.getValue() == LinearForm::SplitK;
+      if (form.getOutputsPerBlock())
+        outputsPerBlockOfForm = form.getOutputsPerBlock();
+      if (form.getOutputsInFlight())
+        outputsInFlightOfForm = form.getOutputsInFlight();
       fn->removeAttr(kLinearFormAttrName);
     }
     // A linear grouped over experts (MoE decode) has the split-K form or
@@ -620,8 +632,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedIndexType = sharedOf({kAttentionMmaChunk}, b.getI32Type());
       if (attentionMmaSplit) {
         // blockIdx.y = tile x splits + split.
-        const int64_t splits = options.attentionSplits > 0
-                                   ? options.attentionSplits
+        const int64_t splits = splitsOfForm > 0
+                                   ? splitsOfForm
                                    : attentionMmaSplits(*attentionMma, options.multiprocessors);
         lanes.splits = splits;
         lanes.splitRows = kAttentionSplitRows;
@@ -643,8 +655,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.lane = threadX;
       if (attentionForm == AttentionForm::Split) {
         // blockIdx.y = head x splits + split.
-        const int64_t splits = options.attentionSplits > 0
-                                   ? options.attentionSplits
+        const int64_t splits = splitsOfForm > 0
+                                   ? splitsOfForm
                                    : attentionSplits(attentionHeads, options.multiprocessors);
         lanes.splits = splits;
         lanes.splitRows = kAttentionSplitRows;
@@ -734,7 +746,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                split && split->sharedBytes() <= kMaxStaticSharedBytes) {
       // A chosen number of outputs a block (more blocks, more loads in
       // flight at one row), where it keeps a block's outputs in one group.
-      if (const int64_t o = options.linearOutputsPerBlock; o > 0) {
+      if (const int64_t o = outputsPerBlockOfForm; o > 0) {
         const int64_t g = std::max<int64_t>(linear->groups, 1);
         const int64_t own = split->outputsPerBlock;
         if (g == 1 || (linear->outFeatures / g) % o == 0)
@@ -762,9 +774,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedSumsType = MemRefType::get({split->outputsPerBlock, kSplitKParts},
                                              b.getF32Type(), MemRefLayoutAttrInterface{},
                                              workgroup);
-      split->outputsInFlight = options.linearOutputsInFlight > 0
-                                   ? options.linearOutputsInFlight
-                                   : linearSplitKOutputsInFlight(*split);
+      split->outputsInFlight = outputsInFlightOfForm > 0 ? outputsInFlightOfForm
+                                                         : linearSplitKOutputsInFlight(*split);
       buildLinearSplitKBody(fn, *linear, *split, lanes);
       const bool grouped = linear->experts > 0;
       info.launch = "row_tiles";

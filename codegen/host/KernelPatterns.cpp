@@ -93,16 +93,27 @@ void KernelSelector::linear(const std::string &op, WeightFormat format, int64_t 
   // The op's GPU form (csa-select-linear-forms): a per-output kernel is its
   // own kernel, named for it; the kernel carries the form for the NVPTX back
   // end. The routed experts' grouped kernels have one form.
-  auto form = current && experts == 0 ? current->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)
-                                      : LinearFormAttr();
+  // Its split-K block shape (outputs_per_block, outputs_in_flight) also
+  // shapes the routed experts' grouped kernels, which are always split-K.
+  auto form = current ? current->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)
+                      : LinearFormAttr();
+  if (form && experts > 0)
+    form = form.getOutputsPerBlock() || form.getOutputsInFlight()
+               ? LinearFormAttr::get(form.getContext(), LinearForm::SplitK,
+                                     form.getOutputsPerBlock(), form.getOutputsInFlight())
+               : LinearFormAttr();
   const bool perOutput = form && form.getValue() == LinearForm::PerOutput;
+  const int64_t outputsPerBlock = form ? form.getOutputsPerBlock() : 0,
+                outputsInFlight = form ? form.getOutputsInFlight() : 0;
   std::string name =
-      llvm::formatv("linear_{0}_{1}x{2}{3}{4}{5}{6}", stringifyWeightFormat(format), in, out,
+      llvm::formatv("linear_{0}_{1}x{2}{3}{4}{5}{6}{7}{8}", stringifyWeightFormat(format), in, out,
                     groups > 1 ? "_g" + std::to_string(groups) : "",
                     tile > 1 ? "_t" + std::to_string(tile) : "", perOutput ? "_per_output" : "",
                     experts > 0 ? "_e" + std::to_string(experts) +
                                       (slotsPerRow > 1 ? "_s" + std::to_string(slotsPerRow) : "")
-                                : "")
+                                : "",
+                    outputsPerBlock ? "_o" + std::to_string(outputsPerBlock) : "",
+                    outputsInFlight ? "_f" + std::to_string(outputsInFlight) : "")
           .str();
   LinearKernelSpec spec;
   spec.format = linearFormat(format);
@@ -112,12 +123,33 @@ void KernelSelector::linear(const std::string &op, WeightFormat format, int64_t 
   spec.rowTile = tile;
   spec.experts = experts;
   spec.slotsPerRow = slotsPerRow;
-  if (form && !perOutput && !linearSplitKShape(spec)) {
+  std::optional<LinearSplitKShape> split =
+      form && !perOutput ? linearSplitKShape(spec) : std::nullopt;
+  if (form && !perOutput && !split) {
     current->emitError() << "csa.linear_form split_k: the " << stringifyWeightFormat(format)
                          << " linear " << in << " -> " << out
                          << " cannot be split over K (a group's K must be a whole number of "
                             "16-byte words); give this op #csa.linear_form<per_output>";
     unbuilt.push_back(name + " (" + op + ")");
+  } else if (split && outputsPerBlock > 0) {
+    // The block's outputs in one group, its partials in shared memory.
+    const int64_t g = std::max<int64_t>(groups, 1);
+    split->outputsPerBlock = outputsPerBlock;
+    std::string problem;
+    if (g > 1 && (out / g) % outputsPerBlock != 0)
+      problem = llvm::formatv("its {0} groups of {1} outputs do not split into blocks of {2}", g,
+                              out / g, outputsPerBlock);
+    else if (split->sharedBytes() > kLinearSplitKMaxSharedBytes)
+      problem = llvm::formatv("a block's partials would take {0} bytes of shared memory (at "
+                              "most {1}: {2} threads x {3} outputs)",
+                              split->sharedBytes(), kLinearSplitKMaxSharedBytes, split->threads,
+                              outputsPerBlock);
+    if (!problem.empty()) {
+      current->emitError() << "csa.linear_form split_k: outputs_per_block = " << outputsPerBlock
+                           << " does not fit the " << stringifyWeightFormat(format) << " linear "
+                           << in << " -> " << out << ": " << problem;
+      unbuilt.push_back(name + " (" + op + ")");
+    }
   }
   use(name, op, llvm::formatv("{0} -> {1}", in, out).str(), KernelParallelism::Rows, [&] {
     if (func::FuncOp fn = buildLinearKernel(kernels, name, spec); fn && form)
@@ -440,7 +472,10 @@ struct SparseAttentionPattern : OpKernelPattern<SparseAttentionOp> {
                          : form.getValue() == AttentionForm::Split ? "_split"
                          : form.getValue() == AttentionForm::Mma   ? "_mma"
                                                                    : "";
-    std::string name = llvm::formatv("sparse_attention_{0}x{1}{2}", heads, dim, suffix).str();
+    std::string name =
+        llvm::formatv("sparse_attention_{0}x{1}{2}{3}", heads, dim, suffix,
+                      form && form.getSplits() ? "_x" + std::to_string(form.getSplits()) : "")
+            .str();
     s.use(name, "csa.sparse_attention", "", KernelParallelism::Nest, [&] {
       if (func::FuncOp fn = buildSparseAttentionKernel(s.kernels, name, heads, dim); fn && form)
         fn->setAttr(kAttentionFormAttrName, form);

@@ -100,7 +100,7 @@ def Csa_AttentionFormEnum : I32EnumAttr<"AttentionForm",
   let cppNamespace = "::csa";
   let genSpecializedAttr = 0;
 }
-def Csa_AttentionFormAttr : EnumAttr<Csa_Dialect, Csa_AttentionFormEnum, "attention_form"> {
+def Csa_AttentionFormAttr : Csa_Attr<"AttentionForm", "attention_form"> {
   let summary = "the GPU form of the attention kernel of one csa.sparse_attention";
   let description = [{
     The lowering strategy of a `csa.sparse_attention` on the GPU, attached
@@ -138,15 +138,30 @@ def Csa_AttentionFormAttr : EnumAttr<Csa_Dialect, Csa_AttentionFormEnum, "attent
       `csa-select-attention-forms` gives the other ops `split`. Within the
       same tolerance as `warp`.
 
+    `splits` (1 to 16; 0 or absent: the back end's choice, `csa-compile
+    --attention-splits`) fixes the blocks a decode row's walk is split
+    among in the `split` and `mma` forms (a head's in `split`, a 16-head
+    tile's in `mma`); the kernel is named with `_x<N>`. The other forms
+    have no split walk, and giving them `splits` is an error.
+
     The host target ignores it (one host kernel for both). A user edits it
     in `tiled.mlir` and finishes with `csa-compile --compile-from=tiled`.
 
     Example:
     ```mlir
     %o = csa.sparse_attention %q, %ring, %window ... {csa.attention_form = #csa.attention_form<head>} ...
+    %p = csa.sparse_attention %q, %ring, %window ... {csa.attention_form = #csa.attention_form<split, splits = 4>} ...
     ```
   }];
-  let assemblyFormat = "`<` $value `>`";
+  let parameters = (ins EnumParameter<Csa_AttentionFormEnum>:$value,
+                        DefaultValuedParameter<"int64_t", "0">:$splits);
+  let builders = [
+    AttrBuilder<(ins "::csa::AttentionForm":$value), [{
+      return $_get($_ctxt, value, 0);
+    }]>
+  ];
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
 }
 
 def Csa_LinearFormEnum : I32EnumAttr<"LinearForm",
@@ -156,8 +171,9 @@ def Csa_LinearFormEnum : I32EnumAttr<"LinearForm",
   let cppNamespace = "::csa";
   let genSpecializedAttr = 0;
 }
-def Csa_LinearFormAttr : EnumAttr<Csa_Dialect, Csa_LinearFormEnum, "linear_form"> {
-  let summary = "the GPU form of the linear kernels of one op";
+def Csa_LinearFormAttr : Csa_Attr<"LinearForm", "linear_form"> {
+  let summary = "the GPU form of the linear kernels of one op, with its "
+                "block shape";
   let description = [{
     The lowering strategy of an op's linears on the GPU, attached as
     `csa.linear_form` to every `csa.linear`, `csa.compress`, `csa.moe`,
@@ -174,16 +190,40 @@ def Csa_LinearFormAttr : EnumAttr<Csa_Dialect, Csa_LinearFormEnum, "linear_form"
     * `per_output`: a warp per output in the host kernel's order (the CPU's
       bits); its kernels are named `<kernel>_per_output`.
 
-    The host target ignores it; the row-tiled prefill form (from 2 rows)
+    The split-K block's shape, for a kernel researcher to tune one op
+    (0 or absent: the back end's choice, `csa-compile
+    --linear-outputs-per-block` / `--linear-outputs-in-flight`):
+
+    * `outputs_per_block` (1 to 64): the outputs a block computes; they must
+      lie in one group, and the block's partials (outputs x threads x 4
+      bytes) must fit 48 KiB of shared memory, or the compile fails naming
+      the op. The kernels are named with `_o<N>`.
+    * `outputs_in_flight` (1 to 16): the outputs whose weight loads a
+      thread issues before their products. Named with `_f<N>`.
+
+    They also shape the op's routed experts' grouped kernels (a `csa.moe`'s
+    form is otherwise theirs alone: they are always split-K). The host
+    target ignores the attribute; the row-tiled prefill form (from 2 rows)
     is the same for both. A user edits it in `tiled.mlir` and finishes with
     `csa-compile --compile-from=tiled`.
 
     Example:
     ```mlir
     %y = csa.linear %x, "layers.0.attn.wq_a" {csa.linear_form = #csa.linear_form<per_output>, ...}
+    %z = csa.linear %y, "layers.0.attn.wq_b"
+        {csa.linear_form = #csa.linear_form<split_k, outputs_per_block = 8, outputs_in_flight = 4>, ...}
     ```
   }];
-  let assemblyFormat = "`<` $value `>`";
+  let parameters = (ins EnumParameter<Csa_LinearFormEnum>:$value,
+                        DefaultValuedParameter<"int64_t", "0">:$outputs_per_block,
+                        DefaultValuedParameter<"int64_t", "0">:$outputs_in_flight);
+  let builders = [
+    AttrBuilder<(ins "::csa::LinearForm":$value), [{
+      return $_get($_ctxt, value, 0, 0);
+    }]>
+  ];
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
 }
 
 def Csa_FusionKindEnum : I32EnumAttr<"FusionKind",

@@ -2,6 +2,7 @@
 #include "dialects/csa/CsaDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -145,6 +146,123 @@ LogicalResult HsiConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   return success();
 }
 
+// #csa.attention_form<FORM[, splits = N]>
+Attribute AttentionFormAttr::parse(AsmParser &parser, Type) {
+  SMLoc start = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<AttentionForm> form = symbolizeAttentionForm(keyword);
+  if (!form) {
+    parser.emitError(start) << "#csa.attention_form: expected warp, head, split or mma, got '"
+                            << keyword << "'";
+    return {};
+  }
+  int64_t splits = 0;
+  if (succeeded(parser.parseOptionalComma())) {
+    SMLoc at = parser.getCurrentLocation();
+    StringRef key;
+    if (parser.parseKeyword(&key))
+      return {};
+    if (key != "splits") {
+      parser.emitError(at) << "#csa.attention_form: unknown parameter '" << key << "' (splits)";
+      return {};
+    }
+    if (parser.parseEqual() || parser.parseInteger(splits))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(start); }, parser.getContext(), *form, splits);
+}
+
+void AttentionFormAttr::print(AsmPrinter &printer) const {
+  printer << '<' << stringifyAttentionForm(getValue());
+  if (getSplits())
+    printer << ", splits = " << getSplits();
+  printer << '>';
+}
+
+LogicalResult AttentionFormAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                        AttentionForm form, int64_t splits) {
+  if (splits < 0 || splits > 16)
+    return emitError() << "#csa.attention_form: splits must be from 1 to 16 (0: the back end's "
+                          "choice), got "
+                       << splits;
+  if (splits && form != AttentionForm::Split && form != AttentionForm::Mma)
+    return emitError() << "#csa.attention_form: splits divide the walk of the split and mma "
+                          "forms; "
+                       << stringifyAttentionForm(form) << " has none";
+  return success();
+}
+
+// #csa.linear_form<FORM[, outputs_per_block = N][, outputs_in_flight = N]>
+Attribute LinearFormAttr::parse(AsmParser &parser, Type) {
+  SMLoc start = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<LinearForm> form = symbolizeLinearForm(keyword);
+  if (!form) {
+    parser.emitError(start) << "#csa.linear_form: expected split_k or per_output, got '"
+                            << keyword << "'";
+    return {};
+  }
+  int64_t outputsPerBlock = 0, outputsInFlight = 0;
+  llvm::StringSet<> seen;
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc at = parser.getCurrentLocation();
+    StringRef key;
+    int64_t value = 0;
+    if (parser.parseKeyword(&key) || parser.parseEqual() || parser.parseInteger(value))
+      return {};
+    if (!seen.insert(key).second) {
+      parser.emitError(at) << "#csa.linear_form: '" << key << "' given twice";
+      return {};
+    }
+    if (key == "outputs_per_block") {
+      outputsPerBlock = value;
+    } else if (key == "outputs_in_flight") {
+      outputsInFlight = value;
+    } else {
+      parser.emitError(at) << "#csa.linear_form: unknown parameter '" << key
+                           << "' (outputs_per_block, outputs_in_flight)";
+      return {};
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(start); }, parser.getContext(), *form,
+                    outputsPerBlock, outputsInFlight);
+}
+
+void LinearFormAttr::print(AsmPrinter &printer) const {
+  printer << '<' << stringifyLinearForm(getValue());
+  if (getOutputsPerBlock())
+    printer << ", outputs_per_block = " << getOutputsPerBlock();
+  if (getOutputsInFlight())
+    printer << ", outputs_in_flight = " << getOutputsInFlight();
+  printer << '>';
+}
+
+LogicalResult LinearFormAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                     LinearForm form, int64_t outputsPerBlock,
+                                     int64_t outputsInFlight) {
+  if (outputsPerBlock < 0 || outputsPerBlock > 64)
+    return emitError() << "#csa.linear_form: outputs_per_block must be from 1 to 64 (0: the "
+                          "back end's choice), got "
+                       << outputsPerBlock;
+  if (outputsInFlight < 0 || outputsInFlight > 16)
+    return emitError() << "#csa.linear_form: outputs_in_flight must be from 1 to 16 (0: the "
+                          "back end's choice), got "
+                       << outputsInFlight;
+  if (form != LinearForm::SplitK && (outputsPerBlock || outputsInFlight))
+    return emitError() << "#csa.linear_form: outputs_per_block and outputs_in_flight shape the "
+                          "split_k form's block; "
+                       << stringifyLinearForm(form) << " has none";
+  return success();
+}
+
 LogicalResult RowTileAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows) {
   if (rows < 1)
     return emitError() << "a row tile needs rows >= 1, got " << rows;
@@ -192,7 +310,7 @@ csa::CsaDialect::verifyOperationAttribute(mlir::Operation *op, mlir::NamedAttrib
     return mlir::success();
   if (!mlir::isa<LinearFormAttr>(attr.getValue()))
     return op->emitOpError() << "'" << kLinearFormAttrName
-                             << "' must be a #csa.linear_form<split_k|per_output>";
+                             << "' must be a #csa.linear_form<split_k|per_output[, ...]>";
   // Also on a generated kernel (the kernel selection copies its op's form).
   if (!mlir::isa<LinearOp, CompressOp, MoeOp, EngramOp, LmHeadOp, mlir::FunctionOpInterface>(op))
     return op->emitOpError() << "has no linear kernels: '" << kLinearFormAttrName

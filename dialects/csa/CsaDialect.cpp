@@ -2,7 +2,8 @@
 #include "dialects/csa/CsaDialect.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -146,34 +147,56 @@ LogicalResult HsiConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   return success();
 }
 
-// #csa.attention_form<FORM[, splits = N]>
-Attribute AttentionFormAttr::parse(AsmParser &parser, Type) {
+/// Parses a lowering attribute's `<FORM(, NAME = INT)*>`: the form's
+/// keyword, checked by `symbolize`, and each of `names` at most once (0 when
+/// absent, in `values`); anything else is an error naming it. `what` is the
+/// attribute (`#csa.linear_form`), `forms` the keywords it takes.
+template <typename Form>
+static ParseResult
+parseFormAndParameters(AsmParser &parser, StringRef what, StringRef forms,
+                       std::optional<Form> (*symbolize)(StringRef), std::optional<Form> &form,
+                       ArrayRef<StringRef> names, SmallVectorImpl<int64_t> &values) {
   SMLoc start = parser.getCurrentLocation();
   StringRef keyword;
   if (parser.parseLess() || parser.parseKeyword(&keyword))
-    return {};
-  std::optional<AttentionForm> form = symbolizeAttentionForm(keyword);
-  if (!form) {
-    parser.emitError(start) << "#csa.attention_form: expected warp, head, split or mma, got '"
-                            << keyword << "'";
-    return {};
-  }
-  int64_t splits = 0;
-  if (succeeded(parser.parseOptionalComma())) {
+    return failure();
+  form = symbolize(keyword);
+  if (!form)
+    return parser.emitError(start) << what << ": expected " << forms << ", got '" << keyword
+                                   << "'";
+  values.assign(names.size(), 0);
+  SmallVector<bool> seen(names.size(), false);
+  while (succeeded(parser.parseOptionalComma())) {
     SMLoc at = parser.getCurrentLocation();
     StringRef key;
     if (parser.parseKeyword(&key))
-      return {};
-    if (key != "splits") {
-      parser.emitError(at) << "#csa.attention_form: unknown parameter '" << key << "' (splits)";
-      return {};
-    }
-    if (parser.parseEqual() || parser.parseInteger(splits))
-      return {};
+      return failure();
+    const auto *name = llvm::find(names, key);
+    if (name == names.end())
+      return parser.emitError(at) << what << ": unknown parameter '" << key << "' ("
+                                  << llvm::join(names, ", ") << ")";
+    const size_t i = size_t(name - names.begin());
+    if (seen[i])
+      return parser.emitError(at) << what << ": '" << key << "' given twice";
+    seen[i] = true;
+    if (parser.parseEqual() || parser.parseInteger(values[i]))
+      return failure();
   }
-  if (parser.parseGreater())
+  return parser.parseGreater();
+}
+
+// #csa.attention_form<FORM[, splits = N]>
+Attribute AttentionFormAttr::parse(AsmParser &parser, Type) {
+  SMLoc start = parser.getCurrentLocation();
+  std::optional<AttentionForm> form;
+  SmallVector<int64_t> values;
+  if (failed(parseFormAndParameters<AttentionForm>(parser, "#csa.attention_form",
+                                                   "warp, head, split or mma",
+                                                   symbolizeAttentionForm, form, {"splits"},
+                                                   values)))
     return {};
-  return getChecked([&] { return parser.emitError(start); }, parser.getContext(), *form, splits);
+  return getChecked([&] { return parser.emitError(start); }, parser.getContext(), *form,
+                    values[0]);
 }
 
 void AttentionFormAttr::print(AsmPrinter &printer) const {
@@ -199,41 +222,14 @@ LogicalResult AttentionFormAttr::verify(function_ref<InFlightDiagnostic()> emitE
 // #csa.linear_form<FORM[, outputs_per_block = N][, outputs_in_flight = N]>
 Attribute LinearFormAttr::parse(AsmParser &parser, Type) {
   SMLoc start = parser.getCurrentLocation();
-  StringRef keyword;
-  if (parser.parseLess() || parser.parseKeyword(&keyword))
-    return {};
-  std::optional<LinearForm> form = symbolizeLinearForm(keyword);
-  if (!form) {
-    parser.emitError(start) << "#csa.linear_form: expected split_k or per_output, got '"
-                            << keyword << "'";
-    return {};
-  }
-  int64_t outputsPerBlock = 0, outputsInFlight = 0;
-  llvm::StringSet<> seen;
-  while (succeeded(parser.parseOptionalComma())) {
-    SMLoc at = parser.getCurrentLocation();
-    StringRef key;
-    int64_t value = 0;
-    if (parser.parseKeyword(&key) || parser.parseEqual() || parser.parseInteger(value))
-      return {};
-    if (!seen.insert(key).second) {
-      parser.emitError(at) << "#csa.linear_form: '" << key << "' given twice";
-      return {};
-    }
-    if (key == "outputs_per_block") {
-      outputsPerBlock = value;
-    } else if (key == "outputs_in_flight") {
-      outputsInFlight = value;
-    } else {
-      parser.emitError(at) << "#csa.linear_form: unknown parameter '" << key
-                           << "' (outputs_per_block, outputs_in_flight)";
-      return {};
-    }
-  }
-  if (parser.parseGreater())
+  std::optional<LinearForm> form;
+  SmallVector<int64_t> values;
+  if (failed(parseFormAndParameters<LinearForm>(
+          parser, "#csa.linear_form", "split_k or per_output", symbolizeLinearForm, form,
+          {"outputs_per_block", "outputs_in_flight"}, values)))
     return {};
   return getChecked([&] { return parser.emitError(start); }, parser.getContext(), *form,
-                    outputsPerBlock, outputsInFlight);
+                    values[0], values[1]);
 }
 
 void LinearFormAttr::print(AsmPrinter &printer) const {

@@ -92,9 +92,9 @@ void KernelSelector::linear(const std::string &op, WeightFormat format, int64_t 
   const int64_t tile = experts > 0 ? 1 : tileRows();
   // The op's GPU form (csa-select-linear-forms): a per-output kernel is its
   // own kernel, named for it; the kernel carries the form for the NVPTX back
-  // end. The routed experts' grouped kernels have one form.
-  // Its split-K block shape (outputs_per_block, outputs_in_flight) also
-  // shapes the routed experts' grouped kernels, which are always split-K.
+  // end. The routed experts' grouped kernels are always split-K: of the
+  // op's form they take only its block shape (outputs_per_block,
+  // outputs_in_flight), which names their kernels like the others'.
   auto form = current ? current->getAttrOfType<LinearFormAttr>(kLinearFormAttrName)
                       : LinearFormAttr();
   if (form && experts > 0)

@@ -35,11 +35,6 @@ std::string decisionPath(const std::string &dir, int64_t run, const std::string 
   return absl::StrFormat("%s/r%03d_%s_%s.npy", dir, run, step, what);
 }
 
-absl::Status writeDecision(const std::string &path, const std::string &descr,
-                           const std::vector<int64_t> &shape, const void *data, size_t bytes) {
-  return npy::writeArray(path, descr, shape, data, bytes);
-}
-
 absl::Status readDecision(const std::string &path, const std::string &descr,
                           const std::vector<int64_t> &shape, void *data, size_t bytes) {
   std::ifstream in(path, std::ios::binary);

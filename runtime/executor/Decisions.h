@@ -31,11 +31,6 @@ namespace csa::runtime::detail {
 std::string decisionPath(const std::string &dir, int64_t run, const std::string &where,
                          const std::string &what);
 
-/// Writes `bytes` at `data` as a C-order .npy array of `descr` ("<i4",
-/// "|u1", "<f4") and `shape`: to a temporary name, then renamed.
-absl::Status writeDecision(const std::string &path, const std::string &descr,
-                           const std::vector<int64_t> &shape, const void *data, size_t bytes);
-
 /// Reads the .npy at `path` into `data`: its dtype must be `descr` and its
 /// shape `shape` exactly; errors name the file and what differs.
 absl::Status readDecision(const std::string &path, const std::string &descr,

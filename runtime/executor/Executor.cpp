@@ -816,7 +816,7 @@ absl::Status Executor::Impl::dump(Step &s, const std::string &dir, const char *w
     shape[0] = end - begin;
   const std::string path = detail::decisionPath(dir, calls, s.where, what);
   if (absl::Status st =
-          detail::writeDecision(path, descr, shape,
+          npy::writeArray(path, descr, shape,
                                 static_cast<const uint8_t *>(data) + size_t(begin) * rowBytes,
                                 size_t(end - begin) * rowBytes);
       !st.ok())

@@ -80,8 +80,6 @@ std::string typeString(Type type) {
   return s;
 }
 
-/// Static shared memory a kernel may declare without opting in (48 KiB).
-constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
 /// A linear form checked against its host kernel within the dot-product
 /// tolerance (kernels.json "tolerance"): each output a sum of K / G

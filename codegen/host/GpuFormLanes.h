@@ -18,6 +18,10 @@
 
 namespace csa::codegen {
 
+/// The static shared memory a GPU form's block may declare without opting
+/// in (48 KiB): the forms' shapes and the checks of per-op block shapes.
+inline constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
+
 /// A form with a block of `threads` threads per row: the block's row, the
 /// thread's index in the block, and the block's barrier.
 struct BlockRowLanes {

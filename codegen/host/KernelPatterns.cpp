@@ -139,10 +139,10 @@ void KernelSelector::linear(const std::string &op, WeightFormat format, int64_t 
     if (g > 1 && (out / g) % outputsPerBlock != 0)
       problem = llvm::formatv("its {0} groups of {1} outputs do not split into blocks of {2}", g,
                               out / g, outputsPerBlock);
-    else if (split->sharedBytes() > kLinearSplitKMaxSharedBytes)
+    else if (split->sharedBytes() > kMaxStaticSharedBytes)
       problem = llvm::formatv("a block's partials would take {0} bytes of shared memory (at "
                               "most {1}: {2} threads x {3} outputs)",
-                              split->sharedBytes(), kLinearSplitKMaxSharedBytes, split->threads,
+                              split->sharedBytes(), kMaxStaticSharedBytes, split->threads,
                               outputsPerBlock);
     if (!problem.empty()) {
       current->emitError() << "csa.linear_form split_k: outputs_per_block = " << outputsPerBlock

@@ -161,6 +161,11 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   Value r = lanes.row(b, loc), t = lanes.thread(b, loc);
   Value firstOut = arith::MulIOp::create(b, loc, lanes.outputTile(b, loc), idx(b, loc, outputs));
   auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
+  // The scale row of output j of its group's weight: FP4 a row an output,
+  // FP8 (and FP8-as-bf16) a row a 32-block of outputs.
+  auto scaleRowOf = [&](OpBuilder &b, Value j) -> Value {
+    return fp4 ? j : arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult();
+  };
   // The block's weight rows, from `firstRow` (its expert's rows when
   // grouped), and their scale rows, into L2 (lanes.prefetchL2).
   auto prefetchBlock = [&](OpBuilder &b, Value firstRow, Value firstScaleRow) {
@@ -175,27 +180,17 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
         sType.isDynamicDim(1))
       return;
     const int64_t scaleRowBytes = sType.getDimSize(1) * sType.getElementTypeBitWidth() / 8;
-    // FP4: a scale row an output; FP8: a row a 32-block of outputs.
-    Value scaleRows = count;
-    if (!fp4)
-      scaleRows = arith::AddIOp::create(
-          b, loc,
-          arith::SubIOp::create(
-              b, loc,
-              arith::DivUIOp::create(
-                  b, loc,
-                  arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, firstOut, count),
-                                        idx(b, loc, 1)),
-                  idx(b, loc, kBlock)),
-              arith::DivUIOp::create(b, loc, firstOut, idx(b, loc, kBlock))),
-          idx(b, loc, 1));
+    // The scale rows of outputs firstOut .. firstOut + count - 1.
+    Value lastOut = arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, firstOut, count),
+                                          idx(b, loc, 1));
+    Value scaleRows = arith::AddIOp::create(
+        b, loc,
+        arith::SubIOp::create(b, loc, scaleRowOf(b, lastOut), scaleRowOf(b, firstOut)),
+        idx(b, loc, 1));
     Value sBase = bytePointer(b, loc, s, lanes.weightAddressSpace).first;
     prefetchBytes(b, loc, lanes, sBase,
                   arith::MulIOp::create(b, loc, firstScaleRow, idx(b, loc, scaleRowBytes)),
                   arith::MulIOp::create(b, loc, scaleRows, idx(b, loc, scaleRowBytes)), t, threads);
-  };
-  auto firstScaleRowOf = [&](OpBuilder &b, Value j) -> Value {
-    return fp4 ? j : arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult();
   };
   // Ungrouped, the rows are known before the kernels upstream finish: ask
   // for them first (one row of blocks does), then wait. Grouped, the expert
@@ -205,7 +200,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
         b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, r, idx(b, loc, 0)),
         /*withElse=*/false);
     OpBuilder fb = OpBuilder::atBlockTerminator(first.thenBlock());
-    prefetchBlock(fb, firstOut, firstScaleRowOf(fb, firstOut));
+    prefetchBlock(fb, firstOut, scaleRowOf(fb, firstOut));
   }
   if (lanes.dependencyWait)
     lanes.dependencyWait(b, loc);
@@ -229,7 +224,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
       auto ifValid = scf::IfOp::create(b, loc, valid, /*withElse=*/false);
       OpBuilder vb = OpBuilder::atBlockTerminator(ifValid.thenBlock());
       prefetchBlock(vb, arith::AddIOp::create(vb, loc, weightBase, firstOut),
-                    arith::AddIOp::create(vb, loc, scaleBase, firstScaleRowOf(vb, firstOut)));
+                    arith::AddIOp::create(vb, loc, scaleBase, scaleRowOf(vb, firstOut)));
     }
   }
   auto weightRow = [&](OpBuilder &b, Value j) -> Value {
@@ -473,7 +468,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     SmallVector<Value> codes;
     if (!withScale)
       return codes;
-    Value scaleRow = fp4 ? j : arith::DivUIOp::create(b, loc, j, idx(b, loc, kBlock)).getResult();
+    Value scaleRow = scaleRowOf(b, j);
     if (grouped)
       scaleRow = arith::AddIOp::create(b, loc, scaleBase, scaleRow);
     for (int64_t i = 0; i < wpt; i += fp8 ? 2 : 1) {

@@ -59,10 +59,6 @@ inline int64_t linearSplitKOutputsInFlight(const LinearSplitKShape &shape) {
   return outputs < 4 ? 4 : (outputs > 8 ? 8 : outputs);
 }
 
-/// The most shared memory a split-K block's partials may take (the static
-/// shared memory of a block).
-inline constexpr int64_t kLinearSplitKMaxSharedBytes = 48 * 1024;
-
 /// The second reduction step adds each output's partials in this many parts.
 inline constexpr int64_t kSplitKParts = 8;
 

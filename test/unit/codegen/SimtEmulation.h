@@ -96,9 +96,7 @@ struct Simt {
       func::CallOp::create(b, loc, f, ValueRange{ptr});
     };
   }
-  std::function<void(OpBuilder &, Location)> dependencyWait() const {
-    return [f = wait](OpBuilder &b, Location loc) { func::CallOp::create(b, loc, f, ValueRange{}); };
-  }
+  std::function<void(OpBuilder &, Location)> dependencyWait() const { return call(wait); }
   MmaBf16 mmaBf16() const {
     return [f = mma](OpBuilder &b, Location loc, ValueRange a, ValueRange bw,
                      ValueRange c) -> SmallVector<Value> {
@@ -125,11 +123,11 @@ struct Simt {
       return func::CallOp::create(b, loc, f, ValueRange{}).getResult(0);
     };
   }
-  std::function<void(OpBuilder &, Location)> sync() const {
-    return [f = barrier](OpBuilder &b, Location loc) {
-      func::CallOp::create(b, loc, f, ValueRange{});
-    };
+  /// A call of `f`, a function of no arguments and results.
+  static std::function<void(OpBuilder &, Location)> call(func::FuncOp f) {
+    return [f](OpBuilder &b, Location loc) { func::CallOp::create(b, loc, f, ValueRange{}); };
   }
+  std::function<void(OpBuilder &, Location)> sync() const { return call(barrier); }
   /// A block of `threads` per row (block x).
   BlockRowLanes blockRow(int64_t threads) const {
     BlockRowLanes lanes;

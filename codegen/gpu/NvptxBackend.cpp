@@ -766,12 +766,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         lanes.dependencyWait = dependencyWait;
         bodyWaits = true;
       }
-      lanes.sharedPartialsType = MemRefType::get({split->outputsPerBlock, split->threads},
+      lanes.shuffleXor = shuffleXorLane;
+      lanes.sharedWarpSumsType = MemRefType::get({split->outputsPerBlock, split->threads / 32},
                                                  b.getF32Type(), MemRefLayoutAttrInterface{},
                                                  workgroup);
-      lanes.sharedSumsType = MemRefType::get({split->outputsPerBlock, kSplitKParts},
-                                             b.getF32Type(), MemRefLayoutAttrInterface{},
-                                             workgroup);
       split->outputsInFlight = outputsInFlightOfForm > 0 ? outputsInFlightOfForm
                                                          : linearSplitKOutputsInFlight(*split);
       buildLinearSplitKBody(fn, *linear, *split, lanes);

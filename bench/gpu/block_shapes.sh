@@ -16,26 +16,32 @@
 # Shapes (sed programs on tiled.mlir; the attributes' reference is
 # docs/dialect/CsaDialect.md):
 #   base           the back end's own choice everywhere
-#   moe-o8         csa.moe ops' linears (routed experts included) 8 outputs a block
+#   moe-oN         csa.moe ops' linears (routed experts included) N outputs a
+#                  block (8, 32 and 64 known; the default list has 8 and 32)
 #   moe-f4 moe-f16 their outputs in flight
 #   linear-f4 linear-f16   every csa.linear's outputs in flight
 #   attention-x4 attention-x8   sparse attention's split walk in 4 or 8 blocks
+#
+# BLOCK_SHAPES="base moe-o64 ..." picks other shapes from those (the same
+# list for prepare and run).
 set -euo pipefail
-shapes=(base moe-o8 moe-f4 moe-f16 linear-f4 linear-f16 attention-x4 attention-x8)
+shapes=(${BLOCK_SHAPES:-base moe-o8 moe-o32 moe-f4 moe-f16 linear-f4 linear-f16 attention-x4 attention-x8})
 edit() {
   local form='#csa.linear_form<split_k>'
   case $1 in
     base) echo '' ;;
-    moe-o8) echo "/csa\\.moe /s/$form/#csa.linear_form<split_k, outputs_per_block = 8>/" ;;
+    moe-o8 | moe-o32 | moe-o64)
+      echo "/csa\\.moe /s/$form/#csa.linear_form<split_k, outputs_per_block = ${1#moe-o}>/" ;;
     moe-f4) echo "/csa\\.moe /s/$form/#csa.linear_form<split_k, outputs_in_flight = 4>/" ;;
     moe-f16) echo "/csa\\.moe /s/$form/#csa.linear_form<split_k, outputs_in_flight = 16>/" ;;
     linear-f4) echo "/csa\\.linear /s/$form/#csa.linear_form<split_k, outputs_in_flight = 4>/" ;;
     linear-f16) echo "/csa\\.linear /s/$form/#csa.linear_form<split_k, outputs_in_flight = 16>/" ;;
-    attention-x*)
+    attention-x4 | attention-x8)
       echo "/csa\\.sparse_attention /s/#csa.attention_form<\\(split\\|mma\\)>/#csa.attention_form<\\1, splits = ${1#attention-x}>/" ;;
+    *) echo "block_shapes.sh: unknown shape '$1'" >&2; return 1 ;;
   esac
 }
-usage() { sed -n '2,21p' "$0" >&2; exit 2; }
+usage() { sed -n '2,26p' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 case $1 in
   prepare)
@@ -44,7 +50,8 @@ case $1 in
     mkdir -p "$out"
     "$compile" --variant="$variant" --emit=tiled -o "$out/tiled.mlir"
     for s in "${shapes[@]}"; do
-      sed "$(edit "$s")" "$out/tiled.mlir" > "$out/$s.mlir"
+      program=$(edit "$s")
+      sed "$program" "$out/tiled.mlir" > "$out/$s.mlir"
       if [ "$s" != base ] && cmp -s "$out/tiled.mlir" "$out/$s.mlir"; then
         echo "block_shapes.sh: shape $s changes no op of $variant" >&2
         exit 1

@@ -766,10 +766,12 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         lanes.dependencyWait = dependencyWait;
         bodyWaits = true;
       }
-      lanes.shuffleXor = shuffleXorLane;
-      lanes.sharedWarpSumsType = MemRefType::get({split->outputsPerBlock, split->threads / 32},
+      lanes.sharedPartialsType = MemRefType::get({split->outputsPerBlock, split->threads},
                                                  b.getF32Type(), MemRefLayoutAttrInterface{},
                                                  workgroup);
+      lanes.sharedSumsType = MemRefType::get({split->outputsPerBlock, kSplitKParts},
+                                             b.getF32Type(), MemRefLayoutAttrInterface{},
+                                             workgroup);
       split->outputsInFlight = outputsInFlightOfForm > 0 ? outputsInFlightOfForm
                                                          : linearSplitKOutputsInFlight(*split);
       buildLinearSplitKBody(fn, *linear, *split, lanes);

@@ -3,8 +3,7 @@
 // See LinearSplitK.h. The weight bytes are read once, 16 bytes a load, and
 // the activations a thread multiplies never leave its registers, so the
 // form is bound by the weight's bytes; the only cross-thread work is the
-// final sum of each output's partials: shuffles within each warp (no
-// barrier), then one barrier and the warps' sums in order.
+// final sum of each output's partials.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/host/LinearSplitK.h"
@@ -83,7 +82,7 @@ int64_t pow2Floor(int64_t v) {
 } // namespace
 
 int64_t LinearSplitKShape::sharedBytes() const {
-  return outputsPerBlock * (threads / 32) * 4;
+  return outputsPerBlock * (threads + kSplitKParts) * 4;
 }
 
 std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
@@ -148,7 +147,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
                 outputs = shape.outputsPerBlock, threads = shape.threads;
   const int64_t rowBytes = kg / epw * kWordBytes;
 
-  Block *entry = freshBody(fn, {lanes.sharedWarpSumsType});
+  Block *entry = freshBody(fn, {lanes.sharedPartialsType, lanes.sharedSumsType});
   b.setInsertionPointToStart(entry);
   // Grouped over experts (spec.experts): the slots' expert ids follow x.
   const bool grouped = spec.experts > 0;
@@ -157,7 +156,8 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
         w = entry->getArgument(first),
         s = withScale ? entry->getArgument(first + 1) : Value(),
         y = entry->getArgument(withScale ? first + 2 : first + 1);
-  Value warpSums = entry->getArgument(entry->getNumArguments() - 1);
+  Value partials = entry->getArgument(entry->getNumArguments() - 2),
+        sums = entry->getArgument(entry->getNumArguments() - 1);
   Value r = lanes.row(b, loc), t = lanes.thread(b, loc);
   Value firstOut = arith::MulIOp::create(b, loc, lanes.outputTile(b, loc), idx(b, loc, outputs));
   auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
@@ -519,20 +519,7 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
             partial = f32Const(b, loc, 0.f);
           }
           acc = arith::SelectOp::create(b, loc, active, acc, f32Const(b, loc, 0.f));
-          // The warp's sum of output o, by lane 0 into warpSums[o][warp]
-          // (every lane runs this: the branches above are the block's).
-          for (int32_t mask = 16; mask >= 1; mask /= 2)
-            acc = arith::AddFOp::create(b, loc, acc, lanes.shuffleXor(b, loc, acc, mask));
-          auto laneZero = scf::IfOp::create(
-              b, loc,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                    arith::RemUIOp::create(b, loc, t, idx(b, loc, 32)),
-                                    idx(b, loc, 0)),
-              /*withElse=*/false);
-          OpBuilder zb = OpBuilder::atBlockTerminator(laneZero.thenBlock());
-          memref::StoreOp::create(
-              zb, loc, acc, warpSums,
-              ValueRange{o, arith::DivUIOp::create(zb, loc, t, idx(zb, loc, 32))});
+          memref::StoreOp::create(b, loc, acc, partials, ValueRange{o, t});
         });
   };
   auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
@@ -542,6 +529,25 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
     emitOutputs(eb, /*vectorLoads=*/false);
   }
+  lanes.barrier(b, loc);
+  // Each output's partials in kSplitKParts parts, then the parts.
+  const int64_t partSize = threads / kSplitKParts;
+  scf::ForOp::create(
+      b, loc, t, idx(b, loc, outputs * kSplitKParts), idx(b, loc, threads), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value p, ValueRange) {
+        Value o = arith::DivUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
+        Value part = arith::RemUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
+        Value first = arith::MulIOp::create(b, loc, part, idx(b, loc, partSize));
+        Value total = f32Const(b, loc, 0.f);
+        for (int64_t u = 0; u < partSize; ++u)
+          total = arith::AddFOp::create(
+              b, loc, total,
+              memref::LoadOp::create(
+                  b, loc, partials,
+                  ValueRange{o, arith::AddIOp::create(b, loc, first, idx(b, loc, u))}));
+        memref::StoreOp::create(b, loc, total, sums, ValueRange{o, part});
+        scf::YieldOp::create(b, loc);
+      });
   lanes.barrier(b, loc);
   Type outType = spec.format == LinearFormat::F32 ? f32 : Type(b.getBF16Type());
   scf::ForOp::create(
@@ -553,10 +559,10 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
             /*withElse=*/false);
         OpBuilder ib = OpBuilder::atBlockTerminator(inRange.thenBlock());
         Value total = f32Const(ib, loc, 0.f);
-        for (int64_t warp = 0; warp < threads / 32; ++warp)
+        for (int64_t part = 0; part < kSplitKParts; ++part)
           total = arith::AddFOp::create(
               ib, loc, total,
-              memref::LoadOp::create(ib, loc, warpSums, ValueRange{o, idx(ib, loc, warp)}));
+              memref::LoadOp::create(ib, loc, sums, ValueRange{o, idx(ib, loc, part)}));
         if (grouped)
           total = arith::SelectOp::create(ib, loc, valid, total, f32Const(ib, loc, 0.f));
         Value out = outType.isF32() ? total

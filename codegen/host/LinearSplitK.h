@@ -6,9 +6,8 @@
 // weight row, keeps the activations those words multiply in registers (the
 // FP8/FP4 act_quant of its own 32-blocks, done once), and walks the tile's
 // outputs with one 16-byte load per word, several outputs' loads in flight
-// at once. Each warp adds its threads' partials of an output by shuffles,
-// lane 0 puts the warp's sum in shared memory, and after one barrier a
-// thread an output adds the warps' sums in order.
+// at once. Each thread's partial of an output goes to shared memory and the
+// block adds them in two steps.
 //
 // This form does not keep the host kernel's summation order, so its results
 // are not the host kernel's bits: it meets the tolerance contract of a dot
@@ -20,7 +19,6 @@
 #ifndef CSA_CODEGEN_HOST_LINEARSPLITK_H
 #define CSA_CODEGEN_HOST_LINEARSPLITK_H
 
-#include "codegen/host/GpuFormLanes.h"
 #include "codegen/host/LinearKernelParts.h"
 #include "codegen/host/LinearKernels.h"
 
@@ -45,8 +43,8 @@ struct LinearSplitKShape {
   /// Outputs whose weight loads a thread issues before their products (the
   /// bytes in flight that hide the memory's latency).
   int64_t outputsInFlight = 4;
-  /// The shared memory the form declares: the warps' sums of each output
-  /// (outputs x threads / 32 f32).
+  /// The shared memory the form declares: the partials (outputs x threads
+  /// f32) and the second step's sums (outputs x kSplitKParts f32).
   int64_t sharedBytes() const;
 };
 
@@ -61,6 +59,9 @@ inline int64_t linearSplitKOutputsInFlight(const LinearSplitKShape &shape) {
   return outputs < 4 ? 4 : (outputs > 8 ? 8 : outputs);
 }
 
+/// The second reduction step adds each output's partials in this many parts.
+inline constexpr int64_t kSplitKParts = 8;
+
 /// The split of `spec` for a GPU of `multiprocessors` SMs, or none when the
 /// form does not apply: a group's K must be a whole number of 16-byte words
 /// (FP8 K % 32, FP4 K % 32, bf16 K % 8, f32 weights K % 4), a block's
@@ -74,9 +75,6 @@ std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
 struct LinearSplitKLanes {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, outputTile, thread;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
-  /// The XOR shuffle over a warp (shfl.sync.bfly) that adds a warp's
-  /// partials of an output.
-  ShuffleXorFn shuffleXor;
   /// Two E4M3 codes (the low and high byte of an i16) to f32: the GPU's
   /// cvt.rn.f16x2.e4m3x2 (nvvm.convert.f8x2.to.f16x2). Empty: decoded with
   /// integer arithmetic (decodeE4M3Arith), as on the host.
@@ -111,9 +109,10 @@ struct LinearSplitKLanes {
   /// stream in while the kernel before it still runs; a grouped one waits
   /// first (its expert ids come from upstream).
   std::function<void(mlir::OpBuilder &, mlir::Location)> dependencyWait;
-  /// Appended to the kernel's arguments, in the block's shared memory: the
-  /// warps' sums, memref<outputsPerBlock x (threads / 32) x f32>.
-  mlir::Type sharedWarpSumsType;
+  /// Appended to the kernel's arguments, in the block's shared memory:
+  /// memref<outputsPerBlock x threads x f32>, then
+  /// memref<outputsPerBlock x kSplitKParts x f32>.
+  mlir::Type sharedPartialsType, sharedSumsType;
 };
 
 /// Replaces the body of `fn` (a kernel of `spec` from buildLinearKernel)

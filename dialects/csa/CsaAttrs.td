@@ -195,9 +195,9 @@ def Csa_LinearFormAttr : Csa_Attr<"LinearForm", "linear_form"> {
     --linear-outputs-per-block` / `--linear-outputs-in-flight`):
 
     * `outputs_per_block` (1 to 64): the outputs a block computes; they must
-      lie in one group, or the compile fails naming the op (the block's
-      warps' sums, outputs x warps x 4 bytes, take at most 8 KiB of shared
-      memory). The kernels are named with `_o<N>`.
+      lie in one group, and the block's partials (outputs x threads x 4
+      bytes) must fit 48 KiB of shared memory, or the compile fails naming
+      the op. The kernels are named with `_o<N>`.
     * `outputs_in_flight` (1 to 16): the outputs whose weight loads a
       thread issues before their products. Named with `_f<N>`.
 

@@ -33,25 +33,19 @@ namespace {
 
 
 /// The split-K form's lanes on host threads: a block per (row, output tile),
-/// the warps' sums in shared memory appended to the kernel's arguments.
+/// its shared partials and sums appended to the kernel's arguments.
 LinearSplitKLanes splitKLanes(const Simt &simt, MLIRContext *ctx, const LinearSplitKShape &split) {
   LinearSplitKLanes lanes;
   lanes.row = simt.value(simt.blockX);
   lanes.outputTile = simt.value(simt.blockY);
   lanes.thread = simt.value(simt.thread);
   lanes.barrier = simt.sync();
-  lanes.shuffleXor = simt.shuffleXor();
   lanes.weightAddressSpace = 0;
-  lanes.sharedWarpSumsType =
-      MemRefType::get({split.outputsPerBlock, split.threads / 32}, Float32Type::get(ctx));
+  lanes.sharedPartialsType =
+      MemRefType::get({split.outputsPerBlock, split.threads}, Float32Type::get(ctx));
+  lanes.sharedSumsType =
+      MemRefType::get({split.outputsPerBlock, kSplitKParts}, Float32Type::get(ctx));
   return lanes;
-}
-
-/// The descriptor of the split-K form's shared warp sums in `shared`.
-Descriptor<2, float> warpSumsIn(void *shared, const LinearSplitKShape &split) {
-  float *p = static_cast<float *>(shared);
-  const int64_t warps = split.threads / 32;
-  return {p, p, 0, {split.outputsPerBlock, warps}, {warps, 1}};
 }
 
 /// The tensor-core form's lanes on host threads: a block per (row tile or
@@ -297,12 +291,15 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
     const int64_t o = split.outputsPerBlock, t = split.threads;
     takeSimtMemoryEvents();
     launch(rows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
-      Descriptor<2, float> dSums = warpSumsIn(shared, split);
+      float *p = static_cast<float *>(shared);
+      Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
+      float *q = p + o * t;
+      Descriptor<2, float> dSums{q, q, 0, {o, kSplitKParts}, {kSplitKParts, 1}};
       void *out = y(false);
       if (scaled)
-        reinterpret_cast<Fn5>(form)(xDesc, &dw, &ds, out, &dSums);
+        reinterpret_cast<Fn6>(form)(xDesc, &dw, &ds, out, &dPart, &dSums);
       else
-        reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dSums);
+        reinterpret_cast<Fn5>(form)(xDesc, &dw, out, &dPart, &dSums);
     });
     if (c.prefetch) {
       // One row of blocks asks for every weight row (where the weight lies
@@ -594,6 +591,7 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   using Fn4 = void (*)(void *, void *, void *, void *);
   using Fn5 = void (*)(void *, void *, void *, void *, void *);
   using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
+  using Fn7 = void (*)(void *, void *, void *, void *, void *, void *, void *);
   void *hostSingle = lib.symbol("host_single"), *hostGrouped = lib.symbol("host_grouped"),
        *formSingle = lib.symbol("form_single"), *formGrouped = lib.symbol("form_grouped");
   ASSERT_TRUE(hostSingle && hostGrouped && formSingle && formGrouped);
@@ -603,11 +601,14 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   Descriptor<2, uint8_t> dw{w, w, 0, {experts * n, wCols}, {wCols, 1}};
   auto ds = describe<2>(scale, {experts * scaleRows, scaleCols});
   auto runForm = [&](const LinearSplitKShape &split, int64_t gridRows,
-                     const std::function<void(void *, void *)> &call) {
+                     const std::function<void(void *, void *, void *)> &call) {
     const int64_t o = split.outputsPerBlock, t = split.threads;
     launch(gridRows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
-      Descriptor<2, float> dSums = warpSumsIn(shared, split);
-      call(&dSums, shared);
+      float *p = static_cast<float *>(shared);
+      Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
+      float *q = p + o * t;
+      Descriptor<2, float> dSums{q, q, 0, {o, kSplitKParts}, {kSplitKParts, 1}};
+      call(&dPart, &dSums, shared);
     });
   };
   std::vector<uint16_t> hostY(size_t(slots * n), 0x7FC1), formY(size_t(slots * n), 0x7FC1);
@@ -615,8 +616,8 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   auto dfy = describe<2>(formY, {slots, n});
   reinterpret_cast<Fn5>(hostGrouped)(&dx, &dids, &dw, &ds, &dhy);
   takeSimtMemoryEvents();
-  runForm(splitGrouped, slots, [&](void *sums, void *) {
-    reinterpret_cast<Fn6>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, sums);
+  runForm(splitGrouped, slots, [&](void *part, void *sums, void *) {
+    reinterpret_cast<Fn7>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, part, sums);
   });
   // The grouped form prefetches its slots' experts' rows and scale rows,
   // no other expert's, after it waits (the ids come from upstream).
@@ -645,8 +646,8 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
       auto dhr = describe<2>(hostRef, {1, n});
       auto dfr = describe<2>(formRef, {1, n});
       reinterpret_cast<Fn4>(hostSingle)(&dxr, &dwe, &dse, &dhr);
-      runForm(splitSingle, 1, [&](void *sums, void *) {
-        reinterpret_cast<Fn5>(formSingle)(&dxr, &dwe, &dse, &dfr, sums);
+      runForm(splitSingle, 1, [&](void *part, void *sums, void *) {
+        reinterpret_cast<Fn6>(formSingle)(&dxr, &dwe, &dse, &dfr, part, sums);
       });
     }
     for (int64_t j = 0; j < n; ++j) {

@@ -224,8 +224,10 @@ std::vector<std::string> dumpFiles(const std::string &dir, const std::string &su
   return names;
 }
 
-/// The kinds of dump file csa-diff compares.
+/// The kinds of dump file csa-diff compares: the hidden states, then the
+/// discrete decisions (kDumpKinds[1..]).
 constexpr const char *kDumpKinds[] = {"hidden", "topk", "hsi_pool", "moe_ids"};
+constexpr size_t kFirstDecisionKind = 1;
 
 /// (A's file, B's file) pairs by kind.
 using FilePairs = std::map<std::string, std::vector<std::pair<std::string, std::string>>>;
@@ -378,9 +380,9 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
     std::string a, b, kind;
   };
   std::vector<DecisionPair> decisions;
-  for (const char *kind : {"topk", "hsi_pool", "moe_ids"})
-    for (const auto &[a, b] : (*paired)[kind])
-      decisions.push_back({a, b, kind});
+  for (size_t k = kFirstDecisionKind; k < std::size(kDumpKinds); ++k)
+    for (const auto &[a, b] : (*paired)[kDumpKinds[k]])
+      decisions.push_back({a, b, kDumpKinds[k]});
   if (names.empty() && decisions.empty())
     return badInput(dirA + ": no csa-run --dump-hidden or --dump-decisions files "
                            "(r<call>_<entry>-<step>_hidden.npy, _topk.npy, _hsi_pool.npy, "

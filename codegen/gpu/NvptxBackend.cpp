@@ -80,7 +80,6 @@ std::string typeString(Type type) {
   return s;
 }
 
-
 /// A linear form checked against its host kernel within the dot-product
 /// tolerance (kernels.json "tolerance"): each output a sum of K / G
 /// products of the activation and the weight (with its UE8M0 scales).

@@ -56,6 +56,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <cstdio>
 #include <iostream>
@@ -225,9 +226,8 @@ std::vector<std::string> dumpFiles(const std::string &dir, const std::string &su
 }
 
 /// The kinds of dump file csa-diff compares: the hidden states, then the
-/// discrete decisions (kDumpKinds[1..]).
+/// discrete decisions (every other kind).
 constexpr const char *kDumpKinds[] = {"hidden", "topk", "hsi_pool", "moe_ids"};
-constexpr size_t kFirstDecisionKind = 1;
 
 /// (A's file, B's file) pairs by kind.
 using FilePairs = std::map<std::string, std::vector<std::pair<std::string, std::string>>>;
@@ -380,9 +380,10 @@ int compareDumps(const std::string &dirA, const std::string &dirB, bool haveMaxA
     std::string a, b, kind;
   };
   std::vector<DecisionPair> decisions;
-  for (size_t k = kFirstDecisionKind; k < std::size(kDumpKinds); ++k)
-    for (const auto &[a, b] : (*paired)[kDumpKinds[k]])
-      decisions.push_back({a, b, kDumpKinds[k]});
+  for (const char *kind : kDumpKinds)
+    if (std::string_view(kind) != "hidden")
+      for (const auto &[a, b] : (*paired)[kind])
+        decisions.push_back({a, b, kind});
   if (names.empty() && decisions.empty())
     return badInput(dirA + ": no csa-run --dump-hidden or --dump-decisions files "
                            "(r<call>_<entry>-<step>_hidden.npy, _topk.npy, _hsi_pool.npy, "

@@ -507,6 +507,16 @@ struct MoePattern : OpKernelPattern<MoeOp> {
     std::replace(swiglu.begin(), swiglu.end(), '.', 'p');
     s.use(swiglu, "csa.moe", "", KernelParallelism::Nest,
           [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); }, "swiglu");
+    // Gate and up as one linear of 2 x inter outputs, w1's rows then w3's
+    // (where the executor can place them so: on the GPU), and the SwiGLU
+    // over the halves of its rows: one weight-streaming launch where two
+    // were, each too short to reach the HBM bandwidth in a decode step.
+    s.linear("csa.moe", op.getSharedFormat(), dim, 2 * inter, 1, "shared_gate_up");
+    std::string paired = llvm::formatv("swiglu_paired_{0}_l{1}", inter, limit).str();
+    std::replace(paired.begin(), paired.end(), '.', 'p');
+    s.use(paired, "csa.moe", "", KernelParallelism::Nest,
+          [&] { buildSwigluKernel(s.kernels, paired, inter, limit, /*paired=*/true); },
+          "swiglu_paired");
     std::string acc = llvm::formatv("moe_accumulate_{0}", dim).str();
     s.use(acc, "csa.moe", "", KernelParallelism::Nest,
           [&] { buildMoeAccumulateKernel(s.kernels, acc, dim); }, "accumulate");
@@ -520,6 +530,9 @@ struct MoePattern : OpKernelPattern<MoeOp> {
       const int64_t experts = op.getExperts(), topK = op.getTopK();
       s.linear("csa.moe", ef, dim, inter, 1, "experts_in", experts, topK);
       s.linear("csa.moe", ef, inter, dim, 1, "experts_out", experts, 1);
+      // The same fusion of gate and up, grouped: an expert's w1 rows then
+      // its w3 rows are the expert's block of one array.
+      s.linear("csa.moe", ef, dim, 2 * inter, 1, "experts_gate_up", experts, topK);
       std::string combine =
           llvm::formatv("moe_combine_{0}_top{1}_e{2}", dim, topK, experts).str();
       s.use(combine, "csa.moe", "", KernelParallelism::Nest,

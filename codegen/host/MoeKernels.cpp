@@ -236,21 +236,27 @@ func::FuncOp buildMoeGatherKernel(ModuleOp module, const std::string &name,
 }
 
 func::FuncOp buildSwigluKernel(ModuleOp module, const std::string &name,
-                               int64_t inter, float limit) {
+                               int64_t inter, float limit, bool paired) {
   OpBuilder b(module.getContext());
   Location loc = module.getLoc();
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
   auto rows = MemRefType::get({ShapedType::kDynamic, inter}, bf16);
-  func::FuncOp fn = KernelBuilder::start(
-      b, module, name,
-      {rows, rows, MemRefType::get({ShapedType::kDynamic}, f32), rows});
+  auto pairs = MemRefType::get({ShapedType::kDynamic, 2 * inter}, bf16);
+  auto weights = MemRefType::get({ShapedType::kDynamic}, f32);
+  func::FuncOp fn =
+      paired ? KernelBuilder::start(b, module, name, {pairs, weights, rows})
+             : KernelBuilder::start(b, module, name, {rows, rows, weights, rows});
   KernelBuilder k(b, loc);
-  Value gate = fn.getArgument(0), up = fn.getArgument(1),
-        weight = fn.getArgument(2), h = fn.getArgument(3);
+  const unsigned first = paired ? 1 : 2;
+  Value gate = fn.getArgument(0), up = paired ? gate : fn.getArgument(1),
+        weight = fn.getArgument(first), h = fn.getArgument(first + 1);
   k.loop(k.idx(0), k.dim(gate, 0), [&](Value n) {
     Value w = k.load(weight, n);
     k.loop(inter, [&](Value j) {
-      Value g = k.loadF32(gate, {n, j}), u = k.loadF32(up, {n, j});
+      // Paired, up is the row's second half.
+      Value upColumn =
+          paired ? arith::AddIOp::create(b, loc, j, k.idx(inter)).getResult() : j;
+      Value g = k.loadF32(gate, {n, j}), u = k.loadF32(up, {n, upColumn});
       if (limit > 0) {
         Value lim = k.f32(limit), negLim = k.f32(-limit);
         // std::clamp(u, -limit, limit) and std::min(g, limit).

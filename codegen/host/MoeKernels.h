@@ -58,10 +58,12 @@ mlir::func::FuncOp buildMoeGatherKernel(mlir::ModuleOp module,
                                         const std::string &name, int64_t dim);
 
 /// `name(gate: memref<?xIxbf16>, up: memref<?xIxbf16>, weight: memref<?xf32>,
-/// h: memref<?xIxbf16>)`.
+/// h: memref<?xIxbf16>)`. With `paired`, gate and up are the two halves of
+/// one row, as the fused gate/up projection writes them:
+/// `name(gate_up: memref<?x(2I)xbf16>, weight: memref<?xf32>, h: memref<?xIxbf16>)`.
 mlir::func::FuncOp buildSwigluKernel(mlir::ModuleOp module,
                                      const std::string &name, int64_t inter,
-                                     float limit);
+                                     float limit, bool paired = false);
 
 /// `name(y: memref<?xDxf32>, out: memref<?xDxbf16>, rowIndex: memref<?xi32>)`:
 /// y[rowIndex[r]] += out[r].

@@ -609,6 +609,13 @@ struct Executor::Impl {
   void placeGroupedExperts();
   /// The first expert's w1 weight of each MoE whose experts are placed.
   std::set<const void *> expertsPlaced;
+  /// Of those, the MoEs whose experts' w1 and w3 lie as one array of
+  /// [w1; w3] rows an expert (the plan has experts_gate_up): their gate and
+  /// up projections run as that one grouped linear.
+  std::set<const void *> gateUpPlaced;
+  /// The shared experts (by their w1 weight) whose w1 and w3 lie as one
+  /// [w1; w3] array (the plan has shared_gate_up): one linear for both.
+  std::set<const void *> sharedGateUpPlaced;
   absl::Status engram(Step &s);
   absl::Status lmHead(Step &s);
   absl::Status sliceRows(Step &s);

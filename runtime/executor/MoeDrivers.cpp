@@ -6,7 +6,9 @@
 // read the expert ids on the device (moeGrouped: the split-K form below 64
 // slots, the tensor-core expert_tiles form from 64 on where it exists);
 // otherwise (the CPU, --gpu-per-expert-moe) one launch an expert from the
-// token lists the host builds.
+// token lists the host builds. Where the plan has the fused gate/up kernel
+// (experts_gate_up, an expert's w1 and w3 rows as one linear) the grouped
+// path runs gate and up as one launch and SwiGLU on its paired halves.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/ExecutorImpl.h"
@@ -154,17 +156,31 @@ absl::Status Executor::Impl::moe(Step &s) {
 Tensor &Executor::Impl::sharedExpert(Step &s, Tensor &x) {
   const int64_t n = x.rows(), dim = attr(s, "dim"), inter = attr(s, "inter");
   Tensor &ones = unitWeights(n);
-  Tensor &g = kernelScratch("moe.shared_g", 2, {n, inter});
-  Tensor &up = kernelScratch("moe.shared_up", 2, {n, inter});
   Tensor &h = kernelScratch("moe.shared_h", 2, {n, inter});
   Tensor &o = kernelScratch("moe.shared_o", 2, {n, dim});
-  linear(s, "shared_in", x.ptr(), n, dim, "shared.w1.", -1, g.ptr(), inter);
-  linear(s, "shared_in", x.ptr(), n, dim, "shared.w3.", -1, up.ptr(), inter);
-  auto dg = desc<2>(g.ptr(), {n, inter});
-  auto du = desc<2>(up.ptr(), {n, inter});
   auto d1 = desc<1>(ones.ptr(), {n});
   auto dh = desc<2>(h.ptr(), {n, inter});
-  invoke(s, "swiglu", &dg, &du, &d1, &dh);
+  if (s.layout.has("shared.w1.weight") &&
+      sharedGateUpPlaced.count(weight(s, "shared.w1.weight").data)) {
+    // w1's rows then w3's as one weight (placeGroupedExperts): a row of
+    // gu holds the gate outputs, then the up outputs.
+    LinearWeights lw = linearWeights(s, "shared_gate_up", "shared.w1.", -1);
+    lw.weight.sizes[0] *= 2;
+    if (lw.scaled)
+      lw.scale.sizes[0] *= 2;
+    Tensor &gu = kernelScratch("moe.shared_gate_up", 2, {n, 2 * inter});
+    linear(lw, x.ptr(), n, dim, gu.ptr(), 2 * inter);
+    auto dgu = desc<2>(gu.ptr(), {n, 2 * inter});
+    invoke(s, "swiglu_paired", &dgu, &d1, &dh);
+  } else {
+    Tensor &g = kernelScratch("moe.shared_g", 2, {n, inter});
+    Tensor &up = kernelScratch("moe.shared_up", 2, {n, inter});
+    linear(s, "shared_in", x.ptr(), n, dim, "shared.w1.", -1, g.ptr(), inter);
+    linear(s, "shared_in", x.ptr(), n, dim, "shared.w3.", -1, up.ptr(), inter);
+    auto dg = desc<2>(g.ptr(), {n, inter});
+    auto du = desc<2>(up.ptr(), {n, inter});
+    invoke(s, "swiglu", &dg, &du, &d1, &dh);
+  }
   linear(s, "shared_out", h.ptr(), n, inter, "shared.w2.", -1, o.ptr(), dim);
   return o;
 }
@@ -173,9 +189,11 @@ bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
   if (!runner || !s.kernels.count("experts_in") || !s.kernels.count("experts_out") ||
       !s.kernels.count("combine") || !s.layout.has("w1.weight", 0))
     return false;
+  const bool paired = gateUpPlaced.count(weight(s, "w1.weight", 0).data) != 0;
+  const char *in = paired ? "experts_gate_up" : "experts_in";
   // Its kernels on the device (the grouped linears in their split-K form,
   // not a slot a thread), and its experts' weights placed as arrays.
-  for (const char *role : {"experts_in", "experts_out", "combine"})
+  for (const char *role : {in, "experts_out", "combine"})
     if (!kernel(s, role).runner)
       return false;
   // Past decode's few rows only where the grouped tensor-core form exists
@@ -185,7 +203,7 @@ bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
   // which reads an expert's weights once a slot, runs few enough slots. So
   // every prefill's MoE runs from the device routing, with no host read.
   bool tensorCores = true;
-  for (const char *role : {"experts_in", "experts_out"}) {
+  for (const char *role : {in, "experts_out"}) {
     const GpuKernel *g = kernel(s, role).gpu;
     if (g && g->launch.rule != "row_tiles")
       return false;
@@ -200,25 +218,55 @@ bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
 void Executor::Impl::placeGroupedExperts() {
   for (std::vector<Step> *steps : {&prefillSteps, &decodeSteps})
     for (Step &s : *steps) {
+      // The shared expert's w1 and w3 one after the other (their scales
+      // too), for shared_gate_up.
+      if (s.kernels.count("shared_gate_up") && s.kernels.count("swiglu_paired") &&
+          s.layout.has("shared.w1.weight") && s.layout.has("shared.w3.weight")) {
+        const bool scaled = s.layout.has("shared.w1.scale");
+        bool placed = !scaled || s.layout.has("shared.w3.scale");
+        for (const char *part : {"weight", "scale"}) {
+          if (!placed || (!scaled && std::string_view(part) == "scale"))
+            continue;
+          const std::string w1 = std::string("shared.w1.") + part,
+                            w3 = std::string("shared.w3.") + part;
+          placed = runner->placeTogether({weight(s, w1).data, weight(s, w3).data});
+          if (placed)
+            bounds.addDeviceSpan(weight(s, w1).data, 2 * weight(s, w1).bytes);
+        }
+        if (placed)
+          sharedGateUpPlaced.insert(weight(s, "shared.w1.weight").data);
+      }
       if (!s.kernels.count("experts_in") || !s.layout.has("w1.weight", 0))
         continue;
       const int64_t experts = attr(s, "experts");
+      // With the fused gate/up kernel, an expert's w1 and w3 (and their
+      // scales) lie one after the other: expert e's [w1; w3] rows are the
+      // e-th block of one array, as that grouped linear reads its weights.
+      const bool paired = s.kernels.count("experts_gate_up") && s.kernels.count("swiglu_paired");
+      using Arrays = std::vector<std::vector<const char *>>;
+      const Arrays arrays =
+          paired ? Arrays{{"w1.weight", "w3.weight"}, {"w1.scale", "w3.scale"},
+                          {"w2.weight"}, {"w2.scale"}}
+                 : Arrays{{"w1.weight"}, {"w1.scale"}, {"w3.weight"}, {"w3.scale"},
+                          {"w2.weight"}, {"w2.scale"}};
       bool placed = true;
-      for (const char *slot : {"w1.weight", "w1.scale", "w3.weight", "w3.scale",
-                               "w2.weight", "w2.scale"}) {
+      for (const std::vector<const char *> &slots : arrays) {
         std::vector<const void *> parts;
-        for (int64_t e = 0; e < experts && placed; ++e) {
-          placed = s.layout.has(slot, e);
-          if (placed)
-            parts.push_back(weight(s, slot, e).data);
-        }
+        for (int64_t e = 0; e < experts && placed; ++e)
+          for (const char *slot : slots) {
+            placed = placed && s.layout.has(slot, e);
+            if (placed)
+              parts.push_back(weight(s, slot, e).data);
+          }
         placed = placed && runner->placeTogether(parts);
         if (!placed)
           break;
-        bounds.addDeviceSpan(parts[0], size_t(experts) * weight(s, slot, 0).bytes);
+        bounds.addDeviceSpan(parts[0], parts.size() * weight(s, slots[0], 0).bytes);
       }
       if (placed)
         expertsPlaced.insert(weight(s, "w1.weight", 0).data);
+      if (placed && paired)
+        gateUpPlaced.insert(weight(s, "w1.weight", 0).data);
     }
 }
 
@@ -234,27 +282,35 @@ absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor 
   auto dids = desc<1>(ids.ptr(), {slots});
   // y[slot] = x[slot / slotsPerRow] @ W[ids[slot]]^T over the experts'
   // weights (and scales) as one array (placeGroupedExperts).
+  // `parts` weights an expert (placeGroupedExperts: w1 and w3 together).
   auto grouped = [&](const char *role, const void *in, int64_t inRows, int64_t k,
-                     const std::string &layer, void *out, int64_t outFeatures) {
+                     const std::string &layer, void *out, int64_t outFeatures,
+                     int64_t parts = 1) {
     const checkpoint::TensorView &w = weight(s, layer + "weight", 0);
     const checkpoint::TensorView &sc = weight(s, layer + "scale", 0);
     auto dx = desc<2>(in, {inRows, k});
-    auto dw = desc<2>(w.data, {experts * w.shape[0], w.shape.size() > 1 ? w.shape[1] : 1});
-    auto ds = desc<2>(sc.data, {experts * sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
+    auto dw = desc<2>(w.data, {experts * parts * w.shape[0], w.shape.size() > 1 ? w.shape[1] : 1});
+    auto ds = desc<2>(sc.data, {experts * parts * sc.shape[0], sc.shape.size() > 1 ? sc.shape[1] : 1});
     auto dy = desc<2>(out, {slots, outFeatures});
     invoke(s, role, &dx, &dids, &dw, &ds, &dy);
   };
-  Tensor &g = kernelScratch("moe.slot_g", 2, {slots, inter});
-  Tensor &up = kernelScratch("moe.slot_up", 2, {slots, inter});
   Tensor &h = kernelScratch("moe.slot_h", 2, {slots, inter});
   Tensor &o = kernelScratch("moe.slot_o", 2, {slots, dim});
-  grouped("experts_in", x.ptr(), n, dim, "w1.", g.ptr(), inter);
-  grouped("experts_in", x.ptr(), n, dim, "w3.", up.ptr(), inter);
-  {
+  auto dw = desc<1>(wts.ptr(), {slots});
+  auto dh = desc<2>(h.ptr(), {slots, inter});
+  if (gateUpPlaced.count(weight(s, "w1.weight", 0).data)) {
+    // A slot's row: its w1 outputs, then its w3 outputs.
+    Tensor &gu = kernelScratch("moe.slot_gate_up", 2, {slots, 2 * inter});
+    grouped("experts_gate_up", x.ptr(), n, dim, "w1.", gu.ptr(), 2 * inter, /*parts=*/2);
+    auto dgu = desc<2>(gu.ptr(), {slots, 2 * inter});
+    invoke(s, "swiglu_paired", &dgu, &dw, &dh);
+  } else {
+    Tensor &g = kernelScratch("moe.slot_g", 2, {slots, inter});
+    Tensor &up = kernelScratch("moe.slot_up", 2, {slots, inter});
+    grouped("experts_in", x.ptr(), n, dim, "w1.", g.ptr(), inter);
+    grouped("experts_in", x.ptr(), n, dim, "w3.", up.ptr(), inter);
     auto dg = desc<2>(g.ptr(), {slots, inter});
     auto du = desc<2>(up.ptr(), {slots, inter});
-    auto dw = desc<1>(wts.ptr(), {slots});
-    auto dh = desc<2>(h.ptr(), {slots, inter});
     invoke(s, "swiglu", &dg, &du, &dw, &dh);
   }
   grouped("experts_out", h.ptr(), slots, inter, "w2.", o.ptr(), dim);

@@ -1645,43 +1645,31 @@ func::FuncOp buildHsiBlockScoresKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
-func::FuncOp buildHsiSelectKernel(ModuleOp module, const std::string &name,
-                                  int64_t topBlocks, int64_t blockSize) {
+func::FuncOp buildHsiExpandKernel(ModuleOp module, const std::string &name,
+                                  int64_t blockSize) {
   OpBuilder b(module.getContext());
   Location loc = module.getLoc();
   Type f32 = b.getF32Type(), i8 = b.getI8Type();
   const int64_t dyn = ShapedType::kDynamic;
   func::FuncOp fn = startKernel(b, module, name,
                                 {MemRefType::get({dyn, dyn}, f32),
+                                 MemRefType::get({dyn, dyn}, i8),
                                  MemRefType::get({dyn, dyn}, i8)});
-  Value blockScores = fn.getArgument(0), mask = fn.getArgument(1);
+  Value blockScores = fn.getArgument(0), picked = fn.getArgument(1), mask = fn.getArgument(2);
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
-        size = indexConst(b, loc, blockSize),
-        picks = indexConst(b, loc, topBlocks);
-  Value negInf = f32Const(b, loc, -kInf);
-  Value n = memref::DimOp::create(b, loc, blockScores, zero);
-  Value numBlocks = memref::DimOp::create(b, loc, blockScores, one);
+        size = indexConst(b, loc, blockSize);
+  Value n = memref::DimOp::create(b, loc, mask, zero);
   Value width = memref::DimOp::create(b, loc, mask, one);
-  Value rank = arith::MinSIOp::create(b, loc, picks, numBlocks);
   loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
-    loop(b, loc, zero, numBlocks, one, {}, [&](Value blk, ValueRange) -> SmallVector<Value> {
-      // Kept: fewer than `rank` blocks ahead of it (higher score, then
-      // lower block), and not -inf.
+    loop(b, loc, zero, width, one, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
+      Value blk = arith::DivUIOp::create(b, loc, t, size);
       Value s = memref::LoadOp::create(b, loc, blockScores, ValueRange{i, blk});
-      Value ahead = countAhead(b, loc, numBlocks, rank, s, blk, [&](Value u) {
-        return Value(memref::LoadOp::create(b, loc, blockScores, ValueRange{i, u}));
-      });
-      Value keep = andI(b, loc,
-                        cmpI(b, loc, arith::CmpIPredicate::slt, ahead, rank),
-                        cmpF(b, loc, arith::CmpFPredicate::UNE, s, negInf));
-      Value v = arith::ExtUIOp::create(b, loc, i8, keep);
-      Value begin = arith::MulIOp::create(b, loc, blk, size);
-      Value end = arith::MinSIOp::create(
-          b, loc, width, arith::AddIOp::create(b, loc, begin, size));
-      loop(b, loc, begin, end, one, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
-        memref::StoreOp::create(b, loc, v, mask, ValueRange{i, t});
-        return {};
-      });
+      Value chosen = cmpI(b, loc, arith::CmpIPredicate::ne,
+                          memref::LoadOp::create(b, loc, picked, ValueRange{i, blk}),
+                          intConst(b, loc, i8, 0));
+      Value keep = andI(b, loc, chosen, cmpF(b, loc, arith::CmpFPredicate::UNE, s, f32Const(b, loc, -kInf)));
+      memref::StoreOp::create(b, loc, arith::ExtUIOp::create(b, loc, i8, keep), mask,
+                              ValueRange{i, t});
       return {};
     });
     return {};

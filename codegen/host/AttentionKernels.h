@@ -298,12 +298,14 @@ mlir::func::FuncOp buildHsiBlockScoresKernel(mlir::ModuleOp module,
                                              const std::string &name,
                                              int64_t blockSize);
 
-/// `name(blocks: memref<?x?xf32>, mask: memref<?x?xi8>)`: the top
-/// min(topBlocks, #blocks) blocks (higher score, then lower block) that are
-/// not -inf kept: mask = 1 on their positions, 0 elsewhere.
-mlir::func::FuncOp buildHsiSelectKernel(mlir::ModuleOp module,
-                                        const std::string &name,
-                                        int64_t topBlocks, int64_t blockSize);
+/// HSI's selection is a top-k over the block scores (buildTopKRankKernel
+/// with k = topBlocks: the top min(topBlocks, #blocks) blocks, higher score
+/// then lower block, which has a block form on the GPU), then this kernel:
+/// `name(blocks: memref<?x?xf32>, picked: memref<?x?xi8>,
+///       mask: memref<?x?xi8>)`: mask[i, t] = 1 where t's block is picked
+/// and its score is not -inf, 0 elsewhere.
+mlir::func::FuncOp buildHsiExpandKernel(mlir::ModuleOp module,
+                                        const std::string &name, int64_t blockSize);
 
 } // namespace csa::codegen
 

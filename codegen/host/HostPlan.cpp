@@ -429,6 +429,8 @@ private:
       main = isa<CompressOp>(op) ? "linear" : "hash";
     if (isa<MoeOp>(op))
       main = "route";
+    if (isa<HsiSelectOp>(op))
+      main = "expand";
     auto made = step(op, main);
     if (!made)
       return made.takeError();

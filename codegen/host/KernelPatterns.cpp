@@ -418,11 +418,16 @@ struct HsiSelectPattern : OpKernelPattern<HsiSelectOp> {
     std::string blocks = llvm::formatv("hsi_block_scores_{0}", pool.getBlockSize()).str();
     s.use(blocks, "csa.hsi_select", "", KernelParallelism::Nest,
           [&] { buildHsiBlockScoresKernel(s.kernels, blocks, pool.getBlockSize()); }, "blocks");
-    std::string name =
-        llvm::formatv("hsi_select_{0}x{1}", pool.getBlocks(), pool.getBlockSize()).str();
-    s.use(name, "csa.hsi_select", "", KernelParallelism::Nest, [&] {
-      buildHsiSelectKernel(s.kernels, name, pool.getBlocks(), pool.getBlockSize());
-    });
+    // The best blocks: a top-k over the block scores (the top-k's rank
+    // kernel, whose GPU block form is a radix select; the one-kernel
+    // selection counted each block's elders serially, 1 ms a 32K-entry row
+    // on an H100), then the kept blocks' positions.
+    std::string rank = llvm::formatv("topk_rank_{0}", pool.getBlocks()).str();
+    s.use(rank, "csa.hsi_select", "", KernelParallelism::Nest,
+          [&] { buildTopKRankKernel(s.kernels, rank, pool.getBlocks()); }, "rank");
+    std::string expand = llvm::formatv("hsi_expand_{0}", pool.getBlockSize()).str();
+    s.use(expand, "csa.hsi_select", "", KernelParallelism::Nest,
+          [&] { buildHsiExpandKernel(s.kernels, expand, pool.getBlockSize()); }, "expand");
     return success();
   }
 };

@@ -33,7 +33,7 @@ namespace artifact {
 /// sums/rank/blocks beside main; hsi_select has attrs.block_size).
 /// 3: csa.moe's gather kernel copies the rows the runtime lists per expert
 /// (x, row index, rows) instead of scanning the routing itself.
-constexpr int64_t kPlanVersion = 3;
+constexpr int64_t kPlanVersion = 4;
 
 /// The per-sequence caches of docs/cache-formats.md.
 enum class CacheKind : uint8_t {

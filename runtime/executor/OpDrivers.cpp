@@ -375,15 +375,19 @@ absl::Status Executor::Impl::hsiSelect(Step &s) {
                 ratio = attr(s, "ratio"), blockSize = attr(s, "block_size");
   Tensor &visible = visibleEntries(scores.base, n, ratio);
   Tensor &mask = kernelResult(s, "pool", 1, {n, width}, scores.base);
-  // Each block's score, then each block ranks itself.
+  // Each block's score, the top blocks (each block ranks itself), then
+  // their positions.
   const int64_t numBlocks = (width + blockSize - 1) / blockSize;
   Tensor &blocks = kernelScratch("hsi.blocks", 4, {n, numBlocks});
+  Tensor &picked = kernelScratch("hsi.picked", 1, {n, numBlocks});
   auto ds = desc<2>(scores.ptr(), {n, width});
   auto dv = desc<1>(visible.ptr(), {n});
   auto db = desc<2>(blocks.ptr(), {n, numBlocks});
+  auto dp = desc<2>(picked.ptr(), {n, numBlocks});
   auto dm = desc<2>(mask.ptr(), {n, width});
   invoke(s, "blocks", &ds, &dv, &db);
-  invoke(s, "main", &db, &dm);
+  invoke(s, "rank", &db, &dp);
+  invoke(s, "expand", &db, &dp, &dm);
   return decision(s, "hsi_pool", mask, "|u1");
 }
 

@@ -177,7 +177,8 @@ func.func @f(%kv: tensor<?x32xbf16>, %p: index) -> tensor<?x!csa.fp8_row<32, ue8
 // CHECK-LABEL: func.func @index_weights_scale_2x32(
 // CHECK-LABEL: func.func @index_score_2x32(
 // CHECK-LABEL: func.func @hsi_block_scores_4(
-// CHECK-LABEL: func.func @hsi_select_2x4(
+// CHECK-LABEL: func.func @topk_rank_2(
+// CHECK-LABEL: func.func @hsi_expand_4(
 func.func @f(%q: tensor<?x2x32xbf16>, %w: tensor<?x2xbf16>) -> !csa.candidate_pool<2, 4> {
   %cache = csa.cache_alloc layer 2 : !csa.global_cache<2, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<32, ue8m0, 32>>
   %s = csa.index_score %q, %w, %cache : tensor<?x2x32xbf16>, tensor<?x2xbf16>, !csa.global_cache<2, !csa.fp4_row<32, e4m3, 16>, !csa.fp4_row<32, ue8m0, 32>> -> tensor<?x?xf32>

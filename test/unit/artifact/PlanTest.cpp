@@ -43,7 +43,7 @@ TEST(ArtifactPlan, RoundTrip) {
 
 TEST(ArtifactPlan, TextAndSpelling) {
   json text = planToJson(test::tinyPlan());
-  EXPECT_EQ(text["version"], 3);
+  EXPECT_EQ(text["version"], 4);
   EXPECT_EQ(text["caches"][3], (json{{"id", "L2.global"},
                                      {"layer", 2},
                                      {"kind", "global_cache"},
@@ -349,21 +349,21 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(ArtifactPlan, NewerVersionIsCheckedFirst) {
-  auto parsed = parsePlan(json{{"version", 4}, {"layout", "v4"}});
+  auto parsed = parsePlan(json{{"version", 5}, {"layout", "v5"}});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 4 is newer than this runtime's 3; "
+            "plan.json: plan version 5 is newer than this runtime's 4; "
             "rebuild the runtime or recompile");
 }
 
 TEST(ArtifactPlan, OlderVersionAsksForARecompile) {
-  // Version 2 steps call a MoE gather kernel of another signature.
-  auto parsed = parsePlan(json{{"version", 2}, {"max_context", 8}});
+  // Version 3 steps call HSI's selection as one kernel.
+  auto parsed = parsePlan(json{{"version", 3}, {"max_context", 8}});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 2 is older than this runtime's 3 (the "
+            "plan.json: plan version 3 is older than this runtime's 4 (the "
             "steps' kernels changed); recompile the artifact");
 }
 

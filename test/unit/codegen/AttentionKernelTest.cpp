@@ -553,6 +553,8 @@ TEST(AttentionKernels, TopKNeverWritesPastKOnNaNScores) {
 // HSI level 1
 //===----------------------------------------------------------------------===//
 
+// The selection is the top-k's rank over the block scores, then the kept
+// blocks' positions (HsiSelectPattern).
 TEST(AttentionKernels, HsiSelectMatchesSelectCandidateBlocks) {
   struct Config {
     int64_t topBlocks, blockSize;
@@ -564,20 +566,25 @@ TEST(AttentionKernels, HsiSelectMatchesSelectCandidateBlocks) {
   };
   KernelLibrary lib([&](mlir::ModuleOp m) {
     for (const Config &c : configs) {
-      buildHsiSelectKernel(m, kernelName(c), c.topBlocks, c.blockSize);
+      buildTopKRankKernel(m, "rank_" + kernelName(c), c.topBlocks);
+      buildHsiExpandKernel(m, "expand_" + kernelName(c), c.blockSize);
       buildHsiBlockScoresKernel(m, "blocks_" + kernelName(c), c.blockSize);
     }
   });
   using Blocks = void (*)(Descriptor<2, float> *, Descriptor<1, int64_t> *,
                           Descriptor<2, float> *);
-  using Kernel = void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *);
+  using Rank = void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *);
+  using Expand = void (*)(Descriptor<2, float> *, Descriptor<2, int8_t> *,
+                          Descriptor<2, int8_t> *);
   size_t rowsChecked = 0, kept = 0;
   uint32_t seed = 4000;
   for (const Config &config : configs) {
-    auto *kernel = reinterpret_cast<Kernel>(lib.symbol(kernelName(config)));
+    auto *rank = reinterpret_cast<Rank>(lib.symbol("rank_" + kernelName(config)));
+    auto *expand = reinterpret_cast<Expand>(lib.symbol("expand_" + kernelName(config)));
     auto *blocksKernel =
         reinterpret_cast<Blocks>(lib.symbol("blocks_" + kernelName(config)));
-    ASSERT_NE(kernel, nullptr);
+    ASSERT_NE(rank, nullptr);
+    ASSERT_NE(expand, nullptr);
     ASSERT_NE(blocksKernel, nullptr);
     for (int64_t width : {0, 1, 7, 8, 37, 64, 100}) {
       std::mt19937 gen(++seed);
@@ -603,7 +610,10 @@ TEST(AttentionKernels, HsiSelectMatchesSelectCandidateBlocks) {
       std::vector<float> blocks(size_t(n * numBlocks), 42.f);
       auto db = describe<2>(blocks, {n, numBlocks});
       blocksKernel(&ds, &dv, &db);
-      kernel(&db, &dm);
+      std::vector<int8_t> picked(size_t(n * numBlocks), 99);
+      auto dp = describe<2>(picked, {n, numBlocks});
+      rank(&db, &dp);
+      expand(&db, &dp, &dm);
       for (int64_t i = 0; i < n; ++i) {
         std::vector<float> row(scores.begin() + i * width,
                                scores.begin() + (i + 1) * width);

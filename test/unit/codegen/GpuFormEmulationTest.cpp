@@ -114,6 +114,21 @@ TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
     s = normal(gen);
   std::vector<int8_t> wideMask(wide.size(), 1);
   expectTopKBlockFormMatchesHost(512, false, 64, 2, 2000, wide, wideMask);
+  // Index scores as the GPU sees them: bf16 values (many ties, most keys in
+  // one bin of a pass), and a masked row that is mostly -inf.
+  std::vector<float> bf16(size_t(2 * 3000));
+  for (float &s : bf16) {
+    uint32_t bits;
+    float v = 4.f + normal(gen);
+    std::memcpy(&bits, &v, 4);
+    bits &= 0xFFFF0000u;
+    std::memcpy(&s, &bits, 4);
+  }
+  std::vector<int8_t> sparseMask(bf16.size(), 0);
+  for (size_t t = 0; t < sparseMask.size(); t += 11)
+    sparseMask[t] = 1;
+  for (bool masked : {false, true})
+    expectTopKBlockFormMatchesHost(512, masked, 256, 2, 3000, bf16, sparseMask);
 }
 
 namespace {

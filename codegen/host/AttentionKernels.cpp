@@ -1284,10 +1284,13 @@ void buildTopKRankBlockBody(func::FuncOp fn, int64_t k, bool masked,
     Value inclusive = own;
     for (int64_t d = 1; d < scanThreads; d *= 2) {
       Value hasLeft = cmpI(b, loc, arith::CmpIPredicate::uge, tid, indexConst(b, loc, d));
+      // Every thread loads (the select drops the others' values), so the
+      // index stays inside the scan's bins for threads past the scan's too.
+      Value scanTid = arith::MinUIOp::create(b, loc, tid, indexConst(b, loc, scanThreads - 1));
       Value left = arith::SelectOp::create(
           b, loc, andI(b, loc, scanning, hasLeft),
           loadTotal(arith::SubIOp::create(
-              b, loc, arith::MaxUIOp::create(b, loc, tid, indexConst(b, loc, d)),
+              b, loc, arith::MaxUIOp::create(b, loc, scanTid, indexConst(b, loc, d)),
               indexConst(b, loc, d))),
           c64(0));
       inclusive = arith::AddIOp::create(b, loc, inclusive, left);

@@ -103,6 +103,10 @@ TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
     expectTopKBlockFormMatchesHost(100, masked, 64, n, width, scores, mask);
     expectTopKBlockFormMatchesHost(100, masked, 256, n, width, scores, mask); // the GPU's: a bin a thread
   }
+  // More threads than the scan's 256 bins give the same picks. (This does
+  // not see a read past the bins: the emulated kernel's loads are not
+  // bounds-checked; the GPU reported one as an illegal address.)
+  expectTopKBlockFormMatchesHost(100, false, 512, n, width, scores, mask);
   // Fewer positions than k: every position is picked.
   std::vector<float> few(scores.begin(), scores.begin() + 3 * 10);
   std::vector<int8_t> fewMask(mask.begin(), mask.begin() + 3 * 10);

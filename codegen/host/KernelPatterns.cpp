@@ -412,6 +412,14 @@ struct IndexScorePattern : OpKernelPattern<IndexScoreOp> {
   }
 };
 
+/// The top-k's rank kernel (of `k`, `masked`) as the current op's "rank":
+/// csa.topk's, and HSI's over its block scores.
+void useTopKRank(KernelSelector &s, const std::string &op, int64_t k, bool masked) {
+  std::string rank = llvm::formatv("topk_rank_{0}{1}", k, masked ? "_masked" : "").str();
+  s.use(rank, op, "", KernelParallelism::Nest,
+        [&] { buildTopKRankKernel(s.kernels, rank, k, masked); }, "rank");
+}
+
 struct HsiSelectPattern : OpKernelPattern<HsiSelectOp> {
   LogicalResult select(HsiSelectOp op, KernelSelector &s) const override {
     auto pool = op.getPool().getType();
@@ -422,9 +430,7 @@ struct HsiSelectPattern : OpKernelPattern<HsiSelectOp> {
     // kernel, whose GPU block form is a radix select; the one-kernel
     // selection counted each block's elders serially, 1 ms a 32K-entry row
     // on an H100), then the kept blocks' positions.
-    std::string rank = llvm::formatv("topk_rank_{0}", pool.getBlocks()).str();
-    s.use(rank, "csa.hsi_select", "", KernelParallelism::Nest,
-          [&] { buildTopKRankKernel(s.kernels, rank, pool.getBlocks()); }, "rank");
+    useTopKRank(s, "csa.hsi_select", pool.getBlocks(), /*masked=*/false);
     std::string expand = llvm::formatv("hsi_expand_{0}", pool.getBlockSize()).str();
     s.use(expand, "csa.hsi_select", "", KernelParallelism::Nest,
           [&] { buildHsiExpandKernel(s.kernels, expand, pool.getBlockSize()); }, "expand");
@@ -436,9 +442,7 @@ struct TopKPattern : OpKernelPattern<TopKOp> {
   LogicalResult select(TopKOp op, KernelSelector &s) const override {
     int64_t k = op.getResult().getType().getK();
     bool masked = bool(op.getPool());
-    std::string rank = llvm::formatv("topk_rank_{0}{1}", k, masked ? "_masked" : "").str();
-    s.use(rank, "csa.topk", "", KernelParallelism::Nest,
-          [&] { buildTopKRankKernel(s.kernels, rank, k, masked); }, "rank");
+    useTopKRank(s, "csa.topk", k, masked);
     std::string name = llvm::formatv("topk_compact_{0}", k).str();
     s.use(name, "csa.topk", "", KernelParallelism::Rows,
           [&] { buildTopKCompactKernel(s.kernels, name, k); });
@@ -508,8 +512,12 @@ struct MoePattern : OpKernelPattern<MoeOp> {
     s.linear("csa.moe", op.getSharedFormat(), inter, dim, 1, "shared_out");
     float limit = float(op.getSwigluLimit().convertToDouble());
     // The limit in the name without a '.': PTX identifiers have none.
-    std::string swiglu = llvm::formatv("swiglu_{0}_l{1}", inter, limit).str();
-    std::replace(swiglu.begin(), swiglu.end(), '.', 'p');
+    auto swigluName = [&](const char *kind) {
+      std::string name = llvm::formatv("{0}_{1}_l{2}", kind, inter, limit).str();
+      std::replace(name.begin(), name.end(), '.', 'p');
+      return name;
+    };
+    std::string swiglu = swigluName("swiglu");
     s.use(swiglu, "csa.moe", "", KernelParallelism::Nest,
           [&] { buildSwigluKernel(s.kernels, swiglu, inter, limit); }, "swiglu");
     // Gate and up as one linear of 2 x inter outputs, w1's rows then w3's
@@ -517,8 +525,7 @@ struct MoePattern : OpKernelPattern<MoeOp> {
     // over the halves of its rows: one weight-streaming launch where two
     // were, each too short to reach the HBM bandwidth in a decode step.
     s.linear("csa.moe", op.getSharedFormat(), dim, 2 * inter, 1, "shared_gate_up");
-    std::string paired = llvm::formatv("swiglu_paired_{0}_l{1}", inter, limit).str();
-    std::replace(paired.begin(), paired.end(), '.', 'p');
+    std::string paired = swigluName("swiglu_paired");
     s.use(paired, "csa.moe", "", KernelParallelism::Nest,
           [&] { buildSwigluKernel(s.kernels, paired, inter, limit, /*paired=*/true); },
           "swiglu_paired");

@@ -607,15 +607,17 @@ struct Executor::Impl {
   /// GPU: every MoE step's routed-expert weights placed one after another
   /// on the device (GpuRunner::placeTogether), before the weights' upload.
   void placeGroupedExperts();
+  /// Places each group of `arrays` (weight slots) as one device array:
+  /// for each of `instances` in turn, its slots in the group's order. False,
+  /// stopping there, where a slot is missing or placeTogether cannot.
+  bool placeArrays(Step &s, const std::vector<std::vector<const char *>> &arrays,
+                   const std::vector<int64_t> &instances);
   /// The first expert's w1 weight of each MoE whose experts are placed.
   std::set<const void *> expertsPlaced;
-  /// Of those, the MoEs whose experts' w1 and w3 lie as one array of
-  /// [w1; w3] rows an expert (the plan has experts_gate_up): their gate and
-  /// up projections run as that one grouped linear.
+  /// The w1 weights (a MoE's expert 0's, a shared expert's) whose w1 and w3
+  /// lie as one array of [w1; w3] rows an expert (the plan has
+  /// experts_gate_up / shared_gate_up): gate and up run as that one linear.
   std::set<const void *> gateUpPlaced;
-  /// The shared experts (by their w1 weight) whose w1 and w3 lie as one
-  /// [w1; w3] array (the plan has shared_gate_up): one linear for both.
-  std::set<const void *> sharedGateUpPlaced;
   absl::Status engram(Step &s);
   absl::Status lmHead(Step &s);
   absl::Status sliceRows(Step &s);

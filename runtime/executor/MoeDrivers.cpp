@@ -13,6 +13,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/ExecutorImpl.h"
 
+#include <numeric>
+
 namespace csa::runtime {
 
 absl::Status Executor::Impl::moe(Step &s) {
@@ -161,7 +163,7 @@ Tensor &Executor::Impl::sharedExpert(Step &s, Tensor &x) {
   auto d1 = desc<1>(ones.ptr(), {n});
   auto dh = desc<2>(h.ptr(), {n, inter});
   if (s.layout.has("shared.w1.weight") &&
-      sharedGateUpPlaced.count(weight(s, "shared.w1.weight").data)) {
+      gateUpPlaced.count(weight(s, "shared.w1.weight").data)) {
     // w1's rows then w3's as one weight (placeGroupedExperts): a row of
     // gu holds the gate outputs, then the up outputs.
     LinearWeights lw = linearWeights(s, "shared_gate_up", "shared.w1.", -1);
@@ -215,57 +217,55 @@ bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
   return expertsPlaced.count(weight(s, "w1.weight", 0).data) != 0;
 }
 
+bool Executor::Impl::placeArrays(Step &s, const std::vector<std::vector<const char *>> &arrays,
+                                 const std::vector<int64_t> &instances) {
+  for (const std::vector<const char *> &slots : arrays) {
+    std::vector<const void *> parts;
+    for (int64_t e : instances)
+      for (const char *slot : slots) {
+        if (!s.layout.has(slot, e))
+          return false;
+        parts.push_back(weight(s, slot, e).data);
+      }
+    if (!runner->placeTogether(parts))
+      return false;
+    bounds.addDeviceSpan(parts[0], parts.size() * weight(s, slots[0], instances[0]).bytes);
+  }
+  return true;
+}
+
 void Executor::Impl::placeGroupedExperts() {
+  using Arrays = std::vector<std::vector<const char *>>;
   for (std::vector<Step> *steps : {&prefillSteps, &decodeSteps})
     for (Step &s : *steps) {
-      // The shared expert's w1 and w3 one after the other (their scales
-      // too), for shared_gate_up.
-      if (s.kernels.count("shared_gate_up") && s.kernels.count("swiglu_paired") &&
-          s.layout.has("shared.w1.weight") && s.layout.has("shared.w3.weight")) {
-        const bool scaled = s.layout.has("shared.w1.scale");
-        bool placed = !scaled || s.layout.has("shared.w3.scale");
-        for (const char *part : {"weight", "scale"}) {
-          if (!placed || (!scaled && std::string_view(part) == "scale"))
-            continue;
-          const std::string w1 = std::string("shared.w1.") + part,
-                            w3 = std::string("shared.w3.") + part;
-          placed = runner->placeTogether({weight(s, w1).data, weight(s, w3).data});
-          if (placed)
-            bounds.addDeviceSpan(weight(s, w1).data, 2 * weight(s, w1).bytes);
-        }
-        if (placed)
-          sharedGateUpPlaced.insert(weight(s, "shared.w1.weight").data);
+      const bool pairedKernels = s.kernels.count("swiglu_paired") != 0;
+      // The shared expert's w1 then w3 (their scales likewise), for
+      // shared_gate_up.
+      if (pairedKernels && s.kernels.count("shared_gate_up") &&
+          s.layout.has("shared.w1.weight")) {
+        Arrays shared = {{"shared.w1.weight", "shared.w3.weight"}};
+        if (s.layout.has("shared.w1.scale"))
+          shared.push_back({"shared.w1.scale", "shared.w3.scale"});
+        if (placeArrays(s, shared, {-1}))
+          gateUpPlaced.insert(weight(s, "shared.w1.weight").data);
       }
       if (!s.kernels.count("experts_in") || !s.layout.has("w1.weight", 0))
         continue;
-      const int64_t experts = attr(s, "experts");
       // With the fused gate/up kernel, an expert's w1 and w3 (and their
       // scales) lie one after the other: expert e's [w1; w3] rows are the
       // e-th block of one array, as that grouped linear reads its weights.
-      const bool paired = s.kernels.count("experts_gate_up") && s.kernels.count("swiglu_paired");
-      using Arrays = std::vector<std::vector<const char *>>;
+      const bool paired = pairedKernels && s.kernels.count("experts_gate_up");
       const Arrays arrays =
           paired ? Arrays{{"w1.weight", "w3.weight"}, {"w1.scale", "w3.scale"},
                           {"w2.weight"}, {"w2.scale"}}
                  : Arrays{{"w1.weight"}, {"w1.scale"}, {"w3.weight"}, {"w3.scale"},
                           {"w2.weight"}, {"w2.scale"}};
-      bool placed = true;
-      for (const std::vector<const char *> &slots : arrays) {
-        std::vector<const void *> parts;
-        for (int64_t e = 0; e < experts && placed; ++e)
-          for (const char *slot : slots) {
-            placed = placed && s.layout.has(slot, e);
-            if (placed)
-              parts.push_back(weight(s, slot, e).data);
-          }
-        placed = placed && runner->placeTogether(parts);
-        if (!placed)
-          break;
-        bounds.addDeviceSpan(parts[0], parts.size() * weight(s, slots[0], 0).bytes);
-      }
-      if (placed)
-        expertsPlaced.insert(weight(s, "w1.weight", 0).data);
-      if (placed && paired)
+      std::vector<int64_t> experts(size_t(attr(s, "experts")));
+      std::iota(experts.begin(), experts.end(), int64_t(0));
+      if (!placeArrays(s, arrays, experts))
+        continue;
+      expertsPlaced.insert(weight(s, "w1.weight", 0).data);
+      if (paired)
         gateUpPlaced.insert(weight(s, "w1.weight", 0).data);
     }
 }

@@ -5,6 +5,7 @@
 #include "codegen/gpu/NvvmLanes.h"
 
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/SelectionKernels.h"
 #include "codegen/host/AttentionMma.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/KernelSelection.h"

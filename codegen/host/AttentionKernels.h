@@ -2,9 +2,9 @@
 //
 // Host kernels for the attention primitives of the reference forward:
 // `sparse_attn` (one query head per call of the reference's
-// `sparseAttentionHead`), the indexer score (`indexScore`), the indexer's
-// top-k (`topkIndices` + the ascending re-sort + the -1 rule of
-// `ReferenceModel::Impl::indexer`) and HSI level 1 (`selectCandidateBlocks`).
+// `sparseAttentionHead`), the indexer score (`indexScore`) and the index
+// lists and gathers around them. The top-k and HSI selections are in
+// SelectionKernels.h.
 // Each builder emits one func.func of scf loops over memrefs with the
 // reference's order of operations, so the results are bit-identical to it;
 // kernels carry `llvm.emit_c_interface` (call `_mlir_ciface_<name>`).
@@ -188,55 +188,9 @@ mlir::func::FuncOp buildScaleRowsKernel(mlir::ModuleOp module,
                                         const std::string &name,
                                         int64_t columns, float scale);
 
-/// The reference indexer's top-k (`topkIndices` + `std::sort` + its -1
-/// rule; raw positions, no gather offset) in two kernels whose work is
-/// parallel. The order: higher score first, then lower position; with
-/// `masked`, positions whose mask byte is 0 score -inf first. Scores must
-/// not be NaN (the reference's comparator is no ordering with NaN either).
-///
-/// `name(scores: memref<?x?xf32>, [mask: memref<?x?xi8>,]
-///       picked: memref<?x?xi8>)`: picked[i, t] = 1 iff fewer than
-/// min(k, T) positions come before t in the order (each position counts
-/// them, stopping at min(k, T)): the positions of the min(k, T) first.
-mlir::func::FuncOp buildTopKRankKernel(mlir::ModuleOp module,
-                                       const std::string &name, int64_t k,
-                                       bool masked = false);
-
-/// The attribute buildTopKRankKernel puts on its function: {k, masked}, so
-/// that a backend can build the block form of any top-k rank kernel.
-inline constexpr const char *kTopKRankAttr = "csa.topk_rank";
-
 /// The attribute buildSparseAttentionKernel puts on its function: {heads,
 /// dim} (the NVPTX back end's head form).
 inline constexpr const char *kSparseAttentionAttr = "csa.sparse_attention";
-
-/// Where the block form of a top-k rank runs: a block per row.
-struct TopKBlockLanes : BlockRowLanes {
-  /// Appended to the kernel's arguments, in shared memory: memref<256xi32>
-  /// (a digit histogram) and memref<2xi64> (the selection's state).
-  mlir::Type histType, stateType;
-};
-
-/// Replaces the body of `fn` (from buildTopKRankKernel) with the block form:
-/// each position's key is its score's order bits (-0 as +0) above its
-/// inverted position, so the reference's order (higher score, then lower
-/// position) is the keys' descending order with no ties; eight passes of an
-/// 8-bit radix select (a shared histogram, counted with atomic adds, then
-/// scanned by the block's threads: their threads must divide 256) find
-/// the key of the min(k, T)-th position, and a position is picked iff its key
-/// is not below it. NaN scores are picked and count ahead of nothing, as in
-/// the host kernel; with fewer other positions than min(k, T), all are
-/// picked. The same picks as the host kernel's count of positions ahead, in
-/// O(T) a row instead of O(T x k).
-void buildTopKRankBlockBody(mlir::func::FuncOp fn, int64_t k, bool masked,
-                            const TopKBlockLanes &lanes);
-
-/// `name(picked: memref<?x?xi8>, visible: memref<?xi64>,
-///       out: memref<?xkxi32>)`: per row, the picked positions in ascending
-/// order, each position t >= visible[i] written as -1; the columns past the
-/// picks are -1.
-mlir::func::FuncOp buildTopKCompactKernel(mlir::ModuleOp module,
-                                          const std::string &name, int64_t k);
 
 /// `name(selected: memref<?x?xi32>, idx: memref<?x?xi32>, column: i64,
 ///       firstRow: i64)`: idx[i, column + j] = selected[i, j] < 0 ? -1 :
@@ -267,45 +221,6 @@ mlir::func::FuncOp buildWindowIndexKernel(mlir::ModuleOp module,
 /// cache is zeros, so a top-k set can be passed as `which` unchanged.
 mlir::func::FuncOp buildGatherCacheEntriesKernel(mlir::ModuleOp module,
                                                  const std::string &name);
-
-/// The attribute buildTopKCompactKernel puts on its function: {k}.
-inline constexpr const char *kTopKCompactAttr = "csa.topk_compact";
-
-/// Where the block form of a top-k compaction runs: a block per row.
-struct TopKCompactLanes : BlockRowLanes {
-  /// Appended to the kernel's arguments, in shared memory:
-  /// memref<(threads + 1) x i32> (each thread's count, then the offsets).
-  mlir::Type offsetsType;
-};
-
-/// Replaces the body of `fn` (from buildTopKCompactKernel) with the block
-/// form: thread t takes the t-th of `threads` consecutive segments of the
-/// row, counts its picks, thread 0 turns the counts into offsets (in segment
-/// order), and each thread writes its picks from its offset; the same
-/// columns as the host kernel's walk of the row on one thread.
-void buildTopKCompactBlockBody(mlir::func::FuncOp fn, int64_t k,
-                               const TopKCompactLanes &lanes);
-
-/// HSI level 1, `selectCandidateBlocks(score row, visible[i], topBlocks,
-/// blockSize)`, in two kernels whose work is parallel per block.
-///
-/// `name(scores: memref<?x?xf32>, visible: memref<?xi64>,
-///       blocks: memref<?x?xf32>)`: blocks[i, b] = the max over the
-/// `blockSize` positions of block b (in position order), +inf for the block
-/// of position visible[i] - 1 (when visible[i] >= 1); dim 1 of `blocks` is
-/// ceil(T / blockSize).
-mlir::func::FuncOp buildHsiBlockScoresKernel(mlir::ModuleOp module,
-                                             const std::string &name,
-                                             int64_t blockSize);
-
-/// HSI's selection is a top-k over the block scores (buildTopKRankKernel
-/// with k = topBlocks: the top min(topBlocks, #blocks) blocks, higher score
-/// then lower block, which has a block form on the GPU), then this kernel:
-/// `name(blocks: memref<?x?xf32>, picked: memref<?x?xi8>,
-///       mask: memref<?x?xi8>)`: mask[i, t] = 1 where t's block is picked
-/// and its score is not -inf, 0 elsewhere.
-mlir::func::FuncOp buildHsiExpandKernel(mlir::ModuleOp module,
-                                        const std::string &name, int64_t blockSize);
 
 } // namespace csa::codegen
 

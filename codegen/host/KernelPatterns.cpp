@@ -2,6 +2,7 @@
 #include "codegen/host/KernelPatterns.h"
 
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/SelectionKernels.h"
 #include "codegen/host/CompressKernels.h"
 #include "codegen/host/FusedKernels.h"
 #include "codegen/host/HostKernels.h"

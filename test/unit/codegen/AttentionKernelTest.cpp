@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/SelectionKernels.h"
 #include "test/unit/codegen/KernelTestSupport.h"
 #include "models/reference/Kernels.h"
 #include "runtime/numerics/Numerics.h"

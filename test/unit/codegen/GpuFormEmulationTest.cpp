@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/host/AttentionKernels.h"
+#include "codegen/host/SelectionKernels.h"
 #include "codegen/host/EngramKernels.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/MhcKernels.h"

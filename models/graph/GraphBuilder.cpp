@@ -179,15 +179,17 @@ OwningOpRef<ModuleOp> buildModelGraph(MLIRContext &context,
   Type i32 = b.getI32Type();
   auto logits = RankedTensorType::get({1, c.vocabSize}, b.getF32Type());
   {
+    // The tokens and the position of the first: 0 for a prompt, the
+    // sequence's length for a chunk that extends it (chunked prefill).
     auto tokens = RankedTensorType::get({ShapedType::kDynamic}, i32);
-    auto fn = func::FuncOp::create(b, loc, "prefill",
-                                   b.getFunctionType({tokens}, {logits}));
+    auto fn = func::FuncOp::create(
+        b, loc, "prefill",
+        b.getFunctionType({tokens, b.getIndexType()}, {logits}));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(fn.addEntryBlock());
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     ForwardEmitter emitter(b, loc, variant);
-    Value out = emitter.emit(fn.getArgument(0), zero, ShapedType::kDynamic,
-                             /*lastOnly=*/true);
+    Value out = emitter.emit(fn.getArgument(0), fn.getArgument(1),
+                             ShapedType::kDynamic, /*lastOnly=*/true);
     func::ReturnOp::create(b, loc, out);
   }
   {

@@ -433,6 +433,27 @@ csa_status csa_sequence_prefill(csa_sequence *sequence, const int32_t *tokens, s
   });
 }
 
+csa_status csa_sequence_extend(csa_sequence *sequence, const int32_t *tokens, size_t count,
+                               float *logits, size_t capacity) {
+  return guarded([&] {
+    const char *function = "csa_sequence_extend";
+    if (!sequence)
+      return nullArgument(function, "the sequence");
+    if (!tokens && count > 0)
+      return nullArgument(function, "the token array");
+    ModelState &model = *sequence->model;
+    if (absl::Status st = checkBuffer(function, model, logits, capacity); !st.ok())
+      return st;
+    std::vector<int32_t> chunk(tokens, tokens + count);
+    std::lock_guard<std::mutex> lock(model.mutex);
+    auto out = model.executor->extend(sequence->sequence, chunk);
+    if (!out.ok())
+      return out.status();
+    copyLogits(*out, logits, capacity);
+    return absl::OkStatus();
+  });
+}
+
 csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token, float *logits,
                                size_t capacity) {
   return guarded([&] {

@@ -33,7 +33,11 @@ namespace artifact {
 /// sums/rank/blocks beside main; hsi_select has attrs.block_size).
 /// 3: csa.moe's gather kernel copies the rows the runtime lists per expert
 /// (x, row index, rows) instead of scanning the routing itself.
-constexpr int64_t kPlanVersion = 4;
+/// 4: HSI's selection is the top-k's rank over block scores plus an
+/// expansion (roles rank and expand).
+/// 5: prefill takes the position of its first token (a scalar "position"
+/// where version 4 folded 0), so a prefill step can extend a sequence.
+constexpr int64_t kPlanVersion = 5;
 
 /// The per-sequence caches of docs/cache-formats.md.
 enum class CacheKind : uint8_t {

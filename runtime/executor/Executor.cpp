@@ -641,7 +641,7 @@ absl::StatusOr<std::vector<float>>
 Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
   if (sequence.position != 0)
     return absl::FailedPreconditionError(
-        "prefill runs once, at position 0; use decode afterwards");
+        "prefill runs once, at position 0; use extend or decode afterwards");
   if (tokens.empty())
     return absl::InvalidArgumentError("prefill needs at least one token");
   for (int32_t t : tokens)
@@ -669,6 +669,38 @@ Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
   auto logits = impl->run(impl->prefillSteps);
   if (logits.ok())
     sequence.position = impl->numTokens;
+  return logits;
+}
+
+absl::StatusOr<std::vector<float>>
+Executor::extend(Sequence &sequence, const std::vector<int32_t> &tokens) {
+  if (sequence.position == 0)
+    return absl::FailedPreconditionError("extend needs a prefill first");
+  if (tokens.empty())
+    return absl::InvalidArgumentError("extend needs at least one token");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= impl->vocab)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", t, " is outside the vocabulary of ", impl->vocab));
+  if (absl::Status st = artifact::checkContext(
+          impl->artifact->plan(), sequence.position + int64_t(tokens.size()));
+      !st.ok())
+    return st;
+  BoundsScope scope(&impl->bounds);
+  impl->seq = &sequence;
+  impl->position = sequence.position;
+  impl->numTokens = int64_t(tokens.size());
+  const size_t historyBefore = sequence.history.size();
+  sequence.history.insert(sequence.history.end(), tokens.begin(), tokens.end());
+  impl->tokens.elementBytes = 4;
+  impl->tokens.resize({impl->numTokens});
+  impl->tokens.base = sequence.position;
+  std::memcpy(impl->tokens.ptr(), tokens.data(), tokens.size() * 4);
+  auto logits = impl->run(impl->prefillSteps);
+  if (logits.ok())
+    sequence.position += impl->numTokens;
+  else
+    sequence.history.resize(historyBefore);
   return logits;
 }
 

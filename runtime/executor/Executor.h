@@ -282,8 +282,7 @@ public:
   Sequence newSequence() const;
 
   /// A sequence as if `position` tokens had been run, for decode latency at
-  /// long contexts (a 128K-token prompt is beyond one prefill here, and
-  /// chunked prefill is not supported): the history holds random token ids,
+  /// long contexts without running the prompt: the history holds random token ids,
   /// SWA rings are full and global caches hold position / ratio entries, all
   /// rows random values encoded in their byte formats (valid codes and
   /// scales); compressor states hold random values for the partial group.
@@ -294,6 +293,15 @@ public:
   /// Runs the prompt at position 0; returns the last position's logits.
   absl::StatusOr<std::vector<float>> prefill(Sequence &sequence,
                                              const std::vector<int32_t> &tokens);
+  /// Runs `tokens` after the sequence's last position with the prefill's
+  /// steps (chunked prefill, a new turn of a conversation); returns the last
+  /// position's logits. On the CPU a prompt prefilled in chunks gives the
+  /// logits of one prefill when each chunk after the first is longer than
+  /// bounded replay's tail (shorter chunks run the replayed layers on all
+  /// their rows, as decode steps do); docs/semantics.md says why. After an
+  /// error the sequence's caches may hold part of the chunk: prefill again.
+  absl::StatusOr<std::vector<float>> extend(Sequence &sequence,
+                                            const std::vector<int32_t> &tokens);
   /// Runs one token at the sequence's position; returns its logits.
   absl::StatusOr<std::vector<float>> decode(Sequence &sequence, int32_t token);
 

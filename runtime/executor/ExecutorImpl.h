@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <map>
 #include <optional>
 
 namespace csa::runtime {
@@ -179,6 +180,10 @@ struct Executor::Impl {
   Sequence *seq = nullptr;
   int64_t position = 0, numTokens = 0;
   Tensor tokens, logits;
+  /// A chunk's store into a ring that holds rows overwrites rows its own
+  /// attention still reads: appendView keeps the ring as it was (scratch
+  /// "ring.before.<id>") and records here the run (`calls`) that kept it.
+  std::map<std::string, int64_t, std::less<>> ringKeptIn;
 
   absl::Status load();
   /// The GPU path's counts so far, or since `since` (GpuActivity; zeros on

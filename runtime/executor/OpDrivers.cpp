@@ -158,8 +158,23 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s,
     return absl::InvalidArgumentError(absl::StrCat(
         "a ", part, " store into '", b.id, "', a ", artifact::cacheKindName(b.kind)));
   if (part == "ring") {
-    if (c.ringStart < 0)
+    if (c.ringStart < 0 || start > c.ringEnd) {
+      // A fresh ring, or one whose rows stop short of this store (bounded
+      // replay's tail of a long chunk): it starts over at this store.
       c.ringStart = start;
+    } else if (start < c.ringEnd) {
+      return absl::InternalError(absl::StrCat(
+          "a store at position ", start, " into '", b.id, "', which holds up to ",
+          c.ringEnd - 1, " (a runtime bug)"));
+    } else if (n > 1 && c.ringEnd > c.ringStart) {
+      // A chunk after held rows: the ring as it was, for its attention.
+      Tensor &kept = scratch(absl::StrCat("ring.before.", b.id), 1, {b.window, b.rowBytes});
+      if (!runner || !runner->copyOnDevice(kept.ptr(), c.bytes.data(), kept.data.size())) {
+        onHost(c.bytes.data());
+        std::memcpy(kept.ptr(), c.bytes.data(), kept.data.size());
+      }
+      ringKeptIn[b.id] = calls;
+    }
     c.ringEnd = start + n;
     return desc<2>(c.bytes.data(), {b.window, b.rowBytes});
   }
@@ -457,13 +472,23 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
 
   // Window rows. Before this call the ring held positions [ringStart, pos)
   // (the call's rows were appended already): either none (a fresh ring, the
-  // layers bounded replay starts late) or, for one decode token, the ring.
+  // layers bounded replay starts late: the call's rows), or, for one decode
+  // token, the ring, or, for a chunk after held rows, the ring as it was
+  // (appendView kept it) and then the call's rows.
   const bool ringEmptyBefore = ring.ringStart >= *pos;
-  if (!ringEmptyBefore && n != 1)
-    return absl::UnimplementedError(
-        "a multi-token step on a sequence whose ring already holds rows "
-        "(chunked prefill) is not supported by the CPU executor");
-  const int64_t windowRows = ringEmptyBefore ? n : window;
+  const bool chunk = !ringEmptyBefore && n != 1;
+  Tensor *kept = nullptr;
+  if (chunk) {
+    auto it = ringKeptIn.find(ringBuffer.id);
+    auto t = transients.find(absl::StrCat("$scratch.ring.before.", ringBuffer.id));
+    if (it == ringKeptIn.end() || it->second != calls || t == transients.end())
+      return absl::InternalError(absl::StrCat(
+          "the rows ring '", ringBuffer.id, "' held before this chunk were not kept (a runtime bug)"));
+    kept = &t->second;
+    if (fresh.rows() != n)
+      return absl::InvalidArgumentError("the fresh SWA rows are not one per query row");
+  }
+  const int64_t windowRows = ringEmptyBefore ? n : chunk ? window + n : window;
   const int64_t windowWidth = ringEmptyBefore ? std::min(n, window) : window;
 
   // Selected rows: the global cache's main-KV entries the top-k sets name.
@@ -527,6 +552,15 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
       const int64_t first = std::max<int64_t>(0, i - window + 1);
       for (int64_t j = 0; j < windowWidth; ++j)
         row[j] = first + j > i ? -1 : int32_t(first + j);
+    } else if (chunk) {
+      // Positions before the call in the kept ring's slots, the call's own
+      // after the ring's `window` rows; oldest first, as a prefill lists them.
+      for (int64_t j = 0; j < window; ++j) {
+        const int64_t p = *pos + i - window + 1 + j;
+        row[j] = p < std::max<int64_t>(0, ring.ringStart) ? -1
+                 : p < *pos                               ? int32_t(p % window)
+                                                          : int32_t(window + p - *pos);
+      }
     } else {
       // The ring's slots oldest to newest; slots of positions before the
       // ring's first row hold nothing.
@@ -565,7 +599,14 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     invoke(s, "selected_index", &dsel, &didx, int64_t(windowWidth), int64_t(windowRows));
   }
   Tensor &rows = kernelScratch("attention.rows", 2, {windowRows + entries, dim});
-  {
+  if (chunk) {
+    auto dk = desc<2>(kept->as<uint8_t>(), {window, rowBytes});
+    auto dkv = desc<2>(rows.ptr(), {window, dim});
+    invoke(s, "dequantize_window", &dk, &dkv);
+    auto df = desc<2>(fresh.as<uint8_t>(), {n, rowBytes});
+    auto dfv = desc<2>(rows.as<uint16_t>() + window * dim, {n, dim});
+    invoke(s, "dequantize_window", &df, &dfv);
+  } else {
     const uint8_t *src = ringEmptyBefore ? fresh.as<uint8_t>() : ring.bytes.data();
     auto dr = desc<2>(src, {windowRows, rowBytes});
     auto dv = desc<2>(rows.ptr(), {windowRows, dim});

@@ -251,6 +251,8 @@ static int errors(const char *artifact) {
   must(csa_sequence_new(model, &seq), "csa_sequence_new");
   expect(csa_sequence_decode(seq, 1, logits, (size_t)vocab),
          CSA_ERROR_FAILED_PRECONDITION, "decode before prefill");
+  expect(csa_sequence_extend(seq, prompt, 3, logits, (size_t)vocab),
+         CSA_ERROR_FAILED_PRECONDITION, "extend before prefill");
   expect(csa_sequence_prefill(seq, prompt, 0, logits, (size_t)vocab),
          CSA_ERROR_INVALID_ARGUMENT, "empty prompt");
   prompt[1] = (int32_t)vocab;
@@ -271,6 +273,10 @@ static int errors(const char *artifact) {
          CSA_ERROR_FAILED_PRECONDITION, "second prefill");
   expect(csa_sequence_decode(seq, -1, logits, (size_t)vocab),
          CSA_ERROR_INVALID_ARGUMENT, "negative token");
+  expect(csa_sequence_extend(seq, NULL, 2, logits, (size_t)vocab),
+         CSA_ERROR_INVALID_ARGUMENT, "extend from NULL");
+  must(csa_sequence_extend(seq, prompt, 3, logits, (size_t)vocab), "extend");
+  CHECK(csa_sequence_position(seq) == 6, "extend by 3 did not reach position 6");
   for (i = csa_sequence_position(seq); i < csa_model_max_context(model); ++i)
     must(csa_sequence_decode(seq, 1, NULL, 0), "decode to max_context");
   expect(csa_sequence_decode(seq, 1, logits, (size_t)vocab),

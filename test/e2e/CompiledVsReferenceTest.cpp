@@ -392,5 +392,123 @@ TEST(CachesOnDevice, StayBetweenRunsAndComeBackWithSyncToHost) {
   EXPECT_EQ(firstDifference(*a, *b), -1);
 }
 
+/// Where two sequences' caches differ (the written part of each), or "".
+std::string cacheDifference(const artifact::Plan &plan, const runtime::Sequence &a,
+                            const runtime::Sequence &b) {
+  for (const artifact::CacheBuffer &buf : plan.caches) {
+    const runtime::CacheState &x = a.caches.at(buf.id), &y = b.caches.at(buf.id);
+    size_t bytes = x.bytes.size();
+    if (buf.kind == artifact::CacheKind::GlobalCache) {
+      if (x.mainEntries != y.mainEntries || x.indexEntries != y.indexEntries)
+        return buf.id + ": entries differ";
+      bytes = size_t(x.mainEntries * buf.entryBytes);
+    } else if (buf.kind == artifact::CacheKind::SwaRing &&
+               (x.ringStart != y.ringStart || x.ringEnd != y.ringEnd)) {
+      return buf.id + ": rings hold " + std::to_string(x.ringStart) + ".." +
+             std::to_string(x.ringEnd) + " and " + std::to_string(y.ringStart) + ".." +
+             std::to_string(y.ringEnd);
+    }
+    if (x.bytes.size() < bytes || y.bytes.size() < bytes ||
+        std::memcmp(x.bytes.data(), y.bytes.data(), bytes) != 0)
+      return buf.id + ": bytes differ";
+  }
+  return "";
+}
+
+/// Executor::extend (chunked prefill, csa-run --prefill-chunk): a prompt run
+/// in chunks longer than bounded replay's tail gives one prefill's logits,
+/// caches and next steps bit for bit; a chunk no longer than the tail runs
+/// the replayed layers on all its rows, as that many decode steps do, and
+/// gives their bits; the emulated GPU path (rings kept on the device) gives
+/// the CPU's.
+TEST(ChunkedPrefill, EqualsOnePrefillAndShortChunksEqualDecodeSteps) {
+  test::TempDir dir;
+  auto variant = loadVariant("tiny");
+  ASSERT_TRUE(variant.ok()) << variant.status();
+  const std::string artifactDir = dir / "tiny.csa";
+  ASSERT_EQ(compile("--variant=tiny --emit=artifact -o " + artifactDir, dir / "compile.log"), 0)
+      << readAll(dir / "compile.log");
+  LoadedModel model;
+  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 11, model));
+  runtime::Executor &ex = *model.executor;
+  const int64_t window = variant->config.windowSize;
+  ASSERT_EQ(window, 8) << "the chunk lengths below assume tiny's window (the replay tail)";
+
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 40; ++i)
+    prompt.push_back((i * 37 + 11) % int32_t(ex.vocabSize()));
+  auto part = [&](size_t from, size_t to) {
+    return std::vector<int32_t>(prompt.begin() + from, prompt.begin() + to);
+  };
+
+  runtime::Sequence whole = ex.newSequence();
+  auto want = ex.prefill(whole, prompt);
+  ASSERT_TRUE(want.ok()) << want.status();
+  // Chunks of 13, 9 and 18 tokens (a ring left mid-way, a compressor group
+  // left open, both later chunks past the tail).
+  runtime::Sequence chunked = ex.newSequence();
+  ASSERT_TRUE(ex.prefill(chunked, part(0, 13)).ok());
+  ASSERT_TRUE(ex.extend(chunked, part(13, 22)).ok());
+  auto got = ex.extend(chunked, part(22, 40));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(chunked.position, 40);
+  EXPECT_EQ(chunked.history, whole.history);
+  EXPECT_EQ(firstDifference(*want, *got), -1);
+  EXPECT_EQ(cacheDifference(ex.plan(), whole, chunked), "");
+  for (int32_t token : {3, 14, 15}) {
+    want = ex.decode(whole, token);
+    got = ex.decode(chunked, token);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_EQ(firstDifference(*want, *got), -1) << "decode token " << token;
+  }
+
+  // Short chunks (5 and 8 tokens, at most the tail) against decode steps.
+  runtime::Sequence stepped = ex.newSequence(), extended = ex.newSequence();
+  ASSERT_TRUE(ex.prefill(stepped, part(0, 13)).ok());
+  ASSERT_TRUE(ex.prefill(extended, part(0, 13)).ok());
+  for (auto [from, to] : {std::pair<size_t, size_t>{13, 18}, {18, 26}}) {
+    for (size_t i = from; i < to; ++i) {
+      want = ex.decode(stepped, prompt[i]);
+      ASSERT_TRUE(want.ok()) << want.status();
+    }
+    got = ex.extend(extended, part(from, to));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(firstDifference(*want, *got), -1) << "the chunk " << from << ".." << to;
+    EXPECT_EQ(cacheDifference(ex.plan(), stepped, extended), "") << "the chunk " << from << ".." << to;
+  }
+
+  // The GPU path's bookkeeping, the device emulated, caches held there.
+  runtime::ExecutorOptions options;
+  options.device = runtime::ExecutorOptions::Device::Cuda;
+  options.keepCachesOnDevice = true;
+  options.emulateGpu = true;
+  auto gpu = runtime::Executor::create(*model.art, *model.ckpt, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  runtime::Sequence onGpu = (*gpu)->newSequence(), onCpu = ex.newSequence();
+  for (auto [from, to] : {std::pair<size_t, size_t>{0, 13}, {13, 22}, {22, 27}, {27, 40}}) {
+    want = from == 0 ? ex.prefill(onCpu, part(from, to)) : ex.extend(onCpu, part(from, to));
+    got = from == 0 ? (*gpu)->prefill(onGpu, part(from, to)) : (*gpu)->extend(onGpu, part(from, to));
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(firstDifference(*want, *got), -1) << "the chunk " << from << ".." << to;
+  }
+  ASSERT_TRUE((*gpu)->syncToHost(onGpu).ok());
+  EXPECT_EQ(cacheDifference(ex.plan(), onCpu, onGpu), "");
+
+  // Out of order and out of range.
+  runtime::Sequence fresh = ex.newSequence();
+  auto refused = ex.extend(fresh, {1, 2});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  refused = ex.extend(chunked, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  refused = ex.extend(chunked, {int32_t(ex.vocabSize())});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  refused = ex.extend(chunked, std::vector<int32_t>(size_t(ex.plan().maxContext), 1));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(chunked.position, 43);
+  EXPECT_EQ(chunked.history.size(), 43u);
+}
+
 } // namespace
 } // namespace csa

@@ -80,6 +80,8 @@ ABSL_FLAG(uint64_t, seed, 0, "the sampler's seed (sequence i: seed + i)");
 ABSL_FLAG(int64_t, batch, 1, "sequences run, each a copy of the prompt");
 ABSL_FLAG(int64_t, context, 0,
           "start each sequence at this position with synthetic caches");
+ABSL_FLAG(int64_t, prefill_chunk, 0,
+          "run the prompt in chunks of N tokens (chunked prefill; 0: one prefill)");
 ABSL_FLAG(std::string, output, "", "write the generated ids to this file");
 ABSL_FLAG(int64_t, print_logits, 0, "print the K largest logits of each step");
 ABSL_FLAG(std::string, logits_out, "", "write every step's logits to this .npy");
@@ -154,7 +156,8 @@ constexpr const char *kUsage =
          "              [--dump-decisions=DIR] [--force-decisions=DIR] [--dump-hidden=DIR]\n"
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
          "              [--cuda-pdl=on|off] [--cuda-library=PATH] [--cuda-heap-mib=N]\n"
-         "              [--context=P] [--threads=N] [--warmup] [--profile[=text|json]]\n"
+         "              [--context=P] [--prefill-chunk=N] [--threads=N] [--warmup]\n"
+         "              [--profile[=text|json]]\n"
          "              [--json] [--repeat=N] [--analyze=recall] [--progress | --quiet]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
@@ -224,7 +227,10 @@ constexpr const char *kUsage =
          "CSA_CUDA_MALLOC_HEAP_MB is an alias).\n"
          "--context=P starts each sequence at position P with synthetic caches\n"
          "(random rows in the released byte formats) and runs the prompt one\n"
-         "token at a time: decode latency at long contexts. The temporary\n"
+         "token at a time: decode latency at long contexts; with\n"
+         "--prefill-chunk=N the prompt runs in chunks of N tokens instead.\n"
+         "--prefill-chunk=N prefills the prompt N tokens at a time (the first\n"
+         "chunk as the prefill, each later one extending the sequence). The temporary\n"
          "directory of --random-weights is $TMPDIR (e.g. /dev/shm).\n"
          "On the GPU the weights are copied before anything is timed, on a\n"
          "line of their own (\"weights: ... GB to the GPU in ... s\").\n"
@@ -285,6 +291,7 @@ int main(int argc, char **argv) {
                     "needs a number in (0, 1]")
       .describe(FLAGS_seed, "needs an integer")
       .range<int64_t>(FLAGS_context, 1, INT64_MAX, "needs a position >= 1")
+      .range<int64_t>(FLAGS_prefill_chunk, 0, INT64_MAX, "needs a count >= 0 (0: one prefill)")
       // Each sequence holds its own caches and buffers: beyond 4096 the
       // run would only end in an allocation failure.
       .range<int64_t>(FLAGS_batch, 1, 4096, "needs a count from 1 to 4096")
@@ -324,6 +331,7 @@ int main(int argc, char **argv) {
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t printLogits = absl::GetFlag(FLAGS_print_logits);
   const int64_t context = absl::GetFlag(FLAGS_context);
+  const int64_t prefillChunk = absl::GetFlag(FLAGS_prefill_chunk);
   const int64_t repeat = absl::GetFlag(FLAGS_repeat);
   // Progress lines on stderr (tools/support/Progress.h; --quiet wins).
   const tools::ProgressMode progressMode =
@@ -682,6 +690,7 @@ int main(int argc, char **argv) {
   doc["threads"] = ex.threads();
   doc["batch"] = batch;
   doc["context"] = context;
+  doc["prefill_chunk"] = prefillChunk;
   doc["prompt_tokens"] = prompt.size();
   doc["max_new_tokens"] = maxNew;
   doc["weights_upload"] = nullptr;
@@ -778,6 +787,30 @@ int main(int argc, char **argv) {
           return absl::InvalidArgumentError(
               absl::StrCat("--context: ", synthetic.status().message()));
         r.sequences[size_t(b)] = std::move(*synthetic);
+      }
+      if (prefillChunk > 0) {
+        // The prompt in chunks: each one extends the sequence (the first
+        // is its prefill unless --context made one).
+        auto start = Clock::now();
+        progressLabel = label(absl::StrCat("prefill of ", prompt.size(), " tokens in chunks of ",
+                                           prefillChunk), b);
+        runtime::Sequence &seq = r.sequences[size_t(b)];
+        for (size_t at = 0; at < prompt.size(); at += size_t(prefillChunk)) {
+          const std::vector<int32_t> chunk(
+              prompt.begin() + at,
+              prompt.begin() + std::min(prompt.size(), at + size_t(prefillChunk)));
+          logits = seq.position == 0 ? ex.prefill(seq, chunk) : ex.extend(seq, chunk);
+          if (!logits.ok()) {
+            logits = absl::Status(logits.status().code(),
+                                  absl::StrCat("the chunk at prompt token ", at, ": ",
+                                               logits.status().message()));
+            break;
+          }
+        }
+        endProgressLine();
+        r.prefillEach.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        r.prefillSeconds += r.prefillEach.back();
+      } else if (context > 0) {
         tools::Progress promptLine(
             label(absl::StrCat("prompt of ", prompt.size(), " tokens, token by token"), b),
             prompt.size(), "tokens", progressMode);
@@ -990,8 +1023,10 @@ int main(int argc, char **argv) {
                     run.generated[size_t(b)].size());
     if (context > 0)
       std::printf("context: %lld synthetic positions per sequence; the prompt "
-                  "ran token by token\n",
-                  (long long)context);
+                  "ran %s\n",
+                  (long long)context,
+                  prefillChunk > 0 ? absl::StrCat("in chunks of ", prefillChunk).c_str()
+                                   : "token by token");
     std::printf("prefill: %lld tokens in %.3f ms (%.1f tokens/s)\n",
                 (long long)promptTokens, run.prefillSeconds * 1e3,
                 tokensPerSecond(double(promptTokens), run.prefillSeconds));

@@ -261,6 +261,11 @@ for prompt in 1,2,3,4,5 $(seq -s, 1 21); do
   n=$(echo "$prompt" | tr ',' '\n' | wc -l)
   logits_check "tiny plan, prompt $n, cuda" "tiny-$n" tiny --prompt="$prompt" || status=1
 done
+# Chunked prefill: chunks of 9 (longer than tiny's replay tail) and of 5.
+for chunk in 9 5; do
+  logits_check "tiny plan, prompt 21 in chunks of $chunk, cuda" "tiny-21-chunks$chunk" tiny \
+    --prompt="$(seq -s, 1 21)" --prefill-chunk=$chunk || status=1
+done
 ./run-reduced.sh || status=1
 exit $status
 RUN

@@ -59,6 +59,17 @@ public:
     check(st);
     return logits;
   }
+  py::array_t<float> extend(const std::vector<int32_t> &tokens) {
+    py::array_t<float> logits = newLogits(vocab_);
+    float *out = logits.mutable_data();
+    csa_status st;
+    {
+      py::gil_scoped_release release;
+      st = csa_sequence_extend(s_, tokens.data(), tokens.size(), out, size_t(vocab_));
+    }
+    check(st);
+    return logits;
+  }
   py::array_t<float> decode(int32_t token) {
     py::array_t<float> logits = newLogits(vocab_);
     float *out = logits.mutable_data();
@@ -216,6 +227,9 @@ PYBIND11_MODULE(csa, m) {
       .def("prefill", &Sequence::prefill, py::arg("tokens"),
            "Runs the prompt at position 0; returns its last token's logits "
            "(numpy float32 [vocab_size]).")
+      .def("extend", &Sequence::extend, py::arg("tokens"),
+           "Runs tokens after the sequence's last position (a chunk of a "
+           "prompt, a new turn); returns the last one's logits.")
       .def("decode", &Sequence::decode, py::arg("token"),
            "Runs one token after the prefill; returns its logits.")
       .def("reset", &Sequence::reset, "Back to position 0 with empty caches.")

@@ -77,6 +77,21 @@ assert seq.position == 0
 assert np.array_equal(seq.prefill([1, 2, 3, 4, 5]), expected[0])
 ok("reset, then the same prefill")
 
+# extend: a chunk after the prompt (no longer than the replay tail) gives
+# the decode steps' logits; an extend before any prefill is an error.
+stepped = model.new_sequence()
+stepped.prefill([1, 2, 3, 4, 5])
+for t in (6, 7, 8):
+    want = stepped.decode(t)
+assert np.array_equal(seq.extend([6, 7, 8]), want)
+assert seq.position == 8
+try:
+    model.new_sequence().extend([1])
+    raise AssertionError("extend before prefill ran")
+except csa.Error as e:
+    assert "prefill first" in str(e), e
+ok("extend([6, 7, 8]) = three decode steps")
+
 # A checkpoint directory with the same weights.
 from_dir = csa.Model(artifact, weights=ckpt)
 assert np.array_equal(from_dir.new_sequence().prefill([1, 2, 3, 4, 5]),

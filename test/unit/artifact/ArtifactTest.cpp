@@ -418,11 +418,11 @@ TEST_F(ArtifactFile, PlanNotJson) {
 
 TEST_F(ArtifactFile, NewerPlanVersion) {
   test::editListedJson(dir(), "plan.json", [](json &plan) {
-    plan = {{"version", 5}};
+    plan = {{"version", 6}};
   });
   EXPECT_EQ(openError(dir(), absl::StatusCode::kFailedPrecondition),
-            prefix() + "plan.json: plan version 5 is newer than this "
-                       "runtime's 4; rebuild the runtime or recompile");
+            prefix() + "plan.json: plan version 6 is newer than this "
+                       "runtime's 5; rebuild the runtime or recompile");
 }
 
 TEST_F(ArtifactFile, KernelObjectNotInArtifact) {

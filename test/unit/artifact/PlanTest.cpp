@@ -349,21 +349,21 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(ArtifactPlan, NewerVersionIsCheckedFirst) {
-  auto parsed = parsePlan(json{{"version", 5}, {"layout", "v5"}});
+  auto parsed = parsePlan(json{{"version", 6}, {"layout", "v6"}});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 5 is newer than this runtime's 4; "
+            "plan.json: plan version 6 is newer than this runtime's 5; "
             "rebuild the runtime or recompile");
 }
 
 TEST(ArtifactPlan, OlderVersionAsksForARecompile) {
-  // Version 3 steps call HSI's selection as one kernel.
-  auto parsed = parsePlan(json{{"version", 3}, {"max_context", 8}});
+  // Version 4 prefill steps fold the position to 0.
+  auto parsed = parsePlan(json{{"version", 4}, {"max_context", 8}});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 3 is older than this runtime's 4 (the "
+            "plan.json: plan version 4 is older than this runtime's 5 (the "
             "steps' kernels changed); recompile the artifact");
 }
 

@@ -182,6 +182,14 @@ CSA_API uint64_t csa_sequence_cache_bytes(const csa_sequence *sequence);
 CSA_API csa_status csa_sequence_prefill(csa_sequence *sequence,
                                         const int32_t *tokens, size_t count,
                                         float *logits, size_t capacity);
+/* Runs tokens[0..count) after the sequence's last position (a chunk of a
+ * long prompt, a new turn of a conversation) and writes the logits of the
+ * last as csa_sequence_prefill does. Errors: INVALID_ARGUMENT,
+ * FAILED_PRECONDITION (no prefill yet), OUT_OF_RANGE (past max_context);
+ * after another error, reset the sequence. */
+CSA_API csa_status csa_sequence_extend(csa_sequence *sequence,
+                                       const int32_t *tokens, size_t count,
+                                       float *logits, size_t capacity);
 /* Runs one token at the sequence's position (after its prefill) and writes
  * its logits as csa_sequence_prefill does. Errors: INVALID_ARGUMENT,
  * FAILED_PRECONDITION (no prefill yet), OUT_OF_RANGE (past max_context). */

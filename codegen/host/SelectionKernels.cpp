@@ -171,10 +171,22 @@ void buildTopKRankBlockBody(func::FuncOp fn, int64_t k, bool masked,
     });
   };
   Value isFirst = cmpI(b, loc, arith::CmpIPredicate::eq, tid, zero);
-  // Passes: (prefix, remaining); remaining < 0: fewer keys than the rank.
+  // Passes: (prefix, remaining); remaining < 0: fewer keys than the rank,
+  // 0: settled.
   auto passes = loop(b, loc, zero, indexConst(b, loc, 8), one, {c64(0), rank},
                      [&](Value p, ValueRange st) -> SmallVector<Value> {
     Value prefix = st[0], remaining = st[1];
+    // A pass whose bin held exactly the keys still wanted settled the set
+    // (remaining 0, the prefix's lower digits 0: every key from it up is
+    // picked); so did fewer keys than the rank (remaining < 0). Later passes
+    // are skipped: on random scores the set settles after two or three of
+    // the eight. (`remaining` is the block's, so all threads skip together.)
+    auto live = scf::IfOp::create(b, loc, TypeRange{i64, i64},
+                                  cmpI(b, loc, arith::CmpIPredicate::sge, remaining, c64(1)),
+                                  /*withElseRegion=*/true);
+    b.setInsertionPointToStart(&live.getElseRegion().front());
+    scf::YieldOp::create(b, loc, ValueRange{prefix, remaining});
+    b.setInsertionPointToStart(&live.getThenRegion().front());
     Value p64 = arith::IndexCastOp::create(b, loc, i64, p);
     Value shift = arith::SubIOp::create(b, loc, c64(56),
                                         arith::MulIOp::create(b, loc, p64, c64(8)));
@@ -283,15 +295,21 @@ void buildTopKRankBlockBody(func::FuncOp fn, int64_t k, bool masked,
                                 arith::OrIOp::create(b, loc, prefix,
                                                      arith::ShLIOp::create(b, loc, bin64, shift)),
                                 state, ValueRange{zero});
-        memref::StoreOp::create(b, loc, arith::SubIOp::create(b, loc, remaining, cum), state,
-                                ValueRange{one});
+        // Of the bin's keys, the first `within` are wanted: all of them
+        // settles the set.
+        Value within = arith::SubIOp::create(b, loc, remaining, cum);
+        Value settled = cmpI(b, loc, arith::CmpIPredicate::eq, within, counts[size_t(u)]);
+        memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, settled, c64(0), within),
+                                state, ValueRange{one});
       }
       cum = next;
     }
     lanes.barrier(b, loc);
-    SmallVector<Value> out{memref::LoadOp::create(b, loc, state, ValueRange{zero}),
-                           memref::LoadOp::create(b, loc, state, ValueRange{one})};
-    return out;
+    scf::YieldOp::create(b, loc,
+                         ValueRange{memref::LoadOp::create(b, loc, state, ValueRange{zero}),
+                                    memref::LoadOp::create(b, loc, state, ValueRange{one})});
+    b.setInsertionPointAfter(live);
+    return {live.getResult(0), live.getResult(1)};
   });
   // All picked when fewer keys than the rank (threshold 0); else the keys
   // from the rank-th's up.

@@ -240,9 +240,10 @@ void Executor::Impl::placeGroupedExperts() {
     for (Step &s : *steps) {
       const bool pairedKernels = s.kernels.count("swiglu_paired") != 0;
       // The shared expert's w1 then w3 (their scales likewise), for
-      // shared_gate_up.
+      // shared_gate_up on the device (a host kernel reads the host's
+      // weights, where w1 and w3 are apart).
       if (pairedKernels && s.kernels.count("shared_gate_up") &&
-          s.layout.has("shared.w1.weight")) {
+          kernel(s, "shared_gate_up").runner && s.layout.has("shared.w1.weight")) {
         Arrays shared = {{"shared.w1.weight", "shared.w3.weight"}};
         if (s.layout.has("shared.w1.scale"))
           shared.push_back({"shared.w1.scale", "shared.w3.scale"});
@@ -254,7 +255,8 @@ void Executor::Impl::placeGroupedExperts() {
       // With the fused gate/up kernel, an expert's w1 and w3 (and their
       // scales) lie one after the other: expert e's [w1; w3] rows are the
       // e-th block of one array, as that grouped linear reads its weights.
-      const bool paired = pairedKernels && s.kernels.count("experts_gate_up");
+      const bool paired = pairedKernels && s.kernels.count("experts_gate_up") &&
+                          kernel(s, "experts_gate_up").runner;
       const Arrays arrays =
           paired ? Arrays{{"w1.weight", "w3.weight"}, {"w1.scale", "w3.scale"},
                           {"w2.weight"}, {"w2.scale"}}

@@ -43,7 +43,7 @@ TEST(ArtifactPlan, RoundTrip) {
 
 TEST(ArtifactPlan, TextAndSpelling) {
   json text = planToJson(test::tinyPlan());
-  EXPECT_EQ(text["version"], 4);
+  EXPECT_EQ(text["version"], 5);
   EXPECT_EQ(text["caches"][3], (json{{"id", "L2.global"},
                                      {"layer", 2},
                                      {"kind", "global_cache"},

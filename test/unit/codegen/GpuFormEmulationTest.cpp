@@ -102,12 +102,14 @@ TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
   for (bool masked : {false, true}) {
     expectTopKBlockFormMatchesHost(16, masked, 32, n, width, scores, mask);
     expectTopKBlockFormMatchesHost(100, masked, 64, n, width, scores, mask);
-    expectTopKBlockFormMatchesHost(100, masked, 256, n, width, scores, mask); // the GPU's: a bin a thread
+    expectTopKBlockFormMatchesHost(100, masked, 256, n, width, scores, mask); // a bin a thread
   }
   // More threads than the scan's 256 bins give the same picks. (This does
   // not see a read past the bins: the emulated kernel's loads are not
   // bounds-checked; the GPU reported one as an illegal address.)
   expectTopKBlockFormMatchesHost(100, false, 512, n, width, scores, mask);
+  for (bool masked : {false, true})
+    expectTopKBlockFormMatchesHost(100, masked, 1024, n, width, scores, mask); // the GPU's
   // Fewer positions than k: every position is picked.
   std::vector<float> few(scores.begin(), scores.begin() + 3 * 10);
   std::vector<int8_t> fewMask(mask.begin(), mask.begin() + 3 * 10);
@@ -132,8 +134,10 @@ TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
   std::vector<int8_t> sparseMask(bf16.size(), 0);
   for (size_t t = 0; t < sparseMask.size(); t += 11)
     sparseMask[t] = 1;
-  for (bool masked : {false, true})
+  for (bool masked : {false, true}) {
     expectTopKBlockFormMatchesHost(512, masked, 256, 2, 3000, bf16, sparseMask);
+    expectTopKBlockFormMatchesHost(512, masked, 1024, 2, 3000, bf16, sparseMask);
+  }
 }
 
 namespace {

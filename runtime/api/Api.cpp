@@ -253,6 +253,29 @@ void release(csa_sequence &s) {
   (void)s.model->executor->syncToHost(s.sequence);
 }
 
+/// csa_sequence_prefill and csa_sequence_extend: the executor's call
+/// `run` on the tokens (it checks the position, the ids and the context).
+template <typename Run>
+csa_status runTokens(const char *function, csa_sequence *sequence, const int32_t *tokens,
+                     size_t count, float *logits, size_t capacity, Run run) {
+  return guarded([&] {
+    if (!sequence)
+      return nullArgument(function, "the sequence");
+    if (!tokens && count > 0)
+      return nullArgument(function, "the token array");
+    ModelState &model = *sequence->model;
+    if (absl::Status st = checkBuffer(function, model, logits, capacity); !st.ok())
+      return st;
+    std::vector<int32_t> ids(tokens, tokens + count);
+    std::lock_guard<std::mutex> lock(model.mutex);
+    absl::StatusOr<std::vector<float>> out = run(*model.executor, sequence->sequence, ids);
+    if (!out.ok())
+      return out.status();
+    copyLogits(*out, logits, capacity);
+    return absl::OkStatus();
+  });
+}
+
 } // namespace
 
 extern "C" {
@@ -411,47 +434,19 @@ uint64_t csa_sequence_cache_bytes(const csa_sequence *sequence) {
   }
 }
 
+
 csa_status csa_sequence_prefill(csa_sequence *sequence, const int32_t *tokens, size_t count,
                                 float *logits, size_t capacity) {
-  return guarded([&] {
-    const char *function = "csa_sequence_prefill";
-    if (!sequence)
-      return nullArgument(function, "the sequence");
-    if (!tokens && count > 0)
-      return nullArgument(function, "the token array");
-    ModelState &model = *sequence->model;
-    if (absl::Status st = checkBuffer(function, model, logits, capacity); !st.ok())
-      return st;
-    // The executor checks the position, the ids and the context.
-    std::vector<int32_t> prompt(tokens, tokens + count);
-    std::lock_guard<std::mutex> lock(model.mutex);
-    auto out = model.executor->prefill(sequence->sequence, prompt);
-    if (!out.ok())
-      return out.status();
-    copyLogits(*out, logits, capacity);
-    return absl::OkStatus();
-  });
+  return runTokens("csa_sequence_prefill", sequence, tokens, count, logits, capacity,
+                   [](runtime::Executor &ex, runtime::Sequence &seq,
+                      const std::vector<int32_t> &ids) { return ex.prefill(seq, ids); });
 }
 
 csa_status csa_sequence_extend(csa_sequence *sequence, const int32_t *tokens, size_t count,
                                float *logits, size_t capacity) {
-  return guarded([&] {
-    const char *function = "csa_sequence_extend";
-    if (!sequence)
-      return nullArgument(function, "the sequence");
-    if (!tokens && count > 0)
-      return nullArgument(function, "the token array");
-    ModelState &model = *sequence->model;
-    if (absl::Status st = checkBuffer(function, model, logits, capacity); !st.ok())
-      return st;
-    std::vector<int32_t> chunk(tokens, tokens + count);
-    std::lock_guard<std::mutex> lock(model.mutex);
-    auto out = model.executor->extend(sequence->sequence, chunk);
-    if (!out.ok())
-      return out.status();
-    copyLogits(*out, logits, capacity);
-    return absl::OkStatus();
-  });
+  return runTokens("csa_sequence_extend", sequence, tokens, count, logits, capacity,
+                   [](runtime::Executor &ex, runtime::Sequence &seq,
+                      const std::vector<int32_t> &ids) { return ex.extend(seq, ids); });
 }
 
 csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token, float *logits,

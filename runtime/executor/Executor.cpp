@@ -637,20 +637,42 @@ Executor::create(const artifact::Artifact &artifact,
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
+absl::Status Executor::Impl::checkTokens(const char *what, const std::vector<int32_t> &tokens,
+                                         int64_t position) const {
+  if (tokens.empty())
+    return absl::InvalidArgumentError(absl::StrCat(what, " needs at least one token"));
+  for (int32_t t : tokens)
+    if (t < 0 || t >= vocab)
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", t, " is outside the vocabulary of ", vocab));
+  return artifact::checkContext(artifact->plan(), position + int64_t(tokens.size()));
+}
+
+absl::StatusOr<std::vector<float>> Executor::Impl::runTokens(Sequence &sequence,
+                                                             const std::vector<int32_t> &tokens) {
+  seq = &sequence;
+  position = sequence.position;
+  numTokens = int64_t(tokens.size());
+  const size_t historyBefore = sequence.history.size();
+  sequence.history.insert(sequence.history.end(), tokens.begin(), tokens.end());
+  this->tokens.elementBytes = 4;
+  this->tokens.resize({numTokens});
+  this->tokens.base = sequence.position;
+  std::memcpy(this->tokens.ptr(), tokens.data(), tokens.size() * 4);
+  auto logits = run(prefillSteps);
+  if (logits.ok())
+    sequence.position += numTokens;
+  else
+    sequence.history.resize(historyBefore);
+  return logits;
+}
+
 absl::StatusOr<std::vector<float>>
 Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
   if (sequence.position != 0)
     return absl::FailedPreconditionError(
         "prefill runs once, at position 0; use extend or decode afterwards");
-  if (tokens.empty())
-    return absl::InvalidArgumentError("prefill needs at least one token");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= impl->vocab)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token id ", t, " is outside the vocabulary of ", impl->vocab));
-  if (absl::Status st = artifact::checkContext(impl->artifact->plan(),
-                                               int64_t(tokens.size()));
-      !st.ok())
+  if (absl::Status st = impl->checkTokens("prefill", tokens, 0); !st.ok())
     return st;
   BoundsScope scope(&impl->bounds);
   // A prefill starts from fresh caches, also after a failed one (the old
@@ -658,50 +680,17 @@ Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
   if (sequence.cachesHeldBy == impl->id)
     impl->releaseHeld(sequence, /*download=*/false);
   sequence = newSequence();
-  impl->seq = &sequence;
-  impl->position = 0;
-  impl->numTokens = int64_t(tokens.size());
-  sequence.history = tokens;
-  impl->tokens.elementBytes = 4;
-  impl->tokens.resize({impl->numTokens});
-  impl->tokens.base = 0;
-  std::memcpy(impl->tokens.ptr(), tokens.data(), tokens.size() * 4);
-  auto logits = impl->run(impl->prefillSteps);
-  if (logits.ok())
-    sequence.position = impl->numTokens;
-  return logits;
+  return impl->runTokens(sequence, tokens);
 }
 
 absl::StatusOr<std::vector<float>>
 Executor::extend(Sequence &sequence, const std::vector<int32_t> &tokens) {
   if (sequence.position == 0)
     return absl::FailedPreconditionError("extend needs a prefill first");
-  if (tokens.empty())
-    return absl::InvalidArgumentError("extend needs at least one token");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= impl->vocab)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token id ", t, " is outside the vocabulary of ", impl->vocab));
-  if (absl::Status st = artifact::checkContext(
-          impl->artifact->plan(), sequence.position + int64_t(tokens.size()));
-      !st.ok())
+  if (absl::Status st = impl->checkTokens("extend", tokens, sequence.position); !st.ok())
     return st;
   BoundsScope scope(&impl->bounds);
-  impl->seq = &sequence;
-  impl->position = sequence.position;
-  impl->numTokens = int64_t(tokens.size());
-  const size_t historyBefore = sequence.history.size();
-  sequence.history.insert(sequence.history.end(), tokens.begin(), tokens.end());
-  impl->tokens.elementBytes = 4;
-  impl->tokens.resize({impl->numTokens});
-  impl->tokens.base = sequence.position;
-  std::memcpy(impl->tokens.ptr(), tokens.data(), tokens.size() * 4);
-  auto logits = impl->run(impl->prefillSteps);
-  if (logits.ok())
-    sequence.position += impl->numTokens;
-  else
-    sequence.history.resize(historyBefore);
-  return logits;
+  return impl->runTokens(sequence, tokens);
 }
 
 absl::StatusOr<std::vector<float>> Executor::decode(Sequence &sequence,

@@ -186,6 +186,15 @@ struct Executor::Impl {
   std::map<std::string, int64_t, std::less<>> ringKeptIn;
 
   absl::Status load();
+  /// A multi-token call's tokens (`what`: "prefill" or "extend"): at least
+  /// one, each in the vocabulary, all inside the plan's context from
+  /// `position`.
+  absl::Status checkTokens(const char *what, const std::vector<int32_t> &tokens,
+                           int64_t position) const;
+  /// Runs the prefill's steps on `tokens` after the sequence's rows; the
+  /// position and history advance only when it succeeds.
+  absl::StatusOr<std::vector<float>> runTokens(Sequence &sequence,
+                                               const std::vector<int32_t> &tokens);
   /// The GPU path's counts so far, or since `since` (GpuActivity; zeros on
   /// the CPU).
   GpuActivity gpuActivity(const GpuActivity *since = nullptr) const;

@@ -49,26 +49,10 @@ public:
   ~Sequence() { csa_sequence_free(s_); }
 
   py::array_t<float> prefill(const std::vector<int32_t> &tokens) {
-    py::array_t<float> logits = newLogits(vocab_);
-    float *out = logits.mutable_data();
-    csa_status st;
-    {
-      py::gil_scoped_release release;
-      st = csa_sequence_prefill(s_, tokens.data(), tokens.size(), out, size_t(vocab_));
-    }
-    check(st);
-    return logits;
+    return runTokens(csa_sequence_prefill, tokens);
   }
   py::array_t<float> extend(const std::vector<int32_t> &tokens) {
-    py::array_t<float> logits = newLogits(vocab_);
-    float *out = logits.mutable_data();
-    csa_status st;
-    {
-      py::gil_scoped_release release;
-      st = csa_sequence_extend(s_, tokens.data(), tokens.size(), out, size_t(vocab_));
-    }
-    check(st);
-    return logits;
+    return runTokens(csa_sequence_extend, tokens);
   }
   py::array_t<float> decode(int32_t token) {
     py::array_t<float> logits = newLogits(vocab_);
@@ -86,6 +70,20 @@ public:
   uint64_t cacheBytes() const { return csa_sequence_cache_bytes(s_); }
 
 private:
+  using TokensCall = csa_status (*)(csa_sequence *, const int32_t *, size_t, float *, size_t);
+  /// csa_sequence_prefill or csa_sequence_extend, the GIL released.
+  py::array_t<float> runTokens(TokensCall call, const std::vector<int32_t> &tokens) {
+    py::array_t<float> logits = newLogits(vocab_);
+    float *out = logits.mutable_data();
+    csa_status st;
+    {
+      py::gil_scoped_release release;
+      st = call(s_, tokens.data(), tokens.size(), out, size_t(vocab_));
+    }
+    check(st);
+    return logits;
+  }
+
   csa_sequence *s_;
   int64_t vocab_;
 };

@@ -417,7 +417,8 @@ std::string cacheDifference(const artifact::Plan &plan, const runtime::Sequence 
 
 /// Executor::extend (chunked prefill, csa-run --prefill-chunk): a prompt run
 /// in chunks longer than bounded replay's tail gives one prefill's logits,
-/// caches and next steps bit for bit; a chunk no longer than the tail runs
+/// caches and next steps bit for bit, also as a new turn after decode steps
+/// (the whole history prefilled at once); a chunk no longer than the tail runs
 /// the replayed layers on all its rows, as that many decode steps do, and
 /// gives their bits; the emulated GPU path (rings kept on the device) gives
 /// the CPU's.
@@ -461,6 +462,20 @@ TEST(ChunkedPrefill, EqualsOnePrefillAndShortChunksEqualDecodeSteps) {
     ASSERT_TRUE(want.ok() && got.ok());
     EXPECT_EQ(firstDifference(*want, *got), -1) << "decode token " << token;
   }
+
+  // A new turn after decode steps (the agent pattern): 12 tokens more equal
+  // one prefill of the whole history.
+  std::vector<int32_t> turn;
+  for (int32_t i = 0; i < 12; ++i)
+    turn.push_back((i * 53 + 7) % int32_t(ex.vocabSize()));
+  got = ex.extend(chunked, turn);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<int32_t> history = chunked.history;
+  runtime::Sequence replayed = ex.newSequence();
+  want = ex.prefill(replayed, history);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(firstDifference(*want, *got), -1) << "a turn after decode steps";
+  EXPECT_EQ(cacheDifference(ex.plan(), replayed, chunked), "");
 
   // Short chunks (5 and 8 tokens, at most the tail) against decode steps.
   runtime::Sequence stepped = ex.newSequence(), extended = ex.newSequence();
@@ -506,8 +521,8 @@ TEST(ChunkedPrefill, EqualsOnePrefillAndShortChunksEqualDecodeSteps) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   refused = ex.extend(chunked, std::vector<int32_t>(size_t(ex.plan().maxContext), 1));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(chunked.position, 43);
-  EXPECT_EQ(chunked.history.size(), 43u);
+  EXPECT_EQ(chunked.position, 55);
+  EXPECT_EQ(chunked.history.size(), 55u);
 }
 
 } // namespace

@@ -483,7 +483,8 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     auto t = transients.find(absl::StrCat("$scratch.ring.before.", ringBuffer.id));
     if (it == ringKeptIn.end() || it->second != calls || t == transients.end())
       return absl::InternalError(absl::StrCat(
-          "the rows ring '", ringBuffer.id, "' held before this chunk were not kept (a runtime bug)"));
+          "the rows that ring '", ringBuffer.id,
+          "' held before this chunk were not kept (a runtime bug)"));
     kept = &t->second;
     if (fresh.rows() != n)
       return absl::InvalidArgumentError("the fresh SWA rows are not one per query row");

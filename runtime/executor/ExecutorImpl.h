@@ -181,9 +181,13 @@ struct Executor::Impl {
   int64_t position = 0, numTokens = 0;
   Tensor tokens, logits;
   /// A chunk's store into a ring that holds rows overwrites rows its own
-  /// attention still reads: appendView keeps the ring as it was (scratch
-  /// "ring.before.<id>") and records here the run (`calls`) that kept it.
-  std::map<std::string, int64_t, std::less<>> ringKeptIn;
+  /// attention still reads: appendView keeps the ring as it was, per ring,
+  /// with the run (`calls`) that kept it.
+  struct KeptRing {
+    int64_t run = -1;
+    Tensor *rows = nullptr;
+  };
+  std::map<std::string, KeptRing, std::less<>> keptRings;
 
   absl::Status load();
   /// A multi-token call's tokens (`what`: "prefill" or "extend"): at least

@@ -173,7 +173,7 @@ absl::StatusOr<Desc<2>> Executor::Impl::appendView(Step &s,
         onHost(c.bytes.data());
         std::memcpy(kept.ptr(), c.bytes.data(), kept.data.size());
       }
-      ringKeptIn[b.id] = calls;
+      keptRings[b.id] = {calls, &kept};
     }
     c.ringEnd = start + n;
     return desc<2>(c.bytes.data(), {b.window, b.rowBytes});
@@ -479,13 +479,12 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   const bool chunk = !ringEmptyBefore && n != 1;
   Tensor *kept = nullptr;
   if (chunk) {
-    auto it = ringKeptIn.find(ringBuffer.id);
-    auto t = transients.find(absl::StrCat("$scratch.ring.before.", ringBuffer.id));
-    if (it == ringKeptIn.end() || it->second != calls || t == transients.end())
+    auto it = keptRings.find(ringBuffer.id);
+    if (it == keptRings.end() || it->second.run != calls)
       return absl::InternalError(absl::StrCat(
           "the rows that ring '", ringBuffer.id,
           "' held before this chunk were not kept (a runtime bug)"));
-    kept = &t->second;
+    kept = it->second.rows;
     if (fresh.rows() != n)
       return absl::InvalidArgumentError("the fresh SWA rows are not one per query row");
   }

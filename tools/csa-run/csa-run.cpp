@@ -788,29 +788,7 @@ int main(int argc, char **argv) {
               absl::StrCat("--context: ", synthetic.status().message()));
         r.sequences[size_t(b)] = std::move(*synthetic);
       }
-      if (prefillChunk > 0) {
-        // The prompt in chunks: each one extends the sequence (the first
-        // is its prefill unless --context made one).
-        auto start = Clock::now();
-        progressLabel = label(absl::StrCat("prefill of ", prompt.size(), " tokens in chunks of ",
-                                           prefillChunk), b);
-        runtime::Sequence &seq = r.sequences[size_t(b)];
-        for (size_t at = 0; at < prompt.size(); at += size_t(prefillChunk)) {
-          const std::vector<int32_t> chunk(
-              prompt.begin() + at,
-              prompt.begin() + std::min(prompt.size(), at + size_t(prefillChunk)));
-          logits = seq.position == 0 ? ex.prefill(seq, chunk) : ex.extend(seq, chunk);
-          if (!logits.ok()) {
-            logits = absl::Status(logits.status().code(),
-                                  absl::StrCat("the chunk at prompt token ", at, ": ",
-                                               logits.status().message()));
-            break;
-          }
-        }
-        endProgressLine();
-        r.prefillEach.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-        r.prefillSeconds += r.prefillEach.back();
-      } else if (context > 0) {
+      if (context > 0 && prefillChunk == 0) {
         tools::Progress promptLine(
             label(absl::StrCat("prompt of ", prompt.size(), " tokens, token by token"), b),
             prompt.size(), "tokens", progressMode);
@@ -825,9 +803,27 @@ int main(int argc, char **argv) {
           promptLine.add(1);
         }
       } else {
+        // One prefill, or --prefill-chunk's chunks, each extending the
+        // sequence (the first is its prefill unless --context made one).
         auto start = Clock::now();
-        progressLabel = label(absl::StrCat("prefill of ", prompt.size(), " tokens"), b);
-        logits = ex.prefill(r.sequences[size_t(b)], prompt);
+        const size_t chunkSize = prefillChunk > 0 ? size_t(prefillChunk) : prompt.size();
+        progressLabel = label(absl::StrCat("prefill of ", prompt.size(), " tokens",
+                                           prefillChunk > 0
+                                               ? absl::StrCat(" in chunks of ", prefillChunk)
+                                               : ""),
+                              b);
+        runtime::Sequence &seq = r.sequences[size_t(b)];
+        size_t at = 0; // (an empty prompt still goes to the executor, which refuses it)
+        do {
+          const std::vector<int32_t> chunk(
+              prompt.begin() + at, prompt.begin() + std::min(prompt.size(), at + chunkSize));
+          logits = seq.position == 0 ? ex.prefill(seq, chunk) : ex.extend(seq, chunk);
+          if (!logits.ok() && prefillChunk > 0)
+            logits = absl::Status(logits.status().code(),
+                                  absl::StrCat("the chunk at prompt token ", at, ": ",
+                                               logits.status().message()));
+          at += chunkSize;
+        } while (logits.ok() && at < prompt.size());
         endProgressLine();
         r.prefillEach.push_back(std::chrono::duration<double>(Clock::now() - start).count());
         r.prefillSeconds += r.prefillEach.back();

@@ -604,15 +604,18 @@ absl::Status PrefixCache::save(const Sequence &seq) {
     const bool onDisk = !m.options.directory.empty() && fs::exists(m.blockPath(key));
     if (!m.inMemory(key) || (!m.options.directory.empty() && !onDisk)) {
       std::string entry = m.encodeBlock(seq, block, key, parent);
+      bool written = m.options.directory.empty() && !m.inMemory(key);
       if (!m.options.directory.empty() && !onDisk) {
-        if (absl::Status st = m.writeEntry(m.blockPath(key), entry); !st.ok()) {
+        absl::Status st = m.writeEntry(m.blockPath(key), entry);
+        written = st.ok();
+        if (!st.ok()) {
           m.warn(std::string(st.message()));
           if (firstError.ok())
             firstError = st;
         }
       }
+      m.stats.blocksWritten += written;
       m.remember(key, std::move(entry));
-      ++m.stats.blocksWritten;
     } else {
       m.remember(key, {}); // most recently used (already held)
     }

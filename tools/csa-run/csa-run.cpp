@@ -27,12 +27,14 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/sampling/TokenIds.h"
 #include "runtime/executor/Executor.h"
+#include "runtime/prefix/PrefixCache.h"
 #include "runtime/sampling/Sampling.h"
 #include "runtime/support/Npy.h"
 #include "runtime/tokenizer/EngramTokenMap.h"
 #include "runtime/tokenizer/ModelTokenizer.h"
 #include "runtime/tokenizer/Unicode.h"
 #include "tools/support/RunSetup.h"
+#include "tools/csa-run/Conversation.h"
 #include "tools/csa-run/ProfileReport.h"
 #include "tools/csa-run/RecallReport.h"
 
@@ -40,6 +42,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 
 #include <nlohmann/json.hpp>
 
@@ -82,6 +85,16 @@ ABSL_FLAG(int64_t, context, 0,
           "start each sequence at this position with synthetic caches");
 ABSL_FLAG(int64_t, prefill_chunk, 0,
           "run the prompt in chunks of N tokens (chunked prefill; 0: one prefill)");
+ABSL_FLAG(std::string, turns, "",
+          "a conversation file: one turn a line (ids, or JSON with tokens or text and generate)");
+ABSL_FLAG(std::string, prefix_cache, "",
+          "a prefix cache directory: global KV kept across turns and runs");
+ABSL_FLAG(std::string, prefix_cache_size, "16G",
+          "the prefix cache's disk budget in bytes (K, M, G, T suffixes)");
+ABSL_FLAG(std::string, local_state_ttl, "10m",
+          "how long a turn's local state stays in memory (30s, 10m, 1h; a bare number: minutes)");
+ABSL_FLAG(std::string, prefix_cache_policy, "global",
+          "what goes to disk: global (the released design) or global+local (SWA state too)");
 ABSL_FLAG(std::string, output, "", "write the generated ids to this file");
 ABSL_FLAG(int64_t, print_logits, 0, "print the K largest logits of each step");
 ABSL_FLAG(std::string, logits_out, "", "write every step's logits to this .npy");
@@ -157,6 +170,8 @@ constexpr const char *kUsage =
          "              [--device=cpu|cuda|auto] [--cuda-graphs=on|off|N|step[:P]]\n"
          "              [--cuda-pdl=on|off] [--cuda-library=PATH] [--cuda-heap-mib=N]\n"
          "              [--context=P] [--prefill-chunk=N] [--threads=N] [--warmup]\n"
+         "              [--turns=FILE] [--prefix-cache=DIR] [--prefix-cache-size=BYTES]\n"
+         "              [--local-state-ttl=DURATION] [--prefix-cache-policy=global|global+local]\n"
          "              [--profile[=text|json]]\n"
          "              [--json] [--repeat=N] [--analyze=recall] [--progress | --quiet]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
@@ -180,6 +195,11 @@ constexpr const char *kUsage =
          "ids) and =modulo hashes t mod engram_compressed_vocab_size. Random\n"
          "checkpoints carry that modulo map (engram_token_map.json). A model with\n"
          "Engram layers and no map is refused. The map used is printed.\n"
+         "--turns runs a conversation: each line of FILE appends tokens (ids, or\n"
+         "JSON {\"tokens\": [...]} or {\"text\": \"...\"} with \"generate\": N) and\n"
+         "generates; --prefix-cache=DIR restores each turn's history from DIR (global\n"
+         "blocks on disk, local state in memory for --local-state-ttl) and saves it\n"
+         "back; each turn prints which case it hit (docs/prefix-cache.md).\n"
          "--allow-unused-weights runs a checkpoint that holds more tensors than the\n"
          "artifact uses (the same weights under a schedule with more Reuse layers);\n"
          "one line says how many were skipped. Tensors the artifact needs and the\n"
@@ -506,7 +526,74 @@ int main(int argc, char **argv) {
   std::string error;
   const int promptSources = !promptText.empty() + !promptFile.empty() + textPromptGiven +
                             !textPromptFile.empty();
-  if (promptSources != 1)
+  // --turns holds the conversation, prompt included; --prefix-cache alone
+  // runs the prompt as one turn through the cache.
+  const std::string turnsFile = absl::GetFlag(FLAGS_turns);
+  const std::string prefixCacheDir = absl::GetFlag(FLAGS_prefix_cache);
+  const bool conversation = flags.given(FLAGS_turns) || flags.given(FLAGS_prefix_cache);
+  if (flags.given(FLAGS_turns) && turnsFile.empty())
+    return fail("--turns needs a file name");
+  if (flags.given(FLAGS_prefix_cache) && prefixCacheDir.empty())
+    return fail("--prefix-cache needs a directory");
+  if (conversation) {
+    for (const auto &[given, name] :
+         {std::pair<bool, const char *>{batch > 1, "--batch"},
+          {flags.given(FLAGS_context), "--context"},
+          {flags.given(FLAGS_prefill_chunk), "--prefill-chunk"},
+          {repeat > 1, "--repeat"},
+          {forcedGiven, "--forced-tokens"},
+          {flags.given(FLAGS_logits_out), "--logits-out"},
+          {flags.given(FLAGS_output), "--output"},
+          {printLogits > 0, "--print-logits"},
+          {profileMode != ProfileMode::Off, "--profile"},
+          {flags.given(FLAGS_analyze), "--analyze"},
+          {flags.given(FLAGS_dump_decisions), "--dump-decisions"},
+          {flags.given(FLAGS_force_decisions), "--force-decisions"},
+          {flags.given(FLAGS_dump_hidden), "--dump-hidden"}})
+      if (given)
+        return fail(absl::StrCat(name, " does not go with ",
+                                 flags.given(FLAGS_turns) ? "--turns" : "--prefix-cache",
+                                 " (a conversation runs one sequence, turn by turn)"));
+    if (flags.given(FLAGS_turns) && promptSources != 0)
+      return fail("--turns holds the prompt: its first turn; give no --prompt flag");
+  } else {
+    for (const auto &[given, name] :
+         {std::pair<bool, const char *>{flags.given(FLAGS_prefix_cache_size), "--prefix-cache-size"},
+          {flags.given(FLAGS_local_state_ttl), "--local-state-ttl"},
+          {flags.given(FLAGS_prefix_cache_policy), "--prefix-cache-policy"}})
+      if (given)
+        return fail(absl::StrCat(name, " sets up --prefix-cache; give that too"));
+  }
+  runtime::prefix::PrefixCacheOptions cacheOptions;
+  cacheOptions.directory = prefixCacheDir;
+  {
+    const std::string v = absl::GetFlag(FLAGS_prefix_cache_size);
+    uint64_t scale = 1, size = 0;
+    std::string digits = v;
+    if (!digits.empty() && std::string("KMGTkmgt").find(digits.back()) != std::string::npos) {
+      scale = uint64_t(1) << (10 * (1 + std::string("KMGT").find(char(std::toupper(digits.back())))));
+      digits.pop_back();
+    }
+    if (!absl::SimpleAtoi(digits, &size) || size == 0 || size > (uint64_t(1) << 50) / scale)
+      return fail("--prefix-cache-size needs a byte count such as 500M or 16G, got '" + v + "'");
+    cacheOptions.diskBytes = size * scale;
+  }
+  {
+    const std::string v = absl::GetFlag(FLAGS_local_state_ttl);
+    absl::Duration ttl;
+    int64_t minutes = 0;
+    if (absl::SimpleAtoi(v, &minutes) && minutes >= 0 && minutes <= 100000)
+      ttl = absl::Minutes(minutes);
+    else if (!absl::ParseDuration(v, &ttl) || ttl < absl::ZeroDuration() || ttl > absl::Hours(2000))
+      return fail("--local-state-ttl needs a duration such as 30s, 10m or 1h, got '" + v + "'");
+    cacheOptions.localTtl = std::chrono::duration<double>(absl::ToDoubleSeconds(ttl));
+  }
+  if (const std::string v = absl::GetFlag(FLAGS_prefix_cache_policy); v == "global+local")
+    cacheOptions.persistLocal = true;
+  else if (v != "global")
+    return fail("--prefix-cache-policy needs global or global+local, got '" + v + "'");
+
+  if (promptSources != 1 && !(flags.given(FLAGS_turns) && promptSources == 0))
     return fail("give exactly one of --prompt, --prompt-file, --prompt-text and "
                 "--prompt-text-file");
   if (textPromptGiven || !textPromptFile.empty()) {
@@ -533,7 +620,7 @@ int main(int argc, char **argv) {
       return fail("the prompt text encodes to no tokens");
     for (int64_t id : *ids)
       prompt.push_back(int32_t(id));
-  } else {
+  } else if (promptSources == 1) {
     if (!sampling::promptText(promptText, promptFile, promptText, error))
       return fail(error);
     if (!sampling::parseTokenIds(promptText, prompt, error))
@@ -638,6 +725,18 @@ int main(int argc, char **argv) {
   runtime::Executor &ex = **executor;
   if (!ex.deviceNote().empty())
     std::cerr << "csa-run: --device=auto runs on the CPU: " << ex.deviceNote() << "\n";
+  std::vector<tools::Turn> turns;
+  if (conversation) {
+    if (!turnsFile.empty()) {
+      auto read = tools::readTurns(turnsFile, text ? &*text : nullptr, maxNew, ex.vocabSize());
+      if (!read.ok())
+        return fail(std::string(read.status().message()));
+      turns = std::move(*read);
+    } else {
+      turns.push_back({prompt, maxNew, "the prompt"});
+    }
+    prompt = turns.front().tokens; // the warm-up's token
+  }
   // --logits-out: one row per step, written as the steps run into a
   // temporary file that is renamed only at the end (the writer removes it on
   // any early return).
@@ -732,6 +831,31 @@ int main(int argc, char **argv) {
       if (absl::Status st = ex.syncToHost(scratch); !st.ok())
         return fail(absl::StrCat("warm-up: ", st.message()));
     ex.resetProfile();
+  }
+
+  if (conversation) {
+    std::unique_ptr<runtime::prefix::PrefixCache> cache;
+    if (!prefixCacheDir.empty()) {
+      auto opened = runtime::prefix::PrefixCache::open(*art, cacheOptions);
+      if (!opened.ok())
+        return fail(std::string(opened.status().message()));
+      cache = std::move(*opened);
+    }
+    tools::ConversationOptions o;
+    o.cache = cache.get();
+    o.params = params;
+    o.seed = samplerSeed;
+    o.text = text ? &*text : nullptr;
+    o.stopAtEos = text && !ignoreEos;
+    o.json = json;
+    doc["prefix_cache_dir"] = prefixCacheDir;
+    if (absl::Status st = tools::runConversation(ex, turns, o, doc); !st.ok())
+      return fail(std::string(st.message()));
+    if (absl::Status st = ex.checkDeviceStatuses(); !st.ok())
+      return fail(std::string(st.message()));
+    if (json)
+      std::printf("%s\n", doc.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+    return 0;
   }
 
   /// One timed generation: every sequence's prefill and decode steps.

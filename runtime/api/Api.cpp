@@ -11,6 +11,7 @@
 #include "runtime/artifact/Plan.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/executor/Executor.h"
+#include "runtime/prefix/PrefixCache.h"
 #include "runtime/sampling/Sampling.h"
 #include "tools/support/RunSetup.h"
 #include "tools/support/Version.h"
@@ -140,6 +141,11 @@ struct csa_sequence {
 
 struct csa_sampler {
   sampling::Sampler sampler;
+};
+
+struct csa_prefix_cache {
+  std::shared_ptr<ModelState> model;
+  std::unique_ptr<runtime::prefix::PrefixCache> cache;
 };
 
 namespace {
@@ -447,6 +453,86 @@ csa_status csa_sequence_extend(csa_sequence *sequence, const int32_t *tokens, si
   return runTokens("csa_sequence_extend", sequence, tokens, count, logits, capacity,
                    [](runtime::Executor &ex, runtime::Sequence &seq,
                       const std::vector<int32_t> &ids) { return ex.extend(seq, ids); });
+}
+
+csa_status csa_prefix_cache_open(csa_model *model, const char *directory, uint64_t disk_bytes,
+                                 double local_ttl_seconds, int persist_local,
+                                 csa_prefix_cache **cache) {
+  return guarded([&] {
+    const char *function = "csa_prefix_cache_open";
+    if (!model)
+      return nullArgument(function, "the model");
+    if (!cache)
+      return nullArgument(function, "the output handle");
+    *cache = nullptr;
+    if (!(local_ttl_seconds < 1e9)) // NaN too
+      return absl::InvalidArgumentError(
+          absl::StrCat(function, ": local_ttl_seconds is not a number of seconds"));
+    runtime::prefix::PrefixCacheOptions options;
+    options.directory = directory ? directory : "";
+    if (disk_bytes > 0)
+      options.diskBytes = disk_bytes;
+    if (local_ttl_seconds >= 0)
+      options.localTtl = std::chrono::duration<double>(local_ttl_seconds);
+    options.persistLocal = persist_local != 0;
+    auto opened = runtime::prefix::PrefixCache::open(*model->state->artifact, options);
+    if (!opened.ok())
+      return opened.status();
+    *cache = new csa_prefix_cache{model->state, std::move(*opened)};
+    return absl::OkStatus();
+  });
+}
+
+void csa_prefix_cache_free(csa_prefix_cache *cache) { delete cache; }
+
+csa_status csa_prefix_cache_restore(csa_prefix_cache *cache, csa_sequence *sequence,
+                                    const int32_t *tokens, size_t count, size_t *restored,
+                                    csa_restore_case *kind) {
+  return guarded([&] {
+    const char *function = "csa_prefix_cache_restore";
+    if (!cache)
+      return nullArgument(function, "the cache");
+    if (!sequence)
+      return nullArgument(function, "the sequence");
+    if (!tokens && count > 0)
+      return nullArgument(function, "the token array");
+    if (sequence->model != cache->model)
+      return absl::InvalidArgumentError(
+          absl::StrCat(function, ": the sequence belongs to another model than the cache"));
+    ModelState &model = *cache->model;
+    std::lock_guard<std::mutex> lock(model.mutex);
+    if (absl::Status st = model.executor->syncToHost(sequence->sequence); !st.ok())
+      return st;
+    auto r = cache->cache->restore(*model.executor, std::vector<int32_t>(tokens, tokens + count));
+    if (!r.ok())
+      return r.status();
+    sequence->sequence = std::move(r->sequence);
+    if (restored)
+      *restored = size_t(r->restoredTokens);
+    if (kind)
+      *kind = r->kind == runtime::prefix::RestoreCase::GlobalAndLocal ? CSA_RESTORE_GLOBAL_AND_LOCAL
+              : r->kind == runtime::prefix::RestoreCase::GlobalOnly   ? CSA_RESTORE_GLOBAL_ONLY
+                                                                      : CSA_RESTORE_COLD;
+    return absl::OkStatus();
+  });
+}
+
+csa_status csa_prefix_cache_save(csa_prefix_cache *cache, csa_sequence *sequence) {
+  return guarded([&] {
+    const char *function = "csa_prefix_cache_save";
+    if (!cache)
+      return nullArgument(function, "the cache");
+    if (!sequence)
+      return nullArgument(function, "the sequence");
+    if (sequence->model != cache->model)
+      return absl::InvalidArgumentError(
+          absl::StrCat(function, ": the sequence belongs to another model than the cache"));
+    ModelState &model = *cache->model;
+    std::lock_guard<std::mutex> lock(model.mutex);
+    if (absl::Status st = model.executor->syncToHost(sequence->sequence); !st.ok())
+      return st;
+    return cache->cache->save(sequence->sequence);
+  });
 }
 
 csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token, float *logits,

@@ -309,14 +309,86 @@ static int errors(const char *artifact) {
   return failures ? 1 : 0;
 }
 
+/* The prefix cache: a saved sequence restored for the next turn continues
+ * bit for bit; another cache over the directory (another process) restores
+ * the global blocks only. */
+static int prefix(const char *artifact, const char *directory) {
+  csa_model *model = NULL, *other = NULL;
+  csa_sequence *kept = NULL, *restored_seq = NULL, *foreign = NULL;
+  csa_prefix_cache *cache = NULL, *reopened = NULL;
+  int32_t history[80];
+  size_t restored = 99, i;
+  csa_restore_case kind = CSA_RESTORE_COLD;
+  float *want, *got;
+  int64_t vocab;
+  for (i = 0; i < 80; ++i)
+    history[i] = (int32_t)((i * 37 + 5) % 500);
+  must(csa_model_open_random(artifact, 3, NULL, &model), "csa_model_open_random");
+  vocab = csa_model_vocab_size(model);
+  want = malloc((size_t)vocab * sizeof(float));
+  got = malloc((size_t)vocab * sizeof(float));
+  must(csa_prefix_cache_open(model, directory, 0, -1, 0, &cache), "csa_prefix_cache_open");
+  must(csa_sequence_new(model, &kept), "csa_sequence_new");
+  must(csa_sequence_prefill(kept, history, 70, NULL, 0), "prefill");
+  must(csa_prefix_cache_save(cache, kept), "csa_prefix_cache_save");
+
+  must(csa_sequence_new(model, &restored_seq), "csa_sequence_new");
+  must(csa_prefix_cache_restore(cache, restored_seq, history, 80, &restored, &kind),
+       "csa_prefix_cache_restore");
+  CHECK(kind == CSA_RESTORE_GLOBAL_AND_LOCAL && restored == 70,
+        "restored case %d, %zu tokens; want global+local, 70", (int)kind, restored);
+  CHECK(csa_sequence_position(restored_seq) == 70, "the restored sequence is at %lld",
+        (long long)csa_sequence_position(restored_seq));
+  must(csa_sequence_extend(kept, history + 70, 10, want, (size_t)vocab), "extend kept");
+  must(csa_sequence_extend(restored_seq, history + 70, 10, got, (size_t)vocab),
+       "extend restored");
+  CHECK(memcmp(want, got, (size_t)vocab * sizeof(float)) == 0,
+        "the restored sequence's logits differ from the kept one's");
+
+  must(csa_prefix_cache_open(model, directory, 0, -1, 0, &reopened), "reopen");
+  must(csa_prefix_cache_restore(reopened, restored_seq, history, 80, &restored, &kind),
+       "restore from the directory");
+  CHECK(kind == CSA_RESTORE_GLOBAL_ONLY && restored == 64,
+        "reopened: case %d, %zu tokens; want global-only, 64", (int)kind, restored);
+  must(csa_sequence_extend(restored_seq, history + 64, 16, got, (size_t)vocab),
+       "extend after a global-only hit");
+
+  /* Errors. */
+  expect(csa_prefix_cache_restore(cache, NULL, history, 3, NULL, NULL),
+         CSA_ERROR_INVALID_ARGUMENT, "restore into NULL");
+  expect(csa_prefix_cache_restore(cache, kept, NULL, 3, NULL, NULL),
+         CSA_ERROR_INVALID_ARGUMENT, "restore from NULL tokens");
+  expect(csa_prefix_cache_open(model, directory, 0, 0.0 / 0.0, 0, &reopened),
+         CSA_ERROR_INVALID_ARGUMENT, "NaN time-to-live");
+  must(csa_model_open_random(artifact, 4, NULL, &other), "another model");
+  must(csa_sequence_new(other, &foreign), "its sequence");
+  expect(csa_prefix_cache_save(cache, foreign), CSA_ERROR_INVALID_ARGUMENT,
+         "save another model's sequence");
+  csa_sequence_free(foreign);
+  csa_model_free(other);
+  csa_prefix_cache_free(NULL);
+  csa_prefix_cache_free(cache);
+  csa_prefix_cache_free(reopened);
+  csa_sequence_free(kept);
+  csa_sequence_free(restored_seq);
+  csa_model_free(model);
+  free(want);
+  free(got);
+  printf("%s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 10 && strcmp(argv[1], "run") == 0)
     return run(argc, argv);
   if (argc == 3 && strcmp(argv[1], "errors") == 0)
     return errors(argv[2]);
+  if (argc == 4 && strcmp(argv[1], "prefix") == 0)
+    return prefix(argv[2], argv[3]);
   fprintf(stderr,
           "usage: csa-api-test run ARTIFACT WEIGHTS PROMPT N TEMPERATURE TOP_P "
           "SEED DEVICE [LOGITS.npy]\n"
-          "       csa-api-test errors ARTIFACT\n");
+          "       csa-api-test errors ARTIFACT\n"
+          "       csa-api-test prefix ARTIFACT CACHE_DIR\n");
   return 2;
 }

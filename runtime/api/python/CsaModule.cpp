@@ -67,6 +67,7 @@ public:
   }
   void reset() { check(csa_sequence_reset(s_)); }
   int64_t position() const { return csa_sequence_position(s_); }
+  csa_sequence *handle() const { return s_; }
   uint64_t cacheBytes() const { return csa_sequence_cache_bytes(s_); }
 
 private:
@@ -195,8 +196,50 @@ public:
     return out;
   }
 
+  csa_model *handle() const { return m_; }
+
 private:
   csa_model *m_ = nullptr;
+};
+
+/// csa_prefix_cache: restore a conversation's history into a sequence, save
+/// a sequence after a turn.
+class PrefixCache {
+public:
+  PrefixCache(Model &model, std::optional<std::string> directory, uint64_t diskBytes,
+              double localTtlSeconds, bool persistLocal) {
+    check(csa_prefix_cache_open(model.handle(), directory ? directory->c_str() : nullptr,
+                                diskBytes, localTtlSeconds, persistLocal ? 1 : 0, &c_));
+  }
+  PrefixCache(const PrefixCache &) = delete;
+  PrefixCache &operator=(const PrefixCache &) = delete;
+  ~PrefixCache() { csa_prefix_cache_free(c_); }
+
+  std::pair<int64_t, std::string> restore(Sequence &sequence, const std::vector<int32_t> &tokens) {
+    size_t restored = 0;
+    csa_restore_case kind = CSA_RESTORE_COLD;
+    csa_status st;
+    {
+      py::gil_scoped_release release;
+      st = csa_prefix_cache_restore(c_, sequence.handle(), tokens.data(), tokens.size(),
+                                    &restored, &kind);
+    }
+    check(st);
+    return {int64_t(restored), kind == CSA_RESTORE_GLOBAL_AND_LOCAL ? "global+local"
+                               : kind == CSA_RESTORE_GLOBAL_ONLY    ? "global-only"
+                                                                    : "cold"};
+  }
+  void save(Sequence &sequence) {
+    csa_status st;
+    {
+      py::gil_scoped_release release;
+      st = csa_prefix_cache_save(c_, sequence.handle());
+    }
+    check(st);
+  }
+
+private:
+  csa_prefix_cache *c_ = nullptr;
 };
 
 } // namespace
@@ -277,4 +320,19 @@ PYBIND11_MODULE(csa, m) {
            py::arg("top_p") = 1.0f, py::arg("seed") = 0,
            "Prefills the prompt and returns max_new_tokens sampled ids, each "
            "fed back (csa-run's tokens for the same flags).");
+
+  py::class_<PrefixCache>(m, "PrefixCache",
+                          "An agent loop's prefix cache (docs/prefix-cache.md): global "
+                          "KV blocks in memory and in `directory`, local state in memory "
+                          "for local_ttl_seconds.")
+      .def(py::init<Model &, std::optional<std::string>, uint64_t, double, bool>(),
+           py::arg("model"), py::arg("directory") = py::none(), py::arg("disk_bytes") = 0,
+           py::arg("local_ttl_seconds") = -1.0, py::arg("persist_local") = false,
+           py::keep_alive<1, 2>())
+      .def("restore", &PrefixCache::restore, py::arg("sequence"), py::arg("tokens"),
+           "Makes the sequence the longest stored prefix of tokens; returns (tokens "
+           "restored, 'cold' | 'global+local' | 'global-only'). Run the rest with "
+           "prefill (0 restored) or extend.")
+      .def("save", &PrefixCache::save, py::arg("sequence"),
+           "Stores the sequence's global blocks and local state.");
 }

@@ -10,6 +10,8 @@ is an assert; the last line says how many passed.
 """
 import sys
 
+import os
+
 import numpy as np
 
 import csa
@@ -91,6 +93,20 @@ try:
 except csa.Error as e:
     assert "prefill first" in str(e), e
 ok("extend([6, 7, 8]) = three decode steps")
+
+# The prefix cache: a saved sequence restored for the next turn continues as
+# the kept one does.
+history = [(i * 37 + 5) % 500 for i in range(80)]
+kept = model.new_sequence()
+kept.prefill(history[:70])
+cache = csa.PrefixCache(model, directory=os.path.join(os.path.dirname(artifact), "pycache"))
+cache.save(kept)
+again = model.new_sequence()
+assert cache.restore(again, history) == (70, "global+local")
+assert np.array_equal(again.extend(history[70:]), kept.extend(history[70:]))
+assert csa.PrefixCache(model, directory=os.path.join(os.path.dirname(artifact), "pycache")) \
+    .restore(again, history) == (64, "global-only")
+ok("PrefixCache: restore and save")
 
 # A checkpoint directory with the same weights.
 from_dir = csa.Model(artifact, weights=ckpt)

@@ -196,6 +196,47 @@ CSA_API csa_status csa_sequence_extend(csa_sequence *sequence,
 CSA_API csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token,
                                        float *logits, size_t capacity);
 
+/* --- Prefix cache ------------------------------------------------------- */
+
+/* An agent loop's cache of conversation prefixes (docs/prefix-cache.md):
+ * the global KV of every block of tokens in memory and in a directory, each
+ * sequence's local state in memory for a while after it is saved. */
+typedef struct csa_prefix_cache csa_prefix_cache;
+
+/* Which stored state a restore found. */
+typedef enum csa_restore_case {
+  CSA_RESTORE_COLD = 0,             /* nothing: run the tokens from position 0 */
+  CSA_RESTORE_GLOBAL_AND_LOCAL = 1, /* the saved sequence, exactly */
+  CSA_RESTORE_GLOBAL_ONLY = 2,      /* global KV; local state rebuilt by replay */
+} csa_restore_case;
+
+/* Opens a cache for `model`'s artifact (model hash, schedule hash) in
+ * `directory` (created if missing; NULL or "": host memory only).
+ * disk_bytes: the directory's budget (0: 16 GiB); local_ttl_seconds: how
+ * long a saved sequence's local state stays in memory (< 0: 600);
+ * persist_local != 0 writes the local state to the directory too. It keeps
+ * the model's memory alive; free it with csa_prefix_cache_free.
+ * Errors: INVALID_ARGUMENT, FAILED_PRECONDITION (a directory that cannot be
+ * made). */
+CSA_API csa_status csa_prefix_cache_open(csa_model *model, const char *directory,
+                                         uint64_t disk_bytes, double local_ttl_seconds,
+                                         int persist_local, csa_prefix_cache **cache);
+/* NULL: nothing. */
+CSA_API void csa_prefix_cache_free(csa_prefix_cache *cache);
+/* Makes `sequence` (of the cache's model; whatever it held is dropped) the
+ * longest stored prefix of tokens[0..count), leaving at least one token to
+ * run; a global-only hit replays the tokens before the last block boundary
+ * first. *restored: the tokens the sequence now holds; *kind: the case
+ * (either pointer may be NULL). Run tokens[*restored..count) next, with
+ * csa_sequence_prefill when *restored is 0, else csa_sequence_extend. */
+CSA_API csa_status csa_prefix_cache_restore(csa_prefix_cache *cache, csa_sequence *sequence,
+                                            const int32_t *tokens, size_t count,
+                                            size_t *restored, csa_restore_case *kind);
+/* Stores what `sequence` holds: its global blocks not stored yet and its
+ * local state. Errors: INVALID_ARGUMENT (another model's sequence, no
+ * tokens), DATA_LOSS/INTERNAL (a write that failed: the cache stays usable). */
+CSA_API csa_status csa_prefix_cache_save(csa_prefix_cache *cache, csa_sequence *sequence);
+
 /* --- Sampling ----------------------------------------------------------- */
 
 /* A sampler: temperature 0 is greedy (the largest logit, the lowest id on a

@@ -282,6 +282,27 @@ csa_status runTokens(const char *function, csa_sequence *sequence, const int32_t
   });
 }
 
+/// csa_prefix_cache_restore and _save: the handles checked, the model's
+/// lock held and the sequence's caches on the host while `run` runs.
+template <typename Run>
+csa_status withCacheAndSequence(const char *function, csa_prefix_cache *cache,
+                                csa_sequence *sequence, Run run) {
+  return guarded([&] {
+    if (!cache)
+      return nullArgument(function, "the cache");
+    if (!sequence)
+      return nullArgument(function, "the sequence");
+    if (sequence->model != cache->model)
+      return absl::InvalidArgumentError(
+          absl::StrCat(function, ": the sequence belongs to another model than the cache"));
+    ModelState &model = *cache->model;
+    std::lock_guard<std::mutex> lock(model.mutex);
+    if (absl::Status st = model.executor->syncToHost(sequence->sequence); !st.ok())
+      return st;
+    return run(*model.executor);
+  });
+}
+
 } // namespace
 
 extern "C" {
@@ -488,22 +509,11 @@ void csa_prefix_cache_free(csa_prefix_cache *cache) { delete cache; }
 csa_status csa_prefix_cache_restore(csa_prefix_cache *cache, csa_sequence *sequence,
                                     const int32_t *tokens, size_t count, size_t *restored,
                                     csa_restore_case *kind) {
-  return guarded([&] {
-    const char *function = "csa_prefix_cache_restore";
-    if (!cache)
-      return nullArgument(function, "the cache");
-    if (!sequence)
-      return nullArgument(function, "the sequence");
-    if (!tokens && count > 0)
-      return nullArgument(function, "the token array");
-    if (sequence->model != cache->model)
-      return absl::InvalidArgumentError(
-          absl::StrCat(function, ": the sequence belongs to another model than the cache"));
-    ModelState &model = *cache->model;
-    std::lock_guard<std::mutex> lock(model.mutex);
-    if (absl::Status st = model.executor->syncToHost(sequence->sequence); !st.ok())
-      return st;
-    auto r = cache->cache->restore(*model.executor, std::vector<int32_t>(tokens, tokens + count));
+  const char *function = "csa_prefix_cache_restore";
+  if (!tokens && count > 0)
+    return guarded([&] { return nullArgument(function, "the token array"); });
+  return withCacheAndSequence(function, cache, sequence, [&](runtime::Executor &ex) {
+    auto r = cache->cache->restore(ex, std::vector<int32_t>(tokens, tokens + count));
     if (!r.ok())
       return r.status();
     sequence->sequence = std::move(r->sequence);
@@ -518,21 +528,8 @@ csa_status csa_prefix_cache_restore(csa_prefix_cache *cache, csa_sequence *seque
 }
 
 csa_status csa_prefix_cache_save(csa_prefix_cache *cache, csa_sequence *sequence) {
-  return guarded([&] {
-    const char *function = "csa_prefix_cache_save";
-    if (!cache)
-      return nullArgument(function, "the cache");
-    if (!sequence)
-      return nullArgument(function, "the sequence");
-    if (sequence->model != cache->model)
-      return absl::InvalidArgumentError(
-          absl::StrCat(function, ": the sequence belongs to another model than the cache"));
-    ModelState &model = *cache->model;
-    std::lock_guard<std::mutex> lock(model.mutex);
-    if (absl::Status st = model.executor->syncToHost(sequence->sequence); !st.ok())
-      return st;
-    return cache->cache->save(sequence->sequence);
-  });
+  return withCacheAndSequence("csa_prefix_cache_save", cache, sequence,
+                              [&](runtime::Executor &) { return cache->cache->save(sequence->sequence); });
 }
 
 csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token, float *logits,

@@ -101,7 +101,15 @@ std::optional<std::string_view> verifiedBody(std::string_view entry) {
   return body;
 }
 
-std::optional<std::string> readWhole(const std::string &path) {
+/// A file's bytes; an empty string when it is longer than `most` (not
+/// read: a planted or runaway file fails the entry's checks instead).
+std::optional<std::string> readWhole(const std::string &path, uint64_t most) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec)
+    return std::nullopt;
+  if (size > most)
+    return std::string();
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return std::nullopt;
@@ -148,6 +156,8 @@ struct PrefixCache::Impl {
   /// to a multiple of the ratios (so that it starts at a group boundary).
   int64_t replayTokens = 0;
   std::vector<const CacheBuffer *> globals;
+  /// The most bytes a block or a snapshot entry can hold.
+  uint64_t maxBlockBytes = 0, maxSnapshotBytes = 0;
   PrefixCacheStats stats;
 
   // The memory tier: block key -> its entry bytes, most recent first.
@@ -278,7 +288,7 @@ struct PrefixCache::Impl {
     if (options.directory.empty())
       return std::nullopt;
     const std::string path = blockPath(key);
-    auto entry = readWhole(path);
+    auto entry = readWhole(path, maxBlockBytes);
     if (!entry)
       return std::nullopt;
     ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); // recently used
@@ -500,7 +510,7 @@ struct PrefixCache::Impl {
                 std::equal(s.tokens.begin(), s.tokens.end(), tokens.begin());
       if (held)
         continue;
-      auto entry = readWhole(e.path().string());
+      auto entry = readWhole(e.path().string(), maxSnapshotBytes);
       std::optional<Snapshot> s = entry ? decodeSnapshot(*entry) : std::nullopt;
       if (!s || !std::equal(s->tokens.begin(), s->tokens.end(), tokens.begin())) {
         fs::remove(e.path(), ec);
@@ -546,6 +556,17 @@ PrefixCache::open(const artifact::Artifact &artifact, PrefixCacheOptions options
         "prefix cache: a block of ", block, " tokens is no multiple of the compression ratios (",
         ratios, ")"));
   impl->blockTokens = block;
+  // Header fields (magic, hashes, keys, counts) take well under 1 KiB.
+  impl->maxBlockBytes = 1024 + uint64_t(block) * sizeof(int32_t);
+  impl->maxSnapshotBytes = 1024 + uint64_t(impl->plan->maxContext) * sizeof(int32_t);
+  for (const CacheBuffer &b : impl->plan->caches) {
+    const uint64_t perBlock =
+        b.kind == CacheKind::GlobalCache ? uint64_t(block / b.ratio * b.entryBytes) : 0;
+    impl->maxBlockBytes += 64 + b.id.size() + perBlock;
+    impl->maxSnapshotBytes += 64 + b.id.size() +
+                              (b.kind == CacheKind::GlobalCache ? perBlock + uint64_t(b.entryBytes)
+                                                                : uint64_t(b.fixedBytes));
+  }
   impl->replayTokens = (window + ratios - 1) / ratios * ratios;
   if (!options.directory.empty()) {
     for (const char *sub : {"/blocks", "/local"}) {

@@ -189,7 +189,8 @@ TEST_F(PrefixCacheTest, ExpiredLocalStateFallsBackToGlobalOnly) {
   EXPECT_EQ((*cache)->stats().snapshotsExpired, 1);
 }
 
-/// A block with a flipped byte, a truncated block and another key's block
+/// A block with a flipped byte, a truncated block, one grown to 64 MiB and
+/// another key's block
 /// under a key's name are each removed with a warning and not used: the
 /// restored prefix ends before them.
 TEST_F(PrefixCacheTest, CorruptTruncatedAndForeignBlocksAreRemoved) {
@@ -236,6 +237,8 @@ TEST_F(PrefixCacheTest, CorruptTruncatedAndForeignBlocksAreRemoved) {
             }),
             0);
   EXPECT_EQ(damage([](const fs::path &f) { fs::resize_file(f, fs::file_size(f) / 2); }), 0);
+  // Grown past any block's size: not even read.
+  EXPECT_EQ(damage([](const fs::path &f) { fs::resize_file(f, uint64_t(64) << 20); }), 0);
   const std::string other = readAll(files[1].string());
   EXPECT_EQ(damage([&](const fs::path &f) {
               std::ofstream(f, std::ios::binary) << (f == files[1] ? readAll(files[0].string()) : other);

@@ -190,9 +190,8 @@ TEST_F(PrefixCacheTest, ExpiredLocalStateFallsBackToGlobalOnly) {
 }
 
 /// A block with a flipped byte, a truncated block, one grown to 64 MiB and
-/// another key's block
-/// under a key's name are each removed with a warning and not used: the
-/// restored prefix ends before them.
+/// another key's block under a key's name are each removed with a warning
+/// and not used: the restored prefix ends before them.
 TEST_F(PrefixCacheTest, CorruptTruncatedAndForeignBlocksAreRemoved) {
   test::TempDir cacheDir;
   const std::string root = cacheDir / "cache";

@@ -219,7 +219,9 @@ struct PrefixCache::Impl {
       w.text(b->id);
       w.put<int64_t>(first);
       w.put<int64_t>(per);
-      w.put<int64_t>(b->entryBytes);
+      w.put<int64_t>(b->entryBytes); // the row formats: main-KV then index key
+      w.put<int64_t>(b->mainRowBytes);
+      w.put<int64_t>(b->indexRowBytes);
       w.bytes(c.bytes.data() + first * b->entryBytes, size_t(per * b->entryBytes));
     }
     return w.seal();
@@ -247,7 +249,8 @@ struct PrefixCache::Impl {
     for (const CacheBuffer *b : globals) {
       const int64_t per = blockTokens / b->ratio, first = block * per;
       if (r.text() != b->id || r.get<int64_t>() != first || r.get<int64_t>() != per ||
-          r.get<int64_t>() != b->entryBytes)
+          r.get<int64_t>() != b->entryBytes || r.get<int64_t>() != b->mainRowBytes ||
+          r.get<int64_t>() != b->indexRowBytes)
         return false;
       std::string_view rows = r.bytes(uint64_t(per * b->entryBytes));
       if (!r.ok)

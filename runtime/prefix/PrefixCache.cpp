@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -315,6 +316,12 @@ struct PrefixCache::Impl {
   absl::Status writeEntry(const std::string &path, const std::string &entry) {
     if (absl::Status st = support::writeFileAtomically(path, entry); !st.ok())
       return st;
+    // The rename itself survives a power loss once its directory is flushed.
+    const std::string dir = fs::path(path).parent_path().string();
+    if (int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
     stats.bytesWrittenToDisk += entry.size();
     return absl::OkStatus();
   }

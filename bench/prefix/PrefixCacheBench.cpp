@@ -6,7 +6,8 @@
 //   global+local restore the saved sequence (host memory) and extend it by N;
 //   global-only  the same with the local snapshot expired: the rings rebuilt
 //                by replaying the tokens before the last block boundary,
-//                then the rest of the history and the N tokens extended.
+//                then the rest of the history and the N tokens extended;
+//                once for each --replay length (0: the released window).
 // Each case is timed as a user waits for it (restore + the turn's prefill,
 // to its first logits). Then `decode` greedy steps of the global+local run
 // are fed to the global-only run too (teacher forcing), and each step's
@@ -46,6 +47,8 @@ ABSL_FLAG(std::optional<uint64_t>, random_weights, std::nullopt, "random weights
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
 ABSL_FLAG(std::string, history, "256", "history lengths L, comma-separated");
 ABSL_FLAG(std::string, new_tokens, "16,64", "turn lengths N, comma-separated");
+ABSL_FLAG(std::string, replay, "0",
+          "tokens a global-only hit replays, comma-separated (0: the released window)");
 ABSL_FLAG(int64_t, decode, 32, "greedy steps after the turn compared between the cases");
 ABSL_FLAG(uint64_t, seed, 1, "the token ids' seed");
 ABSL_FLAG(std::string, json, "", "write the results to this JSON file");
@@ -115,6 +118,7 @@ int main(int argc, char **argv) {
       "csa-bench-prefix-cache",
       "usage: csa-bench-prefix-cache ARTIFACT (--weights=DIR | --random-weights[=SEED])\n"
       "          [--device=cpu|cuda] [--history=L,...] [--new-tokens=N,...] [--decode=M]\n"
+      "          [--replay=R,...]\n"
       "          [--seed=S] [--json=FILE]\n"
       "An agent turn of N tokens after a history of L: cold, global+local and\n"
       "global-only (docs/prefix-cache.md), timed, and the global-only run's\n"
@@ -173,10 +177,25 @@ int main(int argc, char **argv) {
     (void)ex.syncToHost(warm);
   }
 
-  auto cache = runtime::prefix::PrefixCache::open(*art, {});
-  if (!cache.ok())
-    return fail(std::string(cache.status().message()));
-  const runtime::prefix::PrefixCacheStats &stats = (*cache)->stats();
+  // One cache per replay length (memory only); the first also serves the
+  // global+local case.
+  std::vector<int64_t> replays;
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_replay), ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 0)
+      return flags.error("--replay needs token counts >= 0, comma-separated");
+    replays.push_back(v);
+  }
+  std::vector<std::unique_ptr<runtime::prefix::PrefixCache>> caches;
+  for (int64_t replay : replays) {
+    runtime::prefix::PrefixCacheOptions o;
+    o.replayTokens = replay;
+    auto opened = runtime::prefix::PrefixCache::open(*art, o);
+    if (!opened.ok())
+      return fail(std::string(opened.status().message()));
+    caches.push_back(std::move(*opened));
+  }
+  const runtime::prefix::PrefixCacheStats &stats = caches.front()->stats();
   const artifact::Plan &plan = art->plan();
   int64_t ringRowsPerToken = 0;
   for (const artifact::CacheBuffer &b : plan.caches)
@@ -235,10 +254,10 @@ int main(int argc, char **argv) {
       }
       // A case: restore, the turn's prefill, then the forced steps.
       std::vector<int32_t> forced;
-      auto runCase = [&](runtime::prefix::RestoreCase want, std::vector<std::vector<float>> &logits,
-                         Json &out) -> absl::Status {
+      auto runCase = [&](runtime::prefix::PrefixCache &cache, runtime::prefix::RestoreCase want,
+                         std::vector<std::vector<float>> &logits, Json &out) -> absl::Status {
         auto t0 = Clock::now();
-        auto r = (*cache)->restore(ex, request);
+        auto r = cache.restore(ex, request);
         if (!r.ok())
           return r.status();
         if (r->kind != want)
@@ -264,41 +283,52 @@ int main(int argc, char **argv) {
         }
         return ex.syncToHost(r->sequence);
       };
-      if (absl::Status st = (*cache)->save(saved); !st.ok())
+      std::vector<std::vector<float>> exact;
+      Json hit;
+      if (absl::Status st = caches.front()->save(saved); !st.ok())
         return fail(std::string(st.message()));
-      std::vector<std::vector<float>> exact, approx;
-      Json hit, globalOnly;
-      if (absl::Status st = runCase(runtime::prefix::RestoreCase::GlobalAndLocal, exact, hit);
+      if (absl::Status st =
+              runCase(*caches.front(), runtime::prefix::RestoreCase::GlobalAndLocal, exact, hit);
           !st.ok())
         return fail(absl::StrCat("global+local: ", st.message()));
-      (*cache)->expireLocalState();
-      if (absl::Status st = runCase(runtime::prefix::RestoreCase::GlobalOnly, approx, globalOnly);
-          !st.ok())
-        return fail(absl::StrCat("global-only: ", st.message()));
-      Json steps = Json::array();
-      double klSum = 0;
-      int64_t agree = 0;
-      for (size_t i = 0; i < exact.size(); ++i) {
-        const Divergence d = compare(exact[i], approx[i]);
-        steps.push_back({{"max_abs", d.maxAbs}, {"cosine", d.cosine}, {"kl", d.kl}, {"top1", d.top1}});
-        klSum += d.kl;
-        agree += d.top1;
-      }
       const Divergence cold = compare(exact.front(), coldLogits);
       row["global_local"] = hit;
-      row["global_only"] = globalOnly;
-      row["global_only_vs_exact"] = steps;
       row["cold_vs_global_local"] = {{"max_abs", cold.maxAbs}, {"cosine", cold.cosine},
                                      {"kl", cold.kl}, {"top1", cold.top1}};
-      const Divergence first = compare(exact.front(), approx.front());
-      std::printf("%8lld %6lld %12.2f %14.2f %14.2f %8lld %10.4f %12.3e %10.3e %4lld/%lld\n",
-                  static_cast<long long>(L), static_cast<long long>(N),
-                  row["cold_seconds"].get<double>() * 1e3, hit["seconds"].get<double>() * 1e3,
-                  globalOnly["seconds"].get<double>() * 1e3,
-                  static_cast<long long>(globalOnly["replayed_tokens"].get<int64_t>()),
-                  first.maxAbs, first.kl, klSum / double(exact.size()),
-                  static_cast<long long>(agree), static_cast<long long>(exact.size()));
-      std::fflush(stdout);
+      Json globalOnlyRuns = Json::array();
+      for (auto &cache : caches) {
+        std::vector<std::vector<float>> approx;
+        Json globalOnly;
+        if (absl::Status st = cache->save(saved); !st.ok())
+          return fail(std::string(st.message()));
+        cache->expireLocalState();
+        if (absl::Status st =
+                runCase(*cache, runtime::prefix::RestoreCase::GlobalOnly, approx, globalOnly);
+            !st.ok())
+          return fail(absl::StrCat("global-only: ", st.message()));
+        Json steps = Json::array();
+        double klSum = 0;
+        int64_t agree = 0;
+        for (size_t i = 0; i < exact.size(); ++i) {
+          const Divergence d = compare(exact[i], approx[i]);
+          steps.push_back(
+              {{"max_abs", d.maxAbs}, {"cosine", d.cosine}, {"kl", d.kl}, {"top1", d.top1}});
+          klSum += d.kl;
+          agree += d.top1;
+        }
+        globalOnly["vs_global_local"] = steps;
+        const Divergence first = compare(exact.front(), approx.front());
+        std::printf("%8lld %6lld %12.2f %14.2f %14.2f %8lld %10.4f %12.3e %10.3e %4lld/%lld\n",
+                    static_cast<long long>(L), static_cast<long long>(N),
+                    row["cold_seconds"].get<double>() * 1e3, hit["seconds"].get<double>() * 1e3,
+                    globalOnly["seconds"].get<double>() * 1e3,
+                    static_cast<long long>(globalOnly["replayed_tokens"].get<int64_t>()),
+                    first.maxAbs, first.kl, klSum / double(exact.size()),
+                    static_cast<long long>(agree), static_cast<long long>(exact.size()));
+        std::fflush(stdout);
+        globalOnlyRuns.push_back(globalOnly);
+      }
+      row["global_only"] = globalOnlyRuns;
       rows.push_back(row);
     }
   }

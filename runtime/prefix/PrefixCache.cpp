@@ -578,6 +578,13 @@ PrefixCache::open(const artifact::Artifact &artifact, PrefixCacheOptions options
                                                                 : uint64_t(b.fixedBytes));
   }
   impl->replayTokens = (window + ratios - 1) / ratios * ratios;
+  if (options.replayTokens != 0) {
+    if (options.replayTokens < 0 || options.replayTokens % ratios != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prefix cache: a replay of ", options.replayTokens,
+          " tokens is no positive multiple of the compression ratios (", ratios, ")"));
+    impl->replayTokens = options.replayTokens;
+  }
   if (!options.directory.empty()) {
     for (const char *sub : {"/blocks", "/local"}) {
       std::error_code ec;

@@ -63,6 +63,12 @@ struct PrefixCacheOptions {
   /// Tokens of a global block: 0 chooses 64 rounded up to a multiple of
   /// every compression ratio; another value must be such a multiple.
   int64_t blockTokens = 0;
+  /// Tokens a global-only hit replays before the block boundary it restores
+  /// at: 0 is the widest SWA window rounded up to a multiple of the ratios
+  /// (the released 128); another value must be such a multiple. Longer
+  /// replays rebuild the local state more exactly (20 layers x 128 would be
+  /// exact on the released model) and cost more.
+  int64_t replayTokens = 0;
   /// Also write local snapshots to the disk tier (the V4-style policy that
   /// persists SWA state, to measure what it costs; cross-process hits are
   /// then exact).

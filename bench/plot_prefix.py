@@ -66,6 +66,7 @@ def main():
     fig.suptitle(args.title or f"prefix cache: {doc.get('artifact', '')} on {doc.get('device', '')}")
     fig.tight_layout()
     fig.savefig(args.output, dpi=110)
+    print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":

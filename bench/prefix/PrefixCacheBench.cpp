@@ -190,7 +190,8 @@ int main(int argc, char **argv) {
   for (int64_t replay : replays) {
     runtime::prefix::PrefixCacheOptions o;
     o.replayTokens = replay;
-    auto opened = runtime::prefix::PrefixCache::open(*art, o);
+    auto opened = runtime::prefix::PrefixCache::open(
+        *art, runtime::prefix::weightsFingerprint(*ckpt, options.engramTokenMap), o);
     if (!opened.ok())
       return fail(std::string(opened.status().message()));
     caches.push_back(std::move(*opened));

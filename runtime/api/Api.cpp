@@ -93,6 +93,8 @@ struct ModelState {
   std::optional<checkpoint::Checkpoint> checkpoint;
   std::unique_ptr<runtime::Executor> executor;
   std::string deviceNote;
+  /// The executor's Engram token map (the prefix cache's fingerprint has it).
+  std::vector<int64_t> engramTokenMap;
 
   ~ModelState() {
     // The executor refers to the checkpoint and the artifact.
@@ -223,6 +225,7 @@ absl::Status openModel(const char *function, const char *artifactDir, const char
       return map.status();
     if (*map)
       executorOptions.engramTokenMap = std::move((*map)->map);
+    state->engramTokenMap = executorOptions.engramTokenMap;
   }
   auto executor =
       runtime::Executor::create(*state->artifact, *state->checkpoint, executorOptions);
@@ -496,7 +499,10 @@ csa_status csa_prefix_cache_open(csa_model *model, const char *directory, uint64
     if (local_ttl_seconds >= 0)
       options.localTtl = std::chrono::duration<double>(local_ttl_seconds);
     options.persistLocal = persist_local != 0;
-    auto opened = runtime::prefix::PrefixCache::open(*model->state->artifact, options);
+    ModelState &state = *model->state;
+    auto opened = runtime::prefix::PrefixCache::open(
+        *state.artifact, runtime::prefix::weightsFingerprint(*state.checkpoint, state.engramTokenMap),
+        options);
     if (!opened.ok())
       return opened.status();
     *cache = new csa_prefix_cache{model->state, std::move(*opened)};

@@ -135,6 +135,32 @@ struct Snapshot {
 
 } // namespace
 
+std::string weightsFingerprint(const checkpoint::Checkpoint &weights,
+                               const std::vector<int64_t> &engramTokenMap) {
+  artifact::Sha256 h;
+  std::vector<std::string> names = weights.names();
+  std::sort(names.begin(), names.end());
+  for (const std::string &name : names) {
+    auto t = weights.tensor(name);
+    if (!t.ok())
+      continue;
+    h.update(name);
+    const uint32_t dtype = uint32_t(t->dtype);
+    h.update(&dtype, sizeof dtype);
+    h.update(t->shape.data(), t->shape.size() * sizeof(int64_t));
+    h.update(&t->bytes, sizeof t->bytes);
+    constexpr uint64_t kWindow = 32;
+    if (t->bytes <= 4 * kWindow) {
+      h.update(t->data, size_t(t->bytes));
+      continue;
+    }
+    for (uint64_t at : {uint64_t(0), t->bytes / 3, 2 * (t->bytes / 3), t->bytes - kWindow})
+      h.update(t->data + at, size_t(kWindow));
+  }
+  h.update(engramTokenMap.data(), engramTokenMap.size() * sizeof(int64_t));
+  return artifact::toHex(h.finish());
+}
+
 const char *restoreCaseName(RestoreCase c) {
   switch (c) {
   case RestoreCase::Cold:
@@ -151,7 +177,7 @@ struct PrefixCache::Impl {
   const artifact::Artifact *artifact = nullptr;
   const artifact::Plan *plan = nullptr;
   PrefixCacheOptions options;
-  std::string modelHash, scheduleHash;
+  std::string modelHash, scheduleHash, weights;
   int64_t blockTokens = 0;
   /// Tokens run again to rebuild local state: the widest ring, rounded up
   /// to a multiple of the ratios (so that it starts at a group boundary).
@@ -186,6 +212,7 @@ struct PrefixCache::Impl {
     artifact::Sha256 h;
     h.update(modelHash);
     h.update(scheduleHash);
+    h.update(weights);
     h.update(&blockTokens, sizeof blockTokens);
     h.update(parent);
     h.update(tokens, size_t(blockTokens) * sizeof(int32_t));
@@ -196,6 +223,7 @@ struct PrefixCache::Impl {
     artifact::Sha256 h;
     h.update(modelHash);
     h.update(scheduleHash);
+    h.update(weights);
     h.update(tokens, size_t(count) * sizeof(int32_t));
     return artifact::toHex(h.finish());
   }
@@ -208,6 +236,7 @@ struct PrefixCache::Impl {
     w.bytes(kBlockMagic, 8);
     w.text(modelHash);
     w.text(scheduleHash);
+    w.text(weights);
     w.text(key);
     w.text(parent);
     w.put<int64_t>(block);
@@ -237,7 +266,7 @@ struct PrefixCache::Impl {
       return false;
     Reader r{*body};
     if (r.bytes(8) != std::string_view(kBlockMagic, 8) || r.text() != modelHash ||
-        r.text() != scheduleHash || r.text() != key)
+        r.text() != scheduleHash || r.text() != weights || r.text() != key)
       return false;
     r.text(); // the parent's key (part of this key already)
     if (r.get<int64_t>() != block || r.get<int64_t>() != blockTokens)
@@ -421,6 +450,7 @@ struct PrefixCache::Impl {
     w.bytes(kLocalMagic, 8);
     w.text(modelHash);
     w.text(scheduleHash);
+    w.text(weights);
     w.put<int64_t>(s.position);
     w.bytes(s.tokens.data(), s.tokens.size() * sizeof(int32_t));
     w.put<uint32_t>(uint32_t(plan->caches.size()));
@@ -446,7 +476,7 @@ struct PrefixCache::Impl {
     Reader r{*body};
     Snapshot s;
     if (r.bytes(8) != std::string_view(kLocalMagic, 8) || r.text() != modelHash ||
-        r.text() != scheduleHash)
+        r.text() != scheduleHash || r.text() != weights)
       return std::nullopt;
     s.position = r.get<int64_t>();
     if (!r.ok || s.position < 1 || s.position > plan->maxContext)
@@ -539,8 +569,13 @@ PrefixCache::PrefixCache(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 PrefixCache::~PrefixCache() = default;
 
 absl::StatusOr<std::unique_ptr<PrefixCache>>
-PrefixCache::open(const artifact::Artifact &artifact, PrefixCacheOptions options) {
+PrefixCache::open(const artifact::Artifact &artifact, std::string fingerprint,
+                  PrefixCacheOptions options) {
+  if (!artifact::isSha256Hex(fingerprint))
+    return absl::InvalidArgumentError(
+        "prefix cache: the weights' fingerprint is not a SHA-256 (weightsFingerprint)");
   auto impl = std::make_unique<Impl>();
+  impl->weights = std::move(fingerprint);
   impl->artifact = &artifact;
   impl->plan = &artifact.plan();
   impl->modelHash = artifact.manifest().modelHash;

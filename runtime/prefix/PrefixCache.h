@@ -6,8 +6,8 @@
 // - Global blocks (persisted): the global caches' entries (the Full source
 //   layers' main-KV rows and index keys) of each block of `blockTokens`
 //   tokens, keyed by a SHA-256 chain over the blocks' token ids, the model
-//   hash and the schedule hash (a prefix of another model or schedule never
-//   matches). Two tiers: host memory and a directory, each with a byte
+//   hash, the schedule hash and the weights' fingerprint (a prefix of another
+//   model, schedule or checkpoint never matches). Two tiers: host memory and a directory, each with a byte
 //   budget and LRU eviction. A block file is written to a temporary name,
 //   fsynced and renamed (readers never see half of one), carries a SHA-256
 //   of its bytes, and is verified when read: a corrupt or truncated block is
@@ -35,6 +35,7 @@
 #define CSA_RUNTIME_PREFIX_PREFIXCACHE_H
 
 #include "runtime/artifact/Artifact.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/executor/Executor.h"
 
 #include "absl/status/statusor.h"
@@ -103,13 +104,21 @@ struct PrefixCacheStats {
   uint64_t bytesWrittenToDisk = 0;
 };
 
+/// What decides a cache's bytes besides the artifact: the weights and the
+/// Engram token map the executor runs with. A SHA-256 over every tensor's
+/// name, dtype, shape and four 32-byte windows spread over its bytes (a
+/// few pages a tensor, however large the checkpoint), then the map's ids.
+std::string weightsFingerprint(const checkpoint::Checkpoint &weights,
+                               const std::vector<int64_t> &engramTokenMap);
+
 class PrefixCache {
 public:
-  /// A cache for `artifact`'s plan, model hash and schedule hash. Errors:
-  /// a block size that is no multiple of the ratios, a directory that cannot
-  /// be made.
+  /// A cache for `artifact`'s plan, model hash and schedule hash, and the
+  /// weights of `fingerprint` (weightsFingerprint). Errors: a block size or
+  /// replay length that is no multiple of the ratios, a directory that
+  /// cannot be made.
   static absl::StatusOr<std::unique_ptr<PrefixCache>>
-  open(const artifact::Artifact &artifact, PrefixCacheOptions options);
+  open(const artifact::Artifact &artifact, std::string fingerprint, PrefixCacheOptions options);
   ~PrefixCache();
 
   /// Stores what `sequence` holds (its history is its tokens): the global

@@ -42,6 +42,10 @@ protected:
   }
 
   runtime::Executor &ex() { return *model->executor; }
+  absl::StatusOr<std::unique_ptr<PrefixCache>> openCache(PrefixCacheOptions o) {
+    return PrefixCache::open(*model->art, runtime::prefix::weightsFingerprint(*model->ckpt, {}),
+                             std::move(o));
+  }
   const artifact::Artifact &art() { return *model->art; }
 
   std::vector<int32_t> tokens(int32_t count, int32_t salt) {
@@ -81,7 +85,7 @@ LoadedModel *PrefixCacheTest::model = nullptr;
 /// new tokens and the same caches as the sequence kept in memory.
 TEST_F(PrefixCacheTest, GlobalAndLocalHitContinuesBitExactly) {
   test::TempDir cacheDir;
-  auto cache = PrefixCache::open(art(), options(cacheDir / "cache"));
+  auto cache = openCache(options(cacheDir / "cache"));
   ASSERT_TRUE(cache.ok()) << cache.status();
   const int64_t block = (*cache)->stats().blockTokens;
   runtime::Sequence kept = firstTurn(tokens(int32_t(2 * block + 9), 1));
@@ -116,7 +120,7 @@ TEST_F(PrefixCacheTest, GlobalOnlyHitReplaysAndKeepsGlobalEntries) {
   {
     PrefixCacheOptions o = options(cacheDir / "cache");
     o.persistLocal = true;
-    auto writer = PrefixCache::open(art(), o);
+    auto writer = openCache(o);
     ASSERT_TRUE(writer.ok());
     kept = firstTurn(tokens(int32_t(3 * (*writer)->stats().blockTokens + 5), 3));
     ASSERT_TRUE((*writer)->save(kept).ok());
@@ -124,7 +128,7 @@ TEST_F(PrefixCacheTest, GlobalOnlyHitReplaysAndKeepsGlobalEntries) {
   std::vector<int32_t> request = kept.history, turn = tokens(30, 4);
   request.insert(request.end(), turn.begin(), turn.end());
 
-  auto reader = PrefixCache::open(art(), options(cacheDir / "cache"));
+  auto reader = openCache(options(cacheDir / "cache"));
   ASSERT_TRUE(reader.ok());
   const int64_t block = (*reader)->stats().blockTokens;
   auto restored = (*reader)->restore(ex(), request);
@@ -156,13 +160,36 @@ TEST_F(PrefixCacheTest, GlobalOnlyHitReplaysAndKeepsGlobalEntries) {
   // The V4-style policy: the snapshot was written too.
   PrefixCacheOptions o = options(cacheDir / "cache");
   o.persistLocal = true;
-  auto withLocal = PrefixCache::open(art(), o);
+  auto withLocal = openCache(o);
   ASSERT_TRUE(withLocal.ok());
   restored = (*withLocal)->restore(ex(), request);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->kind, RestoreCase::GlobalAndLocal);
   EXPECT_EQ(cacheDifference(ex().plan(), kept, restored->sequence), "");
   EXPECT_TRUE(warnings.empty());
+}
+
+/// Entries saved with other weights (another fingerprint) are never used:
+/// the same tokens restore nothing.
+TEST_F(PrefixCacheTest, AnotherCheckpointNeverMatches) {
+  test::TempDir cacheDir;
+  auto cache = openCache(options(cacheDir / "cache"));
+  ASSERT_TRUE(cache.ok());
+  runtime::Sequence kept = firstTurn(tokens(int32_t(2 * (*cache)->stats().blockTokens + 3), 9));
+  ASSERT_TRUE((*cache)->save(kept).ok());
+  std::vector<int32_t> request = kept.history;
+  request.push_back(1);
+  std::vector<int64_t> otherMap(size_t(ex().vocabSize()), 1);
+  auto other = PrefixCache::open(
+      art(), runtime::prefix::weightsFingerprint(*model->ckpt, otherMap), options(cacheDir / "cache"));
+  ASSERT_TRUE(other.ok());
+  auto restored = (*other)->restore(ex(), request);
+  ASSERT_TRUE(restored.ok());
+  EXPECT_EQ(restored->kind, RestoreCase::Cold);
+  EXPECT_NE(runtime::prefix::weightsFingerprint(*model->ckpt, {}),
+            runtime::prefix::weightsFingerprint(*model->ckpt, otherMap));
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_FALSE(PrefixCache::open(art(), "not a hash", options("")).ok());
 }
 
 /// A snapshot past its time-to-live is gone: the same request becomes a
@@ -172,7 +199,7 @@ TEST_F(PrefixCacheTest, ExpiredLocalStateFallsBackToGlobalOnly) {
   PrefixCacheOptions o = options("");
   o.localTtl = std::chrono::minutes(5);
   o.now = [&] { return clock; };
-  auto cache = PrefixCache::open(art(), o);
+  auto cache = openCache(o);
   ASSERT_TRUE(cache.ok());
   runtime::Sequence kept = firstTurn(tokens(int32_t((*cache)->stats().blockTokens + 30), 5));
   ASSERT_TRUE((*cache)->save(kept).ok());
@@ -199,7 +226,7 @@ TEST_F(PrefixCacheTest, CorruptTruncatedAndForeignBlocksAreRemoved) {
   std::vector<fs::path> files;
   int64_t block = 0;
   {
-    auto writer = PrefixCache::open(art(), options(root));
+    auto writer = openCache(options(root));
     ASSERT_TRUE(writer.ok());
     block = (*writer)->stats().blockTokens;
     runtime::Sequence kept = firstTurn(tokens(int32_t(3 * block + 5), 6));
@@ -218,7 +245,7 @@ TEST_F(PrefixCacheTest, CorruptTruncatedAndForeignBlocksAreRemoved) {
       const std::string saved = readAll(f.string());
       how(f);
       warnings.clear();
-      auto cache = PrefixCache::open(art(), options(root));
+      auto cache = openCache(options(root));
       auto restored = (*cache)->restore(ex(), request);
       EXPECT_TRUE(restored.ok());
       EXPECT_LT(restored->restoredTokens, 3 * block) << f;
@@ -244,7 +271,7 @@ TEST_F(PrefixCacheTest, CorruptTruncatedAndForeignBlocksAreRemoved) {
             }),
             0);
   // Whole again: every block is used.
-  auto cache = PrefixCache::open(art(), options(root));
+  auto cache = openCache(options(root));
   auto restored = (*cache)->restore(ex(), request);
   ASSERT_TRUE(restored.ok());
   EXPECT_EQ(restored->restoredTokens, 3 * block);
@@ -255,7 +282,7 @@ TEST_F(PrefixCacheTest, CorruptTruncatedAndForeignBlocksAreRemoved) {
 TEST_F(PrefixCacheTest, DiskBudgetEvictsLeastRecentlyUsed) {
   test::TempDir cacheDir;
   PrefixCacheOptions o = options(cacheDir / "cache");
-  auto probe = PrefixCache::open(art(), o);
+  auto probe = openCache(o);
   ASSERT_TRUE(probe.ok());
   const int64_t block = (*probe)->stats().blockTokens;
   runtime::Sequence first = firstTurn(tokens(int32_t(2 * block + 1), 7));
@@ -263,7 +290,7 @@ TEST_F(PrefixCacheTest, DiskBudgetEvictsLeastRecentlyUsed) {
   const uint64_t twoBlocks = (*probe)->stats().diskBytes;
   ASSERT_GT(twoBlocks, 0u);
   o.diskBytes = twoBlocks + twoBlocks / 4; // room for two blocks and a half
-  auto cache = PrefixCache::open(art(), o);
+  auto cache = openCache(o);
   ASSERT_TRUE(cache.ok());
   runtime::Sequence second = firstTurn(tokens(int32_t(2 * block + 1), 8));
   ASSERT_TRUE((*cache)->save(second).ok());
@@ -272,7 +299,7 @@ TEST_F(PrefixCacheTest, DiskBudgetEvictsLeastRecentlyUsed) {
                           fs::directory_iterator{}),
             2);
   // The newer conversation's blocks are the ones kept.
-  auto fresh = PrefixCache::open(art(), options(cacheDir / "cache"));
+  auto fresh = openCache(options(cacheDir / "cache"));
   std::vector<int32_t> request = second.history;
   request.push_back(2);
   auto restored = (*fresh)->restore(ex(), request);

@@ -836,7 +836,9 @@ int main(int argc, char **argv) {
   if (conversation) {
     std::unique_ptr<runtime::prefix::PrefixCache> cache;
     if (!prefixCacheDir.empty()) {
-      auto opened = runtime::prefix::PrefixCache::open(*art, cacheOptions);
+      auto opened = runtime::prefix::PrefixCache::open(
+          *art, runtime::prefix::weightsFingerprint(*ckpt, executorOptions.engramTokenMap),
+          cacheOptions);
       if (!opened.ok())
         return fail(std::string(opened.status().message()));
       cache = std::move(*opened);

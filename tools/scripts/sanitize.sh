@@ -87,6 +87,14 @@ step run-gpu-emulated env CSA_CUDA_EMULATE=1 "$bin/csa-run" "$work/tiny.csa" --w
   --logits-out="$work/emu.npy"
 step run-batch "$bin/csa-run" "$work/tiny.csa" --random-weights=5 --prompt=3,1,4 --batch=3 \
   --max-new-tokens=4 --temperature=0.7 --top-p=0.9 --profile
+# An agent loop through the prefix cache: written, then read back by another
+# process (global blocks and, with global+local, the local state from disk).
+python3 -c "print(','.join(str(i * 7 % 500) for i in range(70))); print('5,6,7'); print('8,9')" \
+  > "$work/turns.txt"
+for pass in write read; do
+  step "turns-$pass" "$bin/csa-run" "$work/tiny.csa" --weights="$work/ckpt" --turns="$work/turns.txt" \
+    --max-new-tokens=3 --prefix-cache="$work/prefix-cache" --prefix-cache-policy=global+local
+done
 step diff "$bin/csa-diff" "$work/cpu.npy" "$work/emu.npy" --max-abs=0 --min-cosine=1
 step reference "$bin/csa-reference" "$work/ckpt" --config="$work/tiny.csa/config.json" \
   --prompt=1,2,3,4,5,6,7 --decode=3

@@ -26,11 +26,12 @@ cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
 rm -rf gpu-run && mkdir -p gpu-run/lib
 cp build/bin/csa-gpu-check build/bin/csa-run build/bin/csa-checkpoint build/bin/csa-diff \
-  build/bin/csa-bench-prefix-cache bench/prefix/agent_loop.py \
   tools/scripts/logits-check.sh bench/gpu/torch_peers.py bench/gpu/step_profile.py bench/gpu/prefill_sweep.sh bench/gpu/block_shapes.sh gpu-run/
-for tool in csa-gpu-check csa-run csa-checkpoint csa-diff csa-bench-prefix-cache; do
+for tool in csa-gpu-check csa-run csa-checkpoint csa-diff; do
   ldd "build/bin/$tool" | awk '/libabsl|libicu|libpcre2|libtbb/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done
+# The prefix cache's benchmark and agent loop (bench/README.md; the same libraries).
+cp build/bin/csa-bench-prefix-cache bench/prefix/agent_loop.py gpu-run/
 build/bin/csa-compile --variant=tiny --emit=artifact --with-ptx -o gpu-run/tiny.csa
 build/bin/csa-compile --variant=reduced --emit=artifact --with-ptx -o gpu-run/reduced.csa
 build/bin/csa-compile --variant=h200-full --emit=artifact --with-ptx -o gpu-run/h200-full.csa

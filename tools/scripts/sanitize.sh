@@ -32,7 +32,7 @@ tests=(csa-artifact-tests csa-checkpoint-tests csa-cuda-tests csa-device-tests c
        csa-sampling-tests csa-tokenizer-tests csa-tool-support-tests csa-models-tests
        csa-reference-tests csa-engram-tests csa-tables-tests)
 tools=(csa-run csa-checkpoint csa-diff csa-reference csa-score csa-compile csa-opt csa-op-abi
-       csa-gpu-check csa-api-test csa-e2e-tests)
+       csa-gpu-check csa-api-test csa-e2e-tests csa-bench-prefix-cache)
 ninja -C build-asan -j "${CSA_JOBS:-2}" "${tests[@]}" "${tools[@]}" > build-asan/build.log \
   || { tail -40 build-asan/build.log; exit 1; }
 

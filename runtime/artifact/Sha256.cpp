@@ -90,6 +90,10 @@ void Sha256::compress(const uint8_t *block) {
 }
 
 void Sha256::update(const void *data, size_t size) {
+  // An empty span may come with a null pointer (an empty vector's data());
+  // memcpy must not see it.
+  if (size == 0)
+    return;
   const uint8_t *p = static_cast<const uint8_t *>(data);
   totalBytes_ += size;
   if (buffered_ > 0) {

@@ -7,6 +7,8 @@
 
 #include "runtime/numerics/Quantize.h"
 
+#include <algorithm>
+
 #include <cassert>
 #include <cmath>
 #include <limits>
@@ -227,6 +229,32 @@ void dequantizeRow(RowFormat format, const std::uint8_t *row, std::size_t dim,
     actDequantUe8m0(row, scales, dim, kSwaKvGroup, out);
     return;
   }
+}
+
+void quantizeMainKvFp8Row(const float *x, std::size_t dim, std::size_t rope,
+                          std::uint8_t *row) {
+  assert(rope < dim && "the row needs NoPE channels");
+  const std::size_t nope = dim - rope, group = mainKvFp8Group(nope);
+  std::uint8_t *scales = row + mainKvFp8ScaleOffset(dim, rope);
+  actQuantUe8m0(x, nope, group, row, scales);
+  std::fill(scales + nope / group, scales + mainKvFp8ScaleBytes(nope),
+            std::uint8_t(0));
+  for (std::size_t i = 0; i < rope; ++i) {
+    const std::uint16_t bits = floatToBf16(x[nope + i]);
+    row[nope + 2 * i] = std::uint8_t(bits & 0xFF);
+    row[nope + 2 * i + 1] = std::uint8_t(bits >> 8);
+  }
+}
+
+void dequantizeMainKvFp8Row(const std::uint8_t *row, std::size_t dim,
+                            std::size_t rope, float *out) {
+  assert(rope < dim && "the row needs NoPE channels");
+  const std::size_t nope = dim - rope;
+  actDequantUe8m0(row, row + mainKvFp8ScaleOffset(dim, rope), nope,
+                  mainKvFp8Group(nope), out);
+  for (std::size_t i = 0; i < rope; ++i)
+    out[nope + i] = bf16ToFloat(std::uint16_t(
+        row[nope + 2 * i] | (std::uint16_t(row[nope + 2 * i + 1]) << 8)));
 }
 
 //===----------------------------------------------------------------------===//

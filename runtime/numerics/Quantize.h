@@ -198,6 +198,44 @@ inline void dequantizeSwaKvRow(const std::uint8_t *row, std::size_t dim,
 }
 
 //===----------------------------------------------------------------------===//
+// V4's FP8 main-KV row (spec §4, "V4" / FlashMLA MODEL1_FP8Sparse), a cache
+// format variant (issue 18): the NoPE channels as E4M3 with a UE8M0 scale per
+// group (act_quant(kv[..., :-rope], 64, "ue8m0")), the RoPE channels as bf16,
+// then the scale bytes padded to 8: 448 + 128 + 7 + 1 = 584 B at the released
+// widths. Values are the NoPE bytes, the rope bf16 pairs (little-endian),
+// then the scales.
+//===----------------------------------------------------------------------===//
+
+/// The released group; narrower test widths whose NoPE part is not a
+/// multiple of 64 use the largest power of two that divides it.
+constexpr std::size_t kMainKvFp8Group = 64;
+constexpr std::size_t mainKvFp8Group(std::size_t nope) {
+  std::size_t g = kMainKvFp8Group;
+  while (g > 1 && nope % g != 0)
+    g /= 2;
+  return g;
+}
+constexpr std::size_t mainKvFp8ScaleBytes(std::size_t nope) {
+  return (nope / mainKvFp8Group(nope) + 7) / 8 * 8;
+}
+/// Offsets in the row: NoPE codes at 0, rope bf16 at `nope`, scales after.
+constexpr std::size_t mainKvFp8ScaleOffset(std::size_t dim, std::size_t rope) {
+  return (dim - rope) + 2 * rope;
+}
+constexpr std::size_t mainKvFp8RowBytes(std::size_t dim, std::size_t rope) {
+  return mainKvFp8ScaleOffset(dim, rope) + mainKvFp8ScaleBytes(dim - rope);
+}
+static_assert(mainKvFp8RowBytes(kMainKvDim, 64) == 584, "V4 entry is 584 B");
+
+/// Quantizes one row of `dim` values whose last `rope` are the RoPE channels
+/// (rope < dim) into `row[mainKvFp8RowBytes(dim, rope)]`; pad bytes are 0.
+void quantizeMainKvFp8Row(const float *x, std::size_t dim, std::size_t rope,
+                          std::uint8_t *row);
+/// Its inverse, in fp32 (E4M3 x UE8M0 products and bf16 values are exact).
+void dequantizeMainKvFp8Row(const std::uint8_t *row, std::size_t dim,
+                            std::size_t rope, float *out);
+
+//===----------------------------------------------------------------------===//
 // Checkpoint weights (spec §6)
 //===----------------------------------------------------------------------===//
 

@@ -275,6 +275,89 @@ TEST(SwaKvRow, HandComputed) {
   EXPECT_EQ(y[511], 0.5f);
 }
 
+// V4's FP8 main-KV row: 448 E4M3 NoPE bytes, 64 bf16 RoPE values, 7 UE8M0
+// scales (group 64) and a zero pad byte.
+TEST(MainKvFp8Row, HandComputed) {
+  Floats x(512, 0.0f);
+  x[0] = 449.0f;        // group 0: s = 2; 224.5 -> 224 (0x76)
+  x[1] = -3.3f;         // -1.65 -> -1.625 (0xBD)
+  x[447] = 0.5f;        // group 6: s = 2^-9, 256 (0x78)
+  x[448] = 1.0f;        // rope: bf16 0x3F80, low byte first
+  x[449] = 1.00390625f; // 1 + 2^-8: a tie, bf16 rounds to even (1.0)
+  x[511] = -2.5f;       // bf16 0xC020
+  Bytes row(mainKvFp8RowBytes(512, 64), 0xAA);
+  ASSERT_EQ(row.size(), 584u);
+  quantizeMainKvFp8Row(x.data(), 512, 64, row.data());
+  EXPECT_EQ(row[0], 0x76);
+  EXPECT_EQ(row[1], 0xBD);
+  EXPECT_EQ(row[447], 0x78);
+  EXPECT_EQ(row[448], 0x80);
+  EXPECT_EQ(row[449], 0x3F);
+  EXPECT_EQ(row[450], 0x80);
+  EXPECT_EQ(row[451], 0x3F);
+  EXPECT_EQ(row[574], 0x20);
+  EXPECT_EQ(row[575], 0xC0);
+  EXPECT_EQ(row[576], 128);     // group 0: 2^1
+  for (std::size_t g = 1; g < 6; ++g)
+    EXPECT_EQ(row[576 + g], 127 - 22) << g; // the 1e-4 floor
+  EXPECT_EQ(row[582], 127 - 9);
+  EXPECT_EQ(row[583], 0);       // the pad byte
+  Floats y(512, kNaN);
+  dequantizeMainKvFp8Row(row.data(), 512, 64, y.data());
+  EXPECT_EQ(y[0], 448.0f);
+  EXPECT_EQ(y[1], -3.25f);
+  EXPECT_EQ(y[447], 0.5f);
+  EXPECT_EQ(y[448], 1.0f);
+  EXPECT_EQ(y[449], 1.0f);
+  EXPECT_EQ(y[511], -2.5f);
+  EXPECT_EQ(y[100], 0.0f);
+}
+
+// Narrow test widths: NoPE 24 takes group 8 (the largest power of two <= 64
+// dividing it), three scales padded to eight bytes.
+TEST(MainKvFp8Row, NarrowWidthsAndRoundTrip) {
+  EXPECT_EQ(mainKvFp8Group(448), 64u);
+  EXPECT_EQ(mainKvFp8Group(24), 8u);
+  EXPECT_EQ(mainKvFp8Group(96), 32u);
+  EXPECT_EQ(mainKvFp8RowBytes(32, 8), 24u + 16u + 8u);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (auto [dim, rope] : {std::pair<std::size_t, std::size_t>{32, 8}, {512, 64}, {128, 32}}) {
+    Floats x(dim);
+    for (float &v : x)
+      v = roundToBf16(normal(rng));
+    Bytes row(mainKvFp8RowBytes(dim, rope));
+    quantizeMainKvFp8Row(x.data(), dim, rope, row.data());
+    Floats y(dim);
+    dequantizeMainKvFp8Row(row.data(), dim, rope, y.data());
+    const std::size_t nope = dim - rope, group = mainKvFp8Group(nope);
+    for (std::size_t g = 0; g < nope / group; ++g) {
+      float amax = 0.0f;
+      for (std::size_t i = 0; i < group; ++i)
+        amax = std::max(amax, std::fabs(x[g * group + i]));
+      // E4M3 keeps 3 mantissa bits: half an ulp of the scaled value, whose
+      // scale puts amax at most at 448.
+      const float s = decodeUe8m0(row[mainKvFp8ScaleOffset(dim, rope) + g]);
+      for (std::size_t i = 0; i < group; ++i) {
+        const float v = x[g * group + i];
+        EXPECT_LE(std::fabs(y[g * group + i] - v),
+                  std::max(std::fabs(v) / 16.0f, s * std::ldexp(1.0f, -10)))
+            << dim << " " << g * group + i;
+      }
+      EXPECT_LE(amax / s, 448.0f);
+    }
+    for (std::size_t i = nope; i < dim; ++i)
+      EXPECT_EQ(y[i], x[i]) << "bf16 rope channels are exact, " << i;
+    // Stored values quantize back to themselves (the scale may halve when
+    // rounding lowered the amax, the values do not change).
+    Bytes again(row.size());
+    quantizeMainKvFp8Row(y.data(), dim, rope, again.data());
+    Floats z(dim);
+    dequantizeMainKvFp8Row(again.data(), dim, rope, z.data());
+    EXPECT_EQ(z, y) << dim;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Layout, floors
 //===----------------------------------------------------------------------===//

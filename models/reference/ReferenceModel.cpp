@@ -194,6 +194,9 @@ struct ReferenceModel::Impl {
 
   // Row sizes of the caches.
   int64_t swaRowBytes = 0, mainRowBytes = 0, indexRowBytes = 0;
+  bool mainKvFp8() const {
+    return options.mainKvFormat == ReferenceOptions::MainKvFormat::Fp8;
+  }
 
   // What source layers publish to later layers in the same forward
   // (`SharedAttentionRuntime`). Top-k rows are raw positions (-1 = none),
@@ -258,7 +261,9 @@ absl::Status ReferenceModel::Impl::load() {
   WeightLoader w(source);
   const int64_t d = c.dim, hd = c.headDim, heads = c.nHeads;
   swaRowBytes = int64_t(nx::swaKvRowBytes(size_t(hd)));
-  mainRowBytes = int64_t(nx::mainKvRowBytes(size_t(hd)));
+  mainRowBytes = mainKvFp8()
+                     ? int64_t(nx::mainKvFp8RowBytes(size_t(hd), size_t(c.ropeHeadDim)))
+                     : int64_t(nx::mainKvRowBytes(size_t(hd)));
   indexRowBytes = int64_t(nx::indexKeyRowBytes(size_t(c.indexHeadDim)));
 
   CSA_ASSIGN_OR_RETURN(embed, w.tensor("embed.weight", {"BF16"}, {c.vocabSize, d}));
@@ -605,12 +610,17 @@ Mat ReferenceModel::Impl::attention(int64_t l, const Mat &x, int64_t pos0,
     }
     s.lastTopK = compressedIdx;
     if (full && latent.rows > 0) {
-      // RoPE at the group's first token, FP4 with E4M3 scales per 16.
+      // RoPE at the group's first token, then the row format: FP4 with E4M3
+      // scales per 16, or V4's FP8 NoPE + bf16 RoPE.
       const int64_t first = decode ? pos0 / ratio : 0;
       std::vector<uint8_t> bytes(static_cast<size_t>(mainRowBytes));
       for (int64_t g = 0; g < latent.rows; ++g) {
         rope.apply(latent.row(g), hd, (first + g) * ratio, false);
-        nx::quantizeMainKvRow(latent.row(g), size_t(hd), bytes.data());
+        if (mainKvFp8())
+          nx::quantizeMainKvFp8Row(latent.row(g), size_t(hd), size_t(c.ropeHeadDim),
+                                   bytes.data());
+        else
+          nx::quantizeMainKvRow(latent.row(g), size_t(hd), bytes.data());
         size_t at = size_t((first + g) * mainRowBytes);
         if (s.mainKv.size() < at + bytes.size())
           s.mainKv.resize(at + bytes.size());
@@ -622,9 +632,14 @@ Mat ReferenceModel::Impl::attention(int64_t l, const Mat &x, int64_t pos0,
     const LayerState &source = states[size_t(r.kvSource)];
     Mat all(offset + compressLen, hd);
     std::copy(rows.v.begin(), rows.v.end(), all.v.begin());
-    for (int64_t e = 0; e < compressLen; ++e)
-      nx::dequantizeMainKvRow(&source.mainKv[size_t(e * mainRowBytes)],
-                              size_t(hd), all.row(offset + e));
+    for (int64_t e = 0; e < compressLen; ++e) {
+      const uint8_t *row = &source.mainKv[size_t(e * mainRowBytes)];
+      if (mainKvFp8())
+        nx::dequantizeMainKvFp8Row(row, size_t(hd), size_t(c.ropeHeadDim),
+                                   all.row(offset + e));
+      else
+        nx::dequantizeMainKvRow(row, size_t(hd), all.row(offset + e));
+    }
     rows = std::move(all);
   }
 

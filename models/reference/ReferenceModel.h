@@ -66,6 +66,12 @@ struct ReferenceOptions {
   enum class IndexPublication { Owner, Release };
   IndexPublication publication = IndexPublication::Owner;
 
+  /// The main (compressed) KV row format, a cache format variant (spec §4):
+  /// the released FP4 row (`V41_FP4`, 288 B at the released widths) or V4's
+  /// FP8 row (`V4`, 584 B: E4M3 NoPE values, bf16 RoPE values).
+  enum class MainKvFormat { Fp4, Fp8 };
+  MainKvFormat mainKvFormat = MainKvFormat::Fp4;
+
   /// CED bounded replay (spec §3.7): layers from `replayStartLayer` on run
   /// only on the last `replayTail` prompt tokens in prefill.
   bool boundedReplay = false;
@@ -97,7 +103,8 @@ struct ReferenceOptions {
 struct LayerState {
   /// SWA ring: `window` rows of FP8 bytes; slot p % window holds position p.
   std::vector<uint8_t> swaRing;
-  /// Full layers: compressed entries (FP4 main-KV rows) and index keys.
+  /// Full layers: compressed entries (main-KV rows in the options' format)
+  /// and index keys.
   std::vector<uint8_t> mainKv;
   std::vector<uint8_t> indexKeys;
   int64_t entries = 0;

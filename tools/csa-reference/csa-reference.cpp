@@ -7,6 +7,7 @@
 //   csa-reference CKPT_DIR --prompt=1,2,3 --decode=16
 //   csa-reference CKPT_DIR --prompt=1,2,3 --publication=release
 //   csa-reference CKPT_DIR --prompt-file=ids.txt --bounded-replay=21:128
+//   csa-reference CKPT_DIR --prompt=1,2,3 --main-kv-format=fp8
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/support/Dumps.h"
@@ -49,6 +50,8 @@ ABSL_FLAG(std::string, config, "", "the model config (default CKPT_DIR/config.js
 ABSL_FLAG(std::string, schedule, "", "a schedule string in place of the config's");
 ABSL_FLAG(std::string, publication, "owner",
           "when the index is published: 'owner' or 'release'");
+ABSL_FLAG(std::string, main_kv_format, "fp4",
+          "the main-KV row format: 'fp4' (released, 288 B) or 'fp8' (V4's, 584 B)");
 ABSL_FLAG(std::string, bounded_replay, "",
           "bounded replay, alone or as START:TAIL (the value only after '=')");
 ABSL_FLAG(std::string, dump_hidden, "",
@@ -65,6 +68,7 @@ constexpr const char *kUsage =
     "usage: csa-reference CKPT_DIR (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "         [--decode=N] [--config=FILE] [--schedule=STR]\n"
          "         [--publication=owner|release] [--bounded-replay[=START:TAIL]]\n"
+         "         [--main-kv-format=fp4|fp8]\n"
          "         [--top=K] [--prompt-text=TEXT] [--tokenizer=DIR|FILE]\n"
          "         [--engram-token-map=FILE|modulo]\n"
          "         [--dump-hidden=DIR] [--dump-decisions=DIR]\n"
@@ -135,6 +139,12 @@ int main(int argc, char **argv) {
     options.publication = reference::ReferenceOptions::IndexPublication::Release;
   else
     return fail("--publication is 'owner' or 'release', got '" + v + "'");
+  if (const std::string v = absl::GetFlag(FLAGS_main_kv_format); v == "fp4")
+    options.mainKvFormat = reference::ReferenceOptions::MainKvFormat::Fp4;
+  else if (v == "fp8")
+    options.mainKvFormat = reference::ReferenceOptions::MainKvFormat::Fp8;
+  else
+    return fail("--main-kv-format is 'fp4' or 'fp8', got '" + v + "'");
   if (flags.given(FLAGS_bounded_replay)) {
     options.boundedReplay = true;
     if (const std::string v = absl::GetFlag(FLAGS_bounded_replay); !v.empty()) {

@@ -11,6 +11,7 @@
 #include "models/variants/Variants.h"
 #include "models/weights/RandomCheckpoint.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/numerics/Quantize.h"
 
 #include <gtest/gtest.h>
 
@@ -235,6 +236,50 @@ TEST(Reference, CachesHoldTheReleasedRowSizes) {
   // token completes the group.
   ASSERT_TRUE(model->decode(1).ok());
   EXPECT_EQ(model->layerState(2).mainKv.size(), size_t((n + 1) / 2 * 18));
+}
+
+// The V4 FP8 main-KV variant: tiny's head_dim 32 = 24 NoPE + 8 RoPE gives
+// 24 E4M3 bytes, 16 bytes of bf16 RoPE and 3 scales (group 8) padded to 8:
+// 48 B a row. The other caches keep their formats; prefill and decode agree
+// as they do with the FP4 rows; the logits move, by less than between two
+// prompts.
+TEST(Reference, Fp8MainKvRowsAreV4Rows) {
+  ReferenceOptions fp8;
+  fp8.mainKvFormat = ReferenceOptions::MainKvFormat::Fp8;
+  auto model = makeModel("tiny", fp8), released = makeModel("tiny");
+  ASSERT_TRUE(model && released);
+  const auto &c = model->config();
+  const int64_t n = 23;
+  auto ids = prompt(n + 1, c.vocabSize, 3);
+  auto a = model->prefill({ids.begin(), ids.end() - 1});
+  auto b = released->prefill({ids.begin(), ids.end() - 1});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(model->layerState(2).mainKv.size(), size_t(n / 2 * 48));
+  EXPECT_EQ(model->layerState(4).mainKv.size(), size_t(n * 48));
+  EXPECT_EQ(model->layerState(2).indexKeys.size(), size_t(n / 2 * 17));
+  EXPECT_EQ(model->layerState(0).swaRing.size(), size_t(c.windowSize * 33));
+  // The stored rows are what the numerics library makes of them: the RoPE
+  // part is bf16, exact after a round trip.
+  const auto &rows = model->layerState(4).mainKv;
+  std::vector<float> row(32);
+  numerics::dequantizeMainKvFp8Row(rows.data(), 32, 8, row.data());
+  std::vector<uint8_t> again(48);
+  numerics::quantizeMainKvFp8Row(row.data(), 32, 8, again.data());
+  std::vector<float> back(32);
+  numerics::dequantizeMainKvFp8Row(again.data(), 32, 8, back.data());
+  EXPECT_EQ(back, row);
+  EXPECT_TRUE(std::any_of(row.begin(), row.end(), [](float v) { return v != 0; }));
+  EXPECT_NE(*a, *b) << "the main-KV format changes what attention reads";
+  auto other = makeModel("tiny", fp8);
+  auto c2 = other->prefill(prompt(n, c.vocabSize, 99));
+  ASSERT_TRUE(c2.ok());
+  EXPECT_LT(relativeDiff(*b, *a), relativeDiff(*a, *c2));
+  // Prefill of n + 1 equals prefill of n and one decode step.
+  auto whole = makeModel("tiny", fp8);
+  auto expected = whole->prefill(ids);
+  auto got = model->decode(ids.back());
+  ASSERT_TRUE(expected.ok() && got.ok());
+  EXPECT_LT(relativeDiff(*expected, *got), kPrefillDecodeTolerance);
 }
 
 TEST(Reference, BoundedReplayWithFullTailIsExact) {

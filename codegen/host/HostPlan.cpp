@@ -127,12 +127,9 @@ private:
     for (int64_t d : tensor.getShape())
       t.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
     Type element = tensor.getElementType();
-    if (auto fp8 = dyn_cast<Fp8RowType>(element)) {
+    if (auto row = dyn_cast<CacheRowTypeInterface>(element)) {
       t.dtype = "i8";
-      t.shape.push_back(fp8.getBytes());
-    } else if (auto fp4 = dyn_cast<Fp4RowType>(element)) {
-      t.dtype = "i8";
-      t.shape.push_back(fp4.getBytes());
+      t.shape.push_back(row.getBytes());
     } else if (element.isBF16()) {
       t.dtype = "bf16";
     } else if (element.isF32()) {
@@ -367,6 +364,8 @@ private:
       cache.id = llvm::formatv("L{0}.global", layer).str();
       cache.ratio = global.getRatio();
       cache.mainRowBytes = global.getMainRow().getBytes();
+      if (auto v4 = dyn_cast<Fp8NopeRowType>(global.getMainRow()))
+        cache.mainRowRope = v4.getRope();
       cache.indexRowBytes = global.getIndexRow().getBytes();
       cache.entryBytes = cache.mainRowBytes + cache.indexRowBytes;
     } else if (auto state = dyn_cast<CompressorStateType>(type)) {

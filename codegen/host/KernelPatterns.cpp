@@ -205,6 +205,8 @@ int64_t rowDim(Type row) {
 }
 
 std::string rowName(Type row) {
+  if (auto v4 = dyn_cast<Fp8NopeRowType>(row))
+    return "main_kv_fp8_" + std::to_string(v4.getDim()) + "_r" + std::to_string(v4.getRope());
   switch (rowFormat(row)) {
   case numerics::RowFormat::MainKvFp4:
     return "main_kv_fp4_" + std::to_string(rowDim(row));
@@ -229,12 +231,26 @@ std::string ropeName(RopeTableAttr table) {
       .str();
 }
 
+/// The quantizer and dequantizer kernels of a cache row type.
+void buildQuantizer(ModuleOp kernels, const std::string &name, Type row) {
+  if (auto v4 = dyn_cast<Fp8NopeRowType>(row))
+    buildQuantizeMainKvFp8Kernel(kernels, name, v4.getDim(), v4.getRope());
+  else
+    buildQuantizeRowsKernel(kernels, name, rowFormat(row), rowDim(row));
+}
+void buildDequantizer(ModuleOp kernels, const std::string &name, Type row) {
+  if (auto v4 = dyn_cast<Fp8NopeRowType>(row))
+    buildDequantizeMainKvFp8Kernel(kernels, name, v4.getDim(), v4.getRope());
+  else
+    buildDequantizeRowsKernel(kernels, name, rowFormat(row), rowDim(row));
+}
+
 /// The dequantizer of a cache row format (shared by the ops that read rows).
 void useDequantizer(KernelSelector &s, Type row, const std::string &op, const std::string &detail,
                     const std::string &role) {
   std::string name = "dequantize_" + rowName(row);
   s.use(name, op, detail, KernelParallelism::Nest,
-        [&] { buildDequantizeRowsKernel(s.kernels, name, rowFormat(row), rowDim(row)); }, role);
+        [&] { buildDequantizer(s.kernels, name, row); }, role);
 }
 
 struct EmbedPattern : OpKernelPattern<EmbedOp> {
@@ -344,7 +360,7 @@ struct QuantizePattern : OpKernelPattern<QuantizeOp> {
     Type row = op.getResult().getType().getElementType();
     std::string name = "quantize_" + rowName(row);
     s.use(name, "csa.quantize", "", KernelParallelism::Nest,
-          [&] { buildQuantizeRowsKernel(s.kernels, name, rowFormat(row), rowDim(row)); });
+          [&] { buildQuantizer(s.kernels, name, row); });
     return success();
   }
 };
@@ -365,7 +381,10 @@ struct CacheAppendPattern : OpKernelPattern<CacheAppendOp> {
     std::string name =
         "cache_append_" + rowName(row) + (window ? "_ring" + std::to_string(window) : "");
     s.use(name, "csa.cache_append", "", KernelParallelism::Serial,
-          [&] { buildCacheAppendKernel(s.kernels, name, rowFormat(row), rowDim(row), window); });
+          [&] {
+            buildCacheAppendKernel(s.kernels, name,
+                                   cast<CacheRowTypeInterface>(row).getBytes(), window);
+          });
     return success();
   }
 };

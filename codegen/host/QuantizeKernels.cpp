@@ -175,6 +175,19 @@ struct Emitter {
   // Memory
   //===--------------------------------------------------------------------===//
 
+  /// fp32 -> bf16 bits in an i32, rounded to nearest even; NaN kept quiet
+  /// (numerics::floatToBf16, bit for bit).
+  Value encodeBf16(Value x) {
+    Value v = bits(x);
+    Value nan = cmp(arith::CmpIPredicate::ugt, band(v, c32(0x7FFFFFFF)), c32(0x7F800000));
+    Value lsb = band(lshr(v, c32(16)), c32(1));
+    Value rounded = lshr(add(v, add(c32(0x7FFF), lsb)), c32(16));
+    Value quiet = bor(lshr(v, c32(16)), c32(0x40));
+    return select(nan, quiet, rounded);
+  }
+  /// bf16 bits (the low 16 of an i32) -> fp32, exact.
+  Value decodeBf16(Value code) { return fromBits(shl(code, c32(16))); }
+
   /// Loads a value element and widens it to fp32.
   Value loadF32(Value memref, ValueRange indices) {
     Value v = memref::LoadOp::create(b, loc, memref, indices);
@@ -454,11 +467,133 @@ func::FuncOp buildDequantizeRowsKernel(ModuleOp module, const std::string &name,
   return fn;
 }
 
+namespace {
+
+/// Checks a V4 FP8 row's shape against numerics' (the dialect verified the
+/// type; a builder called directly gets the same checks).
+bool checkMainKvFp8(ModuleOp module, const std::string &name, int64_t dim,
+                    int64_t rope, Type valueType) {
+  if (rope < 0 || rope >= dim || (dim - rope) % int64_t(nx::mainKvFp8Group(size_t(dim - rope))) != 0) {
+    emitError(module.getLoc()) << name << ": a V4 FP8 row needs 0 <= rope < dim, got rope "
+                               << rope << " of " << dim;
+    return false;
+  }
+  if (valueType && !valueType.isBF16() && !valueType.isF32()) {
+    emitError(module.getLoc()) << name << ": values must be bf16 or f32, not " << valueType;
+    return false;
+  }
+  return true;
+}
+
+MemRefType mainKvFp8RowsType(OpBuilder &b, int64_t dim, int64_t rope) {
+  return MemRefType::get(
+      {ShapedType::kDynamic, int64_t(nx::mainKvFp8RowBytes(size_t(dim), size_t(rope)))},
+      b.getI8Type());
+}
+
+} // namespace
+
+func::FuncOp buildQuantizeMainKvFp8Kernel(ModuleOp module, const std::string &name,
+                                          int64_t dim, int64_t rope, Type valueType) {
+  if (!checkMainKvFp8(module, name, dim, rope, valueType))
+    return nullptr;
+  OpBuilder b(module.getContext());
+  Emitter e{b, module.getLoc()};
+  Type element = valueType ? valueType : b.getBF16Type();
+  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
+  func::FuncOp fn = startKernel(b, module, name, {valuesType, mainKvFp8RowsType(b, dim, rope)});
+  Value x = fn.getArgument(0), out = fn.getArgument(1);
+  const int64_t nope = dim - rope, group = int64_t(nx::mainKvFp8Group(size_t(nope)));
+  const int64_t scaleOffset = int64_t(nx::mainKvFp8ScaleOffset(size_t(dim), size_t(rope)));
+  const int64_t scaleBytes = int64_t(nx::mainKvFp8ScaleBytes(size_t(nope)));
+
+  forLoop(e, memref::DimOp::create(b, e.loc, x, e.idx(0)), [&](Value r) {
+    // The NoPE channels: E4M3 with a UE8M0 scale per group, as the SWA rows.
+    forLoop(e, e.idx(nope / group), [&](Value g) {
+      Value base = e.mul(g, e.idx(group));
+      auto amaxLoop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(group), e.idx(1),
+                                         ValueRange{e.f(0.f)});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(amaxLoop.getBody());
+        Value v = e.loadF32(x, {r, e.add(base, amaxLoop.getInductionVar())});
+        Value a = e.fromBits(e.band(e.bits(v), e.c32(0x7FFFFFFF)));
+        Value amax = amaxLoop.getRegionIterArg(0);
+        scf::YieldOp::create(b, e.loc,
+                             e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax));
+      }
+      auto [code, scale] = groupScale(e, nx::RowFormat::SwaKvFp8, amaxLoop.getResult(0));
+      e.storeByte(code, out, {r, e.add(g, e.idx(scaleOffset))});
+      forLoop(e, e.idx(group), [&](Value i) {
+        Value c = e.add(base, i);
+        Value v = arith::DivFOp::create(b, e.loc, e.loadF32(x, {r, c}), scale);
+        e.storeByte(e.encodeE4M3(v), out, {r, c});
+      });
+    });
+    // The pad after the scales is zero.
+    forLoop(e, e.idx(scaleBytes - nope / group), [&](Value i) {
+      e.storeByte(e.c32(0), out, {r, e.add(i, e.idx(scaleOffset + nope / group))});
+    });
+    // The RoPE channels: bf16, low byte first.
+    forLoop(e, e.idx(rope), [&](Value i) {
+      Value bf = e.encodeBf16(e.loadF32(x, {r, e.add(i, e.idx(nope))}));
+      Value at = e.add(e.mul(i, e.idx(2)), e.idx(nope));
+      e.storeByte(bf, out, {r, at});
+      e.storeByte(e.lshr(bf, e.c32(8)), out, {r, e.add(at, e.idx(1))});
+    });
+  });
+  func::ReturnOp::create(b, e.loc);
+  return fn;
+}
+
+func::FuncOp buildDequantizeMainKvFp8Kernel(ModuleOp module, const std::string &name,
+                                            int64_t dim, int64_t rope, Type valueType) {
+  if (!checkMainKvFp8(module, name, dim, rope, valueType))
+    return nullptr;
+  OpBuilder b(module.getContext());
+  Emitter e{b, module.getLoc()};
+  Type element = valueType ? valueType : b.getBF16Type();
+  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
+  func::FuncOp fn = startKernel(b, module, name, {mainKvFp8RowsType(b, dim, rope), valuesType});
+  Value rows = fn.getArgument(0), y = fn.getArgument(1);
+  const int64_t nope = dim - rope, group = int64_t(nx::mainKvFp8Group(size_t(nope)));
+  const int64_t scaleOffset = int64_t(nx::mainKvFp8ScaleOffset(size_t(dim), size_t(rope)));
+
+  forLoop(e, memref::DimOp::create(b, e.loc, rows, e.idx(0)), [&](Value r) {
+    forLoop(e, e.idx(nope / group), [&](Value g) {
+      Value scale = e.decodeUe8m0(e.loadByte(rows, {r, e.add(g, e.idx(scaleOffset))}));
+      Value base = e.mul(g, e.idx(group));
+      forLoop(e, e.idx(group), [&](Value i) {
+        Value c = e.add(base, i);
+        Value v = e.decodeE4M3(e.loadByte(rows, {r, c}));
+        e.storeF32(arith::MulFOp::create(b, e.loc, v, scale), y, {r, c});
+      });
+    });
+    forLoop(e, e.idx(rope), [&](Value i) {
+      Value at = e.add(e.mul(i, e.idx(2)), e.idx(nope));
+      Value bf = e.bor(e.loadByte(rows, {r, at}),
+                       e.shl(e.loadByte(rows, {r, e.add(at, e.idx(1))}), e.c32(8)));
+      e.storeF32(e.decodeBf16(bf), y, {r, e.add(i, e.idx(nope))});
+    });
+  });
+  func::ReturnOp::create(b, e.loc);
+  return fn;
+}
+
 func::FuncOp buildCacheAppendKernel(ModuleOp module, const std::string &name,
                                     nx::RowFormat format, int64_t dim,
                                     int64_t window) {
   if (!checkRow(module, name, format, dim, {}))
     return nullptr;
+  return buildCacheAppendKernel(module, name, int64_t(nx::rowBytes(format, dim)), window);
+}
+
+func::FuncOp buildCacheAppendKernel(ModuleOp module, const std::string &name,
+                                    int64_t rowBytes, int64_t window) {
+  if (rowBytes <= 0) {
+    emitError(module.getLoc()) << name << ": rows of " << rowBytes << " bytes";
+    return nullptr;
+  }
   if (window < 0) {
     emitError(module.getLoc()) << name << ": negative window " << window;
     return nullptr;
@@ -466,8 +601,8 @@ func::FuncOp buildCacheAppendKernel(ModuleOp module, const std::string &name,
   OpBuilder b(module.getContext());
   Emitter e{b, module.getLoc()};
   Type i64 = b.getI64Type();
-  const int64_t rowBytes = int64_t(nx::rowBytes(format, dim));
-  MemRefType srcType = rowsType(b, format, dim);
+  MemRefType srcType =
+      MemRefType::get({ShapedType::kDynamic, rowBytes}, b.getI8Type());
   auto cacheType = MemRefType::get(
       srcType.getShape(), srcType.getElementType(),
       StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,

@@ -44,6 +44,19 @@ mlir::func::FuncOp buildQuantizeRowsKernel(mlir::ModuleOp module,
                                            int64_t dim,
                                            mlir::Type valueType = {});
 
+/// The quantizer and dequantizer of V4's FP8 main-KV row
+/// (`!csa.fp8_nope_row<dim, rope N, ue8m0, G>`), as
+/// `numerics::quantizeMainKvFp8Row` and `dequantizeMainKvFp8Row` do:
+/// `name(x: memref<?xDxT>, rows: memref<?xRxi8>)` and
+/// `name(rows: memref<?xRxi8>, y: memref<?xDxT>)`. They carry no block-form
+/// attribute: the NVPTX back end runs them by its nest rule.
+mlir::func::FuncOp buildQuantizeMainKvFp8Kernel(mlir::ModuleOp module,
+                                                const std::string &name, int64_t dim,
+                                                int64_t rope, mlir::Type valueType = {});
+mlir::func::FuncOp buildDequantizeMainKvFp8Kernel(mlir::ModuleOp module,
+                                                  const std::string &name, int64_t dim,
+                                                  int64_t rope, mlir::Type valueType = {});
+
 /// The attribute on every quantizer kernel, {format (numerics::RowFormat),
 /// dim}: the NVPTX back end rebuilds it as the block form.
 inline constexpr const char *kQuantizeRowsAttr = "csa.quantize_rows";
@@ -99,6 +112,11 @@ mlir::func::FuncOp buildCacheAppendKernel(mlir::ModuleOp module,
                                           const std::string &name,
                                           numerics::RowFormat format,
                                           int64_t dim, int64_t window = 0);
+/// The same for rows of `rowBytes` bytes of any format (the append copies
+/// bytes).
+mlir::func::FuncOp buildCacheAppendKernel(mlir::ModuleOp module,
+                                          const std::string &name, int64_t rowBytes,
+                                          int64_t window = 0);
 
 /// The attribute on every cache-append kernel, {row_bytes, window}: the
 /// NVPTX back end rebuilds it as the block form.

@@ -286,7 +286,8 @@ def Csa_AttentionConfigAttr : Csa_Attr<"AttentionConfig", "attention_config"> {
     sliding `window`; the indexer (`index_heads` x `index_dim`, `topk`
     selected entries); the grouped output projection (`o_groups` groups to
     `o_rank` each); and the row formats of the main KV, index-key and SWA
-    caches.
+    caches (the main row is `!csa.fp4_row` or, as a variant, V4's
+    `!csa.fp8_nope_row`).
 
     Example (released DeepSeek-V4.1-Flash):
     ```mlir
@@ -303,7 +304,7 @@ def Csa_AttentionConfigAttr : Csa_Attr<"AttentionConfig", "attention_config"> {
                         "int64_t":$window, "int64_t":$index_heads,
                         "int64_t":$index_dim, "int64_t":$index_rope_dim,
                         "int64_t":$topk, "int64_t":$o_groups,
-                        "int64_t":$o_rank, "::csa::Fp4RowType":$main_row,
+                        "int64_t":$o_rank, "::csa::CacheRowTypeInterface":$main_row,
                         "::csa::Fp4RowType":$index_row,
                         "::csa::Fp8RowType":$swa_row);
   // Row formats are printed qualified (`!csa.fp4_row<...>`) so they read as

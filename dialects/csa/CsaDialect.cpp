@@ -101,8 +101,8 @@ LogicalResult AttentionConfigAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t heads,
     int64_t headDim, int64_t ropeDim, int64_t qRank, int64_t window,
     int64_t indexHeads, int64_t indexDim, int64_t indexRopeDim, int64_t topk,
-    int64_t oGroups, int64_t oRank, Fp4RowType mainRow, Fp4RowType indexRow,
-    Fp8RowType swaRow) {
+    int64_t oGroups, int64_t oRank, CacheRowTypeInterface mainRow,
+    Fp4RowType indexRow, Fp8RowType swaRow) {
   auto positive = [&](int64_t v, const char *name) -> LogicalResult {
     if (v > 0)
       return success();
@@ -125,6 +125,13 @@ LogicalResult AttentionConfigAttr::verify(
   if (heads % oGroups != 0)
     return emitError() << "attention config: heads " << heads
                        << " must be a multiple of o_groups " << oGroups;
+  if (!isa<Fp4RowType, Fp8NopeRowType>(mainRow))
+    return emitError() << "attention config: main_row is !csa.fp4_row or "
+                          "!csa.fp8_nope_row, not "
+                       << Type(mainRow);
+  if (auto nope = dyn_cast<Fp8NopeRowType>(mainRow); nope && nope.getRope() != ropeDim)
+    return emitError() << "attention config: main_row keeps " << nope.getRope()
+                       << " channels in bf16 but rope_dim is " << ropeDim;
   if (mainRow.getDim() != headDim)
     return emitError() << "attention config: main_row holds "
                        << mainRow.getDim() << " channels but head_dim is "

@@ -35,6 +35,8 @@ struct FieldParser<llvm::APFloat> {
 #include "dialects/csa/CsaDialect.h.inc"
 #include "dialects/csa/CsaEnums.h.inc"
 
+#include "dialects/csa/CsaTypeInterfaces.h.inc"
+
 #define GET_TYPEDEF_CLASSES
 #include "dialects/csa/CsaTypes.h.inc"
 

@@ -538,8 +538,7 @@ LogicalResult TopKOp::verify() {
 /// The row type and the value tensor of a quantize/dequantize pair agree.
 static LogicalResult verifyRowsMatch(Operation *op, Value values, Value rows) {
   Type rowType = cast<RankedTensorType>(rows.getType()).getElementType();
-  int64_t rowDim = isa<Fp4RowType>(rowType) ? cast<Fp4RowType>(rowType).getDim()
-                                            : cast<Fp8RowType>(rowType).getDim();
+  int64_t rowDim = cast<CacheRowTypeInterface>(rowType).getDim();
   if (!compatible(dim(values, 1), rowDim))
     return op->emitOpError("rows of ")
            << rowDim << " channels do not match values of " << dim(values, 1)

@@ -524,7 +524,7 @@ def Csa_QuantizeOp : Csa_Op<"quantize", [Pure]> {
     ```
   }];
   let arguments = (ins TensorRankOf<[BF16, F32], [2]>:$input);
-  let results = (outs TensorRankOf<[Csa_Fp4RowType, Csa_Fp8RowType], [1]>:$result);
+  let results = (outs TensorRankOf<[Csa_Fp4RowType, Csa_Fp8RowType, Csa_Fp8NopeRowType], [1]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
@@ -540,7 +540,7 @@ def Csa_DequantizeOp : Csa_Op<"dequantize", [Pure]> {
     %v = csa.dequantize %rows : tensor<?x!csa.fp4_row<512, e4m3, 16>> -> tensor<?x512xbf16>
     ```
   }];
-  let arguments = (ins TensorRankOf<[Csa_Fp4RowType, Csa_Fp8RowType], [1]>:$input);
+  let arguments = (ins TensorRankOf<[Csa_Fp4RowType, Csa_Fp8RowType, Csa_Fp8NopeRowType], [1]>:$input);
   let results = (outs TensorRankOf<[BF16, F32], [2]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -578,7 +578,7 @@ def Csa_CacheAppendOp : Csa_Op<"cache_append",
         : tensor<?x!csa.fp8_row<512, ue8m0, 32>>, !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>
     ```
   }];
-  let arguments = (ins TensorRankOf<[Csa_Fp4RowType, Csa_Fp8RowType], [1]>:$rows,
+  let arguments = (ins TensorRankOf<[Csa_Fp4RowType, Csa_Fp8RowType, Csa_Fp8NopeRowType], [1]>:$rows,
                        Csa_CacheHandle:$cache, Index:$position);
   let assemblyFormat = [{
     $rows `,` $cache `[` $position `]` attr-dict `:` type($rows) `,` qualified(type($cache))

@@ -7,6 +7,8 @@
 using namespace mlir;
 using namespace csa;
 
+#include "dialects/csa/CsaTypeInterfaces.cpp.inc"
+
 #define GET_TYPEDEF_CLASSES
 #include "dialects/csa/CsaTypes.cpp.inc"
 
@@ -44,11 +46,28 @@ LogicalResult Fp8RowType::verify(function_ref<InFlightDiagnostic()> emitError,
   return verifyRow(emitError, "fp8_row", dim, group, 1);
 }
 
+LogicalResult
+Fp8NopeRowType::verify(function_ref<InFlightDiagnostic()> emitError,
+                       int64_t dim, int64_t rope, ScaleFormat scale,
+                       int64_t group) {
+  if (rope < 0 || rope >= dim)
+    return emitError() << "fp8_nope_row needs 0 <= rope < dim, got rope " << rope
+                       << " of " << dim;
+  if (scale != ScaleFormat::UE8M0)
+    return emitError() << "fp8_nope_row scales are ue8m0, not "
+                       << stringifyScaleFormat(scale);
+  return verifyRow(emitError, "fp8_nope_row NoPE part", dim - rope, group, 1);
+}
+
 LogicalResult GlobalCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
-                                      int64_t ratio, Fp4RowType mainRow,
+                                      int64_t ratio, CacheRowTypeInterface mainRow,
                                       Fp4RowType indexRow) {
   if (ratio < 1)
     return emitError() << "global_cache ratio must be >= 1, got " << ratio;
+  if (!isa<Fp4RowType, Fp8NopeRowType>(mainRow))
+    return emitError() << "global_cache main rows are !csa.fp4_row or "
+                          "!csa.fp8_nope_row, not "
+                       << Type(mainRow);
   return success();
 }
 

@@ -3,12 +3,13 @@
 #define CSA_DIALECTS_CSA_CSATYPES_TD
 
 include "dialects/csa/CsaAttrs.td"
+include "dialects/csa/CsaTypeInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Cache row formats
 //===----------------------------------------------------------------------===//
 
-def Csa_Fp4RowType : Csa_Type<"Fp4Row", "fp4_row"> {
+def Csa_Fp4RowType : Csa_Type<"Fp4Row", "fp4_row", [Csa_CacheRowTypeInterface]> {
   let summary = "a cache row of packed E2M1 values with per-group scales";
   let description = [{
     `dim` E2M1 values packed two per byte (element 2i in the low nibble,
@@ -34,7 +35,7 @@ def Csa_Fp4RowType : Csa_Type<"Fp4Row", "fp4_row"> {
   }];
 }
 
-def Csa_Fp8RowType : Csa_Type<"Fp8Row", "fp8_row"> {
+def Csa_Fp8RowType : Csa_Type<"Fp8Row", "fp8_row", [Csa_CacheRowTypeInterface]> {
   let summary = "a cache row of E4M3 values with per-group scales";
   let description = [{
     `dim` E4M3 bytes followed by one scale byte per `group` channels.
@@ -53,6 +54,42 @@ def Csa_Fp8RowType : Csa_Type<"Fp8Row", "fp8_row"> {
   }];
 }
 
+def Csa_Fp8NopeRowType : Csa_Type<"Fp8NopeRow", "fp8_nope_row",
+                                   [Csa_CacheRowTypeInterface]> {
+  let summary = "V4's main-KV row: E4M3 NoPE channels, bf16 RoPE channels";
+  let description = [{
+    The main-KV format of DeepSeek-V4 (`V4`, FlashMLA's MODEL1_FP8Sparse),
+    a cache format variant (`csa-compile --main-kv-format=fp8`): the first
+    `dim - rope` (NoPE) channels as E4M3 bytes, the last `rope` channels as
+    bf16 (two bytes each, little-endian), then one `scale` byte per `group`
+    NoPE channels, padded with zeros to a multiple of 8. Scale =
+    2^ceil(log2(max(amax, 1e-4) / 448)), values rounded to nearest even with
+    saturation (`act_quant(kv[..., :-rope], group, "ue8m0")`).
+
+    Size: (dim - rope) + 2 rope + roundup8((dim - rope) / group) bytes.
+
+    Example (the released widths: 448 + 128 + 7 + 1 = 584 B):
+    ```mlir
+    !csa.fp8_nope_row<512, rope 64, ue8m0, 64>
+    ```
+  }];
+  let parameters = (ins "int64_t":$dim, "int64_t":$rope,
+                        "::csa::ScaleFormat":$scale, "int64_t":$group);
+  let assemblyFormat = "`<` $dim `,` `rope` $rope `,` $scale `,` $group `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    int64_t getNope() const { return getDim() - getRope(); }
+    /// Offset of the first scale byte: the NoPE bytes and the bf16 RoPE pairs.
+    int64_t getScaleOffset() const { return getNope() + 2 * getRope(); }
+    int64_t getBytes() const {
+      return getScaleOffset() + (getNope() / getGroup() + 7) / 8 * 8;
+    }
+  }];
+}
+
+/// A main-KV row: the released FP4 row or V4's FP8 NoPE row.
+def Csa_MainKvRowType : AnyTypeOf<[Csa_Fp4RowType, Csa_Fp8NopeRowType]>;
+
 //===----------------------------------------------------------------------===//
 // State handles
 //===----------------------------------------------------------------------===//
@@ -61,6 +98,8 @@ def Csa_GlobalCacheType : Csa_Type<"GlobalCache", "global_cache"> {
   let summary = "the global (compressed) KV cache of a Full layer";
   let description = [{
     One entry per `ratio` tokens, each a main-KV row plus an index-key row.
+    The main row is `!csa.fp4_row<dim, e4m3, 16>` (released) or
+    `!csa.fp8_nope_row` (V4's format, a variant).
     This is the only cache that grows with the context; Reuse and Reindex
     layers read a Full layer's cache and store nothing global.
 
@@ -69,7 +108,7 @@ def Csa_GlobalCacheType : Csa_Type<"GlobalCache", "global_cache"> {
     !csa.global_cache<2, !csa.fp4_row<512, e4m3, 16>, !csa.fp4_row<128, ue8m0, 32>>
     ```
   }];
-  let parameters = (ins "int64_t":$ratio, "::csa::Fp4RowType":$main_row,
+  let parameters = (ins "int64_t":$ratio, "::csa::CacheRowTypeInterface":$main_row,
                         "::csa::Fp4RowType":$index_row);
   let assemblyFormat = "`<` $ratio `,` qualified($main_row) `,` qualified($index_row) `>`";
   let genVerifyDecl = 1;

@@ -9,6 +9,7 @@
 #include "models/graph/GraphBuilder.h"
 
 #include "dialects/csa/CsaDialect.h"
+#include "runtime/numerics/Quantize.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -39,10 +40,18 @@ WeightFormat weightFormat(const std::string &dtype) {
 /// Emits the forward pass of one function body.
 class ForwardEmitter {
 public:
-  ForwardEmitter(OpBuilder &b, Location loc, const ModelVariant &variant)
+  ForwardEmitter(OpBuilder &b, Location loc, const ModelVariant &variant,
+                 const GraphOptions &options)
       : b(b), loc(loc), v(variant), c(variant.config) {
     MLIRContext *ctx = b.getContext();
-    auto mainRow = Fp4RowType::get(ctx, c.headDim, ScaleFormat::E4M3, 16);
+    CacheRowTypeInterface mainRow;
+    if (options.mainKvFormat == GraphOptions::MainKvFormat::Fp8) {
+      const auto nope = size_t(c.headDim - c.ropeHeadDim);
+      mainRow = Fp8NopeRowType::get(ctx, c.headDim, c.ropeHeadDim, ScaleFormat::UE8M0,
+                                    int64_t(numerics::mainKvFp8Group(nope)));
+    } else {
+      mainRow = Fp4RowType::get(ctx, c.headDim, ScaleFormat::E4M3, 16);
+    }
     auto indexRow =
         Fp4RowType::get(ctx, c.indexHeadDim, ScaleFormat::UE8M0, 32);
     auto swaRow = Fp8RowType::get(ctx, c.headDim, ScaleFormat::UE8M0, 32);
@@ -156,7 +165,8 @@ private:
 } // namespace
 
 OwningOpRef<ModuleOp> buildModelGraph(MLIRContext &context,
-                                      const ModelVariant &variant) {
+                                      const ModelVariant &variant,
+                                      const GraphOptions &options) {
   loadGraphDialects(context);
   OpBuilder b(&context);
   Location loc = FileLineColLoc::get(&context, variant.name, 0, 0);
@@ -187,7 +197,7 @@ OwningOpRef<ModuleOp> buildModelGraph(MLIRContext &context,
         b.getFunctionType({tokens, b.getIndexType()}, {logits}));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(fn.addEntryBlock());
-    ForwardEmitter emitter(b, loc, variant);
+    ForwardEmitter emitter(b, loc, variant, options);
     Value out = emitter.emit(fn.getArgument(0), fn.getArgument(1),
                              ShapedType::kDynamic, /*lastOnly=*/true);
     func::ReturnOp::create(b, loc, out);
@@ -198,7 +208,7 @@ OwningOpRef<ModuleOp> buildModelGraph(MLIRContext &context,
         b, loc, "decode", b.getFunctionType({token, b.getIndexType()}, {logits}));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(fn.addEntryBlock());
-    ForwardEmitter emitter(b, loc, variant);
+    ForwardEmitter emitter(b, loc, variant, options);
     Value out = emitter.emit(fn.getArgument(0), fn.getArgument(1), 1,
                              /*lastOnly=*/false);
     func::ReturnOp::create(b, loc, out);

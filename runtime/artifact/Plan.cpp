@@ -91,13 +91,17 @@ absl::StatusOr<CacheBuffer> parseCache(const json &value,
   case CacheKind::GlobalCache: {
     CSA_ARTIFACT_TRY_STATUS(
         f.onlyKnown({"id", "layer", "kind", "ratio", "entry_bytes",
-                     "main_row_bytes", "index_row_bytes"}));
+                     "main_row_bytes", "index_row_bytes", "main_row_rope"}));
     CSA_ARTIFACT_TRY(cache.ratio, f.integer("ratio", 1));
     CSA_ARTIFACT_TRY(cache.entryBytes, f.integer("entry_bytes", 1));
     CSA_ARTIFACT_TRY(cache.mainRowBytes,
                      f.optionalInteger("main_row_bytes", 1, 0));
     CSA_ARTIFACT_TRY(cache.indexRowBytes,
                      f.optionalInteger("index_row_bytes", 1, 0));
+    CSA_ARTIFACT_TRY(cache.mainRowRope,
+                     f.optionalInteger("main_row_rope", 1, 0));
+    if (f.has("main_row_rope") && !f.has("main_row_bytes"))
+      return f.error("main_row_rope", "needs main_row_bytes (the row it describes)");
     if (f.has("main_row_bytes") != f.has("index_row_bytes"))
       return f.error(f.has("main_row_bytes") ? "index_row_bytes"
                                              : "main_row_bytes",
@@ -553,6 +557,8 @@ json planToJson(const Plan &plan) {
         c["main_row_bytes"] = cache.mainRowBytes;
         c["index_row_bytes"] = cache.indexRowBytes;
       }
+      if (cache.mainRowRope > 0)
+        c["main_row_rope"] = cache.mainRowRope;
       break;
     case CacheKind::CompressorState:
       c["ratio"] = cache.ratio;

@@ -64,6 +64,9 @@ struct CacheBuffer {
   int64_t entryBytes = 0;
   int64_t mainRowBytes = 0;  ///< optional (0: not given)
   int64_t indexRowBytes = 0; ///< optional (0: not given)
+  /// optional: 0 for the released FP4 main-KV row; N > 0 for V4's FP8 row
+  /// whose last N channels are bf16 (`!csa.fp8_nope_row<D, rope N, ...>`).
+  int64_t mainRowRope = 0;
   int64_t fixedBytes = 0;
 
   /// Entries a global cache holds at `context` tokens: context / ratio

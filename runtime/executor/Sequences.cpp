@@ -59,6 +59,14 @@ size_t rowDim(numerics::RowFormat format, int64_t bytes) {
       return dim;
   return 0;
 }
+/// The dimension of a V4 FP8 main-KV row of `bytes` with `rope` bf16
+/// channels (a multiple of 8 up to 16384), or 0.
+size_t mainKvFp8Dim(int64_t rope, int64_t bytes) {
+  for (size_t dim = size_t(rope) + 8; dim <= 16384; dim += 8)
+    if (int64_t(numerics::mainKvFp8RowBytes(dim, size_t(rope))) == bytes)
+      return dim;
+  return 0;
+}
 } // namespace
 
 absl::StatusOr<Sequence> Executor::syntheticSequence(int64_t position,
@@ -105,8 +113,23 @@ absl::StatusOr<Sequence> Executor::syntheticSequence(int64_t position,
       const int64_t entries = b.entriesAt(position);
       c.bytes.assign(size_t(entries * b.entryBytes), 0);
       const int64_t mainBytes = b.mainRowBytes ? b.mainRowBytes : b.entryBytes;
-      st = fill(b, numerics::RowFormat::MainKvFp4, mainBytes, c.bytes.data(),
-                entries, b.entryBytes);
+      if (b.mainRowRope > 0) {
+        const size_t dim = mainKvFp8Dim(b.mainRowRope, mainBytes);
+        if (dim == 0)
+          st = absl::InvalidArgumentError(absl::StrCat(
+              "cache '", b.id, "': a V4 FP8 row of ", mainBytes, " bytes with ",
+              b.mainRowRope, " bf16 channels is no known shape"));
+        values.resize(dim);
+        for (int64_t e = 0; st.ok() && e < entries; ++e) {
+          for (float &v : values)
+            v = normal(gen);
+          numerics::quantizeMainKvFp8Row(values.data(), dim, size_t(b.mainRowRope),
+                                         c.bytes.data() + e * b.entryBytes);
+        }
+      } else {
+        st = fill(b, numerics::RowFormat::MainKvFp4, mainBytes, c.bytes.data(),
+                  entries, b.entryBytes);
+      }
       if (st.ok() && b.indexRowBytes)
         st = fill(b, numerics::RowFormat::IndexKeyFp4, b.indexRowBytes,
                   c.bytes.data() + mainBytes, entries, b.entryBytes);

@@ -23,6 +23,28 @@ func.func private @f(!csa.fp8_row<100, ue8m0, 32>)
 
 // -----
 
+// V4's FP8 main-KV row: the NoPE part holds whole scale groups.
+// expected-error @+1 {{fp8_nope_row NoPE part dim 448 is not a multiple of its scale group 60}}
+func.func private @f(!csa.fp8_nope_row<512, rope 64, ue8m0, 60>)
+
+// -----
+
+// expected-error @+1 {{fp8_nope_row needs 0 <= rope < dim, got rope 512 of 512}}
+func.func private @f(!csa.fp8_nope_row<512, rope 512, ue8m0, 64>)
+
+// -----
+
+// expected-error @+1 {{fp8_nope_row scales are ue8m0, not e4m3}}
+func.func private @f(!csa.fp8_nope_row<512, rope 64, e4m3, 64>)
+
+// -----
+
+// A global cache's main rows are FP4 or V4's FP8 rows, not SWA rows.
+// expected-error @+1 {{global_cache main rows are !csa.fp4_row or !csa.fp8_nope_row, not '!csa.fp8_row<512, ue8m0, 32>'}}
+func.func private @f(!csa.global_cache<1, !csa.fp8_row<512, ue8m0, 32>, !csa.fp4_row<128, ue8m0, 32>>)
+
+// -----
+
 // expected-error @+1 {{global_cache ratio must be >= 1, got 0}}
 func.func private @f(!csa.global_cache<0, !csa.fp4_row<512, e4m3, 16>, !csa.fp4_row<128, ue8m0, 32>>)
 
@@ -106,6 +128,17 @@ func.func private @f() attributes {c = #csa.attention_config<heads = 64, head_di
 
 // expected-error @+1 {{attention config: main_row holds 256 channels but head_dim is 512}}
 func.func private @f() attributes {c = #csa.attention_config<heads = 64, head_dim = 512, rope_dim = 64, q_rank = 1280, window = 128, index_heads = 32, index_dim = 128, index_rope_dim = 64, topk = 512, o_groups = 8, o_rank = 1024, main_row = !csa.fp4_row<256, e4m3, 16>, index_row = !csa.fp4_row<128, ue8m0, 32>, swa_row = !csa.fp8_row<512, ue8m0, 32>>}
+
+// -----
+
+// V4's FP8 main rows keep exactly the RoPE channels in bf16.
+// expected-error @+1 {{attention config: main_row keeps 32 channels in bf16 but rope_dim is 64}}
+func.func private @f() attributes {c = #csa.attention_config<heads = 64, head_dim = 512, rope_dim = 64, q_rank = 1280, window = 128, index_heads = 32, index_dim = 128, index_rope_dim = 64, topk = 512, o_groups = 8, o_rank = 1024, main_row = !csa.fp8_nope_row<512, rope 32, ue8m0, 32>, index_row = !csa.fp4_row<128, ue8m0, 32>, swa_row = !csa.fp8_row<512, ue8m0, 32>>}
+
+// -----
+
+// expected-error @+1 {{attention config: main_row is !csa.fp4_row or !csa.fp8_nope_row, not '!csa.fp8_row<512, ue8m0, 32>'}}
+func.func private @f() attributes {c = #csa.attention_config<heads = 64, head_dim = 512, rope_dim = 64, q_rank = 1280, window = 128, index_heads = 32, index_dim = 128, index_rope_dim = 64, topk = 512, o_groups = 8, o_rank = 1024, main_row = !csa.fp8_row<512, ue8m0, 32>, index_row = !csa.fp4_row<128, ue8m0, 32>, swa_row = !csa.fp8_row<512, ue8m0, 32>>}
 
 // -----
 

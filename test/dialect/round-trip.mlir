@@ -124,3 +124,18 @@ func.func @fusion(%x: tensor<?x32xbf16>, %p: index) -> tensor<?x!csa.fp8_row<32,
   }
   return %r : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
 }
+
+// V4's FP8 main-KV rows (--main-kv-format=fp8) in a global cache.
+!v4 = !csa.fp8_nope_row<512, rope 64, ue8m0, 64>
+// CHECK-LABEL: func.func @fp8_main_kv
+// CHECK: csa.cache_alloc layer 2 : !csa.global_cache<2, !csa.fp8_nope_row<512, rope 64, ue8m0, 64>, !csa.fp4_row<128, ue8m0, 32>>
+// CHECK: csa.quantize %{{.*}} : tensor<?x512xbf16> -> tensor<?x!csa.fp8_nope_row<512, rope 64, ue8m0, 64>>
+// CHECK: csa.cache_append %{{.*}}, %{{.*}}[%{{.*}}] : tensor<?x!csa.fp8_nope_row<512, rope 64, ue8m0, 64>>, !csa.global_cache
+// CHECK: csa.dequantize %{{.*}} : tensor<?x!csa.fp8_nope_row<512, rope 64, ue8m0, 64>> -> tensor<?x512xf32>
+func.func @fp8_main_kv(%x: tensor<?x512xbf16>, %pos: index) -> tensor<?x512xf32> {
+  %cache = csa.cache_alloc layer 2 : !csa.global_cache<2, !v4, !csa.fp4_row<128, ue8m0, 32>>
+  %rows = csa.quantize %x : tensor<?x512xbf16> -> tensor<?x!v4>
+  csa.cache_append %rows, %cache[%pos] : tensor<?x!v4>, !csa.global_cache<2, !v4, !csa.fp4_row<128, ue8m0, 32>>
+  %back = csa.dequantize %rows : tensor<?x!v4> -> tensor<?x512xf32>
+  return %back : tensor<?x512xf32>
+}

@@ -43,6 +43,9 @@ struct Case {
   /// csa-compile --index-publication=release against the reference's
   /// IndexPublication::Release (the released model.py's stale index keys).
   bool release = false;
+  /// csa-compile --main-kv-format=fp8 against the reference's
+  /// MainKvFormat::Fp8 (V4's FP8 main-KV rows, a cache format variant).
+  bool fp8MainKv = false;
 };
 
 std::string describe(const Case &c) {
@@ -50,7 +53,7 @@ std::string describe(const Case &c) {
          (c.boundedReplay ? "" : "_no_bounded_replay") +
          "_prompt" + std::to_string(c.promptLength) +
          (c.threads != 1 ? "_threads" + std::to_string(c.threads) : "") +
-         (c.release ? "_release" : "");
+         (c.release ? "_release" : "") + (c.fp8MainKv ? "_fp8_main_kv" : "");
 }
 
 class CompiledVsReference : public ::testing::TestWithParam<Case> {};
@@ -81,6 +84,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
     args += " --no-ced";
   if (c.release)
     args += " --index-publication=release";
+  if (c.fp8MainKv)
+    args += " --main-kv-format=fp8";
   ASSERT_EQ(compile(args, dir / "compile.log"), 0) << readAll(dir / "compile.log");
 
   // Weights, the executor and the reference.
@@ -94,6 +99,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
   reference::ReferenceOptions refOptions;
   if (c.release)
     refOptions.publication = reference::ReferenceOptions::IndexPublication::Release;
+  if (c.fp8MainKv)
+    refOptions.mainKvFormat = reference::ReferenceOptions::MainKvFormat::Fp8;
   refOptions.boundedReplay = c.boundedReplay; // compiler defaults: start after
                                               // the last Full, tail = window
   auto ref = reference::ReferenceModel::create(
@@ -160,7 +167,7 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
 // the bounded-replay tail (8); the CPU's rows and experts split among 2 and 3
 // threads; the released index-key publication at even and odd prompt lengths
 // (two ratio-2 Full layers before the ratio-1 one: the second reads the
-// first's keys on the steps that complete no group).
+// first's keys on the steps that complete no group); V4's FP8 main-KV rows.
 INSTANTIATE_TEST_SUITE_P(
     Tiny, CompiledVsReference,
     ::testing::Values(Case{"tiny", "", true, 5}, Case{"tiny", "", true, 21},
@@ -175,7 +182,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", "WWFFFFFF", false, 21, false, /*threads=*/2},
                       Case{"tiny", "", true, 12, false, 1, /*release=*/true},
                       Case{"tiny", "", true, 13, false, 1, /*release=*/true},
-                      Case{"tiny", "WWFFC.R.", false, 20, false, 1, /*release=*/true}),
+                      Case{"tiny", "WWFFC.R.", false, 20, false, 1, /*release=*/true},
+                      Case{"tiny", "", true, 21, false, 1, false, /*fp8MainKv=*/true},
+                      Case{"tiny", "WWFFFFFF", false, 13, false, 2, false, /*fp8MainKv=*/true}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = describe(info.param) + "_" +
                          (*info.param.schedule ? info.param.schedule : "own");
@@ -266,6 +275,53 @@ TEST(SyntheticSequence, HoldsValidRowsForItsPositionAndDecodesFromIt) {
   // Positions outside the plan are errors.
   EXPECT_FALSE(ex.syntheticSequence(0, 5).ok());
   EXPECT_FALSE(ex.syntheticSequence(ex.plan().maxContext, 5).ok());
+}
+
+/// The same for V4's FP8 main-KV rows: the plan names their bf16 channels,
+/// and the synthetic rows are valid rows of that format.
+TEST(SyntheticSequence, WritesV4Fp8MainKvRows) {
+  test::TempDir dir;
+  auto variant = loadVariant("tiny");
+  ASSERT_TRUE(variant.ok()) << variant.status();
+  const std::string artifactDir = dir / "tiny.csa";
+  ASSERT_EQ(compile("--variant=tiny --main-kv-format=fp8 --emit=artifact -o " + artifactDir,
+                    dir / "compile.log"),
+            0)
+      << readAll(dir / "compile.log");
+  LoadedModel model;
+  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 3, model));
+  runtime::Executor &ex = *model.executor;
+  constexpr int64_t position = 30;
+  auto seq = ex.syntheticSequence(position, 5);
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  int globals = 0;
+  for (const artifact::CacheBuffer &b : ex.plan().caches) {
+    if (b.kind != artifact::CacheKind::GlobalCache)
+      continue;
+    ++globals;
+    // tiny: head_dim 32 = 24 NoPE + 8 RoPE -> 24 + 16 + 8 bytes.
+    EXPECT_EQ(b.mainRowRope, 8) << b.id;
+    EXPECT_EQ(b.mainRowBytes, 48) << b.id;
+    const runtime::CacheState &c = seq->caches.at(b.id);
+    std::vector<float> row(32);
+    for (int64_t e = 0; e < c.mainEntries; ++e) {
+      const uint8_t *bytes = c.bytes.data() + e * b.entryBytes;
+      numerics::dequantizeMainKvFp8Row(bytes, 32, 8, row.data());
+      for (float v : row)
+        ASSERT_TRUE(std::isfinite(v)) << b.id << " entry " << e;
+      // Random normal values: some NoPE and some RoPE channel is not zero.
+      EXPECT_TRUE(std::any_of(row.begin(), row.begin() + 24, [](float v) { return v != 0; }));
+      EXPECT_TRUE(std::any_of(row.begin() + 24, row.end(), [](float v) { return v != 0; }));
+      EXPECT_EQ(bytes[47], 0) << "pad byte, entry " << e;
+    }
+  }
+  EXPECT_GT(globals, 0);
+  for (int32_t t : {1, 2}) {
+    auto logits = ex.decode(*seq, t);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    for (float v : *logits)
+      ASSERT_TRUE(std::isfinite(v));
+  }
 }
 
 /// The GPU path's caches kept on the device between runs, with the device

@@ -38,12 +38,12 @@ llvm::Expected<Row> parseRow(const llvm::json::Value &value, const std::string &
     return error(where + ": must be an object");
   static const std::set<std::string> known = {
       "name", "variant", "config", "schedule", "schedule_json", "no_ced",
-      "no_bounded_replay", "replay_start_layer", "replay_tail"};
+      "no_bounded_replay", "replay_start_layer", "replay_tail", "main_kv_format"};
   for (const auto &[key, v] : *object)
     if (!known.count(key.str()))
       return error(where + ": unknown field '" + key.str() +
                    "' (name, variant, config, schedule, schedule_json, no_ced, "
-                   "no_bounded_replay, replay_start_layer, replay_tail)");
+                   "no_bounded_replay, replay_start_layer, replay_tail, main_kv_format)");
   Row row;
   auto text = [&](const char *key, std::string &out) -> llvm::Error {
     const llvm::json::Value *v = object->get(key);
@@ -77,11 +77,15 @@ llvm::Expected<Row> parseRow(const llvm::json::Value &value, const std::string &
   };
   for (auto [key, out] : {std::pair<const char *, std::string *>{"name", &row.name},
                           {"variant", &row.variant}, {"config", &row.config},
-                          {"schedule", &row.schedule}, {"schedule_json", &row.scheduleJson}})
+                          {"schedule", &row.schedule}, {"schedule_json", &row.scheduleJson},
+                          {"main_kv_format", &row.mainKvFormat}})
     if (llvm::Error e = text(key, *out))
       return std::move(e);
   if (row.name.empty())
     return error(where + ".name: missing (each row names its variant)");
+  if (!row.mainKvFormat.empty() && row.mainKvFormat != "fp4" && row.mainKvFormat != "fp8")
+    return error(where + ".main_kv_format: must be \"fp4\" or \"fp8\", not \"" +
+                 row.mainKvFormat + "\"");
   if (!row.variant.empty() && !row.config.empty())
     return error(where + ": give variant or config, not both");
   if (llvm::Error e = flag("no_ced", row.noCed))

@@ -140,6 +140,12 @@ cl::opt<std::string> indexPublication(
              "(the last published ones, as the released model.py; needs the last Full layer "
              "at ratio 1)"),
     cl::value_desc("owner|release"), cl::cat(category));
+cl::opt<std::string> mainKvFormat(
+    "main-kv-format",
+    cl::desc("The main (compressed) KV rows: fp4 (the released V41_FP4 row, 288 B at the "
+             "released widths; the default) or fp8 (V4's row: E4M3 NoPE channels, bf16 RoPE "
+             "channels, 584 B)"),
+    cl::value_desc("fp4|fp8"), cl::cat(category));
 cl::opt<bool> sanitizeKernels(
     "sanitize-kernels",
     cl::desc("--emit=artifact|object: instrument the host kernels with AddressSanitizer "
@@ -392,6 +398,18 @@ absl::StatusOr<csa::ModelVariant> resolveVariantFrom(const VariantRequest &reque
   return variant;
 }
 
+/// The graph options of the format flags (`flag` as --main-kv-format takes it).
+absl::StatusOr<csa::GraphOptions> graphOptions(const std::string &mainKv) {
+  csa::GraphOptions options;
+  if (mainKv.empty() || mainKv == "fp4")
+    options.mainKvFormat = csa::GraphOptions::MainKvFormat::Fp4;
+  else if (mainKv == "fp8")
+    options.mainKvFormat = csa::GraphOptions::MainKvFormat::Fp8;
+  else
+    return absl::InvalidArgumentError("--main-kv-format needs fp4 or fp8, got '" + mainKv + "'");
+  return options;
+}
+
 absl::StatusOr<csa::ModelVariant> resolveVariant() {
   return resolveVariantFrom(
       {configPath, variantName, scheduleString, scheduleJson, noCed});
@@ -412,7 +430,11 @@ int runSweep(const std::string &outputPath) {
     if (!variant.ok())
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      std::string(variant.status().message()));
-    OwningOpRef<ModuleOp> module = csa::buildModelGraph(context, *variant);
+    auto options = graphOptions(row.mainKvFormat);
+    if (!options.ok())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     std::string(options.status().message()));
+    OwningOpRef<ModuleOp> module = csa::buildModelGraph(context, *variant, *options);
     PassManager pm(&context);
     csa::buildGraphCleanupPipeline(pm);
     if (failed(verify(*module)) || failed(pm.run(*module)))
@@ -637,10 +659,10 @@ int main(int argc, char **argv) {
     if (configPath.empty())
       return fail("--compile-from needs the stage's .mlir file");
     if (!variantName.empty() || !scheduleString.empty() ||
-        !scheduleJson.empty() || noCed)
+        !scheduleJson.empty() || noCed || mainKvFormat.getNumOccurrences())
       return fail("--compile-from reads IR; --variant, --schedule, "
-                  "--schedule-json and --no-ced describe a model to build "
-                  "instead");
+                  "--schedule-json, --no-ced and --main-kv-format describe a model to "
+                  "build instead (the IR's cache types hold the row formats)");
     if (emitStage < compileFrom)
       return fail("--emit names a stage before --compile-from's");
     stage = compileFrom;
@@ -656,7 +678,10 @@ int main(int argc, char **argv) {
     auto variant = resolveVariant();
     if (!variant.ok())
       return fail(std::string(variant.status().message()));
-    module = csa::buildModelGraph(context, *variant);
+    auto options = graphOptions(mainKvFormat);
+    if (!options.ok())
+      return fail(std::string(options.status().message()));
+    module = csa::buildModelGraph(context, *variant, *options);
     name = variant->name + " (" + variant->config.source + ")";
     // The config travels with the IR, so that an artifact can be written
     // from any stage read back with --compile-from.

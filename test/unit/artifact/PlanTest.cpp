@@ -60,6 +60,23 @@ TEST(ArtifactPlan, TextAndSpelling) {
   EXPECT_EQ(planToJson(*fromText), text);
 }
 
+// V4's FP8 main-KV rows name their bf16 channels; the field round-trips and
+// is absent for the released FP4 rows.
+TEST(ArtifactPlan, MainRowRope) {
+  Plan plan = test::tinyPlan();
+  EXPECT_FALSE(planToJson(plan)["caches"][3].contains("main_row_rope"));
+  CacheBuffer &global = plan.caches[3];
+  global.mainRowBytes = 584;
+  global.entryBytes = 584 + 68;
+  global.mainRowRope = 64;
+  json text = planToJson(plan);
+  EXPECT_EQ(text["caches"][3]["main_row_rope"], 64);
+  auto parsed = parsePlan(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->caches[3].mainRowRope, 64);
+  EXPECT_EQ(planToJson(*parsed), text);
+}
+
 // The writer's layout reads back to the same JSON, a line per tensor.
 TEST(ArtifactPlan, FormattedJsonReadsBack) {
   json plan = planToJson(test::tinyPlan());
@@ -175,7 +192,17 @@ INSTANTIATE_TEST_SUITE_P(
                    [](json &p) { p["caches"][3]["window"] = 128; },
                    "caches[3].window: unknown field (expected one of: id, "
                    "layer, kind, ratio, entry_bytes, main_row_bytes, "
-                   "index_row_bytes)"},
+                   "index_row_bytes, main_row_rope)"},
+        SchemaCase{"RopeWithoutMainRow",
+                   [](json &p) {
+                     p["caches"][3].erase("main_row_bytes");
+                     p["caches"][3].erase("index_row_bytes");
+                     p["caches"][3]["main_row_rope"] = 64;
+                   },
+                   "caches[3].main_row_rope: needs main_row_bytes (the row it describes)"},
+        SchemaCase{"NegativeRope",
+                   [](json &p) { p["caches"][3]["main_row_rope"] = -1; },
+                   "caches[3].main_row_rope: must be at least 1, got -1"},
         SchemaCase{"SwaFixedBytes",
                    [](json &p) { p["caches"][2]["fixed_bytes"] = 1000; },
                    "caches[2].fixed_bytes: must be window x row_bytes = 128 "

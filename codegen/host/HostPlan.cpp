@@ -366,6 +366,7 @@ private:
       cache.mainRowBytes = global.getMainRow().getBytes();
       if (auto v4 = dyn_cast<Fp8NopeRowType>(global.getMainRow()))
         cache.mainRowRope = v4.getRope();
+      cache.indexRowFp8 = isa<Fp8RowType>(global.getIndexRow());
       cache.indexRowBytes = global.getIndexRow().getBytes();
       cache.entryBytes = cache.mainRowBytes + cache.indexRowBytes;
     } else if (auto state = dyn_cast<CompressorStateType>(type)) {

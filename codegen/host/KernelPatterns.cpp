@@ -204,7 +204,15 @@ int64_t rowDim(Type row) {
   return cast<Fp4RowType>(row).getDim();
 }
 
+/// The FP8 index-key row: E4M3 values and one fp32 scale.
+bool isIndexKeyFp8(Type row) {
+  auto fp8 = dyn_cast<Fp8RowType>(row);
+  return fp8 && fp8.getScale() == ScaleFormat::F32;
+}
+
 std::string rowName(Type row) {
+  if (isIndexKeyFp8(row))
+    return "index_key_fp8_" + std::to_string(rowDim(row));
   if (auto v4 = dyn_cast<Fp8NopeRowType>(row))
     return "main_kv_fp8_" + std::to_string(v4.getDim()) + "_r" + std::to_string(v4.getRope());
   switch (rowFormat(row)) {
@@ -235,12 +243,16 @@ std::string ropeName(RopeTableAttr table) {
 void buildQuantizer(ModuleOp kernels, const std::string &name, Type row) {
   if (auto v4 = dyn_cast<Fp8NopeRowType>(row))
     buildQuantizeMainKvFp8Kernel(kernels, name, v4.getDim(), v4.getRope());
+  else if (isIndexKeyFp8(row))
+    buildQuantizeIndexKeyFp8Kernel(kernels, name, rowDim(row));
   else
     buildQuantizeRowsKernel(kernels, name, rowFormat(row), rowDim(row));
 }
 void buildDequantizer(ModuleOp kernels, const std::string &name, Type row) {
   if (auto v4 = dyn_cast<Fp8NopeRowType>(row))
     buildDequantizeMainKvFp8Kernel(kernels, name, v4.getDim(), v4.getRope());
+  else if (isIndexKeyFp8(row))
+    buildDequantizeIndexKeyFp8Kernel(kernels, name, rowDim(row));
   else
     buildDequantizeRowsKernel(kernels, name, rowFormat(row), rowDim(row));
 }
@@ -411,15 +423,15 @@ struct IndexScorePattern : OpKernelPattern<IndexScoreOp> {
   LogicalResult select(IndexScoreOp op, KernelSelector &s) const override {
     auto type = cast<RankedTensorType>(op.getQuery().getType());
     int64_t heads = type.getDimSize(1), dim = type.getDimSize(2);
-    // The queries are FP4-quantized (as index-key rows) before scoring.
-    std::string qdq = "quantize_index_key_fp4_" + std::to_string(dim);
-    s.use(qdq, "csa.index_score", "query FP4", KernelParallelism::Nest, [&] {
-      buildQuantizeRowsKernel(s.kernels, qdq, numerics::RowFormat::IndexKeyFp4, dim);
-    }, "quantize");
-    std::string dq = "dequantize_index_key_fp4_" + std::to_string(dim);
-    s.use(dq, "csa.index_score", "keys and query FP4", KernelParallelism::Nest, [&] {
-      buildDequantizeRowsKernel(s.kernels, dq, numerics::RowFormat::IndexKeyFp4, dim);
-    }, "dequantize");
+    // The queries go through the keys' row format (FP4 as released) before
+    // scoring; keys and queries are read back by one dequantizer.
+    Type row = cast<GlobalCacheType>(op.getCache().getType()).getIndexRow();
+    std::string qdq = "quantize_" + rowName(row);
+    s.use(qdq, "csa.index_score", "query rows", KernelParallelism::Nest,
+          [&] { buildQuantizer(s.kernels, qdq, row); }, "quantize");
+    std::string dq = "dequantize_" + rowName(row);
+    s.use(dq, "csa.index_score", "keys and query rows", KernelParallelism::Nest,
+          [&] { buildDequantizer(s.kernels, dq, row); }, "dequantize");
     // The head weights times (heads * dim)^-1/2, rounded to bf16.
     const float weightScale = float(std::pow(double(dim), -0.5) * std::pow(double(heads), -0.5));
     std::string scaleName = llvm::formatv("index_weights_scale_{0}x{1}", heads, dim).str();

@@ -580,6 +580,76 @@ func::FuncOp buildDequantizeMainKvFp8Kernel(ModuleOp module, const std::string &
   return fn;
 }
 
+func::FuncOp buildQuantizeIndexKeyFp8Kernel(ModuleOp module, const std::string &name,
+                                            int64_t dim, Type valueType) {
+  if (!checkMainKvFp8(module, name, dim, 0, valueType))
+    return nullptr;
+  OpBuilder b(module.getContext());
+  Emitter e{b, module.getLoc()};
+  Type element = valueType ? valueType : b.getBF16Type();
+  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
+  auto rowsType = MemRefType::get({ShapedType::kDynamic, int64_t(nx::indexKeyFp8RowBytes(size_t(dim)))},
+                                  b.getI8Type());
+  func::FuncOp fn = startKernel(b, module, name, {valuesType, rowsType});
+  Value x = fn.getArgument(0), out = fn.getArgument(1);
+  forLoop(e, memref::DimOp::create(b, e.loc, x, e.idx(0)), [&](Value r) {
+    // The row's amax (NaN ignored, +-inf as FLT_MAX), floored at 1e-4, times
+    // fp32(1/448): an fp32 scale, stored little-endian after the values.
+    auto amaxLoop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(dim), e.idx(1),
+                                       ValueRange{e.f(0.f)});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(amaxLoop.getBody());
+      Value v = e.loadF32(x, {r, amaxLoop.getInductionVar()});
+      Value a = e.fromBits(e.band(e.bits(v), e.c32(0x7FFFFFFF)));
+      Value amax = amaxLoop.getRegionIterArg(0);
+      scf::YieldOp::create(b, e.loc,
+                           e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax));
+    }
+    Value amax = amaxLoop.getResult(0);
+    Value fltMax = e.f(std::numeric_limits<float>::max());
+    amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, amax, fltMax), fltMax, amax);
+    Value floor = e.f(nx::kFp8AmaxFloor);
+    amax = e.select(e.fcmp(arith::CmpFPredicate::OLT, amax, floor), floor, amax);
+    Value scale = arith::MulFOp::create(b, e.loc, amax, e.f(nx::kFp8MaxInv));
+    Value scaleBits = e.bits(scale);
+    for (int i = 0; i < 4; ++i)
+      e.storeByte(e.lshr(scaleBits, e.c32(8 * i)), out, {r, e.idx(dim + i)});
+    forLoop(e, e.idx(dim), [&](Value c) {
+      Value v = arith::DivFOp::create(b, e.loc, e.loadF32(x, {r, c}), scale);
+      e.storeByte(e.encodeE4M3(v), out, {r, c});
+    });
+  });
+  func::ReturnOp::create(b, e.loc);
+  return fn;
+}
+
+func::FuncOp buildDequantizeIndexKeyFp8Kernel(ModuleOp module, const std::string &name,
+                                              int64_t dim, Type valueType) {
+  if (!checkMainKvFp8(module, name, dim, 0, valueType))
+    return nullptr;
+  OpBuilder b(module.getContext());
+  Emitter e{b, module.getLoc()};
+  Type element = valueType ? valueType : b.getBF16Type();
+  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
+  auto rowsType = MemRefType::get({ShapedType::kDynamic, int64_t(nx::indexKeyFp8RowBytes(size_t(dim)))},
+                                  b.getI8Type());
+  func::FuncOp fn = startKernel(b, module, name, {rowsType, valuesType});
+  Value rows = fn.getArgument(0), y = fn.getArgument(1);
+  forLoop(e, memref::DimOp::create(b, e.loc, rows, e.idx(0)), [&](Value r) {
+    Value bits = e.c32(0);
+    for (int i = 0; i < 4; ++i)
+      bits = e.bor(bits, e.shl(e.loadByte(rows, {r, e.idx(dim + i)}), e.c32(8 * i)));
+    Value scale = e.fromBits(bits);
+    forLoop(e, e.idx(dim), [&](Value c) {
+      Value v = e.decodeE4M3(e.loadByte(rows, {r, c}));
+      e.storeF32(arith::MulFOp::create(b, e.loc, v, scale), y, {r, c});
+    });
+  });
+  func::ReturnOp::create(b, e.loc);
+  return fn;
+}
+
 func::FuncOp buildCacheAppendKernel(ModuleOp module, const std::string &name,
                                     nx::RowFormat format, int64_t dim,
                                     int64_t window) {

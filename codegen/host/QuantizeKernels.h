@@ -57,6 +57,17 @@ mlir::func::FuncOp buildDequantizeMainKvFp8Kernel(mlir::ModuleOp module,
                                                   const std::string &name, int64_t dim,
                                                   int64_t rope, mlir::Type valueType = {});
 
+/// The quantizer and dequantizer of the FP8 index-key row
+/// (`!csa.fp8_row<dim, f32, dim>`), as `numerics::quantizeIndexKeyFp8Row`
+/// and `dequantizeIndexKeyFp8Row` do (the values then rounded to T); the
+/// same signatures as the V4 row's, run by the nest rule on the GPU.
+mlir::func::FuncOp buildQuantizeIndexKeyFp8Kernel(mlir::ModuleOp module,
+                                                  const std::string &name, int64_t dim,
+                                                  mlir::Type valueType = {});
+mlir::func::FuncOp buildDequantizeIndexKeyFp8Kernel(mlir::ModuleOp module,
+                                                    const std::string &name, int64_t dim,
+                                                    mlir::Type valueType = {});
+
 /// The attribute on every quantizer kernel, {format (numerics::RowFormat),
 /// dim}: the NVPTX back end rebuilds it as the block form.
 inline constexpr const char *kQuantizeRowsAttr = "csa.quantize_rows";

@@ -25,7 +25,8 @@ def Csa_AttentionModeAttr : EnumAttr<Csa_Dialect, Csa_AttentionModeEnum, "mode">
 
 def Csa_ScaleFormatEnum : I32EnumAttr<"ScaleFormat", "format of a group scale", [
     I32EnumAttrCase<"E4M3", 0, "e4m3">,
-    I32EnumAttrCase<"UE8M0", 1, "ue8m0">]> {
+    I32EnumAttrCase<"UE8M0", 1, "ue8m0">,
+    I32EnumAttrCase<"F32", 2, "f32">]> {
   let cppNamespace = "::csa";
   let genSpecializedAttr = 0;
 }
@@ -287,7 +288,8 @@ def Csa_AttentionConfigAttr : Csa_Attr<"AttentionConfig", "attention_config"> {
     selected entries); the grouped output projection (`o_groups` groups to
     `o_rank` each); and the row formats of the main KV, index-key and SWA
     caches (the main row is `!csa.fp4_row` or, as a variant, V4's
-    `!csa.fp8_nope_row`).
+    `!csa.fp8_nope_row`; the index row `!csa.fp4_row` or, as a variant,
+    `!csa.fp8_row<dim, f32, dim>`).
 
     Example (released DeepSeek-V4.1-Flash):
     ```mlir
@@ -305,7 +307,7 @@ def Csa_AttentionConfigAttr : Csa_Attr<"AttentionConfig", "attention_config"> {
                         "int64_t":$index_dim, "int64_t":$index_rope_dim,
                         "int64_t":$topk, "int64_t":$o_groups,
                         "int64_t":$o_rank, "::csa::CacheRowTypeInterface":$main_row,
-                        "::csa::Fp4RowType":$index_row,
+                        "::csa::CacheRowTypeInterface":$index_row,
                         "::csa::Fp8RowType":$swa_row);
   // Row formats are printed qualified (`!csa.fp4_row<...>`) so they read as
   // the types they are.

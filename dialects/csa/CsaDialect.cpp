@@ -102,7 +102,7 @@ LogicalResult AttentionConfigAttr::verify(
     int64_t headDim, int64_t ropeDim, int64_t qRank, int64_t window,
     int64_t indexHeads, int64_t indexDim, int64_t indexRopeDim, int64_t topk,
     int64_t oGroups, int64_t oRank, CacheRowTypeInterface mainRow,
-    Fp4RowType indexRow, Fp8RowType swaRow) {
+    CacheRowTypeInterface indexRow, Fp8RowType swaRow) {
   auto positive = [&](int64_t v, const char *name) -> LogicalResult {
     if (v > 0)
       return success();
@@ -132,6 +132,10 @@ LogicalResult AttentionConfigAttr::verify(
   if (auto nope = dyn_cast<Fp8NopeRowType>(mainRow); nope && nope.getRope() != ropeDim)
     return emitError() << "attention config: main_row keeps " << nope.getRope()
                        << " channels in bf16 but rope_dim is " << ropeDim;
+  if (!isIndexKeyRow(indexRow))
+    return emitError() << "attention config: index_row is !csa.fp4_row or "
+                          "!csa.fp8_row with one f32 scale a row, not "
+                       << Type(indexRow);
   if (mainRow.getDim() != headDim)
     return emitError() << "attention config: main_row holds "
                        << mainRow.getDim() << " channels but head_dim is "

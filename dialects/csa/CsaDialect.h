@@ -49,6 +49,10 @@ struct FieldParser<llvm::APFloat> {
 #include "dialects/csa/CsaOps.h.inc"
 
 namespace csa {
+/// Whether `row` is an index-key row format: `!csa.fp4_row` (released) or
+/// `!csa.fp8_row<dim, f32, dim>` (the FP8 variant).
+bool isIndexKeyRow(mlir::Type row);
+
 /// The discardable attribute of an op's linear lowering strategy
 /// (#csa.linear_form, set by csa-select-linear-forms).
 inline constexpr const char *kLinearFormAttrName = "csa.linear_form";

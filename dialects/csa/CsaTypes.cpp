@@ -37,13 +37,24 @@ static LogicalResult verifyRow(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult Fp4RowType::verify(function_ref<InFlightDiagnostic()> emitError,
                                  int64_t dim, ScaleFormat scale,
                                  int64_t group) {
+  if (scale == ScaleFormat::F32)
+    return emitError() << "fp4_row scales are e4m3 or ue8m0, not f32";
   return verifyRow(emitError, "fp4_row", dim, group, 2);
 }
 
 LogicalResult Fp8RowType::verify(function_ref<InFlightDiagnostic()> emitError,
                                  int64_t dim, ScaleFormat scale,
                                  int64_t group) {
+  if (scale == ScaleFormat::E4M3)
+    return emitError() << "fp8_row scales are ue8m0 or f32, not e4m3";
   return verifyRow(emitError, "fp8_row", dim, group, 1);
+}
+
+bool csa::isIndexKeyRow(Type row) {
+  if (isa<Fp4RowType>(row))
+    return true;
+  auto fp8 = dyn_cast<Fp8RowType>(row);
+  return fp8 && fp8.getScale() == ScaleFormat::F32 && fp8.getGroup() == fp8.getDim();
 }
 
 LogicalResult
@@ -61,13 +72,17 @@ Fp8NopeRowType::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult GlobalCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                                       int64_t ratio, CacheRowTypeInterface mainRow,
-                                      Fp4RowType indexRow) {
+                                      CacheRowTypeInterface indexRow) {
   if (ratio < 1)
     return emitError() << "global_cache ratio must be >= 1, got " << ratio;
   if (!isa<Fp4RowType, Fp8NopeRowType>(mainRow))
     return emitError() << "global_cache main rows are !csa.fp4_row or "
                           "!csa.fp8_nope_row, not "
                        << Type(mainRow);
+  if (!isIndexKeyRow(indexRow))
+    return emitError() << "global_cache index rows are !csa.fp4_row or "
+                          "!csa.fp8_row with one f32 scale a row, not "
+                       << Type(indexRow);
   return success();
 }
 
@@ -75,6 +90,9 @@ LogicalResult SwaRingType::verify(function_ref<InFlightDiagnostic()> emitError,
                                   int64_t window, Fp8RowType row) {
   if (window < 1)
     return emitError() << "swa_ring window must be >= 1, got " << window;
+  if (row.getScale() != ScaleFormat::UE8M0)
+    return emitError() << "swa_ring rows have ue8m0 scales, not "
+                       << stringifyScaleFormat(row.getScale());
   return success();
 }
 

@@ -38,19 +38,26 @@ def Csa_Fp4RowType : Csa_Type<"Fp4Row", "fp4_row", [Csa_CacheRowTypeInterface]> 
 def Csa_Fp8RowType : Csa_Type<"Fp8Row", "fp8_row", [Csa_CacheRowTypeInterface]> {
   let summary = "a cache row of E4M3 values with per-group scales";
   let description = [{
-    `dim` E4M3 bytes followed by one scale byte per `group` channels.
-    Size: dim + dim/group bytes.
+    `dim` E4M3 bytes followed by one scale per `group` channels: a byte
+    (`ue8m0`) or a little-endian fp32 (`f32`).
+    Size: dim + dim/group x (1 or 4) bytes.
 
     Released SWA format (`V41`): `!csa.fp8_row<512, ue8m0, 32>`,
     512 + 16 = 528 B; scale = 2^ceil(log2(max(amax, 1e-4) / 448)), values
     rounded to nearest even with saturation. RoPE channels are quantized too.
+
+    FP8 index keys (a variant, `csa-compile --index-key-format=fp8`):
+    `!csa.fp8_row<128, f32, 128>`, 128 + 4 = 132 B; scale =
+    max(amax, 1e-4) * fp32(1/448).
   }];
   let parameters = (ins "int64_t":$dim, "::csa::ScaleFormat":$scale,
                         "int64_t":$group);
   let assemblyFormat = "`<` $dim `,` $scale `,` $group `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    int64_t getBytes() const { return getDim() + getDim() / getGroup(); }
+    int64_t getBytes() const {
+      return getDim() + getDim() / getGroup() * (getScale() == ScaleFormat::F32 ? 4 : 1);
+    }
   }];
 }
 
@@ -99,7 +106,9 @@ def Csa_GlobalCacheType : Csa_Type<"GlobalCache", "global_cache"> {
   let description = [{
     One entry per `ratio` tokens, each a main-KV row plus an index-key row.
     The main row is `!csa.fp4_row<dim, e4m3, 16>` (released) or
-    `!csa.fp8_nope_row` (V4's format, a variant).
+    `!csa.fp8_nope_row` (V4's format, a variant); the index row
+    `!csa.fp4_row<dim, ue8m0, 32>` (released) or `!csa.fp8_row<dim, f32, dim>`
+    (a variant).
     This is the only cache that grows with the context; Reuse and Reindex
     layers read a Full layer's cache and store nothing global.
 
@@ -109,7 +118,7 @@ def Csa_GlobalCacheType : Csa_Type<"GlobalCache", "global_cache"> {
     ```
   }];
   let parameters = (ins "int64_t":$ratio, "::csa::CacheRowTypeInterface":$main_row,
-                        "::csa::Fp4RowType":$index_row);
+                        "::csa::CacheRowTypeInterface":$index_row);
   let assemblyFormat = "`<` $ratio `,` qualified($main_row) `,` qualified($index_row) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

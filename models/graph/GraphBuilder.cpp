@@ -52,8 +52,12 @@ public:
     } else {
       mainRow = Fp4RowType::get(ctx, c.headDim, ScaleFormat::E4M3, 16);
     }
-    auto indexRow =
-        Fp4RowType::get(ctx, c.indexHeadDim, ScaleFormat::UE8M0, 32);
+    CacheRowTypeInterface indexRow =
+        options.indexKeyFormat == GraphOptions::IndexKeyFormat::Fp8
+            ? CacheRowTypeInterface(
+                  Fp8RowType::get(ctx, c.indexHeadDim, ScaleFormat::F32, c.indexHeadDim))
+            : CacheRowTypeInterface(
+                  Fp4RowType::get(ctx, c.indexHeadDim, ScaleFormat::UE8M0, 32));
     auto swaRow = Fp8RowType::get(ctx, c.headDim, ScaleFormat::UE8M0, 32);
     attnConfig = AttentionConfigAttr::get(
         ctx, c.nHeads, c.headDim, c.ropeHeadDim, c.qLoraRank, c.windowSize,

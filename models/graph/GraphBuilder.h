@@ -24,6 +24,10 @@ struct GraphOptions {
   /// (E4M3 NoPE channels, bf16 RoPE channels; `--main-kv-format=fp8`).
   enum class MainKvFormat { Fp4, Fp8 };
   MainKvFormat mainKvFormat = MainKvFormat::Fp4;
+  /// The index-key rows: the released FP4 row, or an FP8 row (E4M3 values,
+  /// one fp32 scale; `--index-key-format=fp8`).
+  enum class IndexKeyFormat { Fp4, Fp8 };
+  IndexKeyFormat indexKeyFormat = IndexKeyFormat::Fp4;
 };
 
 /// The graph stage of `variant`:

@@ -197,6 +197,26 @@ struct ReferenceModel::Impl {
   bool mainKvFp8() const {
     return options.mainKvFormat == ReferenceOptions::MainKvFormat::Fp8;
   }
+  bool indexKeyFp8() const {
+    return options.indexKeyFormat == ReferenceOptions::IndexKeyFormat::Fp8;
+  }
+  /// An index-key row in the options' format, and back (the FP8 row's
+  /// values rounded to bf16, as the scoring reads them; exact for FP4).
+  void quantizeIndexKey(const float *x, uint8_t *row) const {
+    if (indexKeyFp8())
+      nx::quantizeIndexKeyFp8Row(x, size_t(c.indexHeadDim), row);
+    else
+      nx::quantizeIndexKeyRow(x, size_t(c.indexHeadDim), row);
+  }
+  void dequantizeIndexKey(const uint8_t *row, float *out) const {
+    if (!indexKeyFp8()) {
+      nx::dequantizeIndexKeyRow(row, size_t(c.indexHeadDim), out);
+      return;
+    }
+    nx::dequantizeIndexKeyFp8Row(row, size_t(c.indexHeadDim), out);
+    for (int64_t i = 0; i < c.indexHeadDim; ++i)
+      out[i] = bf16(out[i]);
+  }
 
   // What source layers publish to later layers in the same forward
   // (`SharedAttentionRuntime`). Top-k rows are raw positions (-1 = none),
@@ -251,8 +271,8 @@ struct ReferenceModel::Impl {
 
   std::vector<float> dequantIndexKey(int64_t l, int64_t entry) const {
     std::vector<float> out(static_cast<size_t>(c.indexHeadDim));
-    nx::dequantizeIndexKeyRow(&states[size_t(l)].indexKeys[size_t(entry * indexRowBytes)],
-                              size_t(c.indexHeadDim), out.data());
+    dequantizeIndexKey(&states[size_t(l)].indexKeys[size_t(entry * indexRowBytes)],
+                       out.data());
     return out;
   }
 };
@@ -264,7 +284,8 @@ absl::Status ReferenceModel::Impl::load() {
   mainRowBytes = mainKvFp8()
                      ? int64_t(nx::mainKvFp8RowBytes(size_t(hd), size_t(c.ropeHeadDim)))
                      : int64_t(nx::mainKvRowBytes(size_t(hd)));
-  indexRowBytes = int64_t(nx::indexKeyRowBytes(size_t(c.indexHeadDim)));
+  indexRowBytes = indexKeyFp8() ? int64_t(nx::indexKeyFp8RowBytes(size_t(c.indexHeadDim)))
+                                : int64_t(nx::indexKeyRowBytes(size_t(c.indexHeadDim)));
 
   CSA_ASSIGN_OR_RETURN(embed, w.tensor("embed.weight", {"BF16"}, {c.vocabSize, d}));
   CSA_ASSIGN_OR_RETURN(head, w.linear("head", c.vocabSize, d, /*fp32=*/true));
@@ -451,7 +472,7 @@ ReferenceModel::Impl::indexer(int64_t l, const Mat &x, const Mat &qr,
     for (int64_t g = 0; g < k.rows; ++g) {
       rope.apply(k.row(g), id, (first + g) * ratio, false);
       std::vector<uint8_t> bytes(static_cast<size_t>(indexRowBytes));
-      nx::quantizeIndexKeyRow(k.row(g), size_t(id), bytes.data());
+      quantizeIndexKey(k.row(g), bytes.data());
       size_t at = size_t((first + g) * indexRowBytes);
       if (s.indexKeys.size() < at + bytes.size())
         s.indexKeys.resize(at + bytes.size());
@@ -460,13 +481,20 @@ ReferenceModel::Impl::indexer(int64_t l, const Mat &x, const Mat &qr,
     publishedIndexKeys = l;
   }
 
-  // Queries: RoPE at the token positions, then FP4 quantize-dequantize.
+  // Queries: RoPE at the token positions, then quantize-dequantize in the
+  // keys' format.
   Mat q = linear(qr, lw.iWqB);
+  std::vector<uint8_t> qRow(static_cast<size_t>(indexRowBytes));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < ih; ++h) {
       float *qh = q.row(i) + h * id;
       rope.apply(qh, id, pos0 + i, false);
-      fp4QuantDequantUe8m0(qh, id);
+      if (indexKeyFp8()) {
+        quantizeIndexKey(qh, qRow.data());
+        dequantizeIndexKey(qRow.data(), qh);
+      } else {
+        fp4QuantDequantUe8m0(qh, id);
+      }
     }
   Mat w = linear(x, lw.iWeightsProj);
   const float scale = float(std::pow(double(id), -0.5) * std::pow(double(ih), -0.5));
@@ -485,8 +513,8 @@ ReferenceModel::Impl::indexer(int64_t l, const Mat &x, const Mat &qr,
   std::vector<std::vector<float>> keys(static_cast<size_t>(width));
   for (int64_t t = 0; t < width; ++t) {
     keys[size_t(t)].resize(size_t(id));
-    nx::dequantizeIndexKeyRow(&keyState.indexKeys[size_t(t * indexRowBytes)],
-                              size_t(id), keys[size_t(t)].data());
+    dequantizeIndexKey(&keyState.indexKeys[size_t(t * indexRowBytes)],
+                       keys[size_t(t)].data());
   }
 
   std::vector<std::vector<int32_t>> result(static_cast<size_t>(n));

@@ -72,6 +72,12 @@ struct ReferenceOptions {
   enum class MainKvFormat { Fp4, Fp8 };
   MainKvFormat mainKvFormat = MainKvFormat::Fp4;
 
+  /// The index-key row format: the released FP4 row (68 B) or an FP8 row
+  /// (132 B: E4M3 values, one fp32 scale). The indexer's queries go through
+  /// the keys' format too, and both are read rounded to bf16.
+  enum class IndexKeyFormat { Fp4, Fp8 };
+  IndexKeyFormat indexKeyFormat = IndexKeyFormat::Fp4;
+
   /// CED bounded replay (spec §3.7): layers from `replayStartLayer` on run
   /// only on the last `replayTail` prompt tokens in prefill.
   bool boundedReplay = false;

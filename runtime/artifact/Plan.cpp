@@ -91,7 +91,8 @@ absl::StatusOr<CacheBuffer> parseCache(const json &value,
   case CacheKind::GlobalCache: {
     CSA_ARTIFACT_TRY_STATUS(
         f.onlyKnown({"id", "layer", "kind", "ratio", "entry_bytes",
-                     "main_row_bytes", "index_row_bytes", "main_row_rope"}));
+                     "main_row_bytes", "index_row_bytes", "main_row_rope",
+                     "index_row_format"}));
     CSA_ARTIFACT_TRY(cache.ratio, f.integer("ratio", 1));
     CSA_ARTIFACT_TRY(cache.entryBytes, f.integer("entry_bytes", 1));
     CSA_ARTIFACT_TRY(cache.mainRowBytes,
@@ -100,6 +101,16 @@ absl::StatusOr<CacheBuffer> parseCache(const json &value,
                      f.optionalInteger("index_row_bytes", 1, 0));
     CSA_ARTIFACT_TRY(cache.mainRowRope,
                      f.optionalInteger("main_row_rope", 1, 0));
+    if (f.has("index_row_format")) {
+      CSA_ARTIFACT_TRY(const std::string format, f.string("index_row_format"));
+      if (format != "fp8")
+        return f.error("index_row_format",
+                       "must be \"fp8\" (absent: the released FP4 row), got \"" + format + "\"");
+      if (cache.indexRowBytes <= 4)
+        return f.error("index_row_format",
+                       "needs index_row_bytes above 4 (values, then an fp32 scale)");
+      cache.indexRowFp8 = true;
+    }
     if (f.has("main_row_rope") && !f.has("main_row_bytes"))
       return f.error("main_row_rope", "needs main_row_bytes (the row it describes)");
     if (f.has("main_row_bytes") != f.has("index_row_bytes"))
@@ -559,6 +570,8 @@ json planToJson(const Plan &plan) {
       }
       if (cache.mainRowRope > 0)
         c["main_row_rope"] = cache.mainRowRope;
+      if (cache.indexRowFp8)
+        c["index_row_format"] = "fp8";
       break;
     case CacheKind::CompressorState:
       c["ratio"] = cache.ratio;

@@ -67,6 +67,9 @@ struct CacheBuffer {
   /// optional: 0 for the released FP4 main-KV row; N > 0 for V4's FP8 row
   /// whose last N channels are bf16 (`!csa.fp8_nope_row<D, rope N, ...>`).
   int64_t mainRowRope = 0;
+  /// optional: false for the released FP4 index-key row, true for the FP8
+  /// row (E4M3 values, one fp32 scale: `!csa.fp8_row<D, f32, D>`).
+  bool indexRowFp8 = false;
   int64_t fixedBytes = 0;
 
   /// Entries a global cache holds at `context` tokens: context / ratio

@@ -130,9 +130,19 @@ absl::StatusOr<Sequence> Executor::syntheticSequence(int64_t position,
         st = fill(b, numerics::RowFormat::MainKvFp4, mainBytes, c.bytes.data(),
                   entries, b.entryBytes);
       }
-      if (st.ok() && b.indexRowBytes)
+      if (st.ok() && b.indexRowBytes && b.indexRowFp8) {
+        const size_t dim = size_t(b.indexRowBytes - 4);
+        values.resize(dim);
+        for (int64_t e = 0; e < entries; ++e) {
+          for (float &v : values)
+            v = normal(gen);
+          numerics::quantizeIndexKeyFp8Row(values.data(), dim,
+                                           c.bytes.data() + mainBytes + e * b.entryBytes);
+        }
+      } else if (st.ok() && b.indexRowBytes) {
         st = fill(b, numerics::RowFormat::IndexKeyFp4, b.indexRowBytes,
                   c.bytes.data() + mainBytes, entries, b.entryBytes);
+      }
       c.mainEntries = entries;
       c.indexEntries = b.indexRowBytes ? entries : 0;
     } else if (b.kind == CacheKind::CompressorState && b.ratio > 1) {

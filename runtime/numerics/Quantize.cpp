@@ -257,6 +257,22 @@ void dequantizeMainKvFp8Row(const std::uint8_t *row, std::size_t dim,
         row[nope + 2 * i] | (std::uint16_t(row[nope + 2 * i + 1]) << 8)));
 }
 
+void quantizeIndexKeyFp8Row(const float *x, std::size_t dim, std::uint8_t *row) {
+  float scale = 0.0f;
+  actQuant(x, dim, dim, Fp8ScaleFormat::Fp32, row, &scale);
+  const std::uint32_t bits = floatBits(scale);
+  for (int i = 0; i < 4; ++i)
+    row[dim + std::size_t(i)] = std::uint8_t(bits >> (8 * i));
+}
+
+void dequantizeIndexKeyFp8Row(const std::uint8_t *row, std::size_t dim, float *out) {
+  std::uint32_t bits = 0;
+  for (int i = 0; i < 4; ++i)
+    bits |= std::uint32_t(row[dim + std::size_t(i)]) << (8 * i);
+  const float scale = floatFromBits(bits);
+  actDequant(row, &scale, dim, dim, out);
+}
+
 //===----------------------------------------------------------------------===//
 // Weights
 //===----------------------------------------------------------------------===//

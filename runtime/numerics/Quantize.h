@@ -236,6 +236,22 @@ void dequantizeMainKvFp8Row(const std::uint8_t *row, std::size_t dim,
                             std::size_t rope, float *out);
 
 //===----------------------------------------------------------------------===//
+// The FP8 index-key row, a cache format variant (issue 18): `dim` E4M3 values
+// and one fp32 scale for the row, little-endian (act_quant(k, dim) without
+// scale_fmt: s = max(amax, 1e-4) * fp32(1/448)): 128 + 4 = 132 B at the
+// released widths. The rows' readers (the index scoring) take the values
+// rounded to bf16, as the FP4 rows' (where that rounding is exact).
+//===----------------------------------------------------------------------===//
+
+constexpr std::size_t indexKeyFp8RowBytes(std::size_t dim) { return dim + 4; }
+static_assert(indexKeyFp8RowBytes(kIndexKeyDim) == 132, "FP8 index key is 132 B");
+
+/// Quantizes one row of `dim` values into `row[indexKeyFp8RowBytes(dim)]`.
+void quantizeIndexKeyFp8Row(const float *x, std::size_t dim, std::uint8_t *row);
+/// Its inverse, in fp32: code * scale (not rounded to bf16).
+void dequantizeIndexKeyFp8Row(const std::uint8_t *row, std::size_t dim, float *out);
+
+//===----------------------------------------------------------------------===//
 // Checkpoint weights (spec §6)
 //===----------------------------------------------------------------------===//
 

@@ -45,6 +45,28 @@ func.func private @f(!csa.global_cache<1, !csa.fp8_row<512, ue8m0, 32>, !csa.fp4
 
 // -----
 
+// Scale formats per row kind.
+// expected-error @+1 {{fp4_row scales are e4m3 or ue8m0, not f32}}
+func.func private @f(!csa.fp4_row<128, f32, 32>)
+
+// -----
+
+// expected-error @+1 {{fp8_row scales are ue8m0 or f32, not e4m3}}
+func.func private @f(!csa.fp8_row<128, e4m3, 32>)
+
+// -----
+
+// expected-error @+1 {{swa_ring rows have ue8m0 scales, not f32}}
+func.func private @f(!csa.swa_ring<8, !csa.fp8_row<512, f32, 512>>)
+
+// -----
+
+// FP8 index rows have one fp32 scale for the whole row.
+// expected-error @+1 {{global_cache index rows are !csa.fp4_row or !csa.fp8_row with one f32 scale a row, not '!csa.fp8_row<128, ue8m0, 32>'}}
+func.func private @f(!csa.global_cache<1, !csa.fp4_row<512, e4m3, 16>, !csa.fp8_row<128, ue8m0, 32>>)
+
+// -----
+
 // expected-error @+1 {{global_cache ratio must be >= 1, got 0}}
 func.func private @f(!csa.global_cache<0, !csa.fp4_row<512, e4m3, 16>, !csa.fp4_row<128, ue8m0, 32>>)
 

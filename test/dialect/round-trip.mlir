@@ -139,3 +139,17 @@ func.func @fp8_main_kv(%x: tensor<?x512xbf16>, %pos: index) -> tensor<?x512xf32>
   %back = csa.dequantize %rows : tensor<?x!v4> -> tensor<?x512xf32>
   return %back : tensor<?x512xf32>
 }
+
+// FP8 index keys (--index-key-format=fp8): one fp32 scale a row.
+!k8 = !csa.fp8_row<128, f32, 128>
+// CHECK-LABEL: func.func @fp8_index_keys
+// CHECK: csa.cache_alloc layer 20 : !csa.global_cache<1, !csa.fp4_row<512, e4m3, 16>, !csa.fp8_row<128, f32, 128>>
+// CHECK: csa.quantize %{{.*}} : tensor<?x128xbf16> -> tensor<?x!csa.fp8_row<128, f32, 128>>
+// CHECK: csa.index_score %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x32x128xbf16>, tensor<?x32xbf16>, !csa.global_cache<1, !csa.fp4_row<512, e4m3, 16>, !csa.fp8_row<128, f32, 128>> -> tensor<?x?xf32>
+func.func @fp8_index_keys(%k: tensor<?x128xbf16>, %pos: index, %q: tensor<?x32x128xbf16>, %w: tensor<?x32xbf16>) -> tensor<?x?xf32> {
+  %cache = csa.cache_alloc layer 20 : !csa.global_cache<1, !csa.fp4_row<512, e4m3, 16>, !k8>
+  %rows = csa.quantize %k : tensor<?x128xbf16> -> tensor<?x!k8>
+  csa.cache_append %rows, %cache[%pos] : tensor<?x!k8>, !csa.global_cache<1, !csa.fp4_row<512, e4m3, 16>, !k8>
+  %s = csa.index_score %q, %w, %cache : tensor<?x32x128xbf16>, tensor<?x32xbf16>, !csa.global_cache<1, !csa.fp4_row<512, e4m3, 16>, !k8> -> tensor<?x?xf32>
+  return %s : tensor<?x?xf32>
+}

@@ -46,6 +46,8 @@ struct Case {
   /// csa-compile --main-kv-format=fp8 against the reference's
   /// MainKvFormat::Fp8 (V4's FP8 main-KV rows, a cache format variant).
   bool fp8MainKv = false;
+  /// csa-compile --index-key-format=fp8 against IndexKeyFormat::Fp8.
+  bool fp8IndexKeys = false;
 };
 
 std::string describe(const Case &c) {
@@ -53,7 +55,8 @@ std::string describe(const Case &c) {
          (c.boundedReplay ? "" : "_no_bounded_replay") +
          "_prompt" + std::to_string(c.promptLength) +
          (c.threads != 1 ? "_threads" + std::to_string(c.threads) : "") +
-         (c.release ? "_release" : "") + (c.fp8MainKv ? "_fp8_main_kv" : "");
+         (c.release ? "_release" : "") + (c.fp8MainKv ? "_fp8_main_kv" : "") +
+         (c.fp8IndexKeys ? "_fp8_index_keys" : "");
 }
 
 class CompiledVsReference : public ::testing::TestWithParam<Case> {};
@@ -86,6 +89,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
     args += " --index-publication=release";
   if (c.fp8MainKv)
     args += " --main-kv-format=fp8";
+  if (c.fp8IndexKeys)
+    args += " --index-key-format=fp8";
   ASSERT_EQ(compile(args, dir / "compile.log"), 0) << readAll(dir / "compile.log");
 
   // Weights, the executor and the reference.
@@ -101,6 +106,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
     refOptions.publication = reference::ReferenceOptions::IndexPublication::Release;
   if (c.fp8MainKv)
     refOptions.mainKvFormat = reference::ReferenceOptions::MainKvFormat::Fp8;
+  if (c.fp8IndexKeys)
+    refOptions.indexKeyFormat = reference::ReferenceOptions::IndexKeyFormat::Fp8;
   refOptions.boundedReplay = c.boundedReplay; // compiler defaults: start after
                                               // the last Full, tail = window
   auto ref = reference::ReferenceModel::create(
@@ -167,7 +174,8 @@ TEST_P(CompiledVsReference, PrefillAndDecodeMatchBitForBit) {
 // the bounded-replay tail (8); the CPU's rows and experts split among 2 and 3
 // threads; the released index-key publication at even and odd prompt lengths
 // (two ratio-2 Full layers before the ratio-1 one: the second reads the
-// first's keys on the steps that complete no group); V4's FP8 main-KV rows.
+// first's keys on the steps that complete no group); V4's FP8 main-KV rows,
+// FP8 index keys, both.
 INSTANTIATE_TEST_SUITE_P(
     Tiny, CompiledVsReference,
     ::testing::Values(Case{"tiny", "", true, 5}, Case{"tiny", "", true, 21},
@@ -184,7 +192,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", "", true, 13, false, 1, /*release=*/true},
                       Case{"tiny", "WWFFC.R.", false, 20, false, 1, /*release=*/true},
                       Case{"tiny", "", true, 21, false, 1, false, /*fp8MainKv=*/true},
-                      Case{"tiny", "WWFFFFFF", false, 13, false, 2, false, /*fp8MainKv=*/true}),
+                      Case{"tiny", "WWFFFFFF", false, 13, false, 2, false, /*fp8MainKv=*/true},
+                      Case{"tiny", "", true, 21, false, 1, false, false, /*fp8IndexKeys=*/true},
+                      Case{"tiny", "", false, 26, false, 1, false, true, /*fp8IndexKeys=*/true}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = describe(info.param) + "_" +
                          (*info.param.schedule ? info.param.schedule : "own");

@@ -38,12 +38,14 @@ llvm::Expected<Row> parseRow(const llvm::json::Value &value, const std::string &
     return error(where + ": must be an object");
   static const std::set<std::string> known = {
       "name", "variant", "config", "schedule", "schedule_json", "no_ced",
-      "no_bounded_replay", "replay_start_layer", "replay_tail", "main_kv_format"};
+      "no_bounded_replay", "replay_start_layer", "replay_tail", "main_kv_format",
+      "index_key_format"};
   for (const auto &[key, v] : *object)
     if (!known.count(key.str()))
       return error(where + ": unknown field '" + key.str() +
                    "' (name, variant, config, schedule, schedule_json, no_ced, "
-                   "no_bounded_replay, replay_start_layer, replay_tail, main_kv_format)");
+                   "no_bounded_replay, replay_start_layer, replay_tail, main_kv_format, "
+                   "index_key_format)");
   Row row;
   auto text = [&](const char *key, std::string &out) -> llvm::Error {
     const llvm::json::Value *v = object->get(key);
@@ -78,7 +80,8 @@ llvm::Expected<Row> parseRow(const llvm::json::Value &value, const std::string &
   for (auto [key, out] : {std::pair<const char *, std::string *>{"name", &row.name},
                           {"variant", &row.variant}, {"config", &row.config},
                           {"schedule", &row.schedule}, {"schedule_json", &row.scheduleJson},
-                          {"main_kv_format", &row.mainKvFormat}})
+                          {"main_kv_format", &row.mainKvFormat},
+                          {"index_key_format", &row.indexKeyFormat}})
     if (llvm::Error e = text(key, *out))
       return std::move(e);
   if (row.name.empty())
@@ -86,6 +89,9 @@ llvm::Expected<Row> parseRow(const llvm::json::Value &value, const std::string &
   if (!row.mainKvFormat.empty() && row.mainKvFormat != "fp4" && row.mainKvFormat != "fp8")
     return error(where + ".main_kv_format: must be \"fp4\" or \"fp8\", not \"" +
                  row.mainKvFormat + "\"");
+  if (!row.indexKeyFormat.empty() && row.indexKeyFormat != "fp4" && row.indexKeyFormat != "fp8")
+    return error(where + ".index_key_format: must be \"fp4\" or \"fp8\", not \"" +
+                 row.indexKeyFormat + "\"");
   if (!row.variant.empty() && !row.config.empty())
     return error(where + ": give variant or config, not both");
   if (llvm::Error e = flag("no_ced", row.noCed))

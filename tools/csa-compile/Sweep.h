@@ -33,6 +33,7 @@ struct Row {
   std::string schedule;     ///< a schedule string
   std::string scheduleJson; ///< a file of schedule overrides
   std::string mainKvFormat;  ///< fp4 (default) or fp8
+  std::string indexKeyFormat; ///< fp4 (default) or fp8
   bool noCed = false, noBoundedReplay = false;
   int64_t replayStartLayer = -1, replayTail = -1;
 };

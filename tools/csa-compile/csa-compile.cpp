@@ -146,6 +146,12 @@ cl::opt<std::string> mainKvFormat(
              "released widths; the default) or fp8 (V4's row: E4M3 NoPE channels, bf16 RoPE "
              "channels, 584 B)"),
     cl::value_desc("fp4|fp8"), cl::cat(category));
+cl::opt<std::string> indexKeyFormat(
+    "index-key-format",
+    cl::desc("The index-key rows: fp4 (the released row, 68 B at the released widths; the "
+             "default) or fp8 (E4M3 values and one fp32 scale, 132 B); the indexer's queries "
+             "go through the same format"),
+    cl::value_desc("fp4|fp8"), cl::cat(category));
 cl::opt<bool> sanitizeKernels(
     "sanitize-kernels",
     cl::desc("--emit=artifact|object: instrument the host kernels with AddressSanitizer "
@@ -398,8 +404,10 @@ absl::StatusOr<csa::ModelVariant> resolveVariantFrom(const VariantRequest &reque
   return variant;
 }
 
-/// The graph options of the format flags (`flag` as --main-kv-format takes it).
-absl::StatusOr<csa::GraphOptions> graphOptions(const std::string &mainKv) {
+/// The graph options of the format flags (as --main-kv-format and
+/// --index-key-format take them; empty: the released format).
+absl::StatusOr<csa::GraphOptions> graphOptions(const std::string &mainKv,
+                                               const std::string &indexKey) {
   csa::GraphOptions options;
   if (mainKv.empty() || mainKv == "fp4")
     options.mainKvFormat = csa::GraphOptions::MainKvFormat::Fp4;
@@ -407,6 +415,13 @@ absl::StatusOr<csa::GraphOptions> graphOptions(const std::string &mainKv) {
     options.mainKvFormat = csa::GraphOptions::MainKvFormat::Fp8;
   else
     return absl::InvalidArgumentError("--main-kv-format needs fp4 or fp8, got '" + mainKv + "'");
+  if (indexKey.empty() || indexKey == "fp4")
+    options.indexKeyFormat = csa::GraphOptions::IndexKeyFormat::Fp4;
+  else if (indexKey == "fp8")
+    options.indexKeyFormat = csa::GraphOptions::IndexKeyFormat::Fp8;
+  else
+    return absl::InvalidArgumentError("--index-key-format needs fp4 or fp8, got '" + indexKey +
+                                       "'");
   return options;
 }
 
@@ -430,7 +445,7 @@ int runSweep(const std::string &outputPath) {
     if (!variant.ok())
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      std::string(variant.status().message()));
-    auto options = graphOptions(row.mainKvFormat);
+    auto options = graphOptions(row.mainKvFormat, row.indexKeyFormat);
     if (!options.ok())
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      std::string(options.status().message()));
@@ -659,10 +674,11 @@ int main(int argc, char **argv) {
     if (configPath.empty())
       return fail("--compile-from needs the stage's .mlir file");
     if (!variantName.empty() || !scheduleString.empty() ||
-        !scheduleJson.empty() || noCed || mainKvFormat.getNumOccurrences())
+        !scheduleJson.empty() || noCed || mainKvFormat.getNumOccurrences() ||
+        indexKeyFormat.getNumOccurrences())
       return fail("--compile-from reads IR; --variant, --schedule, "
-                  "--schedule-json, --no-ced and --main-kv-format describe a model to "
-                  "build instead (the IR's cache types hold the row formats)");
+                  "--schedule-json, --no-ced and the row formats describe a model to "
+                  "build instead (the IR's cache types hold the formats)");
     if (emitStage < compileFrom)
       return fail("--emit names a stage before --compile-from's");
     stage = compileFrom;
@@ -678,7 +694,7 @@ int main(int argc, char **argv) {
     auto variant = resolveVariant();
     if (!variant.ok())
       return fail(std::string(variant.status().message()));
-    auto options = graphOptions(mainKvFormat);
+    auto options = graphOptions(mainKvFormat, indexKeyFormat);
     if (!options.ok())
       return fail(std::string(options.status().message()));
     module = csa::buildModelGraph(context, *variant, *options);

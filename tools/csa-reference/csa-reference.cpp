@@ -7,7 +7,7 @@
 //   csa-reference CKPT_DIR --prompt=1,2,3 --decode=16
 //   csa-reference CKPT_DIR --prompt=1,2,3 --publication=release
 //   csa-reference CKPT_DIR --prompt-file=ids.txt --bounded-replay=21:128
-//   csa-reference CKPT_DIR --prompt=1,2,3 --main-kv-format=fp8
+//   csa-reference CKPT_DIR --prompt=1,2,3 --main-kv-format=fp8 --index-key-format=fp8
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/support/Dumps.h"
@@ -52,6 +52,8 @@ ABSL_FLAG(std::string, publication, "owner",
           "when the index is published: 'owner' or 'release'");
 ABSL_FLAG(std::string, main_kv_format, "fp4",
           "the main-KV row format: 'fp4' (released, 288 B) or 'fp8' (V4's, 584 B)");
+ABSL_FLAG(std::string, index_key_format, "fp4",
+          "the index-key row format: 'fp4' (released, 68 B) or 'fp8' (132 B)");
 ABSL_FLAG(std::string, bounded_replay, "",
           "bounded replay, alone or as START:TAIL (the value only after '=')");
 ABSL_FLAG(std::string, dump_hidden, "",
@@ -68,7 +70,7 @@ constexpr const char *kUsage =
     "usage: csa-reference CKPT_DIR (--prompt=ID,ID,... | --prompt-file=FILE)\n"
          "         [--decode=N] [--config=FILE] [--schedule=STR]\n"
          "         [--publication=owner|release] [--bounded-replay[=START:TAIL]]\n"
-         "         [--main-kv-format=fp4|fp8]\n"
+         "         [--main-kv-format=fp4|fp8] [--index-key-format=fp4|fp8]\n"
          "         [--top=K] [--prompt-text=TEXT] [--tokenizer=DIR|FILE]\n"
          "         [--engram-token-map=FILE|modulo]\n"
          "         [--dump-hidden=DIR] [--dump-decisions=DIR]\n"
@@ -145,6 +147,12 @@ int main(int argc, char **argv) {
     options.mainKvFormat = reference::ReferenceOptions::MainKvFormat::Fp8;
   else
     return fail("--main-kv-format is 'fp4' or 'fp8', got '" + v + "'");
+  if (const std::string v = absl::GetFlag(FLAGS_index_key_format); v == "fp4")
+    options.indexKeyFormat = reference::ReferenceOptions::IndexKeyFormat::Fp4;
+  else if (v == "fp8")
+    options.indexKeyFormat = reference::ReferenceOptions::IndexKeyFormat::Fp8;
+  else
+    return fail("--index-key-format is 'fp4' or 'fp8', got '" + v + "'");
   if (flags.given(FLAGS_bounded_replay)) {
     options.boundedReplay = true;
     if (const std::string v = absl::GetFlag(FLAGS_bounded_replay); !v.empty()) {

@@ -77,6 +77,21 @@ TEST(ArtifactPlan, MainRowRope) {
   EXPECT_EQ(planToJson(*parsed), text);
 }
 
+TEST(ArtifactPlan, IndexRowFormat) {
+  Plan plan = test::tinyPlan();
+  EXPECT_FALSE(planToJson(plan)["caches"][3].contains("index_row_format"));
+  CacheBuffer &global = plan.caches[3];
+  global.indexRowBytes = 132;
+  global.entryBytes = 288 + 132;
+  global.indexRowFp8 = true;
+  json text = planToJson(plan);
+  EXPECT_EQ(text["caches"][3]["index_row_format"], "fp8");
+  auto parsed = parsePlan(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->caches[3].indexRowFp8);
+  EXPECT_EQ(planToJson(*parsed), text);
+}
+
 // The writer's layout reads back to the same JSON, a line per tensor.
 TEST(ArtifactPlan, FormattedJsonReadsBack) {
   json plan = planToJson(test::tinyPlan());
@@ -192,7 +207,7 @@ INSTANTIATE_TEST_SUITE_P(
                    [](json &p) { p["caches"][3]["window"] = 128; },
                    "caches[3].window: unknown field (expected one of: id, "
                    "layer, kind, ratio, entry_bytes, main_row_bytes, "
-                   "index_row_bytes, main_row_rope)"},
+                   "index_row_bytes, main_row_rope, index_row_format)"},
         SchemaCase{"RopeWithoutMainRow",
                    [](json &p) {
                      p["caches"][3].erase("main_row_bytes");
@@ -200,6 +215,18 @@ INSTANTIATE_TEST_SUITE_P(
                      p["caches"][3]["main_row_rope"] = 64;
                    },
                    "caches[3].main_row_rope: needs main_row_bytes (the row it describes)"},
+        SchemaCase{"UnknownIndexRowFormat",
+                   [](json &p) { p["caches"][3]["index_row_format"] = "fp6"; },
+                   "caches[3].index_row_format: must be \"fp8\" (absent: the released FP4 "
+                   "row), got \"fp6\""},
+        SchemaCase{"Fp8IndexRowTooShort",
+                   [](json &p) {
+                     p["caches"][3]["index_row_bytes"] = 4;
+                     p["caches"][3]["entry_bytes"] = 292;
+                     p["caches"][3]["index_row_format"] = "fp8";
+                   },
+                   "caches[3].index_row_format: needs index_row_bytes above 4 (values, then "
+                   "an fp32 scale)"},
         SchemaCase{"NegativeRope",
                    [](json &p) { p["caches"][3]["main_row_rope"] = -1; },
                    "caches[3].main_row_rope: must be at least 1, got -1"},

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -356,6 +357,40 @@ TEST(MainKvFp8Row, NarrowWidthsAndRoundTrip) {
     dequantizeMainKvFp8Row(again.data(), dim, rope, z.data());
     EXPECT_EQ(z, y) << dim;
   }
+}
+
+// The FP8 index-key row: 128 E4M3 codes and the row's fp32 scale
+// (max(amax, 1e-4) * fp32(1/448)), little-endian.
+TEST(IndexKeyFp8Row, HandComputed) {
+  Floats x(128, 0.0f);
+  x[0] = 0.5f;  // 0.5 / (1/448) = 224 (0x76)
+  x[1] = -1.0f; // the amax: -448 (0xFE)
+  x[127] = 0.25f;
+  Bytes row(indexKeyFp8RowBytes(128), 0xAA);
+  ASSERT_EQ(row.size(), 132u);
+  quantizeIndexKeyFp8Row(x.data(), 128, row.data());
+  EXPECT_EQ(row[0], 0x76);
+  EXPECT_EQ(row[1], 0xFE);
+  EXPECT_EQ(row[2], 0x00);
+  EXPECT_EQ(row[127], 0x6E); // 112
+  const float s = 1.0f * kFp8MaxInv;
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &s, 4);
+  EXPECT_EQ(row[128], bits & 0xFF);
+  EXPECT_EQ(row[131], bits >> 24);
+  Floats y(128, kNaN);
+  dequantizeIndexKeyFp8Row(row.data(), 128, y.data());
+  EXPECT_EQ(y[0], 224.0f * s);
+  EXPECT_EQ(y[1], -448.0f * s);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[127], 112.0f * s);
+  // An all-zero row takes the 1e-4 floor.
+  Floats z(32, 0.0f);
+  Bytes zr(indexKeyFp8RowBytes(32));
+  quantizeIndexKeyFp8Row(z.data(), 32, zr.data());
+  float zs = 0.0f;
+  std::memcpy(&zs, zr.data() + 32, 4);
+  EXPECT_EQ(zs, 1e-4f * kFp8MaxInv);
 }
 
 //===----------------------------------------------------------------------===//

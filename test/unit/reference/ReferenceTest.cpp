@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -275,6 +276,44 @@ TEST(Reference, Fp8MainKvRowsAreV4Rows) {
   ASSERT_TRUE(c2.ok());
   EXPECT_LT(relativeDiff(*b, *a), relativeDiff(*a, *c2));
   // Prefill of n + 1 equals prefill of n and one decode step.
+  auto whole = makeModel("tiny", fp8);
+  auto expected = whole->prefill(ids);
+  auto got = model->decode(ids.back());
+  ASSERT_TRUE(expected.ok() && got.ok());
+  EXPECT_LT(relativeDiff(*expected, *got), kPrefillDecodeTolerance);
+}
+
+// The FP8 index-key variant: tiny's index_dim 32 gives 32 E4M3 bytes and an
+// fp32 scale (36 B a row); the main rows keep their format; the selections
+// and logits move, and prefill and decode still agree.
+TEST(Reference, Fp8IndexKeysAreE4M3RowsWithAnFp32Scale) {
+  ReferenceOptions fp8;
+  fp8.indexKeyFormat = ReferenceOptions::IndexKeyFormat::Fp8;
+  auto model = makeModel("tiny", fp8), released = makeModel("tiny");
+  ASSERT_TRUE(model && released);
+  const auto &c = model->config();
+  const int64_t n = 23;
+  auto ids = prompt(n + 1, c.vocabSize, 4);
+  auto a = model->prefill({ids.begin(), ids.end() - 1});
+  auto b = released->prefill({ids.begin(), ids.end() - 1});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(model->layerState(2).indexKeys.size(), size_t(n / 2 * 36));
+  EXPECT_EQ(model->layerState(4).indexKeys.size(), size_t(n * 36));
+  EXPECT_EQ(model->layerState(4).mainKv.size(), size_t(n * 18));
+  // Each stored row's scale is the fp32 rule of its own values.
+  const auto &rows = model->layerState(4).indexKeys;
+  for (int64_t e = 0; e < n; ++e) {
+    std::vector<float> v(32);
+    numerics::dequantizeIndexKeyFp8Row(rows.data() + e * 36, 32, v.data());
+    float scale = 0;
+    std::memcpy(&scale, rows.data() + e * 36 + 32, 4);
+    EXPECT_GT(scale, 0.f) << e;
+    float amax = 0;
+    for (float x : v)
+      amax = std::max(amax, std::fabs(x));
+    EXPECT_LE(amax, 448.f * scale) << e;
+  }
+  EXPECT_NE(*a, *b);
   auto whole = makeModel("tiny", fp8);
   auto expected = whole->prefill(ids);
   auto got = model->decode(ids.back());

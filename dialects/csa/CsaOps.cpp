@@ -346,8 +346,9 @@ double AttentionOp::getWeightedDecodeFlops(int64_t context) {
   if (isIndexSource()) {
     flops += 2.0 * kFp8 * c.getQRank() * c.getIndexHeads() * c.getIndexDim();
     flops += 2.0 * d * c.getIndexHeads(); // weights_proj (bf16)
-    // FP4 queries against FP4 keys.
-    flops += 2.0 * kFp4 * c.getIndexHeads() * c.getIndexDim() *
+    // Queries against keys in the index rows' format (FP4 as released).
+    const double keyWeight = isa<Fp4RowType>(c.getIndexRow()) ? kFp4 : kFp8;
+    flops += 2.0 * keyWeight * c.getIndexHeads() * c.getIndexDim() *
              double(getScoredRows(context));
   }
   // QK^T and PV over the gathered rows (bf16 after dequantization).

@@ -281,6 +281,33 @@ std::pair<Value, Value> groupScale(Emitter &e, nx::RowFormat format, Value amax)
   return {code, scale};
 }
 
+/// max |x[r, base + i]| for i < count, from 0 (NaN ignored: |x| > amax is
+/// false for it), as numerics::blockAmax before its +-inf rule.
+Value rowAmax(Emitter &e, Value x, Value r, Value base, int64_t count) {
+  OpBuilder &b = e.b;
+  auto loop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(count), e.idx(1),
+                                 ValueRange{e.f(0.f)});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value v = e.loadF32(x, {r, e.add(base, loop.getInductionVar())});
+  Value a = e.fromBits(e.band(e.bits(v), e.c32(0x7FFFFFFF)));
+  Value amax = loop.getRegionIterArg(0);
+  scf::YieldOp::create(b, e.loc, e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax));
+  return loop.getResult(0);
+}
+
+/// A row kernel's signature: values `memref<?xDxT>` and rows
+/// `memref<?xRxi8>`, in that order for a quantizer, reversed for a
+/// dequantizer.
+func::FuncOp startRowKernel(OpBuilder &b, ModuleOp module, const std::string &name,
+                            int64_t dim, int64_t rowBytes, Type valueType, bool quantizer) {
+  Type element = valueType ? valueType : b.getBF16Type();
+  auto values = MemRefType::get({ShapedType::kDynamic, dim}, element);
+  auto rows = MemRefType::get({ShapedType::kDynamic, rowBytes}, b.getI8Type());
+  return quantizer ? startKernel(b, module, name, {values, rows})
+                   : startKernel(b, module, name, {rows, values});
+}
+
 } // namespace
 
 func::FuncOp buildQuantizeRowsKernel(ModuleOp module, const std::string &name,
@@ -301,23 +328,8 @@ func::FuncOp buildQuantizeRowsKernel(ModuleOp module, const std::string &name,
   forLoop(e, memref::DimOp::create(b, e.loc, x, e.idx(0)), [&](Value r) {
     forLoop(e, e.idx(dim / group), [&](Value g) {
       Value base = arith::MulIOp::create(b, e.loc, g, e.idx(group));
-      // blockAmax: |x| > amax is false for NaN, which is thereby ignored.
-      auto amaxLoop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(group),
-                                         e.idx(1), ValueRange{e.f(0.f)});
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(amaxLoop.getBody());
-        Value c = arith::AddIOp::create(b, e.loc, base,
-                                        amaxLoop.getInductionVar());
-        Value v = e.loadF32(x, {r, c});
-        Value a = e.fromBits(e.band(e.bits(v), e.c32(0x7FFFFFFF)));
-        Value amax = amaxLoop.getRegionIterArg(0);
-        scf::YieldOp::create(
-            b, e.loc,
-            e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax));
-      }
       const std::pair<Value, Value> codeAndScale =
-          groupScale(e, format, amaxLoop.getResult(0));
+          groupScale(e, format, rowAmax(e, x, r, base, group));
       Value code = codeAndScale.first, scale = codeAndScale.second;
       e.storeByte(code, out,
                   {r, arith::AddIOp::create(b, e.loc, g, e.idx(scaleOffset))});
@@ -469,9 +481,10 @@ func::FuncOp buildDequantizeRowsKernel(ModuleOp module, const std::string &name,
 
 namespace {
 
-/// Checks a V4 FP8 row's shape against numerics' (the dialect verified the
-/// type; a builder called directly gets the same checks).
-bool checkMainKvFp8(ModuleOp module, const std::string &name, int64_t dim,
+/// Checks an FP8 variant row's shape (V4's main-KV row with `rope` bf16
+/// channels, or an index-key row with rope 0): the dialect verified the type;
+/// a builder called directly gets the same checks.
+bool checkFp8Row(ModuleOp module, const std::string &name, int64_t dim,
                     int64_t rope, Type valueType) {
   if (rope < 0 || rope >= dim || (dim - rope) % int64_t(nx::mainKvFp8Group(size_t(dim - rope))) != 0) {
     emitError(module.getLoc()) << name << ": a V4 FP8 row needs 0 <= rope < dim, got rope "
@@ -485,23 +498,18 @@ bool checkMainKvFp8(ModuleOp module, const std::string &name, int64_t dim,
   return true;
 }
 
-MemRefType mainKvFp8RowsType(OpBuilder &b, int64_t dim, int64_t rope) {
-  return MemRefType::get(
-      {ShapedType::kDynamic, int64_t(nx::mainKvFp8RowBytes(size_t(dim), size_t(rope)))},
-      b.getI8Type());
-}
 
 } // namespace
 
 func::FuncOp buildQuantizeMainKvFp8Kernel(ModuleOp module, const std::string &name,
                                           int64_t dim, int64_t rope, Type valueType) {
-  if (!checkMainKvFp8(module, name, dim, rope, valueType))
+  if (!checkFp8Row(module, name, dim, rope, valueType))
     return nullptr;
   OpBuilder b(module.getContext());
   Emitter e{b, module.getLoc()};
-  Type element = valueType ? valueType : b.getBF16Type();
-  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
-  func::FuncOp fn = startKernel(b, module, name, {valuesType, mainKvFp8RowsType(b, dim, rope)});
+  func::FuncOp fn = startRowKernel(b, module, name, dim,
+                                   int64_t(nx::mainKvFp8RowBytes(size_t(dim), size_t(rope))),
+                                   valueType, /*quantizer=*/true);
   Value x = fn.getArgument(0), out = fn.getArgument(1);
   const int64_t nope = dim - rope, group = int64_t(nx::mainKvFp8Group(size_t(nope)));
   const int64_t scaleOffset = int64_t(nx::mainKvFp8ScaleOffset(size_t(dim), size_t(rope)));
@@ -511,18 +519,7 @@ func::FuncOp buildQuantizeMainKvFp8Kernel(ModuleOp module, const std::string &na
     // The NoPE channels: E4M3 with a UE8M0 scale per group, as the SWA rows.
     forLoop(e, e.idx(nope / group), [&](Value g) {
       Value base = e.mul(g, e.idx(group));
-      auto amaxLoop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(group), e.idx(1),
-                                         ValueRange{e.f(0.f)});
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(amaxLoop.getBody());
-        Value v = e.loadF32(x, {r, e.add(base, amaxLoop.getInductionVar())});
-        Value a = e.fromBits(e.band(e.bits(v), e.c32(0x7FFFFFFF)));
-        Value amax = amaxLoop.getRegionIterArg(0);
-        scf::YieldOp::create(b, e.loc,
-                             e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax));
-      }
-      auto [code, scale] = groupScale(e, nx::RowFormat::SwaKvFp8, amaxLoop.getResult(0));
+      auto [code, scale] = groupScale(e, nx::RowFormat::SwaKvFp8, rowAmax(e, x, r, base, group));
       e.storeByte(code, out, {r, e.add(g, e.idx(scaleOffset))});
       forLoop(e, e.idx(group), [&](Value i) {
         Value c = e.add(base, i);
@@ -548,13 +545,13 @@ func::FuncOp buildQuantizeMainKvFp8Kernel(ModuleOp module, const std::string &na
 
 func::FuncOp buildDequantizeMainKvFp8Kernel(ModuleOp module, const std::string &name,
                                             int64_t dim, int64_t rope, Type valueType) {
-  if (!checkMainKvFp8(module, name, dim, rope, valueType))
+  if (!checkFp8Row(module, name, dim, rope, valueType))
     return nullptr;
   OpBuilder b(module.getContext());
   Emitter e{b, module.getLoc()};
-  Type element = valueType ? valueType : b.getBF16Type();
-  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
-  func::FuncOp fn = startKernel(b, module, name, {mainKvFp8RowsType(b, dim, rope), valuesType});
+  func::FuncOp fn = startRowKernel(b, module, name, dim,
+                                   int64_t(nx::mainKvFp8RowBytes(size_t(dim), size_t(rope))),
+                                   valueType, /*quantizer=*/false);
   Value rows = fn.getArgument(0), y = fn.getArgument(1);
   const int64_t nope = dim - rope, group = int64_t(nx::mainKvFp8Group(size_t(nope)));
   const int64_t scaleOffset = int64_t(nx::mainKvFp8ScaleOffset(size_t(dim), size_t(rope)));
@@ -582,31 +579,18 @@ func::FuncOp buildDequantizeMainKvFp8Kernel(ModuleOp module, const std::string &
 
 func::FuncOp buildQuantizeIndexKeyFp8Kernel(ModuleOp module, const std::string &name,
                                             int64_t dim, Type valueType) {
-  if (!checkMainKvFp8(module, name, dim, 0, valueType))
+  if (!checkFp8Row(module, name, dim, 0, valueType))
     return nullptr;
   OpBuilder b(module.getContext());
   Emitter e{b, module.getLoc()};
-  Type element = valueType ? valueType : b.getBF16Type();
-  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
-  auto rowsType = MemRefType::get({ShapedType::kDynamic, int64_t(nx::indexKeyFp8RowBytes(size_t(dim)))},
-                                  b.getI8Type());
-  func::FuncOp fn = startKernel(b, module, name, {valuesType, rowsType});
+  func::FuncOp fn = startRowKernel(b, module, name, dim,
+                                   int64_t(nx::indexKeyFp8RowBytes(size_t(dim))), valueType,
+                                   /*quantizer=*/true);
   Value x = fn.getArgument(0), out = fn.getArgument(1);
   forLoop(e, memref::DimOp::create(b, e.loc, x, e.idx(0)), [&](Value r) {
     // The row's amax (NaN ignored, +-inf as FLT_MAX), floored at 1e-4, times
     // fp32(1/448): an fp32 scale, stored little-endian after the values.
-    auto amaxLoop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(dim), e.idx(1),
-                                       ValueRange{e.f(0.f)});
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(amaxLoop.getBody());
-      Value v = e.loadF32(x, {r, amaxLoop.getInductionVar()});
-      Value a = e.fromBits(e.band(e.bits(v), e.c32(0x7FFFFFFF)));
-      Value amax = amaxLoop.getRegionIterArg(0);
-      scf::YieldOp::create(b, e.loc,
-                           e.select(e.fcmp(arith::CmpFPredicate::OGT, a, amax), a, amax));
-    }
-    Value amax = amaxLoop.getResult(0);
+    Value amax = rowAmax(e, x, r, e.idx(0), dim);
     Value fltMax = e.f(std::numeric_limits<float>::max());
     amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, amax, fltMax), fltMax, amax);
     Value floor = e.f(nx::kFp8AmaxFloor);
@@ -626,15 +610,13 @@ func::FuncOp buildQuantizeIndexKeyFp8Kernel(ModuleOp module, const std::string &
 
 func::FuncOp buildDequantizeIndexKeyFp8Kernel(ModuleOp module, const std::string &name,
                                               int64_t dim, Type valueType) {
-  if (!checkMainKvFp8(module, name, dim, 0, valueType))
+  if (!checkFp8Row(module, name, dim, 0, valueType))
     return nullptr;
   OpBuilder b(module.getContext());
   Emitter e{b, module.getLoc()};
-  Type element = valueType ? valueType : b.getBF16Type();
-  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
-  auto rowsType = MemRefType::get({ShapedType::kDynamic, int64_t(nx::indexKeyFp8RowBytes(size_t(dim)))},
-                                  b.getI8Type());
-  func::FuncOp fn = startKernel(b, module, name, {rowsType, valuesType});
+  func::FuncOp fn = startRowKernel(b, module, name, dim,
+                                   int64_t(nx::indexKeyFp8RowBytes(size_t(dim))), valueType,
+                                   /*quantizer=*/false);
   Value rows = fn.getArgument(0), y = fn.getArgument(1);
   forLoop(e, memref::DimOp::create(b, e.loc, rows, e.idx(0)), [&](Value r) {
     Value bits = e.c32(0);

@@ -312,6 +312,100 @@ TEST(QuantizeKernels, Fp32InputMatchesNumerics) {
   }
 }
 
+// The cache format variants' rows (V4's FP8 main-KV row, the FP8 index-key
+// row): the kernels against numerics, byte for byte and bit for bit, on f32
+// rows off the bf16 grid with zeros, huge values, infinities and NaNs among
+// them (in the NoPE and the RoPE channels).
+TEST(QuantizeKernels, Fp8VariantRowsMatchNumerics) {
+  struct Variant {
+    const char *name;
+    int64_t dim, rope; ///< rope < 0: an index-key row
+  };
+  const Variant variants[] = {{"v4_512", 512, 64}, {"v4_32", 32, 8}, {"v4_96", 96, 32},
+                              {"k8_128", 128, -1}, {"k8_32", 32, -1}};
+  KernelLibrary lib([&](mlir::ModuleOp m) {
+    mlir::Type f32 = mlir::Float32Type::get(m.getContext());
+    for (const Variant &v : variants) {
+      const std::string n = v.name;
+      if (v.rope >= 0) {
+        buildQuantizeMainKvFp8Kernel(m, "q_" + n, v.dim, v.rope, f32);
+        buildDequantizeMainKvFp8Kernel(m, "d_" + n, v.dim, v.rope, f32);
+        buildDequantizeMainKvFp8Kernel(m, "dbf_" + n, v.dim, v.rope);
+      } else {
+        buildQuantizeIndexKeyFp8Kernel(m, "q_" + n, v.dim, f32);
+        buildDequantizeIndexKeyFp8Kernel(m, "d_" + n, v.dim, f32);
+        buildDequantizeIndexKeyFp8Kernel(m, "dbf_" + n, v.dim);
+      }
+    }
+  });
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Variant &v : variants) {
+    const std::string n = v.name;
+    auto *quantize = reinterpret_cast<QuantizeF32Fn>(lib.symbol("q_" + n));
+    auto *dequantize = reinterpret_cast<DequantizeF32Fn>(lib.symbol("d_" + n));
+    auto *dequantizeBf16 = reinterpret_cast<DequantizeFn>(lib.symbol("dbf_" + n));
+    ASSERT_TRUE(quantize && dequantize && dequantizeBf16);
+    const bool v4 = v.rope >= 0;
+    const int64_t rows = 29;
+    const int64_t bytes = v4 ? int64_t(nx::mainKvFp8RowBytes(size_t(v.dim), size_t(v.rope)))
+                             : int64_t(nx::indexKeyFp8RowBytes(size_t(v.dim)));
+    std::mt19937 gen(31);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::uniform_int_distribution<int> scaleExp(-20, 20), special(0, 40);
+    std::vector<float> x(size_t(rows * v.dim));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float rowScale = std::ldexp(1.f, scaleExp(gen));
+      for (int64_t c = 0; c < v.dim; ++c) {
+        float value = normal(gen) * rowScale;
+        switch (special(gen)) {
+        case 0: value = 0.f; break;
+        case 1: value = -0.f; break;
+        case 2: value = inf; break;
+        case 3: value = -nan; break;
+        case 4: value = 3e38f; break;
+        default: break;
+        }
+        x[size_t(r * v.dim + c)] = r == 0 ? 0.f : value; // row 0: all zero (the floor)
+      }
+    }
+    std::vector<uint8_t> got(size_t(rows * bytes), 0xA5), want(size_t(rows * bytes));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (v4)
+        nx::quantizeMainKvFp8Row(&x[size_t(r * v.dim)], size_t(v.dim), size_t(v.rope),
+                                 &want[size_t(r * bytes)]);
+      else
+        nx::quantizeIndexKeyFp8Row(&x[size_t(r * v.dim)], size_t(v.dim), &want[size_t(r * bytes)]);
+    }
+    auto dx = describe<2>(x, {rows, v.dim});
+    auto dgot = describe<2>(got, {rows, bytes});
+    quantize(&dx, &dgot);
+    ASSERT_EQ(got, want) << n;
+    // Dequantized: fp32 bit for bit, and bf16 as numerics' values rounded.
+    std::vector<float> y(size_t(rows * v.dim), 1.f), ref(size_t(rows * v.dim));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (v4)
+        nx::dequantizeMainKvFp8Row(&want[size_t(r * bytes)], size_t(v.dim), size_t(v.rope),
+                                   &ref[size_t(r * v.dim)]);
+      else
+        nx::dequantizeIndexKeyFp8Row(&want[size_t(r * bytes)], size_t(v.dim),
+                                     &ref[size_t(r * v.dim)]);
+    }
+    auto dy = describe<2>(y, {rows, v.dim});
+    dequantize(&dgot, &dy);
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * sizeof(float))) << n;
+    std::vector<uint16_t> yb(size_t(rows * v.dim), 0x1234);
+    auto dyb = describe<2>(yb, {rows, v.dim});
+    dequantizeBf16(&dgot, &dyb);
+    for (size_t i = 0; i < yb.size(); ++i) {
+      if (std::isnan(ref[i]))
+        EXPECT_EQ(yb[i] & 0x7FC0, 0x7FC0) << n << " " << i;
+      else
+        ASSERT_EQ(yb[i], nx::floatToBf16(ref[i])) << n << " " << i;
+    }
+  }
+}
+
 TEST(QuantizeKernels, MainKvScaleIsADivisionBySix) {
   // The only fp32 amax values (of all 2^31) where e4m3(amax / 6) differs
   // from e4m3(amax * fp32(1/6)): 0x1.c7fffep{-4..10}. No bf16 amax does, so

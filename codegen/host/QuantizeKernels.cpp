@@ -243,24 +243,22 @@ bool checkRow(ModuleOp module, const std::string &name, nx::RowFormat format,
   return true;
 }
 
-MemRefType rowsType(OpBuilder &b, nx::RowFormat format, int64_t dim) {
-  return MemRefType::get(
-      {ShapedType::kDynamic, int64_t(nx::rowBytes(format, dim))},
-      b.getI8Type());
+/// An amax as the scale rules take it: +-inf counted as FLT_MAX, then
+/// floored at the format's `minimum`.
+Value scaleAmax(Emitter &e, Value amax, float minimum) {
+  Value fltMax = e.f(std::numeric_limits<float>::max());
+  amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, amax, fltMax), fltMax, amax);
+  Value m = e.f(minimum);
+  return e.select(e.fcmp(arith::CmpFPredicate::OLT, amax, m), m, amax);
 }
 
 /// The group's scale code and decoded scale from its amax (max |x| ignoring
-/// NaN): +-inf counted as FLT_MAX, then the format's scale rule (Quantize.cpp,
-/// "Scale rules"). The host kernel and the block form share it.
+/// NaN): scaleAmax, then the format's scale rule (Quantize.cpp, "Scale
+/// rules"). The host kernel and the block form share it.
 std::pair<Value, Value> groupScale(Emitter &e, nx::RowFormat format, Value amax) {
   OpBuilder &b = e.b;
-  Value fltMax = e.f(std::numeric_limits<float>::max());
-  amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, amax, fltMax), fltMax, amax);
   Value code, scale;
-  auto floorAmax = [&](float minimum) {
-    Value m = e.f(minimum);
-    return e.select(e.fcmp(arith::CmpFPredicate::OLT, amax, m), m, amax);
-  };
+  auto floorAmax = [&](float minimum) { return scaleAmax(e, amax, minimum); };
   switch (format) {
   case nx::RowFormat::MainKvFp4:
     code = e.encodeE4M3(arith::DivFOp::create(
@@ -317,10 +315,8 @@ func::FuncOp buildQuantizeRowsKernel(ModuleOp module, const std::string &name,
     return nullptr;
   OpBuilder b(module.getContext());
   Emitter e{b, module.getLoc()};
-  Type element = valueType ? valueType : b.getBF16Type();
-  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
-  func::FuncOp fn = startKernel(b, module, name,
-                                {valuesType, rowsType(b, format, dim)});
+  func::FuncOp fn = startRowKernel(b, module, name, dim, int64_t(nx::rowBytes(format, dim)),
+                                   valueType, /*quantizer=*/true);
   Value x = fn.getArgument(0), out = fn.getArgument(1);
   const int64_t group = int64_t(nx::rowGroup(format));
   const int64_t scaleOffset = int64_t(nx::rowScaleOffset(format, dim));
@@ -438,10 +434,8 @@ func::FuncOp buildDequantizeRowsKernel(ModuleOp module, const std::string &name,
     return nullptr;
   OpBuilder b(module.getContext());
   Emitter e{b, module.getLoc()};
-  Type element = valueType ? valueType : b.getBF16Type();
-  auto valuesType = MemRefType::get({ShapedType::kDynamic, dim}, element);
-  func::FuncOp fn = startKernel(b, module, name,
-                                {rowsType(b, format, dim), valuesType});
+  func::FuncOp fn = startRowKernel(b, module, name, dim, int64_t(nx::rowBytes(format, dim)),
+                                   valueType, /*quantizer=*/false);
   Value rows = fn.getArgument(0), y = fn.getArgument(1);
   const int64_t group = int64_t(nx::rowGroup(format));
   const int64_t scaleOffset = int64_t(nx::rowScaleOffset(format, dim));
@@ -590,11 +584,7 @@ func::FuncOp buildQuantizeIndexKeyFp8Kernel(ModuleOp module, const std::string &
   forLoop(e, memref::DimOp::create(b, e.loc, x, e.idx(0)), [&](Value r) {
     // The row's amax (NaN ignored, +-inf as FLT_MAX), floored at 1e-4, times
     // fp32(1/448): an fp32 scale, stored little-endian after the values.
-    Value amax = rowAmax(e, x, r, e.idx(0), dim);
-    Value fltMax = e.f(std::numeric_limits<float>::max());
-    amax = e.select(e.fcmp(arith::CmpFPredicate::OGT, amax, fltMax), fltMax, amax);
-    Value floor = e.f(nx::kFp8AmaxFloor);
-    amax = e.select(e.fcmp(arith::CmpFPredicate::OLT, amax, floor), floor, amax);
+    Value amax = scaleAmax(e, rowAmax(e, x, r, e.idx(0), dim), nx::kFp8AmaxFloor);
     Value scale = arith::MulFOp::create(b, e.loc, amax, e.f(nx::kFp8MaxInv));
     Value scaleBits = e.bits(scale);
     for (int i = 0; i < 4; ++i)

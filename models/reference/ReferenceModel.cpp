@@ -197,6 +197,19 @@ struct ReferenceModel::Impl {
   bool mainKvFp8() const {
     return options.mainKvFormat == ReferenceOptions::MainKvFormat::Fp8;
   }
+  /// A main-KV row in the options' format, and back.
+  void quantizeMainKv(const float *x, uint8_t *row) const {
+    if (mainKvFp8())
+      nx::quantizeMainKvFp8Row(x, size_t(c.headDim), size_t(c.ropeHeadDim), row);
+    else
+      nx::quantizeMainKvRow(x, size_t(c.headDim), row);
+  }
+  void dequantizeMainKv(const uint8_t *row, float *out) const {
+    if (mainKvFp8())
+      nx::dequantizeMainKvFp8Row(row, size_t(c.headDim), size_t(c.ropeHeadDim), out);
+    else
+      nx::dequantizeMainKvRow(row, size_t(c.headDim), out);
+  }
   bool indexKeyFp8() const {
     return options.indexKeyFormat == ReferenceOptions::IndexKeyFormat::Fp8;
   }
@@ -644,11 +657,7 @@ Mat ReferenceModel::Impl::attention(int64_t l, const Mat &x, int64_t pos0,
       std::vector<uint8_t> bytes(static_cast<size_t>(mainRowBytes));
       for (int64_t g = 0; g < latent.rows; ++g) {
         rope.apply(latent.row(g), hd, (first + g) * ratio, false);
-        if (mainKvFp8())
-          nx::quantizeMainKvFp8Row(latent.row(g), size_t(hd), size_t(c.ropeHeadDim),
-                                   bytes.data());
-        else
-          nx::quantizeMainKvRow(latent.row(g), size_t(hd), bytes.data());
+        quantizeMainKv(latent.row(g), bytes.data());
         size_t at = size_t((first + g) * mainRowBytes);
         if (s.mainKv.size() < at + bytes.size())
           s.mainKv.resize(at + bytes.size());
@@ -660,14 +669,8 @@ Mat ReferenceModel::Impl::attention(int64_t l, const Mat &x, int64_t pos0,
     const LayerState &source = states[size_t(r.kvSource)];
     Mat all(offset + compressLen, hd);
     std::copy(rows.v.begin(), rows.v.end(), all.v.begin());
-    for (int64_t e = 0; e < compressLen; ++e) {
-      const uint8_t *row = &source.mainKv[size_t(e * mainRowBytes)];
-      if (mainKvFp8())
-        nx::dequantizeMainKvFp8Row(row, size_t(hd), size_t(c.ropeHeadDim),
-                                   all.row(offset + e));
-      else
-        nx::dequantizeMainKvRow(row, size_t(hd), all.row(offset + e));
-    }
+    for (int64_t e = 0; e < compressLen; ++e)
+      dequantizeMainKv(&source.mainKv[size_t(e * mainRowBytes)], all.row(offset + e));
     rows = std::move(all);
   }
 

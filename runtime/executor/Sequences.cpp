@@ -9,6 +9,8 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/ExecutorImpl.h"
 
+#include <functional>
+
 namespace csa::runtime {
 
 uint64_t Sequence::cacheBytes() const {
@@ -85,11 +87,11 @@ absl::StatusOr<Sequence> Executor::syntheticSequence(int64_t position,
   for (int32_t &t : seq.history)
     t = token(gen);
   std::vector<float> values;
-  // Encodes `count` rows of random values in `format` at `stride` apart.
-  auto fill = [&](const CacheBuffer &b, numerics::RowFormat format,
-                  int64_t rowBytes, uint8_t *first, int64_t count,
-                  int64_t stride) -> absl::Status {
-    const size_t dim = rowDim(format, rowBytes);
+  // Encodes `count` rows of `dim` random values with `encode` at `stride`
+  // apart (dim 0: `rowBytes` is no shape of that format).
+  auto fillRows = [&](const CacheBuffer &b, size_t dim, int64_t rowBytes, uint8_t *first,
+                      int64_t count, int64_t stride,
+                      const std::function<void(const float *, uint8_t *)> &encode) -> absl::Status {
     if (dim == 0)
       return absl::InvalidArgumentError(absl::StrCat(
           "cache '", b.id, "': a row of ", rowBytes, " bytes is no known format"));
@@ -97,9 +99,16 @@ absl::StatusOr<Sequence> Executor::syntheticSequence(int64_t position,
     for (int64_t e = 0; e < count; ++e) {
       for (float &v : values)
         v = normal(gen);
-      numerics::quantizeRow(format, values.data(), dim, first + e * stride);
+      encode(values.data(), first + e * stride);
     }
     return absl::OkStatus();
+  };
+  auto fill = [&](const CacheBuffer &b, numerics::RowFormat format, int64_t rowBytes,
+                  uint8_t *first, int64_t count, int64_t stride) {
+    const size_t dim = rowDim(format, rowBytes);
+    return fillRows(b, dim, rowBytes, first, count, stride, [&](const float *x, uint8_t *row) {
+      numerics::quantizeRow(format, x, dim, row);
+    });
   };
   for (const CacheBuffer &b : plan.caches) {
     CacheState &c = seq.caches[b.id];
@@ -113,35 +122,26 @@ absl::StatusOr<Sequence> Executor::syntheticSequence(int64_t position,
       const int64_t entries = b.entriesAt(position);
       c.bytes.assign(size_t(entries * b.entryBytes), 0);
       const int64_t mainBytes = b.mainRowBytes ? b.mainRowBytes : b.entryBytes;
+      uint8_t *indexRows = c.bytes.data() + mainBytes;
       if (b.mainRowRope > 0) {
         const size_t dim = mainKvFp8Dim(b.mainRowRope, mainBytes);
-        if (dim == 0)
-          st = absl::InvalidArgumentError(absl::StrCat(
-              "cache '", b.id, "': a V4 FP8 row of ", mainBytes, " bytes with ",
-              b.mainRowRope, " bf16 channels is no known shape"));
-        values.resize(dim);
-        for (int64_t e = 0; st.ok() && e < entries; ++e) {
-          for (float &v : values)
-            v = normal(gen);
-          numerics::quantizeMainKvFp8Row(values.data(), dim, size_t(b.mainRowRope),
-                                         c.bytes.data() + e * b.entryBytes);
-        }
+        st = fillRows(b, dim, mainBytes, c.bytes.data(), entries, b.entryBytes,
+                      [&](const float *x, uint8_t *row) {
+                        numerics::quantizeMainKvFp8Row(x, dim, size_t(b.mainRowRope), row);
+                      });
       } else {
         st = fill(b, numerics::RowFormat::MainKvFp4, mainBytes, c.bytes.data(),
                   entries, b.entryBytes);
       }
       if (st.ok() && b.indexRowBytes && b.indexRowFp8) {
         const size_t dim = size_t(b.indexRowBytes - 4);
-        values.resize(dim);
-        for (int64_t e = 0; e < entries; ++e) {
-          for (float &v : values)
-            v = normal(gen);
-          numerics::quantizeIndexKeyFp8Row(values.data(), dim,
-                                           c.bytes.data() + mainBytes + e * b.entryBytes);
-        }
+        st = fillRows(b, dim, b.indexRowBytes, indexRows, entries, b.entryBytes,
+                      [&](const float *x, uint8_t *row) {
+                        numerics::quantizeIndexKeyFp8Row(x, dim, row);
+                      });
       } else if (st.ok() && b.indexRowBytes) {
-        st = fill(b, numerics::RowFormat::IndexKeyFp4, b.indexRowBytes,
-                  c.bytes.data() + mainBytes, entries, b.entryBytes);
+        st = fill(b, numerics::RowFormat::IndexKeyFp4, b.indexRowBytes, indexRows, entries,
+                  b.entryBytes);
       }
       c.mainEntries = entries;
       c.indexEntries = b.indexRowBytes ? entries : 0;

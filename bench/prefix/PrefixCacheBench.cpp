@@ -49,6 +49,9 @@ ABSL_FLAG(std::string, history, "256", "history lengths L, comma-separated");
 ABSL_FLAG(std::string, new_tokens, "16,64", "turn lengths N, comma-separated");
 ABSL_FLAG(std::string, replay, "0",
           "tokens a global-only hit replays, comma-separated (0: the released window)");
+ABSL_FLAG(int64_t, prefill_chunk, 0,
+          "prefill the history and the cold request in chunks of this many tokens "
+          "(0: one prefill); a long prefill's buffers grow with its rows");
 ABSL_FLAG(int64_t, decode, 32, "greedy steps after the turn compared between the cases");
 ABSL_FLAG(uint64_t, seed, 1, "the token ids' seed");
 ABSL_FLAG(std::string, json, "", "write the results to this JSON file");
@@ -107,6 +110,25 @@ Divergence compare(const std::vector<float> &a, const std::vector<float> &b) {
   return d;
 }
 
+/// `tokens` into `seq` (a new sequence): one prefill, or with `chunk` > 0 a
+/// prefill of the first `chunk` tokens and extensions by the rest (csa-run
+/// --prefill-chunk); the last chunk's logits.
+absl::StatusOr<std::vector<float>> prefillInChunks(runtime::Executor &ex, runtime::Sequence &seq,
+                                                   const std::vector<int32_t> &tokens,
+                                                   int64_t chunk) {
+  if (chunk <= 0 || int64_t(tokens.size()) <= chunk)
+    return ex.prefill(seq, tokens);
+  absl::StatusOr<std::vector<float>> logits;
+  for (size_t at = 0; at < tokens.size(); at += size_t(chunk)) {
+    std::vector<int32_t> part(tokens.begin() + long(at),
+                              tokens.begin() + long(std::min(tokens.size(), at + size_t(chunk))));
+    logits = at == 0 ? ex.prefill(seq, part) : ex.extend(seq, part);
+    if (!logits.ok())
+      return logits;
+  }
+  return logits;
+}
+
 int fail(const std::string &message) {
   std::cerr << "csa-bench-prefix-cache: error: " << message << "\n";
   return 1;
@@ -118,13 +140,14 @@ int main(int argc, char **argv) {
       "csa-bench-prefix-cache",
       "usage: csa-bench-prefix-cache ARTIFACT (--weights=DIR | --random-weights[=SEED])\n"
       "          [--device=cpu|cuda] [--history=L,...] [--new-tokens=N,...] [--decode=M]\n"
-      "          [--replay=R,...]\n"
+      "          [--replay=R,...] [--prefill-chunk=C]\n"
       "          [--seed=S] [--json=FILE]\n"
       "An agent turn of N tokens after a history of L: cold, global+local and\n"
       "global-only (docs/prefix-cache.md), timed, and the global-only run's\n"
       "logits against the exact one's over M teacher-forced steps.\n");
   flags.implicitValue(FLAGS_random_weights, "0")
-      .range<int64_t>(FLAGS_decode, 0, 1 << 20, "needs a count >= 0");
+      .range<int64_t>(FLAGS_decode, 0, 1 << 20, "needs a count >= 0")
+      .range<int64_t>(FLAGS_prefill_chunk, 0, int64_t(1) << 30, "needs a count >= 0");
   if (!flags.parse(argc, argv))
     return flags.exitCode();
   const std::optional<std::string> artifactDir = flags.singlePositional("artifact directory");
@@ -135,6 +158,7 @@ int main(int argc, char **argv) {
   if (histories.empty() || turns.empty())
     return flags.error("--history and --new-tokens need counts >= 1, comma-separated");
   const int64_t decodeSteps = absl::GetFlag(FLAGS_decode);
+  const int64_t prefillChunk = absl::GetFlag(FLAGS_prefill_chunk);
 
   auto art = artifact::Artifact::open(*artifactDir);
   if (!art.ok())
@@ -206,6 +230,7 @@ int main(int argc, char **argv) {
   Json doc = Json::object();
   doc["artifact"] = *artifactDir;
   doc["device"] = device;
+  doc["prefill_chunk"] = prefillChunk;
   doc["persisted"] = {{"global_bytes_per_token", stats.globalBytesPerToken},
                       {"local_snapshot_bytes", stats.localSnapshotBytes},
                       {"swa_row_bytes_per_token_all_layers", ringRowsPerToken},
@@ -229,7 +254,7 @@ int main(int argc, char **argv) {
       t = token(gen);
     runtime::Sequence saved = ex.newSequence();
     auto start = Clock::now();
-    auto hl = ex.prefill(saved, history);
+    auto hl = prefillInChunks(ex, saved, history, prefillChunk);
     if (!hl.ok())
       return fail(absl::StrCat("history of ", L, ": ", hl.status().message()));
     if (absl::Status st = ex.syncToHost(saved); !st.ok())
@@ -246,7 +271,7 @@ int main(int argc, char **argv) {
       {
         runtime::Sequence seq = ex.newSequence();
         start = Clock::now();
-        auto l = ex.prefill(seq, request);
+        auto l = prefillInChunks(ex, seq, request, prefillChunk);
         if (!l.ok())
           return fail(absl::StrCat("cold prefill: ", l.status().message()));
         row["cold_seconds"] = since(start);

@@ -11,6 +11,7 @@
 #include "codegen/host/KernelSelection.h"
 #include "codegen/host/LinearKernels.h"
 #include "codegen/host/EngramKernels.h"
+#include "codegen/host/FusedKernels.h"
 #include "codegen/host/LinearMma.h"
 #include "codegen/host/LinearSplitK.h"
 #include "codegen/host/MoeKernels.h"
@@ -387,6 +388,19 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       if (quantizeThreads == 0)
         quantize = {}; // does not fit: the nest rule below
     }
+    // A rope_quantize_store region: the quantizer's block form with the
+    // rotation and the cache store folded in (one launch for the parts'
+    // three); without a spec or a block form, the one-thread kernel that
+    // calls its parts (the executor then runs the parts instead).
+    std::optional<RopeQuantizeStoreSpec> ropeQuantizeStore = ropeQuantizeStoreSpecOf(fn);
+    fn->removeAttr(kRopeQuantizeStoreAttr);
+    int64_t ropeQuantizeStoreThreads = 0;
+    if (ropeQuantizeStore) {
+      ropeQuantizeStoreThreads =
+          quantizeRowsBlockThreads(ropeQuantizeStore->format, ropeQuantizeStore->dim);
+      if (ropeQuantizeStoreThreads == 0)
+        ropeQuantizeStore.reset();
+    }
     // Engram's gate: a block per (row, stream), the products staged in
     // shared memory for the thread that adds them.
     auto engramGate = fn->getAttrOfType<DictionaryAttr>(kEngramGateAttr);
@@ -476,6 +490,12 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                                           MemRefLayoutAttrInterface{}, workgroup);
       buildTopKCompactBlockBody(fn, compact.getAs<IntegerAttr>("k").getInt(), lanes);
       blockPerRow(lanes.threads, (lanes.threads + 1) * 4);
+    } else if (ropeQuantizeStore) {
+      QuantizeRowsBlockLanes lanes;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(ropeQuantizeStoreThreads);
+      lanes.shuffleXor = shuffleXorLane;
+      buildRopeQuantizeStoreBlockBody(fn, *ropeQuantizeStore, lanes);
+      blockPerRow(lanes.threads, 0);
     } else if (quantize) {
       QuantizeRowsBlockLanes lanes;
       static_cast<BlockRowLanes &>(lanes) = blockRowLanes(quantizeThreads);

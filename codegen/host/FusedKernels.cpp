@@ -2,6 +2,7 @@
 #include "codegen/host/FusedKernels.h"
 
 #include "codegen/host/KernelBuilder.h"
+#include "codegen/host/Transcendental.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -15,7 +16,7 @@ func::FuncOp buildRopeQuantizeStoreKernel(ModuleOp module,
                                           const std::string &rope,
                                           const std::string &quantize,
                                           const std::string &append,
-                                          int64_t stride) {
+                                          int64_t stride, bool inverse) {
   auto ropeFn = module.lookupSymbol<func::FuncOp>(rope);
   auto quantizeFn = module.lookupSymbol<func::FuncOp>(quantize);
   auto appendFn = module.lookupSymbol<func::FuncOp>(append);
@@ -66,7 +67,145 @@ func::FuncOp buildRopeQuantizeStoreKernel(ModuleOp module,
     scf::YieldOp::create(b, loc, ValueRange{intConst(b, loc, resultType, 0)});
   }
   func::ReturnOp::create(b, loc, guard.getResults());
+  // The block form's spec, where the quantizer has one (its format) and the
+  // parts are the released kernels (the append's window, RoPE's table).
+  auto quantized = quantizeFn->getAttrOfType<DictionaryAttr>(kQuantizeRowsAttr);
+  auto appended = appendFn->getAttrOfType<DictionaryAttr>(kCacheAppendAttr);
+  auto table = module.lookupSymbol<memref::GlobalOp>(rope + "_freqs");
+  if (quantized && appended && table) {
+    fn->setAttr(kRopeQuantizeStoreAttr,
+                b.getDictionaryAttr(
+                    {b.getNamedAttr("format", quantized.get("format")),
+                     b.getNamedAttr("dim", quantized.get("dim")),
+                     b.getNamedAttr("window", appended.get("window")),
+                     b.getNamedAttr("stride", b.getI64IntegerAttr(stride)),
+                     b.getNamedAttr("pairs", b.getI64IntegerAttr(table.getType().getNumElements())),
+                     b.getNamedAttr("inverse", b.getBoolAttr(inverse)),
+                     b.getNamedAttr("table", b.getStringAttr(table.getSymName()))}));
+  }
   return fn;
+}
+
+std::optional<RopeQuantizeStoreSpec> ropeQuantizeStoreSpecOf(func::FuncOp fn) {
+  auto attr = fn->getAttrOfType<DictionaryAttr>(kRopeQuantizeStoreAttr);
+  if (!attr)
+    return std::nullopt;
+  auto integer = [&](const char *key) -> std::optional<int64_t> {
+    if (auto v = attr.getAs<IntegerAttr>(key))
+      return v.getInt();
+    return std::nullopt;
+  };
+  auto format = integer("format"), dim = integer("dim"), window = integer("window"),
+       stride = integer("stride"), pairs = integer("pairs");
+  auto inverse = attr.getAs<BoolAttr>("inverse");
+  auto table = attr.getAs<StringAttr>("table");
+  if (!format || !dim || !window || !stride || !pairs || !inverse || !table)
+    return std::nullopt;
+  return RopeQuantizeStoreSpec{numerics::RowFormat(*format), *dim, *window, *stride, *pairs,
+                               inverse.getValue(), table.getValue().str()};
+}
+
+void buildRopeQuantizeStoreBlockBody(func::FuncOp fn, const RopeQuantizeStoreSpec &spec,
+                                     const QuantizeRowsBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {});
+  fn.setType(FunctionType::get(fn.getContext(), fn.getFunctionType().getInputs(),
+                               {b.getI32Type()}));
+  b.setInsertionPointToStart(entry);
+  Type i64 = b.getI64Type(), i32 = b.getI32Type(), f32 = b.getF32Type(), bf16 = b.getBF16Type();
+  Value x = entry->getArgument(0), ropePosition = entry->getArgument(1),
+        storePosition = entry->getArgument(2), cache = entry->getArgument(3),
+        rows = entry->getArgument(4);
+  auto idx = [&](int64_t v) { return indexConst(b, loc, v); };
+  auto i64c = [&](int64_t v) { return intConst(b, loc, i64, v); };
+  auto cmp = [&](arith::CmpIPredicate p, Value l, Value r) {
+    return arith::CmpIOp::create(b, loc, p, l, r).getResult();
+  };
+  auto band = [&](Value l, Value r) { return arith::AndIOp::create(b, loc, l, r).getResult(); };
+  Value n = memref::DimOp::create(b, loc, x, idx(0));
+  Value capacity =
+      arith::IndexCastOp::create(b, loc, i64, memref::DimOp::create(b, loc, cache, idx(0)));
+  // Row i's slot and whether it exists: the append kernel's rule.
+  auto slotOf = [&](Value i) -> std::pair<Value, Value> {
+    Value pos = arith::AddIOp::create(b, loc, storePosition,
+                                      arith::IndexCastOp::create(b, loc, i64, i));
+    Value slot = spec.window > 0 ? arith::RemSIOp::create(b, loc, pos, i64c(spec.window)).getResult()
+                                 : pos;
+    Value inRange = band(cmp(arith::CmpIPredicate::sge, pos, i64c(0)),
+                         cmp(arith::CmpIPredicate::slt, slot, capacity));
+    return {slot, inRange};
+  };
+  // The rows not stored, as the host kernel counts them (every thread).
+  auto count = scf::ForOp::create(b, loc, idx(0), n, idx(1), ValueRange{intConst(b, loc, i32, 0)});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(count.getBody());
+    Value missed = arith::ExtUIOp::create(
+        b, loc, i32,
+        arith::XOrIOp::create(b, loc, slotOf(count.getInductionVar()).second,
+                              arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
+    scf::YieldOp::create(b, loc, ValueRange{arith::AddIOp::create(
+                                     b, loc, count.getRegionIterArg(0), missed)});
+  }
+  Value r = lanes.row(b, loc);
+  auto [slot, inRange] = slotOf(r);
+  Value write = inRange;
+  if (spec.window > 0) // a later row takes the same slot: it wins
+    write = band(write, cmp(arith::CmpIPredicate::uge, arith::AddIOp::create(b, loc, r, idx(spec.window)), n));
+  Value slotIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), slot);
+  // A block past the rows (a launch of no rows still has one) does nothing.
+  auto inRows = scf::IfOp::create(b, loc, cmp(arith::CmpIPredicate::ult, r, n), /*withElse=*/false);
+  b.setInsertionPoint(inRows.thenBlock()->getTerminator());
+  QuantizeRowsBlockLanes fused = lanes;
+  const int64_t tail = spec.dim - 2 * spec.pairs;
+  auto tableType = MemRefType::get({spec.pairs}, f32);
+  fused.loadValue = [&](OpBuilder &b, Location loc, Value x, Value r, Value column) -> Value {
+    auto widen = [&](Value v) { return arith::ExtFOp::create(b, loc, f32, v).getResult(); };
+    auto rotated = scf::IfOp::create(b, loc, TypeRange{f32},
+                                     cmp(arith::CmpIPredicate::uge, column, idx(tail)),
+                                     /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(rotated.thenBlock());
+      // The RoPE kernel's arithmetic for the pair of `column`.
+      Value pair = arith::DivUIOp::create(b, loc, arith::SubIOp::create(b, loc, column, idx(tail)),
+                                          idx(2));
+      Value even = arith::AddIOp::create(b, loc, idx(tail),
+                                         arith::MulIOp::create(b, loc, pair, idx(2)));
+      Value odd = arith::AddIOp::create(b, loc, even, idx(1));
+      Value a = widen(memref::LoadOp::create(b, loc, x, ValueRange{r, even}));
+      Value bv = widen(memref::LoadOp::create(b, loc, x, ValueRange{r, odd}));
+      Value pos = arith::AddIOp::create(
+          b, loc, ropePosition,
+          arith::MulIOp::create(b, loc, arith::IndexCastOp::create(b, loc, i64, r),
+                                i64c(spec.stride)));
+      Value table = memref::GetGlobalOp::create(b, loc, tableType, spec.table);
+      Value angle = arith::MulFOp::create(b, loc, arith::SIToFPOp::create(b, loc, f32, pos),
+                                          memref::LoadOp::create(b, loc, table, pair));
+      auto [sn, cs] = emitSinCos32(b, loc, angle);
+      if (spec.inverse)
+        sn = arith::NegFOp::create(b, loc, sn);
+      Value re = arith::SubFOp::create(b, loc, arith::MulFOp::create(b, loc, a, cs),
+                                       arith::MulFOp::create(b, loc, bv, sn));
+      Value im = arith::AddFOp::create(b, loc, arith::MulFOp::create(b, loc, a, sn),
+                                       arith::MulFOp::create(b, loc, bv, cs));
+      Value v = arith::SelectOp::create(b, loc, cmp(arith::CmpIPredicate::eq, column, even), re, im);
+      scf::YieldOp::create(b, loc, widen(arith::TruncFOp::create(b, loc, bf16, v)));
+      b.setInsertionPointToStart(rotated.elseBlock());
+      scf::YieldOp::create(b, loc, widen(memref::LoadOp::create(b, loc, x, ValueRange{r, column})));
+    }
+    return rotated.getResult(0);
+  };
+  fused.alsoStore = [&](OpBuilder &b, Location loc, Value, Value column, Value byte) {
+    auto store = scf::IfOp::create(b, loc, write, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(store.thenBlock()->getTerminator());
+    memref::StoreOp::create(b, loc, byte, cache, ValueRange{slotIndex, column});
+  };
+  emitQuantizeRowsBlock(b, loc, x, rows, spec.format, spec.dim, fused);
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc, count.getResult(0));
 }
 
 } // namespace csa::codegen

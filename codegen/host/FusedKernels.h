@@ -11,9 +11,12 @@
 #ifndef CSA_CODEGEN_HOST_FUSEDKERNELS_H
 #define CSA_CODEGEN_HOST_FUSEDKERNELS_H
 
+#include "codegen/host/QuantizeKernels.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 
 namespace csa::codegen {
@@ -29,7 +32,37 @@ mlir::func::FuncOp buildRopeQuantizeStoreKernel(mlir::ModuleOp module,
                                                 const std::string &rope,
                                                 const std::string &quantize,
                                                 const std::string &append,
-                                                int64_t stride);
+                                                int64_t stride, bool inverse);
+
+/// What the block form of a rope_quantize_store kernel needs, which
+/// buildRopeQuantizeStoreKernel records on the kernel (kRopeQuantizeStoreAttr)
+/// when its quantizer has a block form (the released row formats): the row
+/// format and width, the ring's window (0: a global cache), the RoPE
+/// stride, whether it is the inverse rotation, and the RoPE kernel's
+/// frequency table (a memref.global of `pairs` f32).
+struct RopeQuantizeStoreSpec {
+  numerics::RowFormat format{};
+  int64_t dim = 0, window = 0, stride = 1, pairs = 0;
+  bool inverse = false;
+  std::string table;
+};
+inline constexpr const char *kRopeQuantizeStoreAttr = "csa.rope_quantize_store";
+
+/// The spec recorded on `fn`, if any.
+std::optional<RopeQuantizeStoreSpec> ropeQuantizeStoreSpecOf(mlir::func::FuncOp fn);
+
+/// Replaces the body of `fn` (from buildRopeQuantizeStoreKernel) with its
+/// block form, one kernel instead of the parts' three launches: a block per
+/// row (`lanes`, as the quantizer's block form: quantizeRowsBlockThreads
+/// threads), each thread rotating the elements of its byte as the RoPE
+/// kernel does (the pair's partner loaded beside it, the result rounded to
+/// bf16 as the host's rotated copy holds it), then quantizing them as the
+/// quantizer's block form does and storing each byte to the rows and to
+/// the row's cache slot (a ring slot only from the last row that takes it).
+/// Every thread returns the host kernel's count of rows not stored: the host
+/// kernel's bytes, rows and cache alike.
+void buildRopeQuantizeStoreBlockBody(mlir::func::FuncOp fn, const RopeQuantizeStoreSpec &spec,
+                                     const QuantizeRowsBlockLanes &lanes);
 
 } // namespace csa::codegen
 

@@ -631,7 +631,8 @@ struct FusionPattern : OpKernelPattern<FusionOp> {
                 appendK = s.kernelOf(ops[2]);
     std::string name = "fused_" + appendK + "__" + ropeK + "_s" + std::to_string(rope.getStride());
     s.use(name, "csa.fusion", "rope_quantize_store", KernelParallelism::Serial, [&] {
-      buildRopeQuantizeStoreKernel(s.kernels, name, ropeK, quantK, appendK, rope.getStride());
+      buildRopeQuantizeStoreKernel(s.kernels, name, ropeK, quantK, appendK, rope.getStride(),
+                                   rope.getInverse());
     });
     // Its parts, for a runtime that runs them separately (the GPU: RoPE and
     // the quantizer a thread per element, only the store ordered).

@@ -375,8 +375,15 @@ void buildQuantizeRowsBlockBody(func::FuncOp fn, nx::RowFormat format, int64_t d
   Location loc = fn.getLoc();
   Block *entry = freshBody(fn, {});
   b.setInsertionPointToStart(entry);
+  emitQuantizeRowsBlock(b, loc, entry->getArgument(0), entry->getArgument(1), format, dim,
+                        lanes);
+  func::ReturnOp::create(b, loc);
+}
+
+void emitQuantizeRowsBlock(OpBuilder &b, Location loc, Value x, Value out,
+                           nx::RowFormat format, int64_t dim,
+                           const QuantizeRowsBlockLanes &lanes) {
   Emitter e{b, loc};
-  Value x = entry->getArgument(0), out = entry->getArgument(1);
   const bool fp4 = isFp4(format);
   const int64_t perByte = fp4 ? 2 : 1, bytes = dim / perByte;
   const int64_t groupLanes = int64_t(nx::rowGroup(format)) / perByte;
@@ -387,9 +394,11 @@ void buildQuantizeRowsBlockBody(func::FuncOp fn, nx::RowFormat format, int64_t d
   // that every lane of a warp takes part in the shuffles; they store nothing.
   Value byte = arith::MinUIOp::create(b, loc, t, e.idx(bytes - 1));
   SmallVector<Value, 2> values;
-  for (int64_t i = 0; i < perByte; ++i)
-    values.push_back(e.loadF32(
-        x, {r, fp4 ? e.add(e.mul(byte, e.idx(2)), e.idx(i)) : byte}));
+  for (int64_t i = 0; i < perByte; ++i) {
+    Value column = fp4 ? e.add(e.mul(byte, e.idx(2)), e.idx(i)) : byte;
+    values.push_back(lanes.loadValue ? lanes.loadValue(b, loc, x, r, column)
+                                     : e.loadF32(x, {r, column}));
+  }
   // The lane's part of the amax, as the host's loop from 0 (NaN ignored:
   // |x| > amax is false), so never NaN; a max of such values does not
   // depend on the order, so the shuffles give the host's amax.
@@ -414,17 +423,21 @@ void buildQuantizeRowsBlockBody(func::FuncOp fn, nx::RowFormat format, int64_t d
   } else {
     q = e.encodeE4M3(arith::DivFOp::create(b, loc, values[0], scale));
   }
-  e.storeByte(q, out, {r, byte});
+  auto storeByte = [&](Value v, Value column) {
+    Value i8 = arith::TruncIOp::create(b, loc, b.getI8Type(), v);
+    memref::StoreOp::create(b, loc, i8, out, ValueRange{r, column});
+    if (lanes.alsoStore)
+      lanes.alsoStore(b, loc, r, column, i8);
+  };
+  storeByte(q, byte);
   // The group's first lane writes its scale byte.
   Value lane = arith::RemUIOp::create(b, loc, t, e.idx(groupLanes));
   auto first = scf::IfOp::create(b, loc, e.cmp(arith::CmpIPredicate::eq, lane, e.idx(0)),
                                  /*withElse=*/false);
   b.setInsertionPoint(first.thenBlock()->getTerminator());
-  e.storeByte(code, out,
-              {r, e.add(arith::DivUIOp::create(b, loc, t, e.idx(groupLanes)),
-                        e.idx(scaleOffset))});
-  b.setInsertionPointToEnd(entry);
-  func::ReturnOp::create(b, loc);
+  storeByte(code, e.add(arith::DivUIOp::create(b, loc, t, e.idx(groupLanes)),
+                        e.idx(scaleOffset)));
+  b.setInsertionPointAfter(store);
 }
 
 func::FuncOp buildDequantizeRowsKernel(ModuleOp module, const std::string &name,

@@ -76,6 +76,17 @@ inline constexpr const char *kQuantizeRowsAttr = "csa.quantize_rows";
 /// output byte, and a shuffle (XOR of the lane) within the warp.
 struct QuantizeRowsBlockLanes : BlockRowLanes {
   ShuffleXorFn shuffleXor;
+  /// A fused region's hooks (FusedKernels.h); unset for the quantizer's own
+  /// form. `loadValue`: the fp32 value of element `column` of row `r` of
+  /// `x` (default: the element, widened). `alsoStore`: called beside each
+  /// byte the form stores into its rows (`column` of row `r`, the i8
+  /// `byte`), inside the store's guard.
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value x, mlir::Value r,
+                            mlir::Value column)>
+      loadValue;
+  std::function<void(mlir::OpBuilder &, mlir::Location, mlir::Value r, mlir::Value column,
+                     mlir::Value byte)>
+      alsoStore;
 };
 
 /// The block form's threads for a row of `dim` values (the row's bytes
@@ -93,6 +104,14 @@ int64_t quantizeRowsBlockThreads(numerics::RowFormat format, int64_t dim);
 /// row on the H200.) `lanes.threads` must be quantizeRowsBlockThreads.
 void buildQuantizeRowsBlockBody(mlir::func::FuncOp fn, numerics::RowFormat format,
                                 int64_t dim, const QuantizeRowsBlockLanes &lanes);
+
+/// The block form's work for row `lanes.row` of `x` into `out` (both
+/// memrefs as buildQuantizeRowsKernel's), emitted at `b`'s insertion point:
+/// what buildQuantizeRowsBlockBody's body does, for a fused region's form
+/// that quantizes a row among other work.
+void emitQuantizeRowsBlock(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                           mlir::Value out, numerics::RowFormat format, int64_t dim,
+                           const QuantizeRowsBlockLanes &lanes);
 
 /// `name(rows: memref<?xRxi8>, y: memref<?xDxT>)`: y = value * group scale
 /// (csa.dequantize), as `numerics::dequantizeRow`. The fp32 product is exact

@@ -250,13 +250,17 @@ absl::Status Executor::Impl::fusion(Step &s) {
   const int64_t rowBytes = rowBytesOf(s, "rows");
   if (rowBytes < 1)
     return absl::InvalidArgumentError("the rows of a region must be an i8 [rows, row_bytes] transient");
-  // On the GPU the region runs as its parts when the plan names them (RoPE
-  // and the quantizer a thread per element; the fused kernel is one thread,
-  // since its store is ordered): the same operations on the same bytes.
-  const bool parts = runner && s.kernels.count("rope") && s.kernels.count("quantize") &&
-                     s.kernels.count("append") && s.call->attrs.contains("rope_stride");
-  Tensor &rows = parts ? kernelResult(s, "rows", 1, {n, rowBytes}, x.base)
-                       : result(s, "rows", 1, {n, rowBytes}, x.base);
+  // On the GPU the region is one kernel where the back end gave it its block
+  // form (a block per row: the released row formats); otherwise it runs as
+  // its parts when the plan names them (the fused kernel would be one
+  // thread): the same operations on the same bytes either way.
+  const KernelRef &fused = kernel(s, "main");
+  const bool blockForm = fused.gpu && fused.gpu->launch.rule == "row_tiles";
+  const bool parts = runner && !blockForm && s.kernels.count("rope") &&
+                     s.kernels.count("quantize") && s.kernels.count("append") &&
+                     s.call->attrs.contains("rope_stride");
+  Tensor &rows = parts || blockForm ? kernelResult(s, "rows", 1, {n, rowBytes}, x.base)
+                                    : result(s, "rows", 1, {n, rowBytes}, x.base);
   auto dc = appendView(s, "cache", *storePosition, n, rowBytes);
   if (!dc.ok())
     return dc.status();
@@ -278,8 +282,8 @@ absl::Status Executor::Impl::fusion(Step &s) {
     invoke(s, "quantize", &drot, &dr);
     missed = invokeAs<int32_t>(kernel(s, "append"), &dr, &*dc, int64_t(*storePosition));
   } else {
-    missed = invokeAs<int32_t>(kernel(s, "main"), &dx, int64_t(*ropePosition),
-                               int64_t(*storePosition), &*dc, &dr);
+    missed = invokeAs<int32_t>(fused, &dx, int64_t(*ropePosition), int64_t(*storePosition),
+                               &*dc, &dr);
   }
   if (missed != 0)
     return absl::InternalError(absl::StrCat(missed, " rows were not stored in '",

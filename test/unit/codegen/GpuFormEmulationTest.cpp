@@ -1,7 +1,8 @@
 //===- GpuFormEmulationTest.cpp - The block forms, run by host threads ----===//
 //
 // The block forms of the other kernels (top-k, mHC mix sums, RMS norm,
-// Engram gate, index scores, MoE routing, cache appends, row quantizers)
+// Engram gate, index scores, MoE routing, cache appends, row quantizers, the
+// rope_quantize_store region)
 // run on host threads (SimtEmulation.h): each gives the host kernel's bits
 // or meets its bound on fresh random inputs. The linears' forms are in
 // GpuFormLinearEmulationTest.cpp, sparse attention's in
@@ -11,6 +12,7 @@
 #include "codegen/host/AttentionKernels.h"
 #include "codegen/host/SelectionKernels.h"
 #include "codegen/host/EngramKernels.h"
+#include "codegen/host/FusedKernels.h"
 #include "codegen/host/HostKernels.h"
 #include "codegen/host/MhcKernels.h"
 #include "codegen/host/MoeKernels.h"
@@ -726,6 +728,113 @@ TEST(GpuFormEmulation, QuantizeRowsBlockFormMatchesTheHostKernel) {
   expectQuantizeRowsBlockFormMatchesHost(nx::RowFormat::MainKvFp4, 48, 2, 65);
   EXPECT_EQ(quantizeRowsBlockThreads(nx::RowFormat::SwaKvFp8, 4096), 0); // over 1024 bytes
   EXPECT_EQ(quantizeRowsBlockThreads(nx::RowFormat::SwaKvFp8, 100), 0);  // not whole groups
+}
+
+namespace {
+/// The block form of a rope_quantize_store region (RoPE, quantizer and cache
+/// store in one kernel) against the host kernel that calls the three parts:
+/// the same rows, cache bytes (entries the host leaves alone included) and
+/// count of rows not stored, on fresh random rows (a NaN and an infinity
+/// among them), the form's rows poisoned first and the blocks run last first.
+void expectRopeQuantizeStoreBlockFormMatchesHost(nx::RowFormat format, int64_t dim,
+                                                 int64_t pairs, bool inverse, int64_t window,
+                                                 int64_t n, int64_t ropePosition,
+                                                 int64_t stride, int64_t start, int64_t entries,
+                                                 uint32_t seed) {
+  const int64_t threads = quantizeRowsBlockThreads(format, dim);
+  ASSERT_GT(threads, 0);
+  std::vector<float> freqs(static_cast<size_t>(pairs));
+  for (int64_t i = 0; i < pairs; ++i)
+    freqs[size_t(i)] = std::pow(10000.f, -2.f * float(i) / float(2 * pairs));
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    buildRopeKernel(m, "rope", freqs, inverse);
+    buildQuantizeRowsKernel(m, "quantize", format, dim);
+    buildCacheAppendKernel(m, "append", format, dim, window);
+    buildRopeQuantizeStoreKernel(m, "host", "rope", "quantize", "append", stride, inverse);
+    func::FuncOp form =
+        buildRopeQuantizeStoreKernel(m, "form", "rope", "quantize", "append", stride, inverse);
+    std::optional<RopeQuantizeStoreSpec> spec = ropeQuantizeStoreSpecOf(form);
+    ASSERT_TRUE(spec.has_value());
+    EXPECT_EQ(spec->pairs, pairs);
+    EXPECT_EQ(spec->window, window);
+    QuantizeRowsBlockLanes lanes;
+    static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
+    lanes.shuffleXor = simt.shuffleXor();
+    buildRopeQuantizeStoreBlockBody(form, *spec, lanes);
+  });
+  const int64_t rowBytes = int64_t(nx::rowBytes(format, dim));
+  const int64_t stride8 = rowBytes + 8; // cache records wider than the row
+  std::vector<uint16_t> x = randomBf16(size_t(std::max<int64_t>(n, 1) * dim), seed, 8.f);
+  if (n > 1) {
+    x[size_t(dim - 1)] = 0x7FC0;  // NaN in row 0's rotated tail
+    x[size_t(dim + 2)] = 0x7F80;  // +inf in row 1
+  }
+  const std::vector<uint16_t> before = x;
+  std::mt19937 gen(seed + 1);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> hostCache(size_t(entries * stride8));
+  for (uint8_t &v : hostCache)
+    v = uint8_t(byte(gen));
+  std::vector<uint8_t> formCache = hostCache;
+  std::vector<uint8_t> hostRows(size_t(std::max<int64_t>(n, 1) * rowBytes), 0),
+      formRows(hostRows.size(), 0xAB);
+  auto dx = describe<2>(x, {n, dim});
+  auto dhr = describe<2, uint8_t>(hostRows, {n, rowBytes});
+  auto dfr = describe<2, uint8_t>(formRows, {n, rowBytes});
+  Descriptor<2, uint8_t> dh{hostCache.data(), hostCache.data(), 0, {entries, rowBytes}, {stride8, 1}};
+  Descriptor<2, uint8_t> df{formCache.data(), formCache.data(), 0, {entries, rowBytes}, {stride8, 1}};
+  using Fn = int32_t (*)(void *, int64_t, int64_t, void *, void *);
+  auto *host = reinterpret_cast<Fn>(lib.symbol("host"));
+  auto *form = reinterpret_cast<Fn>(lib.symbol("form"));
+  ASSERT_TRUE(host && form);
+  const int32_t hostMissed = host(&dx, ropePosition, start, &dh, &dhr);
+  std::vector<int32_t> formMissed(size_t(std::max<int64_t>(n, 1) * threads), -7);
+  launch(std::max<int64_t>(n, 1), 1, threads, 0, [&](void *) {
+    formMissed[size_t(csa_simt_block_x() * threads + csa_simt_thread())] =
+        form(&dx, ropePosition, start, &df, &dfr);
+  }, /*lastFirst=*/true);
+  for (int32_t m : formMissed)
+    ASSERT_EQ(m, hostMissed);
+  ASSERT_EQ(x, before) << "the region's input is left as it was";
+  for (int64_t i = 0; i < n * rowBytes; ++i)
+    ASSERT_EQ(hostRows[size_t(i)], formRows[size_t(i)])
+        << "row " << i / rowBytes << " byte " << i % rowBytes;
+  for (size_t i = 0; i < hostCache.size(); ++i)
+    ASSERT_EQ(hostCache[i], formCache[i]) << "entry " << i / size_t(stride8) << " byte "
+                                          << i % size_t(stride8);
+  // The rotation did something: the rows differ from those of x unrotated.
+  if (n > 0) {
+    std::vector<uint8_t> plain(size_t(n * rowBytes));
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<float> row(static_cast<size_t>(dim));
+      for (int64_t c = 0; c < dim; ++c)
+        row[size_t(c)] = nx::bf16ToFloat(before[size_t(r * dim + c)]);
+      nx::quantizeRow(format, row.data(), dim, plain.data() + r * rowBytes);
+    }
+    EXPECT_NE(std::vector<uint8_t>(hostRows.begin(), hostRows.begin() + long(plain.size())), plain);
+  }
+}
+} // namespace
+
+TEST(GpuFormEmulation, RopeQuantizeStoreBlockFormMatchesTheHostKernel) {
+  // The SWA ring (h200-full's store: 512 channels, 64 rotated): a decode
+  // step, a prefill of more rows than slots (the last win), no rows.
+  expectRopeQuantizeStoreBlockFormMatchesHost(nx::RowFormat::SwaKvFp8, 512, 32, false, 8, 1,
+                                              4099, 1, 4099, 8, 71);
+  expectRopeQuantizeStoreBlockFormMatchesHost(nx::RowFormat::SwaKvFp8, 512, 32, false, 8, 21,
+                                              3, 1, 3, 8, 72);
+  expectRopeQuantizeStoreBlockFormMatchesHost(nx::RowFormat::SwaKvFp8, 512, 32, false, 8, 0,
+                                              5, 1, 5, 8, 73);
+  // Compressed main-KV rows into a global cache (one a ratio of positions),
+  // two past its end; index keys, the inverse rotation.
+  expectRopeQuantizeStoreBlockFormMatchesHost(nx::RowFormat::MainKvFp4, 512, 32, false, 0, 4,
+                                              7, 4, 8, 10, 74);
+  expectRopeQuantizeStoreBlockFormMatchesHost(nx::RowFormat::IndexKeyFp4, 128, 32, true, 0, 3,
+                                              1, 2, 2, 10, 75);
+  // Narrow rows whose bytes leave part of the last warp idle.
+  expectRopeQuantizeStoreBlockFormMatchesHost(nx::RowFormat::SwaKvFp8, 96, 8, false, 4, 3,
+                                              11, 1, 11, 4, 76);
 }
 
 namespace {

@@ -594,12 +594,25 @@ func::FuncOp buildQuantizeIndexKeyFp8Kernel(ModuleOp module, const std::string &
                                    int64_t(nx::indexKeyFp8RowBytes(size_t(dim))), valueType,
                                    /*quantizer=*/true);
   Value x = fn.getArgument(0), out = fn.getArgument(1);
+  // ptxas compiles `st.b8` of a register that a float instruction wrote as a
+  // float-to-u8 conversion (F2IP.U8.F32 in the SASS: the scale's low byte
+  // came out 0 on an H100), and LLVM drops any plain integer op between the
+  // multiplication and the byte store (only the low byte is demanded). So
+  // the scale's bits pass an `or` with a value it cannot fold, also where
+  // this kernel is inlined into a fused one: 1 only for a negative count of
+  // output rows (read from the descriptor), which no memref has.
+  Value never = arith::ExtUIOp::create(
+      b, e.loc, e.i32(),
+      e.cmp(arith::CmpIPredicate::slt,
+            arith::IndexCastOp::create(b, e.loc, b.getI64Type(),
+                                       memref::DimOp::create(b, e.loc, out, e.idx(0))),
+            arith::ConstantIntOp::create(b, e.loc, b.getI64Type(), 0)));
   forLoop(e, memref::DimOp::create(b, e.loc, x, e.idx(0)), [&](Value r) {
     // The row's amax (NaN ignored, +-inf as FLT_MAX), floored at 1e-4, times
     // fp32(1/448): an fp32 scale, stored little-endian after the values.
     Value amax = scaleAmax(e, rowAmax(e, x, r, e.idx(0), dim), nx::kFp8AmaxFloor);
     Value scale = arith::MulFOp::create(b, e.loc, amax, e.f(nx::kFp8MaxInv));
-    Value scaleBits = e.bits(scale);
+    Value scaleBits = e.bor(e.bits(scale), never);
     for (int i = 0; i < 4; ++i)
       e.storeByte(e.lshr(scaleBits, e.c32(8 * i)), out, {r, e.idx(dim + i)});
     forLoop(e, e.idx(dim), [&](Value c) {

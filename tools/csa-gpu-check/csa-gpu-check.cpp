@@ -512,6 +512,7 @@ int main(int argc, char **argv) {
     }
     int64_t elements = 0, bad = 0;
     double maxDiff = 0, worstFraction = 0;
+    std::string firstBad; // where a bit-for-bit comparison first failed
     for (size_t ai = 0; ai < args.size(); ++ai) {
       Arg &a = args[ai];
       if (a.scalar)
@@ -537,7 +538,9 @@ int main(int argc, char **argv) {
           x = a.host[size_t(i)];
           y = a.gpu[size_t(i)];
         }
-        if (std::isnan(x) && std::isnan(y))
+        // NaN matches NaN; an infinity matches itself (their difference
+        // would be NaN).
+        if ((std::isnan(x) && std::isnan(y)) || x == y)
           continue;
         double diff = std::fabs(x - y);
         if (boundedOutput) {
@@ -567,8 +570,12 @@ int main(int argc, char **argv) {
             maxDiff = diff;
           continue;
         }
-        if (!(diff == 0))
+        if (!(diff == 0)) {
+          if (bad == 0 && firstBad.empty())
+            firstBad = "first: argument " + std::to_string(ai) + " element " + std::to_string(i) +
+                       ", host " + std::to_string(x) + ", gpu " + std::to_string(y);
           ++bad;
+        }
         if (diff > maxDiff || std::isnan(diff))
           maxDiff = diff;
       }
@@ -585,6 +592,8 @@ int main(int argc, char **argv) {
                           .c_str()
                     : bounded ? within
                               : "exact");
+    if (!firstBad.empty())
+      std::printf("  %s\n", firstBad.c_str());
     if (timeIterations > 0 && !bad) {
       std::vector<float> ms;
       auto start = gpu.createEvent(), end = gpu.createEvent();

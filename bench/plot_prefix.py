@@ -7,7 +7,10 @@
 
 Left: the time to a turn's first logits against the turn's new tokens, one
 line per case (cold prefill of the whole request, global + local hit,
-global-only hit for each replay length) and history length. Right: the
+global-only hit for each replay length) and history length; with
+`--against=history`, against the history length, one line per case and
+turn length (several JSON files are merged: one run of long histories
+each). Right: the
 global-only run's KL from the global + local one at each teacher-forced step
 after the turn, per replay length (the first history and turn length).
 Needs matplotlib (Debian's python3-matplotlib, installed by
@@ -25,20 +28,37 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("json")
+    parser.add_argument("json", nargs="+")
     parser.add_argument("-o", "--output", required=True)
     parser.add_argument("--title", default="")
+    parser.add_argument("--against", choices=["new", "history"], default="new",
+                        help="the left panel's x axis: the turn's new tokens or the history")
     args = parser.parse_args()
-    try:
-        doc = json.load(open(args.json, encoding="utf-8"))
-        runs = doc["runs"]
-    except (OSError, ValueError, KeyError) as e:
-        sys.exit(f"{args.json}: not a csa-bench-prefix-cache JSON ({e})")
+    runs = []
+    for path in args.json:
+        try:
+            doc = json.load(open(path, encoding="utf-8"))
+            runs += doc["runs"]
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"{path}: not a csa-bench-prefix-cache JSON ({e})")
     if not runs:
-        sys.exit(f"{args.json}: no runs")
+        sys.exit(f"{args.json[0]}: no runs")
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for history in sorted({r["history"] for r in runs}):
+    if args.against == "history":
+        for new in sorted({r["new"] for r in runs}):
+            rows = sorted((r for r in runs if r["new"] == new), key=lambda r: r["history"])
+            hist = [r["history"] for r in rows]
+            left.plot(hist, [r["cold_seconds"] * 1e3 for r in rows], "o-", label=f"cold, N={new}")
+            left.plot(hist, [r["global_local"]["seconds"] * 1e3 for r in rows], "s-",
+                      label=f"global+local, N={new}")
+            left.plot(hist, [r["global_only"][0]["seconds"] * 1e3 for r in rows], "^--",
+                      label=f"global-only ({rows[0]['global_only'][0]['replayed_tokens']} "
+                            f"replayed), N={new}")
+        left.set_xscale("log", base=2)
+        left.set_yscale("log")
+        left.set_xlabel("history tokens L")
+    for history in sorted({r["history"] for r in runs}) if args.against == "new" else []:
         rows = sorted((r for r in runs if r["history"] == history), key=lambda r: r["new"])
         new = [r["new"] for r in rows]
         left.plot(new, [r["cold_seconds"] * 1e3 for r in rows], "o-", label=f"cold, L={history}")
@@ -47,8 +67,9 @@ def main():
         for i, g in enumerate(rows[0]["global_only"]):
             left.plot(new, [r["global_only"][i]["seconds"] * 1e3 for r in rows], "^--",
                       label=f"global-only ({g['replayed_tokens']} replayed), L={history}")
-    left.set_xscale("log", base=2)
-    left.set_xlabel("new tokens in the turn")
+    if args.against == "new":
+        left.set_xscale("log", base=2)
+        left.set_xlabel("new tokens in the turn")
     left.set_ylabel("ms to the turn's first logits")
     left.grid(True, alpha=0.3)
     left.legend(fontsize=7)

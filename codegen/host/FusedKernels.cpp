@@ -113,7 +113,7 @@ void buildRopeQuantizeStoreBlockBody(func::FuncOp fn, const RopeQuantizeStoreSpe
   fn.setType(FunctionType::get(fn.getContext(), fn.getFunctionType().getInputs(),
                                {b.getI32Type()}));
   b.setInsertionPointToStart(entry);
-  Type i64 = b.getI64Type(), i32 = b.getI32Type(), f32 = b.getF32Type(), bf16 = b.getBF16Type();
+  Type i64 = b.getI64Type(), f32 = b.getF32Type(), bf16 = b.getBF16Type();
   Value x = entry->getArgument(0), ropePosition = entry->getArgument(1),
         storePosition = entry->getArgument(2), cache = entry->getArgument(3),
         rows = entry->getArgument(4);
@@ -122,38 +122,11 @@ void buildRopeQuantizeStoreBlockBody(func::FuncOp fn, const RopeQuantizeStoreSpe
   auto cmp = [&](arith::CmpIPredicate p, Value l, Value r) {
     return arith::CmpIOp::create(b, loc, p, l, r).getResult();
   };
-  auto band = [&](Value l, Value r) { return arith::AndIOp::create(b, loc, l, r).getResult(); };
   Value n = memref::DimOp::create(b, loc, x, idx(0));
-  Value capacity =
-      arith::IndexCastOp::create(b, loc, i64, memref::DimOp::create(b, loc, cache, idx(0)));
-  // Row i's slot and whether it exists: the append kernel's rule.
-  auto slotOf = [&](Value i) -> std::pair<Value, Value> {
-    Value pos = arith::AddIOp::create(b, loc, storePosition,
-                                      arith::IndexCastOp::create(b, loc, i64, i));
-    Value slot = spec.window > 0 ? arith::RemSIOp::create(b, loc, pos, i64c(spec.window)).getResult()
-                                 : pos;
-    Value inRange = band(cmp(arith::CmpIPredicate::sge, pos, i64c(0)),
-                         cmp(arith::CmpIPredicate::slt, slot, capacity));
-    return {slot, inRange};
-  };
-  // The rows not stored, as the host kernel counts them (every thread).
-  auto count = scf::ForOp::create(b, loc, idx(0), n, idx(1), ValueRange{intConst(b, loc, i32, 0)});
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(count.getBody());
-    Value missed = arith::ExtUIOp::create(
-        b, loc, i32,
-        arith::XOrIOp::create(b, loc, slotOf(count.getInductionVar()).second,
-                              arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
-    scf::YieldOp::create(b, loc, ValueRange{arith::AddIOp::create(
-                                     b, loc, count.getRegionIterArg(0), missed)});
-  }
   Value r = lanes.row(b, loc);
-  auto [slot, inRange] = slotOf(r);
-  Value write = inRange;
-  if (spec.window > 0) // a later row takes the same slot: it wins
-    write = band(write, cmp(arith::CmpIPredicate::uge, arith::AddIOp::create(b, loc, r, idx(spec.window)), n));
-  Value slotIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), slot);
+  const CacheStoreSlot store = emitCacheStoreSlot(b, loc, cache, storePosition, n, r, spec.window);
+  Value write = store.write, missed = store.missed;
+  Value slotIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), store.slot);
   // A block past the rows (a launch of no rows still has one) does nothing.
   auto inRows = scf::IfOp::create(b, loc, cmp(arith::CmpIPredicate::ult, r, n), /*withElse=*/false);
   b.setInsertionPoint(inRows.thenBlock()->getTerminator());
@@ -198,14 +171,14 @@ void buildRopeQuantizeStoreBlockBody(func::FuncOp fn, const RopeQuantizeStoreSpe
     return rotated.getResult(0);
   };
   fused.alsoStore = [&](OpBuilder &b, Location loc, Value, Value column, Value byte) {
-    auto store = scf::IfOp::create(b, loc, write, /*withElse=*/false);
+    auto guard = scf::IfOp::create(b, loc, write, /*withElse=*/false);
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(store.thenBlock()->getTerminator());
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
     memref::StoreOp::create(b, loc, byte, cache, ValueRange{slotIndex, column});
   };
   emitQuantizeRowsBlock(b, loc, x, rows, spec.format, spec.dim, fused);
   b.setInsertionPointToEnd(entry);
-  func::ReturnOp::create(b, loc, count.getResult(0));
+  func::ReturnOp::create(b, loc, missed);
 }
 
 } // namespace csa::codegen

@@ -734,10 +734,38 @@ void buildCacheAppendBlockBody(func::FuncOp fn, int64_t rowBytes, int64_t window
                                {b.getI32Type()}));
   b.setInsertionPointToStart(entry);
   Emitter e{b, loc};
-  Type i64 = b.getI64Type();
   Value rows = entry->getArgument(0), cache = entry->getArgument(1),
         start = entry->getArgument(2);
   Value n = memref::DimOp::create(b, loc, rows, e.idx(0));
+  Value i = row(b, loc), tid = thread(b, loc);
+  const CacheStoreSlot store = emitCacheStoreSlot(b, loc, cache, start, n, i, window);
+  Value slot = store.slot, write = store.write, missed = store.missed;
+  auto guard = scf::IfOp::create(b, loc, write, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    Value dst = arith::IndexCastOp::create(b, loc, b.getIndexType(), slot);
+    SmallVector<std::pair<Value, Value>> bytes; // (column, byte)
+    for (int64_t c0 = 0; c0 < rowBytes; c0 += threads) {
+      Value c = e.add(tid, e.idx(c0));
+      Value clamped = arith::MinUIOp::create(b, loc, c, e.idx(rowBytes - 1));
+      bytes.push_back({c, memref::LoadOp::create(b, loc, rows, ValueRange{i, clamped})});
+    }
+    for (auto [c, byte] : bytes) {
+      auto own = scf::IfOp::create(b, loc, e.cmp(arith::CmpIPredicate::ult, c, e.idx(rowBytes)),
+                                   /*withElse=*/false);
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPoint(own.thenBlock()->getTerminator());
+      memref::StoreOp::create(b, loc, byte, cache, ValueRange{dst, c});
+    }
+  }
+  func::ReturnOp::create(b, loc, missed);
+}
+
+CacheStoreSlot emitCacheStoreSlot(OpBuilder &b, Location loc, Value cache, Value start, Value n,
+                                  Value row, int64_t window) {
+  Emitter e{b, loc};
+  Type i64 = b.getI64Type();
   Value capacity = arith::IndexCastOp::create(
       b, loc, i64, memref::DimOp::create(b, loc, cache, e.idx(0)));
   Value zero64 = arith::ConstantIntOp::create(b, loc, i64, 0);
@@ -763,31 +791,11 @@ void buildCacheAppendBlockBody(func::FuncOp fn, int64_t rowBytes, int64_t window
                               arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
     scf::YieldOp::create(b, loc, ValueRange{e.add(count.getRegionIterArg(0), missed)});
   }
-  Value i = row(b, loc), tid = thread(b, loc);
-  auto [slot, inRange] = slotOf(i);
-  Value write = e.band(inRange, e.cmp(arith::CmpIPredicate::ult, i, n));
+  auto [slot, inRange] = slotOf(row);
+  Value write = e.band(inRange, e.cmp(arith::CmpIPredicate::ult, row, n));
   if (window > 0) // a later row takes the same slot: it wins
-    write = e.band(write, e.cmp(arith::CmpIPredicate::uge, e.add(i, e.idx(window)), n));
-  auto guard = scf::IfOp::create(b, loc, write, /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(guard.thenBlock()->getTerminator());
-    Value dst = arith::IndexCastOp::create(b, loc, b.getIndexType(), slot);
-    SmallVector<std::pair<Value, Value>> bytes; // (column, byte)
-    for (int64_t c0 = 0; c0 < rowBytes; c0 += threads) {
-      Value c = e.add(tid, e.idx(c0));
-      Value clamped = arith::MinUIOp::create(b, loc, c, e.idx(rowBytes - 1));
-      bytes.push_back({c, memref::LoadOp::create(b, loc, rows, ValueRange{i, clamped})});
-    }
-    for (auto [c, byte] : bytes) {
-      auto own = scf::IfOp::create(b, loc, e.cmp(arith::CmpIPredicate::ult, c, e.idx(rowBytes)),
-                                   /*withElse=*/false);
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPoint(own.thenBlock()->getTerminator());
-      memref::StoreOp::create(b, loc, byte, cache, ValueRange{dst, c});
-    }
-  }
-  func::ReturnOp::create(b, loc, count.getResult(0));
+    write = e.band(write, e.cmp(arith::CmpIPredicate::uge, e.add(row, e.idx(window)), n));
+  return {slot, write, count.getResult(0)};
 }
 
 } // namespace csa::codegen

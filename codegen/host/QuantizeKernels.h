@@ -152,6 +152,19 @@ mlir::func::FuncOp buildCacheAppendKernel(mlir::ModuleOp module,
 /// NVPTX back end rebuilds it as the block form.
 inline constexpr const char *kCacheAppendAttr = "csa.cache_append";
 
+/// Where a block form stores row `row` of `n` rows into `cache` from entry
+/// `start` (the append kernel's rule): `slot` (i64), `write` (i1: the slot
+/// exists, the row is one of the n, and in a ring of `window` > 0 slots no
+/// later row takes the slot), and `missed` (i32: the rows whose slot does not
+/// exist, which the host kernel returns; every thread counts them). Emitted
+/// at `b`'s insertion point.
+struct CacheStoreSlot {
+  mlir::Value slot, write, missed;
+};
+CacheStoreSlot emitCacheStoreSlot(mlir::OpBuilder &b, mlir::Location loc, mlir::Value cache,
+                                  mlir::Value start, mlir::Value n, mlir::Value row,
+                                  int64_t window);
+
 /// Replaces the body of `fn` (from buildCacheAppendKernel) with the block
 /// form: a block per row (`row`), its `threads` threads each copying every
 /// `threads`-th byte, all loads before the stores. The cache ends as the

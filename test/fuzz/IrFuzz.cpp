@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/csa/CsaDialect.h"
+#include "passes/InputIr.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 
@@ -52,8 +53,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // MLIR's lexer reads up to the terminating NUL that every file buffer
   // (csa-compile's, csa-opt's) carries; libFuzzer's input has none.
   const std::string text(reinterpret_cast<const char *>(data), size);
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
-  if (!module || mlir::failed(mlir::verify(*module)))
+  // As csa-compile --compile-from reads a stage: parsed, then verified by
+  // verifyInputIr.
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(
+      text, mlir::ParserConfig(&ctx, /*verifyAfterParse=*/false));
+  if (!module || mlir::failed(csa::verifyInputIr(*module)))
     return 0;
   mlir::PassManager pm(&ctx);
   csa::buildGraphToTiledPipeline(pm, csa::StagePipelineOptions{});

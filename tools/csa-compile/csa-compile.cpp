@@ -26,6 +26,7 @@
 #include "models/graph/GraphBuilder.h"
 #include "models/variants/Variants.h"
 #include "passes/CostAnalysis.h"
+#include "passes/InputIr.h"
 #include "tools/csa-compile/Sweep.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
@@ -683,7 +684,12 @@ int main(int argc, char **argv) {
       return fail("--emit names a stage before --compile-from's");
     stage = compileFrom;
     ::stage("reading the IR");
-    module = parseSourceFile<ModuleOp>(configPath, &context);
+    // Verified by verifyInputIr, which first rejects what upstream
+    // verifiers crash on.
+    module = parseSourceFile<ModuleOp>(configPath,
+                                       ParserConfig(&context, /*verifyAfterParse=*/false));
+    if (module && failed(csa::verifyInputIr(*module)))
+      module = nullptr;
     if (!module)
       return fail("cannot read '" + configPath + "' as " +
                   stageName(stage) +

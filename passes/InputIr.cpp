@@ -1,0 +1,35 @@
+//===- InputIr.cpp - Verifying IR that a user wrote or edited -------------===//
+#include "passes/InputIr.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Verifier.h"
+
+using namespace mlir;
+
+namespace csa {
+
+LogicalResult verifyInputIr(Operation *op) {
+  // By name and attribute, before any op's verifier runs: the ops are not
+  // known to be well formed yet.
+  WalkResult walk = op->walk([](Operation *o) {
+    StringRef name = o->getName().getStringRef();
+    if (name != "tensor.expand_shape" && name != "memref.expand_shape")
+      return WalkResult::advance();
+    auto groups = o->getAttrOfType<ArrayAttr>("reassociation");
+    if (!groups)
+      return WalkResult::advance(); // the verifier reports it
+    for (Attribute group : groups) {
+      auto indices = dyn_cast<ArrayAttr>(group);
+      if (indices && indices.empty()) {
+        o->emitOpError("reassociation indices must not be empty");
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return verify(op);
+}
+
+} // namespace csa

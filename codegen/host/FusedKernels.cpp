@@ -2,7 +2,7 @@
 #include "codegen/host/FusedKernels.h"
 
 #include "codegen/host/KernelBuilder.h"
-#include "codegen/host/Transcendental.h"
+#include "codegen/host/HostKernels.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -154,15 +154,9 @@ void buildRopeQuantizeStoreBlockBody(func::FuncOp fn, const RopeQuantizeStoreSpe
           arith::MulIOp::create(b, loc, arith::IndexCastOp::create(b, loc, i64, r),
                                 i64c(spec.stride)));
       Value table = memref::GetGlobalOp::create(b, loc, tableType, spec.table);
-      Value angle = arith::MulFOp::create(b, loc, arith::SIToFPOp::create(b, loc, f32, pos),
-                                          memref::LoadOp::create(b, loc, table, pair));
-      auto [sn, cs] = emitSinCos32(b, loc, angle);
-      if (spec.inverse)
-        sn = arith::NegFOp::create(b, loc, sn);
-      Value re = arith::SubFOp::create(b, loc, arith::MulFOp::create(b, loc, a, cs),
-                                       arith::MulFOp::create(b, loc, bv, sn));
-      Value im = arith::AddFOp::create(b, loc, arith::MulFOp::create(b, loc, a, sn),
-                                       arith::MulFOp::create(b, loc, bv, cs));
+      auto [sn, cs] = emitRopeSinCos(b, loc, arith::SIToFPOp::create(b, loc, f32, pos),
+                                     memref::LoadOp::create(b, loc, table, pair), spec.inverse);
+      auto [re, im] = emitRopeRotate(b, loc, a, bv, sn, cs);
       Value v = arith::SelectOp::create(b, loc, cmp(arith::CmpIPredicate::eq, column, even), re, im);
       scf::YieldOp::create(b, loc, widen(arith::TruncFOp::create(b, loc, bf16, v)));
       b.setInsertionPointToStart(rotated.elseBlock());

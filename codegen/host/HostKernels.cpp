@@ -248,6 +248,24 @@ void buildRmsNormBlockBody(func::FuncOp fn, int64_t dim, double eps,
   func::ReturnOp::create(b, loc);
 }
 
+std::pair<Value, Value> emitRopeSinCos(OpBuilder &b, Location loc, Value position, Value freq,
+                                       bool inverse) {
+  auto [s, c] = emitSinCos32(b, loc, arith::MulFOp::create(b, loc, position, freq));
+  if (inverse)
+    s = arith::NegFOp::create(b, loc, s);
+  return {s, c};
+}
+
+std::pair<Value, Value> emitRopeRotate(OpBuilder &b, Location loc, Value a, Value bv, Value s,
+                                       Value c) {
+  // (a + ib)(c + is), rounded once per component.
+  Value re = arith::SubFOp::create(b, loc, arith::MulFOp::create(b, loc, a, c),
+                                   arith::MulFOp::create(b, loc, bv, s));
+  Value im = arith::AddFOp::create(b, loc, arith::MulFOp::create(b, loc, a, s),
+                                   arith::MulFOp::create(b, loc, bv, c));
+  return {re, im};
+}
+
 func::FuncOp buildRopeKernel(ModuleOp module, const std::string &name,
                              const std::vector<float> &freqs, bool inverse) {
   OpBuilder b(module.getContext());
@@ -290,21 +308,14 @@ func::FuncOp buildRopeKernel(ModuleOp module, const std::string &name,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(pairLoop.getBody());
     Value i = pairLoop.getInductionVar();
-    Value angle = arith::MulFOp::create(
-        b, loc, posF, memref::LoadOp::create(b, loc, table, i));
-    auto [s, c] = emitSinCos32(b, loc, angle);
-    if (inverse)
-      s = arith::NegFOp::create(b, loc, s);
+    auto [s, c] = emitRopeSinCos(b, loc, posF, memref::LoadOp::create(b, loc, table, i),
+                                 inverse);
     Value even = arith::AddIOp::create(b, loc, tail,
                                        arith::MulIOp::create(b, loc, i, two));
     Value odd = arith::AddIOp::create(b, loc, even, one);
     Value a = loadF32(b, loc, x, ValueRange{r, even});
     Value bv = loadF32(b, loc, x, ValueRange{r, odd});
-    // (a + ib)(c + is), rounded once per component.
-    Value re = arith::SubFOp::create(b, loc, arith::MulFOp::create(b, loc, a, c),
-                                     arith::MulFOp::create(b, loc, bv, s));
-    Value im = arith::AddFOp::create(b, loc, arith::MulFOp::create(b, loc, a, s),
-                                     arith::MulFOp::create(b, loc, bv, c));
+    auto [re, im] = emitRopeRotate(b, loc, a, bv, s, c);
     memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, re),
                             x, ValueRange{r, even});
     memref::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, bf16, im),

@@ -72,6 +72,19 @@ inline bool rmsNormWordFormFits(int64_t dim, int64_t maxThreads = 1024) {
 void buildRmsNormBlockBody(mlir::func::FuncOp fn, int64_t dim, double eps,
                            const RmsNormBlockLanes &lanes);
 
+/// RoPE's rotation of one pair, in two steps so that a kernel may load the
+/// pair between them: emitRopeSinCos gives {sin, cos} of the angle
+/// position * freq (f32), sin negated for the inverse; emitRopeRotate gives
+/// (a + ib)(cos + i sin) as {re, im}, each component one fp32 rounding (the
+/// reference's order). The RoPE kernel and the fused rope_quantize_store
+/// form both rotate with them, so they give the same bits.
+std::pair<mlir::Value, mlir::Value> emitRopeSinCos(mlir::OpBuilder &b, mlir::Location loc,
+                                                   mlir::Value position, mlir::Value freq,
+                                                   bool inverse);
+std::pair<mlir::Value, mlir::Value> emitRopeRotate(mlir::OpBuilder &b, mlir::Location loc,
+                                                   mlir::Value a, mlir::Value bv,
+                                                   mlir::Value sin, mlir::Value cos);
+
 /// `name(x: memref<?x?xbf16>, position: i64, stride: i64, rowsPerPosition:
 /// i64)`, in place: row r is rotated at position + (r / rowsPerPosition) *
 /// stride on its last 2 * freqs.size() channels (csa.rope; GPT-J pairs).

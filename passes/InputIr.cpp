@@ -1,8 +1,14 @@
 //===- InputIr.cpp - Verifying IR that a user wrote or edited -------------===//
 #include "passes/InputIr.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Verifier.h"
+
+namespace csa {
+#define GEN_PASS_DEF_VERIFYINPUTIR
+#include "passes/Passes.h.inc"
+} // namespace csa
 
 using namespace mlir;
 
@@ -33,3 +39,18 @@ LogicalResult verifyInputIr(Operation *op) {
 }
 
 } // namespace csa
+
+namespace {
+
+struct VerifyInputIrPass
+    : public csa::impl::VerifyInputIrBase<VerifyInputIrPass> {
+  void runOnOperation() override {
+    if (failed(csa::verifyInputIr(getOperation())))
+      return signalPassFailure();
+    // Nothing changed and the IR was just verified: spare the pass manager's
+    // verification after this pass.
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

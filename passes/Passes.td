@@ -197,6 +197,24 @@ def CheckNvvmTarget : Pass<"csa-check-nvvm-target"> {
   ];
 }
 
+def VerifyInputIr : Pass<"csa-verify-input-ir"> {
+  let summary = "Verify IR a user wrote or edited, rejecting what upstream "
+                "verifiers crash on";
+  let description = [{
+    Upstream MLIR 22's verifiers crash on some malformed ops instead of
+    reporting them: `tensor.expand_shape` / `memref.expand_shape` with an
+    empty reassociation group (the verifier reads the group's first
+    expression; found by fuzz-ir). This pass rejects such an op with a
+    diagnostic naming it, then runs MLIR's verifier. It changes nothing.
+
+    `csa-opt` parses its input without the parser's verification and runs
+    this pass first, so no input crashes it; `csa-compile --compile-from`
+    does the same through `csa::verifyInputIr`.
+
+    Example: `csa-opt edited.mlir --csa-verify-input-ir`.
+  }];
+}
+
 def TileKernels : Pass<"csa-tile-kernels", "::mlir::ModuleOp"> {
   let summary = "Record the row tile of every op that runs a matrix product";
   let description = [{

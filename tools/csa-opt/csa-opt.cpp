@@ -7,6 +7,10 @@
 // --pass-pipeline, --mlir-print-ir-after-all, --mlir-timing,
 // --verify-diagnostics, ...
 //
+// Unlike mlir-opt, the input is parsed without the parser's verification
+// and the first pass is csa-verify-input-ir: upstream verifiers crash on
+// some malformed ops (passes/InputIr.h), and no input may crash csa-opt.
+//
 //===----------------------------------------------------------------------===//
 #include "tools/support/LastResort.h"
 #include "tools/support/Version.h"
@@ -21,9 +25,14 @@
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/PrettyStackTrace.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 int main(int argc, char **argv) {
   csa::tools::installLastResortHandler("csa-opt");
@@ -46,6 +55,40 @@ int main(int argc, char **argv) {
                   mlir::index::IndexDialect, mlir::vector::VectorDialect,
                   mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
                   mlir::NVVM::NVVMDialect>();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "csa optimizer driver\n", registry));
+  auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
+      argc, argv, "csa optimizer driver\n", registry);
+  llvm::InitLLVM initLLVM(argc, argv);
+
+  // The user's flags, then: parse without verifying, and verify (crash-free)
+  // as the pipeline's first pass. With the verifier turned off on parsing by
+  // the user, nothing is verified, as in mlir-opt.
+  const mlir::MlirOptMainConfig userConfig =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  mlir::MlirOptMainConfig config = userConfig;
+  if (userConfig.shouldVerifyOnParsing()) {
+    config.verifyOnParsing(false);
+    config.setPassPipelineSetupFn([&userConfig](mlir::PassManager &pm) {
+      pm.addPass(csa::createVerifyInputIr());
+      return userConfig.setupPassPipeline(pm);
+    });
+  }
+
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      mlir::openInputFile(inputFilename, &errorMessage);
+  if (!input) {
+    llvm::errs() << errorMessage << "\n";
+    return EXIT_FAILURE;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      mlir::openOutputFile(outputFilename, &errorMessage);
+  if (!output) {
+    llvm::errs() << errorMessage << "\n";
+    return EXIT_FAILURE;
+  }
+  if (mlir::failed(
+          mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+    return EXIT_FAILURE;
+  output->keep();
+  return EXIT_SUCCESS;
 }

@@ -91,20 +91,60 @@ struct FuseRopeQuantizeStore : public OpRewritePattern<CacheAppendOp> {
   }
 };
 
+/// Forms a hc_collapse_norm region around a csa.hc_collapse whose only use
+/// is a csa.rms_norm in the same block, rooted at the norm (the region sits
+/// where the norm was: the collapse reads nothing defined between them).
+struct FuseHcCollapseNorm : public OpRewritePattern<RmsNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(RmsNormOp norm, PatternRewriter &rewriter) const override {
+    if (norm->getParentOfType<FusionOp>())
+      return rewriter.notifyMatchFailure(norm, "already in a kernel region");
+    auto collapse = norm.getInput().getDefiningOp<HcCollapseOp>();
+    if (!collapse || !collapse->hasOneUse() || collapse->getBlock() != norm->getBlock())
+      return rewriter.notifyMatchFailure(norm, "not the norm of a collapse used once");
+    rewriter.setInsertionPoint(norm);
+    auto fusion = FusionOp::create(rewriter, norm.getLoc(), FusionKind::HcCollapseNorm,
+                                   TypeRange{norm.getResult().getType()},
+                                   ValueRange{collapse.getStreams(), collapse.getPre()});
+    Block &body = fusion.getBody().front();
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToEnd(&body);
+    IRMapping map;
+    map.map(collapse.getStreams(), body.getArgument(0));
+    map.map(collapse.getPre(), body.getArgument(1));
+    Operation *c = rewriter.clone(*collapse, map);
+    map.map(collapse.getResult(), c->getResult(0));
+    Operation *n = rewriter.clone(*norm, map);
+    YieldOp::create(rewriter, norm.getLoc(), ValueRange{n->getResult(0)});
+    rewriter.replaceOp(norm, fusion.getResults());
+    rewriter.eraseOp(collapse);
+    return success();
+  }
+};
+
 struct FuseKernelsPass : public csa::impl::FuseKernelsBase<FuseKernelsPass> {
   using Base::Base;
 
   void runOnOperation() override {
     RewritePatternSet patternSet(&getContext());
+    bool ropeQuantizeStore = patterns.empty(), hcCollapseNorm = patterns.empty();
     for (const std::string &p : patterns) {
-      if (p != "rope_quantize_store") {
+      if (p == "rope_quantize_store") {
+        ropeQuantizeStore = true;
+      } else if (p == "hc_collapse_norm") {
+        hcCollapseNorm = true;
+      } else {
         getOperation().emitError()
             << "csa-fuse-kernels: unknown pattern '" << p
-            << "' (known: rope_quantize_store)";
+            << "' (known: rope_quantize_store, hc_collapse_norm)";
         return signalPassFailure();
       }
     }
-    patternSet.add<FuseRopeQuantizeStore>(&getContext());
+    if (ropeQuantizeStore)
+      patternSet.add<FuseRopeQuantizeStore>(&getContext());
+    if (hcCollapseNorm)
+      patternSet.add<FuseHcCollapseNorm>(&getContext());
     // Only the regions change: no folding, no constant CSE, no region
     // simplification (the fused stage is the expanded one plus its regions).
     GreedyRewriteConfig config;

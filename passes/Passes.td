@@ -162,6 +162,11 @@ def FuseKernels : Pass<"csa-fuse-kernels", "::mlir::func::FuncOp"> {
       quantize to the cache's row format, store), when the RoPE result has no
       other use and every other user of the quantized rows comes after the
       store; the region yields the quantized rows.
+    - `hc_collapse_norm`: `csa.hc_collapse` -> `csa.rms_norm` (mHC's collapse
+      of the streams and the next sub-layer's input norm), when the collapsed
+      rows have no other use; the region yields the normed rows. In a decode
+      step this is 79 launches of `h200-full` fewer, each a few microseconds
+      of a block per row.
 
     The ops keep their semantics inside the region; only the kernel boundary
     changes, so a back end without the fused kernel could still run the body
@@ -171,7 +176,8 @@ def FuseKernels : Pass<"csa-fuse-kernels", "::mlir::func::FuncOp"> {
   }];
   let options = [
     ListOption<"patterns", "patterns", "std::string",
-               "Patterns to apply (default: all): rope_quantize_store">,
+               "Patterns to apply (default: all): rope_quantize_store, "
+               "hc_collapse_norm">,
   ];
   let statistics = [
     Statistic<"numFused", "num-fused", "csa.fusion regions formed">,

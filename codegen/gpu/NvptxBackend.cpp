@@ -401,6 +401,16 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       if (ropeQuantizeStoreThreads == 0)
         ropeQuantizeStore.reset();
     }
+    // A hc_collapse_norm region: the RMS norm's word form, its words
+    // collapsed from the streams (one launch for the parts' two); without the
+    // word form, the one-thread kernel that calls its parts (the executor
+    // then runs the parts instead).
+    auto hcCollapseNorm = fn->getAttrOfType<DictionaryAttr>(kHcCollapseNormAttr);
+    if (hcCollapseNorm) {
+      fn->removeAttr(kHcCollapseNormAttr);
+      if (!rmsNormWordFormFits(hcCollapseNorm.getAs<IntegerAttr>("dim").getInt()))
+        hcCollapseNorm = {};
+    }
     // Engram's gate: a block per (row, stream), the products staged in
     // shared memory for the thread that adds them.
     auto engramGate = fn->getAttrOfType<DictionaryAttr>(kEngramGateAttr);
@@ -547,6 +557,24 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                          float(hcMix.getAs<FloatAttr>("eps").getValueAsDouble()),
                          float(hcMix.getAs<FloatAttr>("norm_eps").getValueAsDouble()), lanes);
       blockPerRow(32, 0);
+    } else if (hcCollapseNorm) {
+      const int64_t hc = hcCollapseNorm.getAs<IntegerAttr>("hc").getInt(),
+                    dim = hcCollapseNorm.getAs<IntegerAttr>("dim").getInt();
+      RmsNormBlockLanes lanes;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes((dim / 8 + 31) / 32 * 32);
+      lanes.shuffleXor = shuffleXorLane;
+      lanes.sharedRowType = MemRefType::get({lanes.threads / 32}, b.getF32Type(),
+                                            MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedScaleType = MemRefType::get({1}, b.getF32Type(),
+                                              MemRefLayoutAttrInterface{}, workgroup);
+      buildHcCollapseNormWordBody(fn, hc, dim,
+                                  hcCollapseNorm.getAs<FloatAttr>("eps").getValueAsDouble(), lanes);
+      blockPerRow(lanes.threads, lanes.threads / 32 * 4 + 4);
+      // The collapse is the collapse kernel's bits; the norm meets its bound.
+      info.tolerance = "norm";
+      info.toleranceTerms = dim;
+      info.toleranceOperands = {"real", "real", "real", "output"};
+      info.toleranceOutput = 3;
     } else if (rmsNorm) {
       const int64_t dim = rmsNorm.getAs<IntegerAttr>("dim").getInt();
       RmsNormBlockLanes lanes;

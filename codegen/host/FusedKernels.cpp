@@ -4,6 +4,7 @@
 #include "codegen/host/KernelBuilder.h"
 #include "codegen/host/HostKernels.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -173,6 +174,123 @@ void buildRopeQuantizeStoreBlockBody(func::FuncOp fn, const RopeQuantizeStoreSpe
   emitQuantizeRowsBlock(b, loc, x, rows, spec.format, spec.dim, fused);
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc, missed);
+}
+
+func::FuncOp buildHcCollapseNormKernel(ModuleOp module, const std::string &name,
+                                       const std::string &collapse, const std::string &norm,
+                                       int64_t hc, int64_t dim, double eps) {
+  auto collapseFn = module.lookupSymbol<func::FuncOp>(collapse);
+  auto normFn = module.lookupSymbol<func::FuncOp>(norm);
+  if (!collapseFn || !normFn) {
+    emitError(module.getLoc()) << "fused kernel '" << name << "': a part kernel is missing";
+    return nullptr;
+  }
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  auto rowsType = MemRefType::get({ShapedType::kDynamic, dim}, bf16);
+  func::FuncOp fn = startKernel(
+      b, module, name,
+      {MemRefType::get({ShapedType::kDynamic, hc, dim}, bf16),
+       MemRefType::get({ShapedType::kDynamic, hc}, f32), MemRefType::get({dim}, bf16), rowsType});
+  KernelBuilder k(b, loc);
+  Value streams = fn.getArgument(0), pre = fn.getArgument(1), w = fn.getArgument(2),
+        y = fn.getArgument(3);
+  // A call with no rows does nothing (no allocation of zero bytes).
+  Value n = k.dim(streams, 0);
+  auto any = scf::IfOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, n, k.idx(0)),
+      /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(any.thenBlock()->getTerminator());
+    Value collapsed = memref::AllocOp::create(b, loc, rowsType, ValueRange{n});
+    auto cast = [&](Value v, Type t) -> Value {
+      return v.getType() == t ? v : memref::CastOp::create(b, loc, t, v).getResult();
+    };
+    func::CallOp::create(b, loc, collapseFn,
+                         ValueRange{cast(streams, collapseFn.getArgumentTypes()[0]),
+                                    cast(pre, collapseFn.getArgumentTypes()[1]),
+                                    cast(collapsed, collapseFn.getArgumentTypes()[2])});
+    func::CallOp::create(b, loc, normFn,
+                         ValueRange{cast(collapsed, normFn.getArgumentTypes()[0]),
+                                    cast(w, normFn.getArgumentTypes()[1]),
+                                    cast(y, normFn.getArgumentTypes()[2])});
+    memref::DeallocOp::create(b, loc, collapsed);
+  }
+  func::ReturnOp::create(b, loc);
+  fn->setAttr(kHcCollapseNormAttr,
+              b.getDictionaryAttr({b.getNamedAttr("hc", b.getI64IntegerAttr(hc)),
+                                   b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                                   b.getNamedAttr("eps", b.getF64FloatAttr(eps))}));
+  return fn;
+}
+
+void buildHcCollapseNormWordBody(func::FuncOp fn, int64_t hc, int64_t dim, double eps,
+                                 const RmsNormBlockLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Block *entry = freshBody(fn, {lanes.sharedRowType, lanes.sharedScaleType});
+  b.setInsertionPointToStart(entry);
+  Type f32 = b.getF32Type(), bf16 = b.getBF16Type(), i64 = b.getI64Type();
+  Value streams = entry->getArgument(0), pre = entry->getArgument(1),
+        w = entry->getArgument(2), y = entry->getArgument(3), warpSums = entry->getArgument(4);
+  RmsNormWordFn collapsedWord = [&](OpBuilder &b, Location loc, Value r,
+                                    Value first) -> SmallVector<Value> {
+    KernelBuilder k(b, loc);
+    // The HC streams' words of the row: 16-byte loads where the streams lie
+    // on 16 bytes, elements otherwise.
+    auto [base, aligned] = bytePointer(b, loc, streams, lanes.addressSpace);
+    auto loads = scf::IfOp::create(b, loc, SmallVector<Type>(size_t(hc * 8), f32), aligned,
+                                   /*withElse=*/true);
+    {
+      OpBuilder vb = OpBuilder::atBlockBegin(loads.thenBlock());
+      SmallVector<Value> values;
+      for (int64_t i = 0; i < hc; ++i) {
+        // Element ((r * HC + i) * D + first), 2 bytes each.
+        Value element = arith::AddIOp::create(
+            vb, loc,
+            arith::MulIOp::create(
+                vb, loc,
+                arith::AddIOp::create(vb, loc,
+                                      arith::MulIOp::create(vb, loc, r, indexConst(vb, loc, hc)),
+                                      indexConst(vb, loc, i)),
+                indexConst(vb, loc, dim)),
+            first);
+        Value offset = arith::IndexCastUIOp::create(
+            vb, loc, i64, arith::MulIOp::create(vb, loc, element, indexConst(vb, loc, 2)));
+        llvm::append_range(values, load16BytesAsF32(vb, loc, base, offset));
+      }
+      scf::YieldOp::create(vb, loc, values);
+      OpBuilder eb = OpBuilder::atBlockBegin(loads.elseBlock());
+      SmallVector<Value> elements;
+      for (int64_t i = 0; i < hc; ++i)
+        for (int64_t e = 0; e < 8; ++e)
+          elements.push_back(loadF32(
+              eb, loc, streams,
+              ValueRange{r, indexConst(eb, loc, i),
+                         arith::AddIOp::create(eb, loc, first, indexConst(eb, loc, e))}));
+      scf::YieldOp::create(eb, loc, elements);
+    }
+    SmallVector<Value> weights;
+    for (int64_t i = 0; i < hc; ++i)
+      weights.push_back(k.load(pre, {r, k.idx(i)}));
+    // The collapse kernel's sum (from 0, stream 0 first), rounded to bf16 as
+    // its output holds it.
+    SmallVector<Value> values;
+    for (int64_t e = 0; e < 8; ++e) {
+      Value acc = k.f32(0.f);
+      for (int64_t i = 0; i < hc; ++i)
+        acc = k.add(acc, k.mul(weights[size_t(i)], loads.getResult(size_t(i * 8 + e))));
+      values.push_back(
+          arith::ExtFOp::create(b, loc, f32, arith::TruncFOp::create(b, loc, bf16, acc).getResult())
+              .getResult());
+    }
+    return values;
+  };
+  emitRmsNormWords(b, loc, streams, Value(), w, y, warpSums, dim, eps, lanes, collapsedWord);
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 } // namespace csa::codegen

@@ -11,6 +11,7 @@
 #ifndef CSA_CODEGEN_HOST_FUSEDKERNELS_H
 #define CSA_CODEGEN_HOST_FUSEDKERNELS_H
 
+#include "codegen/host/HostKernels.h"
 #include "codegen/host/QuantizeKernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -63,6 +64,28 @@ std::optional<RopeQuantizeStoreSpec> ropeQuantizeStoreSpecOf(mlir::func::FuncOp 
 /// kernel's bytes, rows and cache alike.
 void buildRopeQuantizeStoreBlockBody(mlir::func::FuncOp fn, const RopeQuantizeStoreSpec &spec,
                                      const QuantizeRowsBlockLanes &lanes);
+
+/// `name(streams: memref<?xHCxDxbf16>, pre: memref<?xHCxf32>,
+/// weight: memref<Dxbf16>, y: memref<?xDxbf16>)` for a `hc_collapse_norm`
+/// region: y = rms_norm(hc_collapse(streams, pre)) by the kernels `collapse`
+/// and `norm` (in `module`), the collapsed rows in a buffer of its own.
+/// Records {hc, dim, eps} (kHcCollapseNormAttr) for the word form.
+mlir::func::FuncOp buildHcCollapseNormKernel(mlir::ModuleOp module, const std::string &name,
+                                             const std::string &collapse,
+                                             const std::string &norm, int64_t hc,
+                                             int64_t dim, double eps);
+inline constexpr const char *kHcCollapseNormAttr = "csa.hc_collapse_norm";
+
+/// Replaces the body of `fn` (from buildHcCollapseNormKernel) with the RMS
+/// norm's word form (RmsNormBlockLanes with shuffleXor: a block per row, a
+/// 16-byte word a thread) whose words are the collapse's: each thread loads
+/// its word of the HC streams, adds pre_i * X_i in the collapse kernel's
+/// order and rounds to bf16 as the collapsed rows hold them, then normalizes
+/// as the word form does. So its bits are the two kernels' on the GPU (the
+/// collapse's, then the word form's), in one launch; the collapsed rows are
+/// never written.
+void buildHcCollapseNormWordBody(mlir::func::FuncOp fn, int64_t hc, int64_t dim, double eps,
+                                 const RmsNormBlockLanes &lanes);
 
 } // namespace csa::codegen
 

@@ -85,47 +85,65 @@ void buildRmsNormWordBody(func::FuncOp fn, int64_t dim, double eps,
   Location loc = fn.getLoc();
   Block *entry = freshBody(fn, {lanes.sharedRowType, lanes.sharedScaleType});
   b.setInsertionPointToStart(entry);
-  KernelBuilder k(b, loc);
-  Type f32 = b.getF32Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
   Value x = entry->getArgument(0), w = entry->getArgument(1), y = entry->getArgument(2),
         warpSums = entry->getArgument(3);
+  emitRmsNormWords(b, loc, x, x, w, y, warpSums, dim, eps, lanes, {});
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
+}
+} // namespace
+
+void emitRmsNormWords(OpBuilder &b, Location loc, Value rows, Value x, Value w, Value y,
+                      Value warpSums, int64_t dim, double eps, const RmsNormBlockLanes &lanes,
+                      const RmsNormWordFn &xWord) {
+  KernelBuilder k(b, loc);
+  Type f32 = b.getF32Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
   const int64_t words = dim / 8, warps = lanes.threads / 32;
   auto ult = [&](Value a, Value c) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c).getResult();
   };
   Value r = lanes.row(b, loc), tid = lanes.thread(b, loc);
-  auto active = scf::IfOp::create(b, loc, ult(r, k.dim(x, 0)), /*withElse=*/false);
+  auto active = scf::IfOp::create(b, loc, ult(r, k.dim(rows, 0)), /*withElse=*/false);
   b.setInsertionPoint(active.thenBlock()->getTerminator());
   // Threads past the words load the last word and add nothing.
   Value owns = ult(tid, k.idx(words));
   Value first = k.muli(arith::MinUIOp::create(b, loc, tid, k.idx(words - 1)), k.idx(8));
-  auto [xBase, xAligned] = bytePointer(b, loc, x, lanes.addressSpace);
+  Value xBase, xAligned;
+  if (!xWord)
+    std::tie(xBase, xAligned) = bytePointer(b, loc, x, lanes.addressSpace);
   auto [wBase, wAligned] = bytePointer(b, loc, w, lanes.addressSpace);
   auto [yBase, yAligned] = bytePointer(b, loc, y, lanes.addressSpace);
-  Value aligned = arith::AndIOp::create(b, loc, arith::AndIOp::create(b, loc, xAligned, wAligned),
-                                        yAligned);
+  Value aligned =
+      xWord ? arith::AndIOp::create(b, loc, wAligned, yAligned).getResult()
+            : arith::AndIOp::create(b, loc, arith::AndIOp::create(b, loc, xAligned, wAligned),
+                                    yAligned)
+                  .getResult();
   Value rowElement = k.addi(k.muli(r, k.idx(dim)), first);
   auto byteOffset = [&](OpBuilder &nb, Value element) -> Value {
     return arith::IndexCastUIOp::create(
         nb, loc, i64, arith::MulIOp::create(nb, loc, element, indexConst(nb, loc, 2)));
   };
-  // The thread's 8 x then 8 weights, as f32.
-  auto loads = scf::IfOp::create(b, loc, SmallVector<Type>(16, f32), aligned, /*withElse=*/true);
+  // The thread's 8 x (from xWord where given) then 8 weights, as f32.
+  SmallVector<Value> computed = xWord ? xWord(b, loc, r, first) : SmallVector<Value>();
+  const int64_t loaded = xWord ? 8 : 16;
+  auto loads = scf::IfOp::create(b, loc, SmallVector<Type>(loaded, f32), aligned, /*withElse=*/true);
   {
     OpBuilder vb = OpBuilder::atBlockBegin(loads.thenBlock());
     SmallVector<Value> values;
-    for (auto [base, element] : {std::pair{xBase, rowElement}, std::pair{wBase, first}})
-      llvm::append_range(values, load16BytesAsF32(vb, loc, base, byteOffset(vb, element)));
+    if (!xWord)
+      llvm::append_range(values, load16BytesAsF32(vb, loc, xBase, byteOffset(vb, rowElement)));
+    llvm::append_range(values, load16BytesAsF32(vb, loc, wBase, byteOffset(vb, first)));
     scf::YieldOp::create(vb, loc, values);
     OpBuilder eb = OpBuilder::atBlockBegin(loads.elseBlock());
     SmallVector<Value> elements;
-    for (int64_t e = 0; e < 8; ++e)
+    for (int64_t e = 0; e < 8 && !xWord; ++e)
       elements.push_back(loadF32(eb, loc, x, ValueRange{r, arith::AddIOp::create(eb, loc, first, indexConst(eb, loc, e))}));
     for (int64_t e = 0; e < 8; ++e)
       elements.push_back(loadF32(eb, loc, w, ValueRange{arith::AddIOp::create(eb, loc, first, indexConst(eb, loc, e))}));
     scf::YieldOp::create(eb, loc, elements);
   }
-  ValueRange xs = loads.getResults().take_front(8), ws = loads.getResults().drop_front(8);
+  ValueRange xs = xWord ? ValueRange(computed) : loads.getResults().take_front(8),
+             ws = xWord ? loads.getResults() : loads.getResults().drop_front(8);
   Value own = k.f32(0.f);
   for (Value v : xs)
     own = k.add(own, k.mul(v, v));
@@ -166,10 +184,7 @@ void buildRmsNormWordBody(func::FuncOp fn, int64_t dim, double eps,
       memref::StoreOp::create(eb, loc, arith::TruncFOp::create(eb, loc, eb.getBF16Type(), outs[size_t(e)]), y,
                               ValueRange{r, arith::AddIOp::create(eb, loc, first, indexConst(eb, loc, e))});
   }
-  b.setInsertionPointToEnd(entry);
-  func::ReturnOp::create(b, loc);
 }
-} // namespace
 
 void buildRmsNormBlockBody(func::FuncOp fn, int64_t dim, double eps,
                            const RmsNormBlockLanes &lanes) {

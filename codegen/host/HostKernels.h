@@ -72,6 +72,20 @@ inline bool rmsNormWordFormFits(int64_t dim, int64_t maxThreads = 1024) {
 void buildRmsNormBlockBody(mlir::func::FuncOp fn, int64_t dim, double eps,
                            const RmsNormBlockLanes &lanes);
 
+/// The 8 f32 values of a row's word that the word form normalizes, computed
+/// by a fused kernel instead of loaded (hc_collapse_norm): called with the
+/// row and the word's first column (a thread past the words gets the last).
+using RmsNormWordFn = std::function<llvm::SmallVector<mlir::Value>(
+    mlir::OpBuilder &, mlir::Location, mlir::Value row, mlir::Value firstColumn)>;
+
+/// The word form of RmsNormBlockLanes at `b`'s insertion point: the rows of
+/// `rows` (its dim 0 counts them) are normalized by `w` into `y`, the squares'
+/// warp sums in `warpSums` (shared memory). The row's words come from `x`, or
+/// from `xWord` where it is set (then `x` is unused).
+void emitRmsNormWords(mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, mlir::Value x,
+                      mlir::Value w, mlir::Value y, mlir::Value warpSums, int64_t dim,
+                      double eps, const RmsNormBlockLanes &lanes, const RmsNormWordFn &xWord);
+
 /// RoPE's rotation of one pair, in two steps so that a kernel may load the
 /// pair between them: emitRopeSinCos gives {sin, cos} of the angle
 /// position * freq (f32), sin negated for the inverse; emitRopeRotate gives

@@ -646,10 +646,25 @@ private:
       attrs["head_dim"] = engram.getHeadDim();
       attrs["table_rows"] = engram.getRows();
       attrs["compressed_vocab"] = engram.getCompressedVocab();
+    } else if (auto fusion = dyn_cast<FusionOp>(op);
+               fusion && fusion.getKind() == FusionKind::HcCollapseNorm) {
+      // hc_collapse_norm: the streams and pre the collapse reads, the norm's
+      // weight.
+      auto norm = dyn_cast_or_null<RmsNormOp>(
+          fusion.getBody().front().getTerminator()->getPrevNode());
+      auto inputs = fusion.getInputs();
+      if (!norm || inputs.size() != 2)
+        return error(op, "a kernel region the host plan does not know");
+      if (llvm::Error e = bind(op, {{"streams", inputs[0]}, {"pre", inputs[1]}}))
+        return e;
+      weight("weight", withSuffix(norm.getWeight(), ".weight"));
+      attrs["name"] = stringifyFusionKind(fusion.getKind()).str();
+      auto type = cast<RankedTensorType>(inputs[0].getType());
+      attrs["hc"] = type.getDimSize(1);
+      attrs["dim"] = type.getDimSize(2);
     } else if (auto fusion = dyn_cast<FusionOp>(op)) {
-      // rope_quantize_store (the only region the host selects a kernel for):
-      // its inputs are the x, RoPE position, store position and cache the
-      // body reads.
+      // rope_quantize_store: its inputs are the x, RoPE position, store
+      // position and cache the body reads.
       Block &body = fusion.getBody().front();
       auto rope = dyn_cast<RopeOp>(&body.front());
       auto append = fusion.getBody().front().getTerminator()->getPrevNode();

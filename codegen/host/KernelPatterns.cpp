@@ -621,11 +621,27 @@ struct FusionPattern : OpKernelPattern<FusionOp> {
     Block &body = op.getBody().front();
     auto ops = llvm::to_vector(
         llvm::map_range(body.without_terminator(), [](Operation &o) { return &o; }));
+    if (op.getKind() == FusionKind::HcCollapseNorm && ops.size() == 2 &&
+        isa<HcCollapseOp>(ops[0]) && isa<RmsNormOp>(ops[1])) {
+      auto type = cast<RankedTensorType>(cast<HcCollapseOp>(ops[0]).getStreams().getType());
+      std::string collapseK = s.kernelOf(ops[0]), normK = s.kernelOf(ops[1]);
+      std::string name = "fused_" + normK + "__" + collapseK;
+      s.use(name, "csa.fusion", "hc_collapse_norm", KernelParallelism::Serial, [&] {
+        buildHcCollapseNormKernel(s.kernels, name, collapseK, normK, type.getDimSize(1),
+                                  type.getDimSize(2), s.graphEps());
+      });
+      // Its parts, for a runtime that runs them separately.
+      s.alsoCalls("collapse", collapseK);
+      s.alsoCalls("norm", normK);
+      return success();
+    }
     if (op.getKind() != FusionKind::RopeQuantizeStore || ops.size() != 3 ||
         !isa<RopeOp>(ops[0]) || !isa<QuantizeOp>(ops[1]) || !isa<CacheAppendOp>(ops[2]))
       return op.emitOpError() << "of kind '" << stringifyFusionKind(op.getKind())
                               << "' has no host kernel (rope_quantize_store regions of "
-                                 "csa.rope, csa.quantize and csa.cache_append have one)";
+                                 "csa.rope, csa.quantize and csa.cache_append have one, "
+                                 "hc_collapse_norm regions of csa.hc_collapse and "
+                                 "csa.rms_norm too)";
     auto rope = cast<RopeOp>(ops[0]);
     std::string ropeK = s.kernelOf(ops[0]), quantK = s.kernelOf(ops[1]),
                 appendK = s.kernelOf(ops[2]);

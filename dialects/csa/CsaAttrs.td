@@ -229,13 +229,15 @@ def Csa_LinearFormAttr : Csa_Attr<"LinearForm", "linear_form"> {
 
 def Csa_FusionKindEnum : I32EnumAttr<"FusionKind",
     "what a csa.fusion region computes", [
-    I32EnumAttrCase<"RopeQuantizeStore", 0, "rope_quantize_store">]> {
+    I32EnumAttrCase<"RopeQuantizeStore", 0, "rope_quantize_store">,
+    I32EnumAttrCase<"HcCollapseNorm", 1, "hc_collapse_norm">]> {
   let cppNamespace = "::csa";
   let genSpecializedAttr = 0;
 }
 def Csa_FusionKindAttr : EnumAttr<Csa_Dialect, Csa_FusionKindEnum, "fusion_kind"> {
   let summary = "the kind of a kernel region: rope_quantize_store (csa.rope, "
-                "csa.quantize to the cache's row format, csa.cache_append)";
+                "csa.quantize to the cache's row format, csa.cache_append), "
+                "hc_collapse_norm (csa.hc_collapse, csa.rms_norm of its rows)";
   let assemblyFormat = "$value";
 }
 

@@ -677,6 +677,18 @@ LogicalResult FusionOp::verify() {
                          "rows, in that order");
     break;
   }
+  case FusionKind::HcCollapseNorm: {
+    auto ops = llvm::to_vector(llvm::map_range(block.without_terminator(),
+                                               [](Operation &o) { return &o; }));
+    auto collapse = ops.size() == 2 ? dyn_cast<HcCollapseOp>(ops[0]) : HcCollapseOp();
+    auto norm = ops.size() == 2 ? dyn_cast<RmsNormOp>(ops[1]) : RmsNormOp();
+    if (!collapse || !norm || norm.getInput() != collapse.getResult() ||
+        yield.getValues().size() != 1 || yield.getValues()[0] != norm.getResult())
+      return emitOpError("a hc_collapse_norm body is csa.hc_collapse and "
+                         "csa.rms_norm of its rows, in that order, yielding "
+                         "the norm");
+    break;
+  }
   }
   return success();
 }

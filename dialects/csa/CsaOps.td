@@ -672,7 +672,9 @@ def Csa_FusionOp : Csa_Op<"fusion", [IsolatedFromAbove, RecursiveMemoryEffects,
     `csa.yield` gives the results (the values later ops still read). `kind`
     says what the region computes, and the verifier checks the body is that
     computation: `rope_quantize_store` is `csa.rope`, `csa.quantize` of its
-    result and `csa.cache_append` of the quantized rows, in that order.
+    result and `csa.cache_append` of the quantized rows, in that order;
+    `hc_collapse_norm` is `csa.hc_collapse` of mHC's streams and `csa.rms_norm`
+    of its rows (the sub-layer's input norm).
 
     Example (the rope + quantize + store of a layer's SWA row, whose rows
     attention also reads):
@@ -688,6 +690,17 @@ def Csa_FusionOp : Csa_Op<"fusion", [IsolatedFromAbove, RecursiveMemoryEffects,
       csa.cache_append %q, %c[%s]
           : tensor<?x!csa.fp8_row<512, ue8m0, 32>>, !csa.swa_ring<128, !csa.fp8_row<512, ue8m0, 32>>
       csa.yield %q : tensor<?x!csa.fp8_row<512, ue8m0, 32>>
+    }
+    ```
+
+    Example (mHC's collapse of the streams and the FFN's input norm):
+    ```mlir
+    %normed = csa.fusion hc_collapse_norm (%streams, %pre)
+        : (tensor<?x4x5120xbf16>, tensor<?x4xf32>) -> tensor<?x5120xbf16> {
+    ^bb0(%s: tensor<?x4x5120xbf16>, %p: tensor<?x4xf32>):
+      %c = csa.hc_collapse %s, %p : tensor<?x4x5120xbf16>, tensor<?x4xf32> -> tensor<?x5120xbf16>
+      %n = csa.rms_norm %c eps 1.0E-6 weight "layers.3.ffn_norm" : tensor<?x5120xbf16>
+      csa.yield %n : tensor<?x5120xbf16>
     }
     ```
   }];

@@ -241,6 +241,13 @@ std::vector<OpAbi> makeTable() {
                                "`part` names"),
                 output("rows", "the quantized rows (later steps read them), i8 "
                               "[rows, row_bytes]")}});
+  t.push_back({"csa.fusion", "name", "hc_collapse_norm",
+               "mHC's collapse of the streams and the RMS norm of its rows as one kernel",
+               {value("streams", "bf16 [rows, hc, dim]"),
+                value("pre", "f32 [rows, hc]"),
+                weight("weight", "the norm's weight, bf16 [dim]"),
+                output(result, "the normed rows, bf16 [rows, dim] (the collapsed "
+                               "rows are not kept)")}});
   t.push_back({"tensor.extract_slice", nullptr, nullptr,
                "Rows [offset, offset + size) of a value: the builtin "
                "`builtin.slice_rows` (bounded replay's cut)",

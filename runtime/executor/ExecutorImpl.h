@@ -585,6 +585,7 @@ struct Executor::Impl {
   absl::Status quantize(Step &s);
   absl::Status cacheAppend(Step &s);
   absl::Status fusion(Step &s);
+  absl::Status hcCollapseNorm(Step &s);
   /// The view of a cache a store of `n` rows from `start` writes (the ring;
   /// or one part of a global cache, grown to hold the entries).
   absl::StatusOr<Desc<2>> appendView(Step &s, std::string_view cacheSlot,

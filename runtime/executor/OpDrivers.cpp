@@ -234,8 +234,34 @@ absl::Status Executor::Impl::cacheAppend(Step &s) {
   return absl::OkStatus();
 }
 
+absl::Status Executor::Impl::hcCollapseNorm(Step &s) {
+  Tensor &x = tensor(s, "streams"), &pre = tensor(s, "pre");
+  const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
+  Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
+  auto dx = desc<3>(x.ptr(), {n, hc, dim});
+  auto dpre = desc<2>(pre.ptr(), {n, hc});
+  auto dw = desc<1>(weight(s, "weight").data, {dim});
+  auto dout = desc<2>(out.ptr(), {n, dim});
+  // One kernel on the GPU where the back end gave it the norm's word form
+  // (a block per row); otherwise its parts there (the fused host kernel
+  // would be one thread). The CPU runs the fused host kernel.
+  const KernelRef &fused = kernel(s, "main");
+  const bool blockForm = fused.gpu && fused.gpu->launch.rule == "row_tiles";
+  if (runner && !blockForm && s.kernels.count("collapse") && s.kernels.count("norm")) {
+    Tensor &collapsed = kernelScratch("fusion.collapsed", 2, {n, dim});
+    auto dc = desc<2>(collapsed.ptr(), {n, dim});
+    invoke(s, "collapse", &dx, &dpre, &dc);
+    invoke(s, "norm", &dc, &dw, &dout);
+    return absl::OkStatus();
+  }
+  invoke(s, "main", &dx, &dpre, &dw, &dout);
+  return absl::OkStatus();
+}
+
 absl::Status Executor::Impl::fusion(Step &s) {
   const std::string name = s.call->attrs.at("name").get<std::string>();
+  if (name == "hc_collapse_norm")
+    return hcCollapseNorm(s);
   if (name != "rope_quantize_store")
     return absl::UnimplementedError(absl::StrCat(
         "the CPU executor runs no kernel region '", name, "'"));

@@ -430,8 +430,23 @@ func.func @f(%x: tensor<?x32xbf16>) {
 
 // -----
 
+// A hc_collapse_norm region must norm the collapsed rows (here the norm's
+// input is the region's other value).
+func.func @f(%s: tensor<?x4x32xbf16>, %p: tensor<?x4xf32>, %y: tensor<?x32xbf16>) {
+  // expected-error @+1 {{'csa.fusion' op a hc_collapse_norm body is csa.hc_collapse and csa.rms_norm of its rows, in that order, yielding the norm}}
+  %r = csa.fusion hc_collapse_norm (%s, %p, %y) : (tensor<?x4x32xbf16>, tensor<?x4xf32>, tensor<?x32xbf16>) -> tensor<?x32xbf16> {
+  ^bb0(%a: tensor<?x4x32xbf16>, %b: tensor<?x4xf32>, %c: tensor<?x32xbf16>):
+    %x = csa.hc_collapse %a, %b : tensor<?x4x32xbf16>, tensor<?x4xf32> -> tensor<?x32xbf16>
+    %n = csa.rms_norm %c eps 1.0e-6 weight "n" : tensor<?x32xbf16>
+    csa.yield %n : tensor<?x32xbf16>
+  }
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<?x32xbf16>) {
-  // expected-error @+2 {{expected ::csa::FusionKind to be one of: rope_quantize_store}}
+  // expected-error @+2 {{expected ::csa::FusionKind to be one of: rope_quantize_store, hc_collapse_norm}}
   // expected-error @+1 {{failed to parse Csa_FusionKindAttr parameter 'value' which is to be a `::csa::FusionKind`}}
   %r = csa.fusion rope_norm (%x) : (tensor<?x32xbf16>) -> tensor<?x32xbf16> {
   ^bb0(%a: tensor<?x32xbf16>):

@@ -125,6 +125,21 @@ func.func @fusion(%x: tensor<?x32xbf16>, %p: index) -> tensor<?x!csa.fp8_row<32,
   return %r : tensor<?x!csa.fp8_row<32, ue8m0, 32>>
 }
 
+// CHECK-LABEL: func.func @collapse_norm
+// CHECK: %[[N:.+]] = csa.fusion hc_collapse_norm (%{{.*}}, %{{.*}}) : (tensor<?x4x32xbf16>, tensor<?x4xf32>) -> tensor<?x32xbf16> {
+// CHECK:   csa.hc_collapse
+// CHECK:   csa.rms_norm
+// CHECK:   csa.yield %{{.*}} : tensor<?x32xbf16>
+func.func @collapse_norm(%s: tensor<?x4x32xbf16>, %p: tensor<?x4xf32>) -> tensor<?x32xbf16> {
+  %r = csa.fusion hc_collapse_norm (%s, %p) : (tensor<?x4x32xbf16>, tensor<?x4xf32>) -> tensor<?x32xbf16> {
+  ^bb0(%a: tensor<?x4x32xbf16>, %b: tensor<?x4xf32>):
+    %c = csa.hc_collapse %a, %b : tensor<?x4x32xbf16>, tensor<?x4xf32> -> tensor<?x32xbf16>
+    %n = csa.rms_norm %c eps 1.0e-6 weight "layers.0.ffn_norm" : tensor<?x32xbf16>
+    csa.yield %n : tensor<?x32xbf16>
+  }
+  return %r : tensor<?x32xbf16>
+}
+
 // V4's FP8 main-KV rows (--main-kv-format=fp8) in a global cache.
 !v4 = !csa.fp8_nope_row<512, rope 64, ue8m0, 64>
 // CHECK-LABEL: func.func @fp8_main_kv

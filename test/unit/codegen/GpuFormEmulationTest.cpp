@@ -409,6 +409,89 @@ TEST(GpuFormEmulation, RmsNormWordFormMeetsItsBound) {
   std::printf("  worst %.3g of the bound\n", worst);
 }
 
+namespace {
+/// The hc_collapse_norm word form against its parts as the GPU runs them:
+/// the collapse kernel, then the RMS norm's word form on its rows; the same
+/// bits are expected (the fused form computes each word of the collapse
+/// with the collapse kernel's arithmetic). Also within the norm's bound of
+/// the fused host kernel.
+void expectHcCollapseNormWordFormMatchesItsParts(int64_t hc, int64_t dim, int64_t n,
+                                                 uint32_t seed) {
+  const double eps = 1e-6;
+  const int64_t threads = (dim / 8 + 31) / 32 * 32, warps = threads / 32;
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    Type f32 = Float32Type::get(m.getContext());
+    buildHcCollapseKernel(m, "collapse", hc, dim);
+    buildRmsNormKernel(m, "norm", dim, eps);
+    buildHcCollapseNormKernel(m, "host", "collapse", "norm", hc, dim, eps);
+    func::FuncOp wordNorm = buildRmsNormKernel(m, "word_norm", dim, eps);
+    func::FuncOp form = buildHcCollapseNormKernel(m, "form", "collapse", "norm", hc, dim, eps);
+    RmsNormBlockLanes lanes;
+    static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
+    lanes.shuffleXor = simt.shuffleXor();
+    lanes.addressSpace = 0;
+    lanes.sharedRowType = MemRefType::get({warps}, f32);
+    lanes.sharedScaleType = MemRefType::get({1}, f32);
+    buildRmsNormBlockBody(wordNorm, dim, eps, lanes);
+    buildHcCollapseNormWordBody(form, hc, dim, eps, lanes);
+  });
+  std::vector<uint16_t> x = randomBf16(size_t(n * hc * dim), seed),
+                        w = randomBf16(size_t(dim), seed + 1);
+  std::vector<float> pre(size_t(n * hc));
+  std::vector<uint16_t> preBits = randomBf16(pre.size(), seed + 2, 1.f);
+  for (size_t i = 0; i < pre.size(); ++i)
+    pre[i] = nx::bf16ToFloat(preBits[i]) * 1.2345679f + 0.25f * float(i % 3); // full fp32 mantissas
+  std::vector<uint16_t> collapsed(size_t(n * dim), 0x7FC1), yParts(collapsed.size(), 0x7FC1),
+      yForm(collapsed.size(), 0x7FC1), yHost(collapsed.size(), 0x7FC1); // poisoned: NaN
+  auto dx = describe<3>(x, {n, hc, dim});
+  auto dpre = describe<2>(pre, {n, hc});
+  auto dw = describe<1>(w, {dim});
+  auto dc = describe<2>(collapsed, {n, dim});
+  auto dp = describe<2>(yParts, {n, dim});
+  auto df = describe<2>(yForm, {n, dim});
+  auto dh = describe<2>(yHost, {n, dim});
+  using Three = void (*)(void *, void *, void *);
+  using Four = void (*)(void *, void *, void *, void *);
+  using WordNorm = void (*)(void *, void *, void *, void *, void *);
+  using Form = void (*)(void *, void *, void *, void *, void *, void *);
+  auto *collapse = reinterpret_cast<Three>(lib.symbol("collapse"));
+  auto *host = reinterpret_cast<Four>(lib.symbol("host"));
+  auto *wordNorm = reinterpret_cast<WordNorm>(lib.symbol("word_norm"));
+  auto *form = reinterpret_cast<Form>(lib.symbol("form"));
+  ASSERT_TRUE(collapse && host && wordNorm && form);
+  collapse(&dx, &dpre, &dc);
+  host(&dx, &dpre, &dw, &dh);
+  auto blocks = [&](const std::function<void(void *, void *)> &run) {
+    // The rows last first: no row may depend on another's block.
+    launch(
+        n, 1, threads, size_t(warps * 4 + 4),
+        [&](void *shared) {
+          float *sums = static_cast<float *>(shared);
+          Descriptor<1, float> dSums{sums, sums, 0, {warps}, {1}};
+          Descriptor<1, float> dScale{sums + warps, sums + warps, 0, {1}, {1}};
+          run(&dSums, &dScale);
+        },
+        /*lastFirst=*/true);
+  };
+  blocks([&](void *sums, void *scale) { wordNorm(&dc, &dw, &dp, sums, scale); });
+  blocks([&](void *sums, void *scale) { form(&dx, &dpre, &dw, &df, sums, scale); });
+  for (size_t i = 0; i < yParts.size(); ++i) {
+    ASSERT_EQ(bits(yParts[i]), bits(yForm[i])) << "row " << i / size_t(dim) << " element "
+                                               << i % size_t(dim);
+    const double h = nx::bf16ToFloat(yHost[i]), g = nx::bf16ToFloat(yForm[i]);
+    ASSERT_LE(std::fabs(g - h), nx::normErrorBound(dim, h, /*outputBf16=*/true))
+        << "row " << i / size_t(dim) << " element " << i % size_t(dim);
+  }
+}
+} // namespace
+
+TEST(GpuFormEmulation, HcCollapseNormWordFormMatchesItsParts) {
+  expectHcCollapseNormWordFormMatchesItsParts(4, 5120, 3, 51); // the released widths
+  expectHcCollapseNormWordFormMatchesItsParts(4, 64, 5, 52);   // tiny: 8 words, idle lanes
+  expectHcCollapseNormWordFormMatchesItsParts(2, 136, 1, 53);  // 17 words
+}
+
 TEST(GpuFormEmulation, RmsNormBlockFormMatchesTheHostKernel) {
   expectRmsNormBlockFormMatchesHost(512, 3, 64, 31);  // 8 elements a thread
   expectRmsNormBlockFormMatchesHost(100, 2, 32, 32);  // a last partial slot

@@ -48,9 +48,10 @@ TEST(OpAbi, EveryPlanOpHasOneEntry) {
       "csa.compress",    "csa.index_score",  "csa.topk",
       "csa.sparse_attention", "csa.moe",     "csa.engram",
       "tensor.extract_slice", "csa.fusion"};
-  std::set<std::string> seen;
+  std::set<std::string> seen, ops;
   for (const OpAbi &abi : opAbis()) {
     EXPECT_TRUE(planOps.count(abi.op)) << abi.op;
+    ops.insert(abi.op);
     EXPECT_TRUE(seen.insert(std::string(abi.op) + "/" +
                             (abi.variant ? abi.variant : ""))
                     .second)
@@ -61,7 +62,9 @@ TEST(OpAbi, EveryPlanOpHasOneEntry) {
       EXPECT_NE(std::string(slot.description), "") << slot.name;
     }
   }
-  EXPECT_EQ(seen.size(), planOps.size());
+  // Every plan op has an entry; csa.fusion one a region kind.
+  EXPECT_EQ(ops, planOps);
+  EXPECT_EQ(seen.size(), planOps.size() + 1);
 }
 
 TEST(OpAbi, FixedLayouts) {
@@ -227,10 +230,12 @@ TEST(OpAbi, FusionByRegionName) {
                     "rows"}));
   EXPECT_EQ(errorOf("csa.fusion", {{"name", "rope_store"}}),
             "csa.fusion has no argument layout for attrs.name \"rope_store\" "
-            "(known: rope_quantize_store)");
+            "(known: rope_quantize_store, hc_collapse_norm)");
   EXPECT_EQ(errorOf("csa.fusion", json::object()),
             "csa.fusion has no argument layout for attrs.name nothing "
-            "(known: rope_quantize_store)");
+            "(known: rope_quantize_store, hc_collapse_norm)");
+  EXPECT_EQ(labelsOf("csa.fusion", {{"name", "hc_collapse_norm"}}),
+            (Labels{"streams", "pre", "weight", "result"}));
 }
 
 TEST(OpAbi, UnknownOpAndAttrs) {

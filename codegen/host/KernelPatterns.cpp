@@ -499,19 +499,6 @@ struct SparseAttentionPattern : OpKernelPattern<SparseAttentionOp> {
             KernelParallelism::Nest,
             [&] { buildGatherCacheEntriesKernel(s.kernels, "gather_cache_entries"); },
             "gather_selected");
-      // The released main-KV rows are also dequantized straight from the
-      // cache's entries (one kernel for the gather's and the dequantizer's).
-      Type mainRow = cast<GlobalCacheType>(cache.getType()).getMainRow();
-      if (!isa<Fp8NopeRowType>(mainRow) && !isIndexKeyFp8(mainRow)) {
-        std::string gathered = "dequantize_gathered_" + rowName(mainRow);
-        s.use(gathered, "csa.sparse_attention", "selected rows from the cache",
-              KernelParallelism::Nest,
-              [&] {
-                buildDequantizeGatheredRowsKernel(s.kernels, gathered, rowFormat(mainRow),
-                                                  rowDim(mainRow));
-              },
-              "dequantize_gathered");
-      }
       s.use("attention_selected_index", "csa.sparse_attention", "index lists",
             KernelParallelism::Nest,
             [&] { buildSelectedIndexKernel(s.kernels, "attention_selected_index"); },

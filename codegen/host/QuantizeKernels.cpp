@@ -440,46 +440,6 @@ void emitQuantizeRowsBlock(OpBuilder &b, Location loc, Value x, Value out,
   b.setInsertionPointAfter(store);
 }
 
-namespace {
-
-/// The dequantizer's loops over `rowCount` rows of y, each row's byte c read
-/// by `rowByte(r, c)` (an i32 holding the byte): as numerics::dequantizeRow.
-void emitDequantizeRows(Emitter &e, nx::RowFormat format, int64_t dim, Value rowCount, Value y,
-                        const std::function<Value(Value r, Value c)> &rowByte) {
-  OpBuilder &b = e.b;
-  const int64_t group = int64_t(nx::rowGroup(format));
-  const int64_t scaleOffset = int64_t(nx::rowScaleOffset(format, dim));
-  forLoop(e, rowCount, [&](Value r) {
-    forLoop(e, e.idx(dim / group), [&](Value g) {
-      Value code = rowByte(r, arith::AddIOp::create(b, e.loc, g, e.idx(scaleOffset)));
-      Value scale = format == nx::RowFormat::MainKvFp4 ? e.decodeE4M3(code)
-                                                       : e.decodeUe8m0(code);
-      Value base = arith::MulIOp::create(b, e.loc, g, e.idx(group));
-      if (!isFp4(format)) {
-        forLoop(e, e.idx(group), [&](Value i) {
-          Value c = arith::AddIOp::create(b, e.loc, base, i);
-          Value v = e.decodeE4M3(rowByte(r, c));
-          e.storeF32(arith::MulFOp::create(b, e.loc, v, scale), y, {r, c});
-        });
-        return;
-      }
-      Value byteBase = arith::DivUIOp::create(b, e.loc, base, e.idx(2));
-      forLoop(e, e.idx(group / 2), [&](Value j) {
-        Value byte = rowByte(r, arith::AddIOp::create(b, e.loc, byteBase, j));
-        Value even = arith::AddIOp::create(
-            b, e.loc, base, arith::MulIOp::create(b, e.loc, j, e.idx(2)));
-        Value odd = arith::AddIOp::create(b, e.loc, even, e.idx(1));
-        Value lo = e.decodeE2M1(e.band(byte, e.c32(0xF)));
-        Value hi = e.decodeE2M1(e.lshr(byte, e.c32(4)));
-        e.storeF32(arith::MulFOp::create(b, e.loc, lo, scale), y, {r, even});
-        e.storeF32(arith::MulFOp::create(b, e.loc, hi, scale), y, {r, odd});
-      });
-    });
-  });
-}
-
-} // namespace
-
 func::FuncOp buildDequantizeRowsKernel(ModuleOp module, const std::string &name,
                                        nx::RowFormat format, int64_t dim,
                                        Type valueType) {
@@ -490,46 +450,38 @@ func::FuncOp buildDequantizeRowsKernel(ModuleOp module, const std::string &name,
   func::FuncOp fn = startRowKernel(b, module, name, dim, int64_t(nx::rowBytes(format, dim)),
                                    valueType, /*quantizer=*/false);
   Value rows = fn.getArgument(0), y = fn.getArgument(1);
-  emitDequantizeRows(e, format, dim, memref::DimOp::create(b, e.loc, rows, e.idx(0)), y,
-                     [&](Value r, Value c) { return e.loadByte(rows, {r, c}); });
-  func::ReturnOp::create(b, e.loc);
-  return fn;
-}
+  const int64_t group = int64_t(nx::rowGroup(format));
+  const int64_t scaleOffset = int64_t(nx::rowScaleOffset(format, dim));
 
-func::FuncOp buildDequantizeGatheredRowsKernel(ModuleOp module, const std::string &name,
-                                               nx::RowFormat format, int64_t dim) {
-  if (!checkRow(module, name, format, dim, Type()))
-    return nullptr;
-  OpBuilder b(module.getContext());
-  Emitter e{b, module.getLoc()};
-  const int64_t dyn = ShapedType::kDynamic;
-  Type i64 = b.getI64Type(), indexType = b.getIndexType();
-  func::FuncOp fn = startKernel(b, module, name,
-                                {MemRefType::get({dyn}, b.getI8Type()),
-                                 MemRefType::get({dyn}, b.getI32Type()),
-                                 MemRefType::get({dyn, dim}, b.getBF16Type()), i64, i64});
-  Value cache = fn.getArgument(0), which = fn.getArgument(1), y = fn.getArgument(2);
-  Value entryBytes = arith::IndexCastOp::create(b, e.loc, indexType, fn.getArgument(3));
-  Value offset = arith::IndexCastOp::create(b, e.loc, indexType, fn.getArgument(4));
-  Value cacheBytes = memref::DimOp::create(b, e.loc, cache, e.idx(0));
-  const int64_t rowBytes = int64_t(nx::rowBytes(format, dim));
-  // Each byte finds its entry itself (inside the innermost loops, so they
-  // stay the dequantizer's nest): -1 and an entry past the cache read as zero
-  // bytes, as gather_cache_entries writes them.
-  auto rowByte = [&](Value r, Value c) -> Value {
-    Value entry = arith::IndexCastOp::create(b, e.loc, indexType,
-                                             memref::LoadOp::create(b, e.loc, which, r));
-    Value first = arith::AddIOp::create(b, e.loc, arith::MulIOp::create(b, e.loc, entry, entryBytes),
-                                        offset);
-    Value valid = arith::AndIOp::create(
-        b, e.loc, arith::CmpIOp::create(b, e.loc, arith::CmpIPredicate::sge, entry, e.idx(0)),
-        arith::CmpIOp::create(b, e.loc, arith::CmpIPredicate::sle,
-                              arith::AddIOp::create(b, e.loc, first, e.idx(rowBytes)), cacheBytes));
-    Value at = arith::SelectOp::create(b, e.loc, valid, arith::AddIOp::create(b, e.loc, first, c),
-                                       e.idx(0));
-    return arith::SelectOp::create(b, e.loc, valid, e.loadByte(cache, {at}), e.c32(0));
-  };
-  emitDequantizeRows(e, format, dim, memref::DimOp::create(b, e.loc, y, e.idx(0)), y, rowByte);
+  forLoop(e, memref::DimOp::create(b, e.loc, rows, e.idx(0)), [&](Value r) {
+    forLoop(e, e.idx(dim / group), [&](Value g) {
+      Value code = e.loadByte(
+          rows, {r, arith::AddIOp::create(b, e.loc, g, e.idx(scaleOffset))});
+      Value scale = format == nx::RowFormat::MainKvFp4 ? e.decodeE4M3(code)
+                                                       : e.decodeUe8m0(code);
+      Value base = arith::MulIOp::create(b, e.loc, g, e.idx(group));
+      if (!isFp4(format)) {
+        forLoop(e, e.idx(group), [&](Value i) {
+          Value c = arith::AddIOp::create(b, e.loc, base, i);
+          Value v = e.decodeE4M3(e.loadByte(rows, {r, c}));
+          e.storeF32(arith::MulFOp::create(b, e.loc, v, scale), y, {r, c});
+        });
+        return;
+      }
+      Value byteBase = arith::DivUIOp::create(b, e.loc, base, e.idx(2));
+      forLoop(e, e.idx(group / 2), [&](Value j) {
+        Value byte = e.loadByte(
+            rows, {r, arith::AddIOp::create(b, e.loc, byteBase, j)});
+        Value even = arith::AddIOp::create(
+            b, e.loc, base, arith::MulIOp::create(b, e.loc, j, e.idx(2)));
+        Value odd = arith::AddIOp::create(b, e.loc, even, e.idx(1));
+        Value lo = e.decodeE2M1(e.band(byte, e.c32(0xF)));
+        Value hi = e.decodeE2M1(e.lshr(byte, e.c32(4)));
+        e.storeF32(arith::MulFOp::create(b, e.loc, lo, scale), y, {r, even});
+        e.storeF32(arith::MulFOp::create(b, e.loc, hi, scale), y, {r, odd});
+      });
+    });
+  });
   func::ReturnOp::create(b, e.loc);
   return fn;
 }

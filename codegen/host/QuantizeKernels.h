@@ -126,16 +126,6 @@ mlir::func::FuncOp buildDequantizeRowsKernel(mlir::ModuleOp module,
                                              int64_t dim,
                                              mlir::Type valueType = {});
 
-/// `name(cache: memref<?xi8>, which: memref<?xi32>, y: memref<?xDxbf16>,
-/// entryBytes: i64, offset: i64)`: row r of y is the dequantized row at byte
-/// `which[r] * entryBytes + offset` of the cache's bytes (a global cache's
-/// entries: the selected rows of sparse attention), zeros where which[r] is
-/// -1 or the row lies past the cache: gather_cache_entries then
-/// buildDequantizeRowsKernel in one kernel, the same bits.
-mlir::func::FuncOp buildDequantizeGatheredRowsKernel(mlir::ModuleOp module,
-                                                     const std::string &name,
-                                                     numerics::RowFormat format, int64_t dim);
-
 /// `name(rows: memref<?xRxi8>, cache: memref<?xRxi8, strided<[?, 1],
 /// offset: ?>>, start: i64) -> i32` (csa.cache_append): copies row i of
 /// `rows` to cache entry `start + i` (window == 0: a global cache, entries

@@ -610,13 +610,8 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   }
   // The host's index lists go to the GPU now, before this step's launches,
   // so that those are one run (one graph; LaunchGraphs).
-  // One kernel dequantizes the selected rows straight from the cache where
-  // the plan has it (the released row formats); else a gather, then the
-  // dequantizer.
-  const bool gatheredDequantize = s.kernels.count("dequantize_gathered") > 0;
   Tensor *which = nullptr;
-  if (global && entries > 0 && !inSetOrder &&
-      (gatheredDequantize || s.kernels.count("gather_selected"))) {
+  if (global && entries > 0 && s.kernels.count("gather_selected") && !inSetOrder) {
     which = &scratch("attention.which", 4, {entries});
     std::memcpy(which->ptr(), used.data(), used.size() * sizeof(int32_t));
     uploadNow(which->ptr());
@@ -653,12 +648,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     CacheState &c = cache(s, "cache");
     const CacheBuffer &b = cacheBuffer(s, "cache");
     Tensor *gathered = nullptr;
-    if (gatheredDequantize) {
-      auto dc = desc<1>(c.bytes.data(), {int64_t(c.bytes.size())});
-      auto dw = desc<1>(inSetOrder ? setRow : which->ptr(), {entries});
-      auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
-      invoke(s, "dequantize_gathered", &dc, &dw, &dv, int64_t(b.entryBytes), int64_t(0));
-    } else if (s.kernels.count("gather_selected")) {
+    if (s.kernels.count("gather_selected")) {
       // A kernel gathers them where the cache is (on the GPU path one launch
       // instead of a copy per run of consecutive entries).
       Tensor &rowsOut = kernelScratch("attention.main_rows", 1, {entries, b.mainRowBytes});
@@ -670,11 +660,10 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     } else {
       gathered = &gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries, &used);
     }
-    if (gathered) {
-      auto dm = desc<2>(gathered->ptr(), {entries, b.mainRowBytes});
-      auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
-      invoke(s, "dequantize_selected", &dm, &dv);
-    }
+    Tensor &mainRows = *gathered;
+    auto dm = desc<2>(mainRows.ptr(), {entries, b.mainRowBytes});
+    auto dv = desc<2>(rows.as<uint16_t>() + windowRows * dim, {entries, dim});
+    invoke(s, "dequantize_selected", &dm, &dv);
   }
 
   Tensor &out = kernelResult(s, "result", 2, {n, heads, dim}, q.base);

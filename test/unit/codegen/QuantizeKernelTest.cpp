@@ -648,58 +648,6 @@ TEST(QuantizeKernels, RoundTripThroughTheCache) {
   }
 }
 
-TEST(QuantizeKernels, GatheredDequantizeEqualsGatherThenDequantize) {
-  // Rows read straight from a global cache's entries (records of
-  // `entryBytes`, the row at `offset`) give the dequantizer's bits on the
-  // gathered rows; -1 and an entry past the cache give the zero row, as the
-  // gather writes it. Arbitrary bytes (NaN codes too): the same arithmetic.
-  struct Case {
-    const char *name;
-    RowFormat format;
-    int64_t dim, extra, offset;
-  };
-  const Case cases[] = {{"main_fp4", RowFormat::MainKvFp4, 512, 68, 0},
-                        {"swa_fp8", RowFormat::SwaKvFp8, 512, 0, 0},
-                        {"index_fp4", RowFormat::IndexKeyFp4, 128, 288, 288}};
-  KernelLibrary lib([&](mlir::ModuleOp m) {
-    for (const Case &c : cases) {
-      buildDequantizeRowsKernel(m, std::string("dq_") + c.name, c.format, c.dim);
-      buildDequantizeGatheredRowsKernel(m, std::string("dqg_") + c.name, c.format, c.dim);
-    }
-  });
-  using GatheredFn = void (*)(Descriptor<1, uint8_t> *, Descriptor<1, int32_t> *,
-                              Descriptor<2, uint16_t> *, int64_t, int64_t);
-  for (const Case &c : cases) {
-    SCOPED_TRACE(c.name);
-    auto *dq = reinterpret_cast<DequantizeFn>(lib.symbol(std::string("dq_") + c.name));
-    auto *dqg = reinterpret_cast<GatheredFn>(lib.symbol(std::string("dqg_") + c.name));
-    ASSERT_TRUE(dq && dqg);
-    const int64_t rowBytes = int64_t(nx::rowBytes(c.format, size_t(c.dim)));
-    const int64_t entryBytes = rowBytes + c.extra, held = 8;
-    std::vector<uint8_t> cache(size_t(held * entryBytes));
-    uint32_t state = 77;
-    for (uint8_t &byte : cache)
-      byte = uint8_t((state = state * 1664525u + 1013904223u) >> 24);
-    std::vector<int32_t> which = {3, -1, 0, int32_t(held), 7, 3};
-    const int64_t n = int64_t(which.size());
-    std::vector<uint8_t> gathered(size_t(n * rowBytes), 0);
-    for (int64_t r = 0; r < n; ++r)
-      if (which[size_t(r)] >= 0 && which[size_t(r)] < held)
-        std::memcpy(&gathered[size_t(r * rowBytes)],
-                    &cache[size_t(which[size_t(r)] * entryBytes + c.offset)], size_t(rowBytes));
-    std::vector<uint16_t> want(size_t(n * c.dim), 0), got(size_t(n * c.dim), 0x7FC1);
-    auto dg = describe<2>(gathered, {n, rowBytes});
-    auto dw = describe<2>(want, {n, c.dim});
-    dq(&dg, &dw);
-    auto dc = describe<1>(cache, {int64_t(cache.size())});
-    auto di = describe<1>(which, {n});
-    auto dgot = describe<2>(got, {n, c.dim});
-    dqg(&dc, &di, &dgot, entryBytes, c.offset);
-    for (size_t i = 0; i < want.size(); ++i)
-      ASSERT_EQ(got[i], want[i]) << "row " << i / size_t(c.dim) << " channel " << i % size_t(c.dim);
-  }
-}
-
 TEST(QuantizeKernels, RejectsDimsThatAreNotWholeGroups) {
   mlir::MLIRContext context;
   loadHostKernelDialects(context);

@@ -191,8 +191,14 @@ struct Tensor {
     // when a small value held the buffer last): a value that grows a little
     // every few steps (a long context's index scores) does not move its
     // buffer, and with it the device copy, each time.
-    if (bytes > data.capacity())
+    // The bytes a buffer held are not the new value's (every caller writes
+    // or zeroes what it reads), so a buffer that must grow is not copied:
+    // copying a pooled buffer's old contents into the new one touched every
+    // page of it (a 4096-token prefill's mHC streams: 168 MB a layer).
+    if (bytes > data.capacity()) {
+      data.clear();
       data.reserve(bytes + bytes / 8);
+    }
     const size_t had = data.size();
     data.resize(bytes);
     if (!currentRunner && bytes > had)

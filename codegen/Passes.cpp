@@ -76,6 +76,7 @@ struct LowerKernelsToNvvmPass
 KernelPipelineOptions HostPipelineCliOptions::get() const {
   KernelPipelineOptions o;
   copyReplayOptions(*this, o);
+  copyFuseOptions(*this, o);
   o.rows = rows;
   o.linearForm = linearForm;
   return o;
@@ -84,6 +85,7 @@ KernelPipelineOptions HostPipelineCliOptions::get() const {
 KernelPipelineOptions NvptxPipelineCliOptions::get() const {
   KernelPipelineOptions o;
   copyReplayOptions(*this, o);
+  copyFuseOptions(*this, o);
   o.rows = rows;
   o.chip = chip;
   o.ptxVersion = ptxVersion;

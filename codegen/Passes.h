@@ -43,6 +43,7 @@ void buildNvptxPipeline(mlir::OpPassManager &pm,
 struct HostPipelineCliOptions
     : public mlir::PassPipelineOptions<HostPipelineCliOptions> {
   CSA_REPLAY_PIPELINE_OPTIONS
+  CSA_FUSE_PIPELINE_OPTIONS
   Option<int64_t> rows{
       *this, "rows",
       llvm::cl::desc("Rows per tile of the host matrix products; 0: 8"),
@@ -57,6 +58,7 @@ struct HostPipelineCliOptions
 struct NvptxPipelineCliOptions
     : public mlir::PassPipelineOptions<NvptxPipelineCliOptions> {
   CSA_REPLAY_PIPELINE_OPTIONS
+  CSA_FUSE_PIPELINE_OPTIONS
   Option<int64_t> rows{
       *this, "rows",
       llvm::cl::desc("Rows per tile of the host matrix products; 0: 8"),

@@ -126,25 +126,36 @@ struct FuseHcCollapseNorm : public OpRewritePattern<RmsNormOp> {
 struct FuseKernelsPass : public csa::impl::FuseKernelsBase<FuseKernelsPass> {
   using Base::Base;
 
-  void runOnOperation() override {
-    RewritePatternSet patternSet(&getContext());
+  /// The patterns, checked once (not once a function).
+  LogicalResult initialize(MLIRContext *context) override {
+    RewritePatternSet set(context);
     bool ropeQuantizeStore = patterns.empty(), hcCollapseNorm = patterns.empty();
     for (const std::string &p : patterns) {
-      if (p == "rope_quantize_store") {
+      if (p == "none") {
+        if (patterns.size() == 1)
+          continue; // no regions: every op its own kernel
+        return emitError(UnknownLoc::get(context))
+               << "csa-fuse-kernels: 'none' (no regions) stands alone, not beside other "
+                  "patterns";
+      } else if (p == "rope_quantize_store") {
         ropeQuantizeStore = true;
       } else if (p == "hc_collapse_norm") {
         hcCollapseNorm = true;
       } else {
-        getOperation().emitError()
-            << "csa-fuse-kernels: unknown pattern '" << p
-            << "' (known: rope_quantize_store, hc_collapse_norm)";
-        return signalPassFailure();
+        return emitError(UnknownLoc::get(context))
+               << "csa-fuse-kernels: unknown pattern '" << p
+               << "' (known: rope_quantize_store, hc_collapse_norm; or none alone)";
       }
     }
     if (ropeQuantizeStore)
-      patternSet.add<FuseRopeQuantizeStore>(&getContext());
+      set.add<FuseRopeQuantizeStore>(context);
     if (hcCollapseNorm)
-      patternSet.add<FuseHcCollapseNorm>(&getContext());
+      set.add<FuseHcCollapseNorm>(context);
+    frozen = FrozenRewritePatternSet(std::move(set));
+    return success();
+  }
+
+  void runOnOperation() override {
     // Only the regions change: no folding, no constant CSE, no region
     // simplification (the fused stage is the expanded one plus its regions).
     GreedyRewriteConfig config;
@@ -153,11 +164,13 @@ struct FuseKernelsPass : public csa::impl::FuseKernelsBase<FuseKernelsPass> {
         .setStrictness(GreedyRewriteStrictness::ExistingOps);
     int64_t before = 0, after = 0;
     getOperation().walk([&](FusionOp) { ++before; });
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patternSet), config)))
+    if (failed(applyPatternsGreedily(getOperation(), frozen, config)))
       return signalPassFailure();
     getOperation().walk([&](FusionOp) { ++after; });
     numFused += after - before;
   }
+
+  FrozenRewritePatternSet frozen;
 };
 
 } // namespace

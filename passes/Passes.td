@@ -177,7 +177,7 @@ def FuseKernels : Pass<"csa-fuse-kernels", "::mlir::func::FuncOp"> {
   let options = [
     ListOption<"patterns", "patterns", "std::string",
                "Patterns to apply (default: all): rope_quantize_store, "
-               "hc_collapse_norm">,
+               "hc_collapse_norm; none: no regions">,
   ];
   let statistics = [
     Statistic<"numFused", "num-fused", "csa.fusion regions formed">,

@@ -17,6 +17,12 @@ StagePipelineOptions ExpandPipelineCliOptions::get() const {
   return o;
 }
 
+StagePipelineOptions FusePipelineCliOptions::get() const {
+  StagePipelineOptions o;
+  copyFuseOptions(*this, o);
+  return o;
+}
+
 StagePipelineOptions TilePipelineCliOptions::get() const {
   StagePipelineOptions o;
   o.target = target;
@@ -29,6 +35,7 @@ StagePipelineOptions TilePipelineCliOptions::get() const {
 StagePipelineOptions StagePipelineCliOptions::get() const {
   StagePipelineOptions o;
   copyReplayOptions(*this, o);
+  copyFuseOptions(*this, o);
   o.target = target;
   o.rows = rows;
   o.linearForm = linearForm;
@@ -56,8 +63,10 @@ void buildGraphToExpandedPipeline(OpPassManager &pm,
   pm.addPass(createPlanCaches());
 }
 
-void buildExpandedToFusedPipeline(OpPassManager &pm) {
-  pm.nest<func::FuncOp>().addPass(createFuseKernels());
+void buildExpandedToFusedPipeline(OpPassManager &pm, const StagePipelineOptions &options) {
+  FuseKernelsOptions fuse;
+  fuse.patterns.assign(options.fusions.begin(), options.fusions.end());
+  pm.nest<func::FuncOp>().addPass(createFuseKernels(fuse));
 }
 
 void buildFusedToTiledPipeline(OpPassManager &pm,
@@ -77,7 +86,7 @@ void buildFusedToTiledPipeline(OpPassManager &pm,
 void buildGraphToTiledPipeline(OpPassManager &pm,
                                const StagePipelineOptions &options) {
   buildGraphToExpandedPipeline(pm, options);
-  buildExpandedToFusedPipeline(pm);
+  buildExpandedToFusedPipeline(pm, options);
   buildFusedToTiledPipeline(pm, options);
 }
 
@@ -89,10 +98,12 @@ void registerCsaStagePipelines() {
       [](OpPassManager &pm, const ExpandPipelineCliOptions &o) {
         buildGraphToExpandedPipeline(pm, o.get());
       });
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<FusePipelineCliOptions>(
       "csa-expanded-to-fused",
       "expanded -> fused stage: kernel regions (csa-compile --emit=fused)",
-      buildExpandedToFusedPipeline);
+      [](OpPassManager &pm, const FusePipelineCliOptions &o) {
+        buildExpandedToFusedPipeline(pm, o.get());
+      });
   PassPipelineRegistration<TilePipelineCliOptions>(
       "csa-fused-to-tiled",
       "fused -> tiled stage: the target's lowering parameters "

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace csa {
 
@@ -35,6 +36,9 @@ struct StagePipelineOptions {
   /// fused -> tiled: the GPU form of the sparse attentions that have none
   /// (csa-select-attention-forms: warp, head, split or mma).
   std::string attentionForm = "mma";
+  /// expanded -> fused: the csa-fuse-kernels patterns to apply (empty: all;
+  /// {"none"}: no kernel regions).
+  std::vector<std::string> fusions;
 };
 
 /// The graph stage's cleanup of a freshly built (or read) graph.
@@ -43,8 +47,9 @@ void buildGraphCleanupPipeline(mlir::OpPassManager &pm);
 /// planned.
 void buildGraphToExpandedPipeline(mlir::OpPassManager &pm,
                                   const StagePipelineOptions &options);
-/// expanded -> fused: kernel regions.
-void buildExpandedToFusedPipeline(mlir::OpPassManager &pm);
+/// expanded -> fused: kernel regions (the patterns of options.fusions).
+void buildExpandedToFusedPipeline(mlir::OpPassManager &pm,
+                                  const StagePipelineOptions &options);
 /// fused -> tiled: the target's lowering parameters on every op.
 void buildFusedToTiledPipeline(mlir::OpPassManager &pm,
                                const StagePipelineOptions &options);
@@ -87,6 +92,18 @@ void buildGraphToTiledPipeline(mlir::OpPassManager &pm,
       llvm::cl::desc("GPU form of the sparse attentions: warp, head, split or mma"), \
       llvm::cl::init("mma")};
 
+#define CSA_FUSE_PIPELINE_OPTIONS                                              \
+  ListOption<std::string> fusions{                                             \
+      *this, "fusions",                                                        \
+      llvm::cl::desc("Kernel-region patterns of csa-fuse-kernels (default: "   \
+                     "all; none: no regions)")};
+
+/// The fusion options of any of the command-line option structs below.
+template <typename Cli>
+void copyFuseOptions(const Cli &cli, StagePipelineOptions &options) {
+  options.fusions.assign(cli.fusions.begin(), cli.fusions.end());
+}
+
 /// The replay options of any of the command-line option structs below.
 template <typename Cli>
 void copyReplayOptions(const Cli &cli, StagePipelineOptions &options) {
@@ -101,6 +118,12 @@ struct ExpandPipelineCliOptions
   CSA_REPLAY_PIPELINE_OPTIONS
   StagePipelineOptions get() const;
 };
+/// csa-expanded-to-fused's options.
+struct FusePipelineCliOptions
+    : public mlir::PassPipelineOptions<FusePipelineCliOptions> {
+  CSA_FUSE_PIPELINE_OPTIONS
+  StagePipelineOptions get() const;
+};
 /// csa-fused-to-tiled's options.
 struct TilePipelineCliOptions
     : public mlir::PassPipelineOptions<TilePipelineCliOptions> {
@@ -111,6 +134,7 @@ struct TilePipelineCliOptions
 struct StagePipelineCliOptions
     : public mlir::PassPipelineOptions<StagePipelineCliOptions> {
   CSA_REPLAY_PIPELINE_OPTIONS
+  CSA_FUSE_PIPELINE_OPTIONS
   CSA_TILE_PIPELINE_OPTIONS
   StagePipelineOptions get() const;
 };

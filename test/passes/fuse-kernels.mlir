@@ -1,7 +1,7 @@
 // RUN: csa-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(csa-fuse-kernels))' | FileCheck %s
 // RUN: not csa-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(csa-fuse-kernels{patterns=gemm_epilogue}))' 2>&1 | FileCheck %s --check-prefix=BADPATTERN
 // RUN: csa-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(csa-fuse-kernels{patterns=rope_quantize_store}))' | FileCheck %s --check-prefix=ROPEONLY
-// BADPATTERN: error: csa-fuse-kernels: unknown pattern 'gemm_epilogue' (known: rope_quantize_store, hc_collapse_norm)
+// BADPATTERN: error: csa-fuse-kernels: unknown pattern 'gemm_epilogue' (known: rope_quantize_store, hc_collapse_norm; or none alone)
 
 #rope = #csa.rope<dim = 8, theta = 1.000000e+04, factor = 1.000000e+00, original_seq_len = 32, beta_fast = 3.200000e+01, beta_slow = 1.000000e+00>
 

@@ -232,6 +232,12 @@ cl::opt<bool> attentionWarpForm(
              "tolerance contract of docs/semantics.md) instead of the default "
              "split form; =false: the head form, the host kernel's bits"),
     cl::init(csa::codegen::NvptxOptions{}.attentionWarpForm), cl::cat(category));
+cl::list<std::string> fusions(
+    "fusions", cl::CommaSeparated,
+    cl::desc("The kernel regions csa-fuse-kernels forms: rope_quantize_store, "
+             "hc_collapse_norm (default: all), or none (every op its own "
+             "kernel: to compare a model with and without a fusion)"),
+    cl::value_desc("PATTERN,...|none"), cl::cat(category));
 cl::opt<std::string> attentionForm(
     "attention-form",
     cl::desc("sparse attention's GPU form for ops without one: mma (the "
@@ -814,8 +820,11 @@ int main(int argc, char **argv) {
       }) == StageResult::Failed)
     return 1;
   // Stage fused: kernel boundaries.
-  if (advance(Stage::Fused, "fused", csa::buildExpandedToFusedPipeline) ==
-      StageResult::Failed)
+  if (advance(Stage::Fused, "fused", [](PassManager &pm) {
+        csa::StagePipelineOptions options;
+        options.fusions.assign(fusions.begin(), fusions.end());
+        csa::buildExpandedToFusedPipeline(pm, options);
+      }) == StageResult::Failed)
     return 1;
   // Stage tiled: the target's tile parameters on every matrix product (ops
   // that already carry one keep it).

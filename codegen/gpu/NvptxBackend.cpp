@@ -435,6 +435,23 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputsPerBlock = 1;
       info.sharedBytes = sharedBytes;
     };
+    // An RMS norm's block of a row (the norm and the hc_collapse_norm
+    // region): the word form's threads, shuffles and warp sums, or the
+    // element form's row buffer.
+    auto rmsNormLanes = [&](int64_t dim, bool words) {
+      RmsNormBlockLanes lanes;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(
+          words ? (dim / 8 + 31) / 32 * 32 : std::min<int64_t>(256, (dim + 31) / 32 * 32));
+      if (words)
+        lanes.shuffleXor = shuffleXorLane;
+      lanes.sharedRowType = MemRefType::get({words ? lanes.threads / 32 : dim}, b.getF32Type(),
+                                            MemRefLayoutAttrInterface{}, workgroup);
+      lanes.sharedScaleType = MemRefType::get({1}, b.getF32Type(),
+                                              MemRefLayoutAttrInterface{}, workgroup);
+      // The tree's partials sit in the row buffer: one a thread.
+      lanes.treeSum = lanes.threads <= dim;
+      return lanes;
+    };
     // Top-k compaction: a block per row, a segment of the row a thread.
     auto compact = fn->getAttrOfType<DictionaryAttr>(kTopKCompactAttr);
     if (compact)
@@ -560,13 +577,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     } else if (hcCollapseNorm) {
       const int64_t hc = hcCollapseNorm.getAs<IntegerAttr>("hc").getInt(),
                     dim = hcCollapseNorm.getAs<IntegerAttr>("dim").getInt();
-      RmsNormBlockLanes lanes;
-      static_cast<BlockRowLanes &>(lanes) = blockRowLanes((dim / 8 + 31) / 32 * 32);
-      lanes.shuffleXor = shuffleXorLane;
-      lanes.sharedRowType = MemRefType::get({lanes.threads / 32}, b.getF32Type(),
-                                            MemRefLayoutAttrInterface{}, workgroup);
-      lanes.sharedScaleType = MemRefType::get({1}, b.getF32Type(),
-                                              MemRefLayoutAttrInterface{}, workgroup);
+      const RmsNormBlockLanes lanes = rmsNormLanes(dim, /*words=*/true);
       buildHcCollapseNormWordBody(fn, hc, dim,
                                   hcCollapseNorm.getAs<FloatAttr>("eps").getValueAsDouble(), lanes);
       blockPerRow(lanes.threads, lanes.threads / 32 * 4 + 4);
@@ -577,20 +588,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.toleranceOutput = 3;
     } else if (rmsNorm) {
       const int64_t dim = rmsNorm.getAs<IntegerAttr>("dim").getInt();
-      RmsNormBlockLanes lanes;
       // The word form (a 16-byte word a thread, shuffles, one barrier) where
       // the row is whole words; otherwise the element form.
       const bool words = rmsNormWordFormFits(dim);
-      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(
-          words ? (dim / 8 + 31) / 32 * 32 : std::min<int64_t>(256, (dim + 31) / 32 * 32));
-      if (words)
-        lanes.shuffleXor = shuffleXorLane;
-      lanes.sharedRowType = MemRefType::get({words ? lanes.threads / 32 : dim}, b.getF32Type(),
-                                            MemRefLayoutAttrInterface{}, workgroup);
-      lanes.sharedScaleType = MemRefType::get({1}, b.getF32Type(),
-                                              MemRefLayoutAttrInterface{}, workgroup);
-      // The tree's partials sit in the row buffer: one a thread.
-      lanes.treeSum = lanes.threads <= dim;
+      const RmsNormBlockLanes lanes = rmsNormLanes(dim, words);
       buildRmsNormBlockBody(fn, dim,
                             rmsNorm.getAs<FloatAttr>("eps").getValueAsDouble(), lanes);
       blockPerRow(lanes.threads, (words ? lanes.threads / 32 : dim) * 4 + 4);

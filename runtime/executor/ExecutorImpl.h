@@ -586,6 +586,12 @@ struct Executor::Impl {
   absl::Status cacheAppend(Step &s);
   absl::Status fusion(Step &s);
   absl::Status hcCollapseNorm(Step &s);
+  /// How a kernel region's step runs: its fused kernel's block form (the
+  /// GPU, where the back end gave it one: launch rule row_tiles), its parts
+  /// (the GPU otherwise, when the plan names every one of `parts`: the fused
+  /// kernel would be one thread), or the fused host kernel (the CPU).
+  enum class RegionRun { FusedKernel, BlockForm, Parts };
+  RegionRun regionRun(Step &s, std::initializer_list<const char *> parts);
   /// The view of a cache a store of `n` rows from `start` writes (the ring;
   /// or one part of a global cache, grown to hold the entries).
   absl::StatusOr<Desc<2>> appendView(Step &s, std::string_view cacheSlot,

@@ -234,6 +234,19 @@ absl::Status Executor::Impl::cacheAppend(Step &s) {
   return absl::OkStatus();
 }
 
+Executor::Impl::RegionRun Executor::Impl::regionRun(Step &s,
+                                                   std::initializer_list<const char *> parts) {
+  const KernelRef &fused = kernel(s, "main");
+  if (fused.gpu && fused.gpu->launch.rule == "row_tiles")
+    return RegionRun::BlockForm;
+  if (!runner)
+    return RegionRun::FusedKernel;
+  for (const char *part : parts)
+    if (!s.kernels.count(part))
+      return RegionRun::FusedKernel;
+  return RegionRun::Parts;
+}
+
 absl::Status Executor::Impl::hcCollapseNorm(Step &s) {
   Tensor &x = tensor(s, "streams"), &pre = tensor(s, "pre");
   const int64_t n = x.rows(), hc = attr(s, "hc"), dim = attr(s, "dim");
@@ -242,12 +255,8 @@ absl::Status Executor::Impl::hcCollapseNorm(Step &s) {
   auto dpre = desc<2>(pre.ptr(), {n, hc});
   auto dw = desc<1>(weight(s, "weight").data, {dim});
   auto dout = desc<2>(out.ptr(), {n, dim});
-  // One kernel on the GPU where the back end gave it the norm's word form
-  // (a block per row); otherwise its parts there (the fused host kernel
-  // would be one thread). The CPU runs the fused host kernel.
-  const KernelRef &fused = kernel(s, "main");
-  const bool blockForm = fused.gpu && fused.gpu->launch.rule == "row_tiles";
-  if (runner && !blockForm && s.kernels.count("collapse") && s.kernels.count("norm")) {
+  // The block form is the norm's word form (a block per row).
+  if (regionRun(s, {"collapse", "norm"}) == RegionRun::Parts) {
     Tensor &collapsed = kernelScratch("fusion.collapsed", 2, {n, dim});
     auto dc = desc<2>(collapsed.ptr(), {n, dim});
     invoke(s, "collapse", &dx, &dpre, &dc);
@@ -276,15 +285,11 @@ absl::Status Executor::Impl::fusion(Step &s) {
   const int64_t rowBytes = rowBytesOf(s, "rows");
   if (rowBytes < 1)
     return absl::InvalidArgumentError("the rows of a region must be an i8 [rows, row_bytes] transient");
-  // On the GPU the region is one kernel where the back end gave it its block
-  // form (a block per row: the released row formats); otherwise it runs as
-  // its parts when the plan names them (the fused kernel would be one
-  // thread): the same operations on the same bytes either way.
-  const KernelRef &fused = kernel(s, "main");
-  const bool blockForm = fused.gpu && fused.gpu->launch.rule == "row_tiles";
-  const bool parts = runner && !blockForm && s.kernels.count("rope") &&
-                     s.kernels.count("quantize") && s.kernels.count("append") &&
-                     s.call->attrs.contains("rope_stride");
+  // The block form is the quantizer's (a block per row: the released row
+  // formats); the same operations on the same bytes however it runs.
+  const RegionRun run = regionRun(s, {"rope", "quantize", "append"});
+  const bool blockForm = run == RegionRun::BlockForm;
+  const bool parts = run == RegionRun::Parts && s.call->attrs.contains("rope_stride");
   Tensor &rows = parts || blockForm ? kernelResult(s, "rows", 1, {n, rowBytes}, x.base)
                                     : result(s, "rows", 1, {n, rowBytes}, x.base);
   auto dc = appendView(s, "cache", *storePosition, n, rowBytes);
@@ -308,7 +313,7 @@ absl::Status Executor::Impl::fusion(Step &s) {
     invoke(s, "quantize", &drot, &dr);
     missed = invokeAs<int32_t>(kernel(s, "append"), &dr, &*dc, int64_t(*storePosition));
   } else {
-    missed = invokeAs<int32_t>(fused, &dx, int64_t(*ropePosition), int64_t(*storePosition),
+    missed = invokeAs<int32_t>(kernel(s, "main"), &dx, int64_t(*ropePosition), int64_t(*storePosition),
                                &*dc, &dr);
   }
   if (missed != 0)

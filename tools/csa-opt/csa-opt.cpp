@@ -31,6 +31,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/PrettyStackTrace.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -73,6 +74,9 @@ int main(int argc, char **argv) {
     });
   }
 
+  // As mlir-opt: reading a terminal is more often a mistake than a wish.
+  if (inputFilename == "-" && llvm::sys::Process::FileDescriptorIsDisplayed(fileno(stdin)))
+    llvm::errs() << "(processing input from stdin now, hit ctrl-c/ctrl-d to interrupt)\n";
   std::string errorMessage;
   std::unique_ptr<llvm::MemoryBuffer> input =
       mlir::openInputFile(inputFilename, &errorMessage);

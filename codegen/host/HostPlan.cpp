@@ -751,6 +751,47 @@ private:
   int64_t counter = 0;
 };
 
+/// Ops whose steps may run beside the steps after them, up to the first that
+/// reads their results (overlaps_until). mHC's mix is a chain of small
+/// latency-bound kernels (a block per sum, then one warp's Sinkhorn) whose
+/// results are read a whole sub-layer later: by the Single-Pass shift a
+/// block's `pre` is the next sub-layer's, and `post`/`comb` are used at
+/// the sub-layer's end. Off the critical path it costs the step nothing.
+constexpr std::string_view kOverlappingOps[] = {"csa.hc_mix"};
+
+/// Marks the steps of kOverlappingOps with their first reader, where there
+/// is a step between to overlap and artifact::checkOverlaps allows it.
+void markOverlaps(std::vector<KernelCall> &calls) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    KernelCall &call = calls[i];
+    const std::string op = call.attrs.value("op", std::string());
+    if (std::find(std::begin(kOverlappingOps), std::end(kOverlappingOps), op) ==
+        std::end(kOverlappingOps))
+      continue;
+    auto own = artifact::stepValues(call);
+    if (!own.ok())
+      continue;
+    // The join: the first step that reads the results, or sooner, the first
+    // that may not run beside the step (checkOverlap's rules).
+    size_t until = i + 1;
+    for (; until < calls.size(); ++until) {
+      const KernelCall &other = calls[until];
+      if (artifact::isBuiltinKernel(other.kernel) || other.overlapsUntil >= 0 ||
+          other.attrs.value("op", std::string()) == op)
+        break;
+      auto values = artifact::stepValues(other);
+      if (!values.ok() || values->reads(*own) || values->writesAny(own->writeSet) ||
+          values->writesAny(own->readSet))
+        break;
+    }
+    if (until < i + 2)
+      continue;
+    call.overlapsUntil = int64_t(until);
+    if (!artifact::checkOverlap(calls, i, "plan").ok())
+      call.overlapsUntil = -1;
+  }
+}
+
 } // namespace
 
 llvm::Expected<artifact::Plan> buildHostPlan(ModuleOp graph,
@@ -775,6 +816,7 @@ llvm::Expected<artifact::Plan> buildHostPlan(ModuleOp graph,
     auto calls = planner.run();
     if (!calls)
       return calls.takeError();
+    markOverlaps(*calls);
     (std::string_view(name) == "prefill" ? plan.prefill : plan.decode) =
         std::move(*calls);
   }

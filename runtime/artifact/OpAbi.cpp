@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 
 #include <cstring>
+#include <set>
 #include <iterator>
 #include <sstream>
 #include <stdexcept>
@@ -550,6 +551,88 @@ absl::Status checkArgs(const ArgLayout &layout,
   for (size_t i = 0; i < args.size(); ++i)
     if (std::string problem = checkArg(layout, i, args[i]); !problem.empty())
       return absl::InvalidArgumentError(problem);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepValues> stepValues(const KernelCall &call) {
+  if (!call.attrs.contains("op") || !call.attrs["op"].is_string())
+    return absl::InvalidArgumentError("attrs.op is missing");
+  auto layout = argLayout(call.attrs["op"].get<std::string>(), call.attrs);
+  if (!layout.ok())
+    return layout.status();
+  if (absl::Status st = checkArgs(*layout, call.args); !st.ok())
+    return st;
+  StepValues v;
+  for (size_t a = 0; a < call.args.size(); ++a) {
+    const KernelArg &arg = call.args[a];
+    const std::string key = absl::StrCat(argKindName(arg.kind), ":", arg.name);
+    if (arg.kind == ArgKind::Transient || arg.kind == ArgKind::Output)
+      (layout->slots()[a].def->result ? v.writeSet : v.readSet).insert(key);
+    if (arg.kind == ArgKind::Index)
+      for (const std::string &id : rowsReferences(arg.expr))
+        v.readSet.insert(absl::StrCat("transient:", id));
+  }
+  return v;
+}
+
+bool StepValues::reads(const StepValues &other) const {
+  for (const std::string &x : readSet)
+    if (other.writeSet.count(x))
+      return true;
+  return false;
+}
+
+bool StepValues::writesAny(const std::set<std::string> &values) const {
+  for (const std::string &x : writeSet)
+    if (values.count(x))
+      return true;
+  return false;
+}
+
+absl::Status checkOverlaps(const std::vector<KernelCall> &calls, std::string_view entry) {
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (absl::Status st = checkOverlap(calls, i, entry); !st.ok())
+      return st;
+  return absl::OkStatus();
+}
+
+absl::Status checkOverlap(const std::vector<KernelCall> &calls, size_t i,
+                          std::string_view entry) {
+  {
+    const KernelCall &call = calls.at(i);
+    if (call.overlapsUntil < 0)
+      return absl::OkStatus();
+    auto fail = [&](size_t j, const std::string &what) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(entry), "[", i, "].overlaps_until (", call.overlapsUntil, "): ",
+          std::string(entry), "[", j, "] ",
+          what));
+    };
+    const size_t until = size_t(call.overlapsUntil);
+    if (until <= i || until > calls.size())
+      return fail(i, absl::StrCat("is not followed by step ", until));
+    auto own = stepValues(call);
+    if (!own.ok())
+      return fail(i, std::string(own.status().message()));
+    const std::string op = call.attrs["op"].get<std::string>();
+    for (size_t j = i + 1; j < until; ++j) {
+      const KernelCall &other = calls[j];
+      if (other.overlapsUntil >= 0)
+        return fail(j, "overlaps others too (one step at a time runs beside the chain)");
+      if (other.attrs.value("op", json()) == op)
+        return fail(j, absl::StrCat("is another ", op, " (steps of one op share scratch)"));
+      if (isBuiltinKernel(other.kernel))
+        return fail(j, absl::StrCat("is the builtin ", other.kernel,
+                                    " (the runtime's own steps do not run beside one)"));
+      auto values = stepValues(other);
+      if (!values.ok())
+        return fail(j, std::string(values.status().message()));
+      if (values->reads(*own))
+        return fail(j, "reads a value the step writes (its first reader is its join)");
+      if (values->writesAny(own->writeSet) || values->writesAny(own->readSet))
+        return fail(j, "writes a value the step reads or writes");
+    }
+  }
   return absl::OkStatus();
 }
 

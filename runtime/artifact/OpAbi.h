@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -148,6 +149,32 @@ std::string checkArg(const ArgLayout &layout, size_t i, const KernelArg &arg);
 /// naming the first mismatching slot.
 absl::Status checkArgs(const ArgLayout &layout,
                        const std::vector<KernelArg> &args);
+
+/// The values a step reads and writes, by its op's layout: its transients
+/// and entry outputs ("transient:t3", "output:logits"), written where the
+/// slot is one of the op's results, and the transients its index
+/// expressions size themselves by.
+struct StepValues {
+  std::set<std::string> readSet, writeSet;
+  /// Whether this step reads a value `other` writes.
+  bool reads(const StepValues &other) const;
+  bool writesAny(const std::set<std::string> &values) const;
+};
+/// InvalidArgument when the step's op has no layout for its attrs or its
+/// arguments do not fit it.
+absl::StatusOr<StepValues> stepValues(const KernelCall &call);
+
+/// Each step's overlaps_until (Plan.h) against the steps' layouts: the steps
+/// from the one after it up to its join neither read nor write the values
+/// it writes (its results' first reader is the join), write nothing it
+/// reads, carry no overlaps_until themselves, are not builtins and are of
+/// other ops (an op's steps share the executor's scratch buffers).
+/// InvalidArgument naming both steps ("decode[4].overlaps_until (9):
+/// decode[6] reads a value the step writes ...").
+absl::Status checkOverlaps(const std::vector<KernelCall> &calls, std::string_view entry);
+/// checkOverlaps for step `i` alone.
+absl::Status checkOverlap(const std::vector<KernelCall> &calls, size_t i,
+                          std::string_view entry);
 
 /// The "Step arguments" section of docs/artifact-format.md: each op's slots
 /// as markdown tables (what csa-op-abi prints).

@@ -199,7 +199,8 @@ absl::StatusOr<KernelCall> parseCall(const json &value,
                                      const std::string &path) {
   CSA_ARTIFACT_TRY_STATUS(detail::expectObject(value, source, path));
   Fields f(value, source, path);
-  CSA_ARTIFACT_TRY_STATUS(f.onlyKnown({"kernel", "object", "args", "attrs"}));
+  CSA_ARTIFACT_TRY_STATUS(
+      f.onlyKnown({"kernel", "object", "args", "attrs", "overlaps_until"}));
   KernelCall call;
   CSA_ARTIFACT_TRY(call.kernel, f.string("kernel"));
   for (char c : call.kernel)
@@ -230,6 +231,11 @@ absl::StatusOr<KernelCall> parseCall(const json &value,
   if (f.has("attrs")) {
     CSA_ARTIFACT_TRY(const json *attrs, f.object("attrs"));
     call.attrs = *attrs;
+  }
+  if (f.has("overlaps_until")) {
+    CSA_ARTIFACT_TRY(call.overlapsUntil, f.integer("overlaps_until", 1));
+    if (call.kernel.rfind("builtin.", 0) == 0)
+      return f.error("overlaps_until", "a builtin step does not overlap others");
   }
   return call;
 }
@@ -418,7 +424,7 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
         absl::StrCat(source, ": plan version ", plan.version,
                      " is newer than this runtime's ", kPlanVersion,
                      "; rebuild the runtime or recompile"));
-  if (plan.version < kPlanVersion)
+  if (plan.version < kOldestPlanVersion)
     return absl::FailedPreconditionError(
         absl::StrCat(source, ": plan version ", plan.version,
                      " is older than this runtime's ", kPlanVersion,
@@ -514,6 +520,16 @@ absl::StatusOr<Plan> parsePlan(const json &root, const std::string &source) {
     for (size_t i = 0; i < list->size(); ++i) {
       std::string path = detail::indexPath(e.pathOf(name), i);
       CSA_ARTIFACT_TRY(KernelCall call, parseCall((*list)[i], source, path));
+      if (call.overlapsUntil >= 0) {
+        const std::string at = detail::joinPath(path, "overlaps_until");
+        if (plan.version < 6)
+          return f.errorAt(at, absl::StrCat("plan version ", plan.version,
+                                            " has no overlapping steps (from version 6)"));
+        if (call.overlapsUntil <= int64_t(i) || call.overlapsUntil > int64_t(list->size()))
+          return f.errorAt(at, absl::StrCat("must be a later step of ", name, " (", i + 1,
+                                            " .. ", list->size(), "), got ",
+                                            call.overlapsUntil));
+      }
       for (size_t a = 0; a < call.args.size(); ++a) {
         const KernelArg &arg = call.args[a];
         std::string argPath = detail::joinPath(
@@ -611,6 +627,8 @@ json planToJson(const Plan &plan) {
                 {"args", std::move(args)}};
       if (call.attrs.is_object() && !call.attrs.empty())
         c["attrs"] = call.attrs;
+      if (call.overlapsUntil >= 0)
+        c["overlaps_until"] = call.overlapsUntil;
       list.push_back(std::move(c));
     }
     entries[name] = std::move(list);

@@ -37,7 +37,11 @@ namespace artifact {
 /// expansion (roles rank and expand).
 /// 5: prefill takes the position of its first token (a scalar "position"
 /// where version 4 folded 0), so a prefill step can extend a sequence.
-constexpr int64_t kPlanVersion = 5;
+/// 6: a step may carry "overlaps_until" (it may run beside the steps after
+/// it up to that one). A version 5 plan, which has none, still runs.
+constexpr int64_t kPlanVersion = 6;
+/// The oldest plan version this runtime reads.
+constexpr int64_t kOldestPlanVersion = 5;
 
 /// The per-sequence caches of docs/cache-formats.md.
 enum class CacheKind : uint8_t {
@@ -176,6 +180,12 @@ struct KernelCall {
   /// Backend data the runtime passes through (launch grid, shared memory
   /// bytes, ...): any JSON object, not checked here. Empty: none.
   nlohmann::json attrs = nlohmann::json::object();
+  /// -1, or the index (in its entry point) of the first step that reads
+  /// this step's results: the steps between may run while this one runs (a
+  /// GPU puts it on a branch of the step's graph that joins there). Written
+  /// by the compiler, checked against the steps' layouts by checkOverlaps
+  /// (OpAbi.h).
+  int64_t overlapsUntil = -1;
 };
 
 struct Plan {

@@ -218,28 +218,37 @@ public:
       std::vector<void *> params = paramPointers(k);
       KernelNodeParams p = nodeParams(k, params);
       GraphNode node = nullptr;
-      // Each node after the one before: a full dependency, or a
-      // programmatic one (the kernels wait for the one before themselves).
-      GraphNode *after =
-          entry->nodes.empty() || programmatic_ ? nullptr : &entry->nodes.back();
-      absl::Status st = check(api,
-                              api.cuGraphAddKernelNode(&node, entry->graph, after,
-                                                       after ? 1 : 0, &p),
-                              "cuGraphAddKernelNode");
-      if (st.ok() && programmatic_ && !entry->nodes.empty()) {
-        GraphEdgeData edge;
-        edge.fromPort = 1;
-        edge.type = 1;
-        st = check(api,
-                   api.cuGraphAddDependencies(entry->graph, &entry->nodes.back(), &node, &edge, 1),
-                   "cuGraphAddDependencies (programmatic)");
-      }
-      if (!st.ok()) {
+      if (absl::Status st = check(api, api.cuGraphAddKernelNode(&node, entry->graph, nullptr, 0, &p),
+                                  "cuGraphAddKernelNode");
+          !st.ok()) {
         destroy(*entry);
         return st;
       }
       entry->nodes.push_back(node);
     }
+    // The chain's (and a branch's) edges are full dependencies, or
+    // programmatic ones (the kernels wait for the one before themselves);
+    // where a branch leaves or joins the chain, always full.
+    const std::vector<GraphEdge> edges = LaunchGraphs::graphEdges(launches);
+    std::vector<GraphNode> from(edges.size()), to(edges.size());
+    std::vector<GraphEdgeData> data(edges.size());
+    for (size_t e = 0; e < edges.size(); ++e) {
+      from[e] = entry->nodes[edges[e].from];
+      to[e] = entry->nodes[edges[e].to];
+      if (programmatic_ && edges[e].withinLane) {
+        data[e].fromPort = 1;
+        data[e].type = 1;
+      }
+    }
+    if (!edges.empty())
+      if (absl::Status st = check(api,
+                                  api.cuGraphAddDependencies(entry->graph, from.data(), to.data(),
+                                                             data.data(), edges.size()),
+                                  "cuGraphAddDependencies");
+          !st.ok()) {
+        destroy(*entry);
+        return st;
+      }
     if (absl::Status st = check(api, api.cuGraphInstantiateWithFlags(&entry->exec,
                                                                      entry->graph, 0),
                                 "cuGraphInstantiate");
@@ -622,6 +631,11 @@ absl::Status Driver::batchLaunchesInGraphs(const LaunchGraphOptions &options) {
 
 absl::Status Driver::beginGraphRun(const std::string &entry) {
   return graphs_ ? graphs_->begin(entry) : absl::OkStatus();
+}
+
+void Driver::markBranch(BranchMark m) {
+  if (graphs_)
+    graphs_->mark(m);
 }
 
 absl::Status Driver::graphBoundary() {

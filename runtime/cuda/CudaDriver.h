@@ -40,11 +40,18 @@ struct LaunchShape {
 /// 8-byte slot (an i32 or f32 in the slot's first 4 bytes, little-endian),
 /// so that a launch can be kept, compared and replayed.
 struct KernelLaunch {
+  /// Where a launch sits in its graph (LaunchGraphs::graphEdges): after the
+  /// launch before it (Chain); on a side branch beside the chain, after the
+  /// chain's launch before the branch began (Branch); after both the chain's
+  /// launch before it and the branch's last launch (Join). Launched one by
+  /// one on the stream, every launch is after the one before.
+  enum class Order : uint8_t { Chain, Branch, Join };
   Function fn = nullptr;
   LaunchShape shape;
   std::vector<uint64_t> params;
+  Order order = Order::Chain;
   bool operator==(const KernelLaunch &o) const {
-    return fn == o.fn && shape == o.shape && params == o.params;
+    return fn == o.fn && shape == o.shape && params == o.params && order == o.order;
   }
   bool operator!=(const KernelLaunch &o) const { return !(*this == o); }
 };
@@ -83,6 +90,7 @@ launchShapeFor(const LaunchRule &rule,
                absl::FunctionRef<const std::vector<int64_t> *(int64_t)> sizesOf);
 
 class LaunchGraphs;
+enum class BranchMark : uint8_t;
 struct LaunchGraphOptions;
 struct LaunchGraphCounters;
 
@@ -145,6 +153,8 @@ public:
   absl::Status beginGraphRun(const std::string &entry);
   /// A place where a run of launches may be cut (LaunchGraphs::boundary).
   absl::Status graphBoundary();
+  /// A branch of the run's graph begins, ends or joins (LaunchGraphs::mark).
+  void markBranch(BranchMark m);
   /// Issues the launches recorded so far (nothing when not batching).
   absl::Status flushLaunches();
   /// What the graphs did so far (zeros when not batching).

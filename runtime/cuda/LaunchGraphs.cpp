@@ -2,6 +2,7 @@
 #include "runtime/cuda/LaunchGraphs.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace csa::cuda {
@@ -35,6 +36,8 @@ absl::Status LaunchGraphs::begin(const std::string &entry) {
   current_->used.clear();
   current_->launches = 0;
   current_->boundaries = false;
+  order_ = KernelLaunch::Order::Chain;
+  inBranch_ = false;
   return st;
 }
 
@@ -45,7 +48,11 @@ bool LaunchGraphs::equalParts() const {
 absl::Status LaunchGraphs::boundary() {
   if (current_)
     current_->boundaries = true;
-  if (!equalParts() && int64_t(pending_.size()) >= options_.maxLaunches)
+  // A piece holding a branch not joined yet runs on until maxLaunches more
+  // launches are beside the branch: cut right after it, the branch would run
+  // alone (the next piece waits for the whole of this one).
+  if (!equalParts() && int64_t(pending_.size()) >= options_.maxLaunches &&
+      (!branchAt_ || besideBranch_ >= options_.maxLaunches))
     return flush();
   return absl::OkStatus();
 }
@@ -59,8 +66,71 @@ int64_t LaunchGraphs::launchesPerGraph() const {
   return current_ && current_->boundaries ? 4 * options_.maxLaunches : options_.maxLaunches;
 }
 
+void LaunchGraphs::beginBranch() {
+  inBranch_ = true;
+  order_ = KernelLaunch::Order::Branch;
+}
+
+void LaunchGraphs::endBranch() {
+  inBranch_ = false;
+  if (order_ == KernelLaunch::Order::Branch)
+    order_ = KernelLaunch::Order::Chain;
+}
+
+void LaunchGraphs::joinBranch() {
+  if (!inBranch_)
+    order_ = KernelLaunch::Order::Join;
+}
+
+std::vector<GraphEdge> LaunchGraphs::graphEdges(const std::vector<KernelLaunch> &launches) {
+  using Order = KernelLaunch::Order;
+  std::vector<GraphEdge> edges;
+  std::optional<size_t> chain, branch; // the last launch of each
+  for (size_t i = 0; i < launches.size(); ++i) {
+    switch (launches[i].order) {
+    case Order::Branch:
+      if (branch)
+        edges.push_back({*branch, i, /*withinLane=*/true});
+      else if (chain)
+        edges.push_back({*chain, i, /*withinLane=*/false});
+      branch = i;
+      break;
+    case Order::Join: {
+      GraphEdge in[2];
+      size_t count = 0;
+      if (chain)
+        in[count++] = {*chain, i, /*withinLane=*/true};
+      if (branch)
+        in[count++] = {*branch, i, /*withinLane=*/false};
+      if (count == 2 && in[1].from < in[0].from)
+        std::swap(in[0], in[1]);
+      edges.insert(edges.end(), in, in + count);
+      branch.reset();
+      chain = i;
+      break;
+    }
+    case Order::Chain:
+      if (chain)
+        edges.push_back({*chain, i, /*withinLane=*/true});
+      chain = i;
+      break;
+    }
+  }
+  return edges;
+}
+
 absl::Status LaunchGraphs::add(KernelLaunch k) {
   ++counters_.launches;
+  k.order = order_;
+  if (order_ == KernelLaunch::Order::Join) {
+    order_ = KernelLaunch::Order::Chain;
+    branchAt_.reset();
+  } else if (order_ == KernelLaunch::Order::Branch && !branchAt_) {
+    branchAt_ = pending_.size();
+    besideBranch_ = 0;
+  } else if (order_ == KernelLaunch::Order::Chain && branchAt_) {
+    ++besideBranch_;
+  }
   if (current_)
     ++current_->launches;
   pending_.push_back(std::move(k));
@@ -72,6 +142,7 @@ absl::Status LaunchGraphs::add(KernelLaunch k) {
 absl::Status LaunchGraphs::flush() {
   std::vector<KernelLaunch> run = std::move(pending_);
   pending_.clear();
+  branchAt_.reset(); // the graph ends with its branch
   if (run.empty())
     return absl::OkStatus();
   if (int64_t(run.size()) < options_.minLaunches) {
@@ -90,7 +161,7 @@ absl::Status LaunchGraphs::flush() {
   }
   Kernels kernels(run.size());
   for (size_t i = 0; i < run.size(); ++i)
-    kernels[i] = run[i].fn;
+    kernels[i] = {run[i].fn, run[i].order};
   std::vector<Slot> &slots = current_->graphs[kernels];
   size_t &used = current_->used[kernels];
   if (used == slots.size())

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,14 +71,30 @@ struct LaunchGraphCounters {
   int64_t graphsDropped = 0; ///< destroyed at maxGraphs
 };
 
+/// LaunchGraphs::beginBranch, endBranch, joinBranch, as one value.
+enum class BranchMark : uint8_t { Begin, End, Join };
+
+/// An edge of a graph of launches (LaunchGraphs::graphEdges): node `to`
+/// runs after node `from`. An edge within the chain or within a branch may
+/// be programmatic (LaunchGraphOptions::programmatic); one between them
+/// (where a branch leaves the chain, where it joins) is a full dependency.
+struct GraphEdge {
+  size_t from = 0, to = 0;
+  bool withinLane = true;
+  bool operator==(const GraphEdge &o) const {
+    return from == o.from && to == o.to && withinLane == o.withinLane;
+  }
+};
+
 /// What LaunchGraphs needs from the GPU (the Driver; a fake in tests).
 class GraphLauncher {
 public:
   using Graph = void *;
   virtual ~GraphLauncher() = default;
   virtual absl::Status launchNow(const KernelLaunch &k) = 0;
-  /// A graph of `launches` in a chain (each after the one before, as on a
-  /// stream), instantiated.
+  /// A graph of `launches` with the edges graphEdges(launches) gives (a
+  /// chain, each after the one before as on a stream, where no launch is
+  /// on a branch), instantiated.
   virtual absl::StatusOr<Graph> createGraph(const std::vector<KernelLaunch> &launches) = 0;
   /// Node `node` of the instantiated graph launches `k` from now on.
   virtual absl::Status updateGraphNode(Graph graph, size_t node,
@@ -103,10 +120,31 @@ public:
   /// in maxLaunches pieces, a piece is cut here once it holds maxLaunches,
   /// so that pieces start at the same plan steps in every step and a kept
   /// graph meets the same layer's launches again (fewer node updates than
-  /// pieces cut at fixed counts, which an extra launch shifts).
+  /// pieces cut at fixed counts, which an extra launch shifts). A piece
+  /// with a branch not joined yet is cut only once maxLaunches launches are
+  /// beside the branch.
   absl::Status boundary();
   /// Issues the launches recorded so far.
   absl::Status flush();
+  /// The launches recorded from here until endBranch() form a branch beside
+  /// the chain: they start after the chain's launch before them and run
+  /// while the chain goes on, until joinBranch(). (A plan step whose results
+  /// are needed only some steps later, such as mHC's mix, leaves the
+  /// critical path.) Outside a graph, and across the graphs of a run, every
+  /// launch is after the one before, so a branch is only a permission.
+  void beginBranch();
+  void endBranch();
+  /// The next launch waits for the branch's last launch (and the chain's).
+  void joinBranch();
+  void mark(BranchMark m) {
+    m == BranchMark::Begin ? beginBranch() : m == BranchMark::End ? endBranch() : joinBranch();
+  }
+
+  /// The edges of a graph of `launches`, by their Order: a Chain launch
+  /// after the Chain or Join launch before it; the first Branch launch after
+  /// that too, each later one after the Branch launch before it; a Join
+  /// launch after both. Edges are listed by `to`, then `from`.
+  static std::vector<GraphEdge> graphEdges(const std::vector<KernelLaunch> &launches);
   const LaunchGraphCounters &counters() const { return counters_; }
 
 private:
@@ -114,7 +152,9 @@ private:
     GraphLauncher::Graph graph = nullptr;
     std::vector<KernelLaunch> launches; ///< what the graph launches now
   };
-  using Kernels = std::vector<Function>;
+  /// A run's kernels with their places in the graph: runs that differ in
+  /// either are different graphs.
+  using Kernels = std::vector<std::pair<Function, KernelLaunch::Order>>;
   struct Entry {
     /// Graphs by sequence of kernels: the k-th is for the k-th run of that
     /// sequence in a run of the entry.
@@ -129,6 +169,12 @@ private:
   std::map<std::string, Entry> entries_;
   Entry *current_ = nullptr; ///< the running entry's
   std::vector<KernelLaunch> pending_;
+  KernelLaunch::Order order_ = KernelLaunch::Order::Chain; ///< of the next add()
+  bool inBranch_ = false;
+  /// Where in pending_ a branch not joined yet begins, and the chain's
+  /// launches recorded beside it since.
+  std::optional<size_t> branchAt_;
+  int64_t besideBranch_ = 0;
   int64_t kept_ = 0; ///< graphs kept, over all entries
   LaunchGraphCounters counters_;
   void dropAll();

@@ -68,6 +68,11 @@ public:
   /// A place where the current run may be cut into graphs (the start of a
   /// plan step; LaunchGraphs::boundary).
   virtual absl::Status graphBoundary() = 0;
+  /// The dispatches from BranchMark::Begin to End may run beside those
+  /// after them, until the dispatch after Join (LaunchGraphs::beginBranch):
+  /// a plan step whose results are used some steps later leaves the
+  /// critical path. A device that runs dispatches in order ignores it.
+  virtual void markBranch(cuda::BranchMark m) { (void)m; }
   virtual cuda::LaunchGraphCounters graphCounters() const = 0;
 
   /// Whether the kernels are the host's, run by the caller on this

@@ -401,16 +401,29 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
     }
     steps.push_back(std::move(step));
   }
+  if (absl::Status st = artifact::checkOverlaps(calls, entry); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat("artifact ", artifact->directory(),
+                                                   ": plan.json: entry_points.", st.message()));
   // Liveness: the last step that names each transient (as an argument or in
-  // an index expression's ["rows", id]).
+  // an index expression's ["rows", id]); a step that may overlap the ones
+  // after it holds its transients until its join (a step in between must
+  // not be handed their memory).
   std::map<std::string, size_t> lastUse;
   for (size_t i = 0; i < steps.size(); ++i) {
+    const int64_t until = calls[i].overlapsUntil;
+    const size_t holdUntil =
+        until < 0 ? i : std::min(size_t(until), steps.size() - 1);
+    if (until >= 0) {
+      steps[i].branches = true;
+      if (size_t(until) < steps.size())
+        steps[size_t(until)].joins = true;
+    }
     for (const KernelArg &a : steps[i].call->args) {
       if (a.kind == ArgKind::Transient)
-        lastUse[a.name] = i;
+        lastUse[a.name] = std::max(lastUse[a.name], holdUntil);
       if (a.kind == ArgKind::Index)
         for (const std::string &id : artifact::rowsReferences(a.expr))
-          lastUse[id] = i;
+          lastUse[id] = std::max(lastUse[id], holdUntil);
     }
   }
   for (auto &[id, step] : lastUse)
@@ -519,11 +532,18 @@ Executor::Impl::run(std::vector<Step> &steps) {
     const uint64_t toDeviceBefore = runner ? runner->bytesToDevice : 0,
                    toHostBefore = runner ? runner->bytesToHost : 0;
     try {
+      const bool branches = runner && step.branches && options.overlapSteps;
       if (runner) {
         runner->setCurrentStep(&step.where, &step.op);
         runner->graphBoundary();
+        if (step.joins && options.overlapSteps)
+          runner->markBranch(cuda::BranchMark::Join);
+        if (branches)
+          runner->markBranch(cuda::BranchMark::Begin);
       }
       st = step.driver(*this, step);
+      if (branches)
+        runner->markBranch(cuda::BranchMark::End);
       driverDone = std::chrono::steady_clock::now();
       if (options.profile && runner)
         runner->synchronize();

@@ -118,6 +118,11 @@ struct ExecutorOptions {
   /// this many graphs instead, whatever its launch count (LaunchGraphOptions::
   /// partsPerRun): 1 makes a decode step one CUDA graph.
   int64_t graphPartsPerRun = 0;
+  /// Cuda graphs: a step the plan lets overlap the steps after it
+  /// (overlaps_until, mHC's mix) is a branch of the graph beside them,
+  /// joined where its results are first read (off: every step after the one
+  /// before, to time both in one run).
+  bool overlapSteps = true;
   /// Cuda graphs: the launches of a graph depend on each other
   /// programmatically (LaunchGraphOptions::programmatic): the next kernel's
   /// blocks are resident before the one before ends.

@@ -99,8 +99,13 @@ struct Executor::Impl {
     /// set at its first profiled run).
     ProfileEntry profiled;
     /// Transients whose last use is this step: their memory goes back to
-    /// the pool afterwards (the memory plan: liveness within the entry).
+    /// the pool afterwards (the memory plan: liveness within the entry). A
+    /// step that overlaps later ones (overlaps_until) keeps its operands
+    /// until its join.
     std::vector<Tensor *> release;
+    /// The step runs beside the steps after it (overlaps_until) / waits for
+    /// the one that did.
+    bool branches = false, joins = false;
     /// The slots the driver asked for so far, resolved (a decode step's
     /// drivers ask the same ones every step: a lookup by name in the layout
     /// and the transients each time was a fifth of the host's work).

@@ -103,6 +103,9 @@ public:
   void beginGraphRun(const std::string &entry) { check(device.beginGraphRun(entry)); }
   /// The start of a plan step (Device::graphBoundary).
   void graphBoundary() { check(device.graphBoundary()); }
+  /// A step's launches begin or end a branch of the graph, or the next
+  /// joins it (Device::markBranch).
+  void markBranch(cuda::BranchMark m) { device.markBranch(m); }
   /// The device's graph counts.
   cuda::LaunchGraphCounters graphCounters() const { return device.graphCounters(); }
   /// Emulation: the call ran; what it was given is current on the "device".

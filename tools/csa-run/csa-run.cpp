@@ -146,6 +146,8 @@ ABSL_FLAG(std::string, gpu_host_kernels, "",
           "(alias: CSA_CUDA_HOST_KERNELS)");
 ABSL_FLAG(bool, gpu_no_row_tiles, false,
           "always the per-output linears (alias: CSA_CUDA_NO_TILES)");
+ABSL_FLAG(bool, gpu_no_overlap, false,
+          "every step after the one before, also those the plan lets overlap");
 ABSL_FLAG(bool, gpu_per_expert_moe, false,
           "prefill's routed experts one launch an expert");
 
@@ -176,6 +178,7 @@ constexpr const char *kUsage =
          "              [--json] [--repeat=N] [--analyze=recall] [--progress | --quiet]\n"
          "              [--gpu-emulate] [--gpu-sync] [--gpu-trace]\n"
          "              [--gpu-host-kernels=PREFIX,...] [--gpu-no-row-tiles]\n"
+         "              [--gpu-no-overlap]\n"
          "Prefills the prompt and generates N tokens (default 16) with the\n"
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
          "checkpoint for the artifact's config (seeded, default 0) in a\n"
@@ -286,7 +289,9 @@ constexpr const char *kUsage =
          "changed graph launch; --gpu-host-kernels keeps kernels by name prefix\n"
          "on the CPU; --gpu-no-row-tiles always runs the per-output linears;\n"
          "--gpu-per-expert-moe runs prefill's routed experts (from 5 tokens) one\n"
-         "launch an expert from lists the host builds (not grouped launches).\n";
+         "launch an expert from lists the host builds (not grouped launches);\n"
+         "--gpu-no-overlap puts the steps the plan lets overlap later ones\n"
+         "(overlaps_until: mHC's mix) in the chain, not on a graph branch.\n";
 
 /// The --json object keeps its members in the order they are written.
 using Json = nlohmann::ordered_json;
@@ -444,6 +449,7 @@ int main(int argc, char **argv) {
   if (flags.given(FLAGS_gpu_no_row_tiles))
     executorOptions.rowTiles = !absl::GetFlag(FLAGS_gpu_no_row_tiles);
   executorOptions.groupedPrefillMoe = !absl::GetFlag(FLAGS_gpu_per_expert_moe);
+  executorOptions.overlapSteps = !absl::GetFlag(FLAGS_gpu_no_overlap);
   if (flags.given(FLAGS_gpu_host_kernels))
     executorOptions.hostKernelPrefixes =
         absl::StrSplit(absl::GetFlag(FLAGS_gpu_host_kernels), ',', absl::SkipEmpty());

@@ -45,6 +45,7 @@ public:
     return driver.beginGraphRun(entry);
   }
   absl::Status graphBoundary() override { return driver.graphBoundary(); }
+  void markBranch(cuda::BranchMark m) override { driver.markBranch(m); }
   cuda::LaunchGraphCounters graphCounters() const override { return driver.graphCounters(); }
   bool runsHostKernels() const override { return false; }
 

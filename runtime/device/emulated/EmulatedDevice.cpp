@@ -118,6 +118,11 @@ absl::Status EmulatedDevice::graphBoundary() {
   return graphs ? graphs->boundary() : absl::OkStatus();
 }
 
+void EmulatedDevice::markBranch(cuda::BranchMark m) {
+  if (graphs)
+    graphs->mark(m);
+}
+
 cuda::LaunchGraphCounters EmulatedDevice::graphCounters() const {
   return graphs ? graphs->counters() : cuda::LaunchGraphCounters();
 }

@@ -5,6 +5,7 @@ then reject what the edit broke with a message, not crash.
 usage: edit-plan.py ARTIFACT swap-kernel ENTRY INDEX ROLE SYMBOL
        edit-plan.py ARTIFACT set-attr ENTRY INDEX NAME JSON_VALUE
        edit-plan.py ARTIFACT set-arg ENTRY INDEX POSITION JSON_VALUE
+       edit-plan.py ARTIFACT set-field ENTRY INDEX NAME JSON_VALUE
 """
 import hashlib
 import json
@@ -19,6 +20,8 @@ elif action == "set-attr":
     call["attrs"][sys.argv[5]] = json.loads(sys.argv[6])
 elif action == "set-arg":
     call["args"][int(sys.argv[5])] = json.loads(sys.argv[6])
+elif action == "set-field":
+    call[sys.argv[5]] = json.loads(sys.argv[6])
 else:
     sys.exit(f"unknown action {action}")
 data = json.dumps(plan).encode()

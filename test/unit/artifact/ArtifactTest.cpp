@@ -418,11 +418,11 @@ TEST_F(ArtifactFile, PlanNotJson) {
 
 TEST_F(ArtifactFile, NewerPlanVersion) {
   test::editListedJson(dir(), "plan.json", [](json &plan) {
-    plan = {{"version", 6}};
+    plan = {{"version", 7}};
   });
   EXPECT_EQ(openError(dir(), absl::StatusCode::kFailedPrecondition),
-            prefix() + "plan.json: plan version 6 is newer than this "
-                       "runtime's 5; rebuild the runtime or recompile");
+            prefix() + "plan.json: plan version 7 is newer than this "
+                       "runtime's 6; rebuild the runtime or recompile");
 }
 
 TEST_F(ArtifactFile, KernelObjectNotInArtifact) {

@@ -329,4 +329,65 @@ TEST(OpAbi, MarkdownListsEveryOp) {
 }
 
 } // namespace
+/// One sub-layer's mHC steps: the mix (0), two steps that do not use its
+/// results (1, 2) and the update that reads `post` and `comb` (3).
+std::vector<KernelCall> mixSteps() {
+  auto step = [](const char *op, std::vector<KernelArg> args) {
+    return KernelCall{"k", "kernels/host.so", std::move(args), json{{"op", op}}};
+  };
+  using A = KernelArg;
+  return {step("csa.hc_mix", {A::transient("x"), A::weight("fn"), A::weight("base"),
+                              A::weight("scale"), A::transient("pre"), A::transient("post"),
+                              A::transient("comb")}),
+          step("csa.hc_collapse", {A::transient("x"), A::transient("pre0"), A::transient("c")}),
+          step("csa.rms_norm", {A::transient("c"), A::weight("norm"), A::transient("n")}),
+          step("csa.hc_update", {A::transient("x"), A::transient("n"), A::transient("post"),
+                                 A::transient("comb"), A::transient("x1")})};
+}
+
+TEST(OpAbi, StepValuesFollowTheResultSlots) {
+  auto values = stepValues(mixSteps()[0]);
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(values->readSet, (std::set<std::string>{"transient:x"}));
+  EXPECT_EQ(values->writeSet,
+            (std::set<std::string>{"transient:pre", "transient:post", "transient:comb"}));
+}
+
+TEST(OpAbi, AStepOverlapsTheStepsBeforeItsResultsFirstReader) {
+  std::vector<KernelCall> calls = mixSteps();
+  calls[0].overlapsUntil = 3;
+  EXPECT_TRUE(checkOverlaps(calls, "decode").ok()) << checkOverlaps(calls, "decode");
+  calls[0].overlapsUntil = 4; // past the update, which reads post and comb
+  EXPECT_EQ(checkOverlaps(calls, "decode").message(),
+            "decode[0].overlaps_until (4): decode[3] reads a value the step writes (its "
+            "first reader is its join)");
+}
+
+TEST(OpAbi, OverlapsAreRefusedWhereTheyCouldRace) {
+  std::vector<KernelCall> calls = mixSteps();
+  calls[0].overlapsUntil = 3;
+  // A step between that writes what the overlapping step reads.
+  calls[2].args[2] = KernelArg::transient("x");
+  EXPECT_EQ(checkOverlaps(calls, "decode").message(),
+            "decode[0].overlaps_until (3): decode[2] writes a value the step reads or writes");
+  // Another step of the same op (the executor's scratch is per op).
+  calls = mixSteps();
+  calls[0].overlapsUntil = 3;
+  calls[1] = calls[0];
+  calls[1].overlapsUntil = -1;
+  calls[1].args[4] = KernelArg::transient("pre2");
+  calls[1].args[5] = KernelArg::transient("post2");
+  calls[1].args[6] = KernelArg::transient("comb2");
+  EXPECT_EQ(checkOverlaps(calls, "decode").message(),
+            "decode[0].overlaps_until (3): decode[1] is another csa.hc_mix (steps of one op "
+            "share scratch)");
+  // Nested overlaps.
+  calls = mixSteps();
+  calls[0].overlapsUntil = 3;
+  calls[1].overlapsUntil = 2;
+  EXPECT_EQ(checkOverlaps(calls, "decode").message(),
+            "decode[0].overlaps_until (3): decode[1] overlaps others too (one step at a time "
+            "runs beside the chain)");
+}
+
 } // namespace csa::artifact

@@ -43,7 +43,7 @@ TEST(ArtifactPlan, RoundTrip) {
 
 TEST(ArtifactPlan, TextAndSpelling) {
   json text = planToJson(test::tinyPlan());
-  EXPECT_EQ(text["version"], 5);
+  EXPECT_EQ(text["version"], 6);
   EXPECT_EQ(text["caches"][3], (json{{"id", "L2.global"},
                                      {"layer", 2},
                                      {"kind", "global_cache"},
@@ -182,6 +182,17 @@ INSTANTIATE_TEST_SUITE_P(
         SchemaCase{"UnknownTopLevel", [](json &p) { p["batch"] = 4; },
                    "batch: unknown field (expected one of: version, "
                    "max_context, caches, transients, entry_points)"},
+        SchemaCase{"OverlapsItself",
+                   [](json &p) { p["entry_points"]["decode"][1]["overlaps_until"] = 1; },
+                   "entry_points.decode[1].overlaps_until: must be a later step of decode "
+                   "(2 .. 3), got 1"},
+        SchemaCase{"OverlapsPastTheEnd",
+                   [](json &p) { p["entry_points"]["prefill"][0]["overlaps_until"] = 4; },
+                   "entry_points.prefill[0].overlaps_until: must be a later step of prefill "
+                   "(1 .. 3), got 4"},
+        SchemaCase{"OverlapsUntilNotInteger",
+                   [](json &p) { p["entry_points"]["decode"][0]["overlaps_until"] = "end"; },
+                   "entry_points.decode[0].overlaps_until: must be an integer, got string"},
         SchemaCase{"MissingMaxContext", [](json &p) { p.erase("max_context"); },
                    "max_context: missing (required)"},
         SchemaCase{"ZeroMaxContext", [](json &p) { p["max_context"] = 0; },
@@ -403,11 +414,11 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(ArtifactPlan, NewerVersionIsCheckedFirst) {
-  auto parsed = parsePlan(json{{"version", 6}, {"layout", "v6"}});
+  auto parsed = parsePlan(json{{"version", 7}, {"layout", "v7"}});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 6 is newer than this runtime's 5; "
+            "plan.json: plan version 7 is newer than this runtime's 6; "
             "rebuild the runtime or recompile");
 }
 
@@ -417,8 +428,35 @@ TEST(ArtifactPlan, OlderVersionAsksForARecompile) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(parsed.status().message(),
-            "plan.json: plan version 4 is older than this runtime's 5 (the "
+            "plan.json: plan version 4 is older than this runtime's 6 (the "
             "steps' kernels changed); recompile the artifact");
+}
+
+TEST(ArtifactPlan, VersionFiveStillRunsWithoutOverlaps) {
+  json plan = planToJson(test::tinyPlan());
+  plan["version"] = 5;
+  auto parsed = parsePlan(plan);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->version, 5);
+  plan["entry_points"]["decode"][0]["overlaps_until"] = 2;
+  parsed = parsePlan(plan);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(),
+            "plan.json: entry_points.decode[0].overlaps_until: plan version 5 has no "
+            "overlapping steps (from version 6)");
+}
+
+TEST(ArtifactPlan, OverlapsUntilRoundTrips) {
+  artifact::Plan plan = test::tinyPlan();
+  plan.decode[0].overlapsUntil = 2;
+  json written = planToJson(plan);
+  EXPECT_EQ(written["entry_points"]["decode"][0]["overlaps_until"], 2);
+  EXPECT_FALSE(written["entry_points"]["decode"][1].contains("overlaps_until"));
+  auto parsed = parsePlan(written);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->decode[0].overlapsUntil, 2);
+  EXPECT_EQ(parsed->decode[1].overlapsUntil, -1);
+  EXPECT_EQ(parsed->prefill[0].overlapsUntil, -1);
 }
 
 TEST(ArtifactPlan, CheckContext) {

@@ -336,4 +336,125 @@ TEST(LaunchGraphs, PiecesCutAtBoundariesMeetTheSameLaunchesAgain) {
   EXPECT_EQ(gpu.ran[6].fn, reinterpret_cast<csa::cuda::Function>(9));
 }
 
+
+using csa::cuda::GraphEdge;
+using Order = KernelLaunch::Order;
+
+std::vector<KernelLaunch> ordered(std::initializer_list<Order> orders) {
+  std::vector<KernelLaunch> launches;
+  for (Order o : orders) {
+    launches.push_back(kernel(launches.size() + 1, {}));
+    launches.back().order = o;
+  }
+  return launches;
+}
+
+TEST(LaunchGraphs, AChainIsEachLaunchAfterTheOneBefore) {
+  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Chain, Order::Chain, Order::Chain})),
+            (std::vector<GraphEdge>{{0, 1, true}, {1, 2, true}}));
+}
+
+TEST(LaunchGraphs, ABranchLeavesTheChainAndJoinsItLater) {
+  // 0 chain, 1-2 the branch (after 0), 3-4 the chain going on (after 0),
+  // 5 joins both: 1 and 2 are beside 3 and 4, not before them.
+  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Chain, Order::Branch, Order::Branch,
+                                              Order::Chain, Order::Chain, Order::Join,
+                                              Order::Chain})),
+            (std::vector<GraphEdge>{{0, 1, false},
+                                    {1, 2, true},
+                                    {0, 3, true},
+                                    {3, 4, true},
+                                    {2, 5, false},
+                                    {4, 5, true},
+                                    {5, 6, true}}));
+}
+
+TEST(LaunchGraphs, ABranchCutFromItsForkOrItsJoinNeedsNoEdgeThere) {
+  // A graph that starts inside a branch: the graph before it has ended.
+  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Branch, Order::Chain, Order::Join})),
+            (std::vector<GraphEdge>{{0, 2, false}, {1, 2, true}}));
+  // A join with no branch in its graph is a chain launch.
+  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Chain, Order::Join})),
+            (std::vector<GraphEdge>{{0, 1, true}}));
+  // A branch never joined in its graph ends with it.
+  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Chain, Order::Branch, Order::Chain})),
+            (std::vector<GraphEdge>{{0, 1, false}, {0, 2, true}}));
+}
+
+TEST(LaunchGraphs, MarksGiveTheLaunchesTheirOrder) {
+  FakeGpu gpu;
+  LaunchGraphOptions options;
+  options.maxLaunches = 16;
+  LaunchGraphs graphs(gpu, options);
+  ASSERT_TRUE(graphs.begin("decode").ok());
+  ASSERT_TRUE(graphs.add(kernel(1, {})).ok());
+  graphs.mark(csa::cuda::BranchMark::Begin);
+  ASSERT_TRUE(graphs.add(kernel(2, {})).ok());
+  ASSERT_TRUE(graphs.add(kernel(3, {})).ok());
+  graphs.mark(csa::cuda::BranchMark::End);
+  ASSERT_TRUE(graphs.add(kernel(4, {})).ok());
+  graphs.mark(csa::cuda::BranchMark::Join);
+  ASSERT_TRUE(graphs.add(kernel(5, {})).ok());
+  ASSERT_TRUE(graphs.add(kernel(6, {})).ok());
+  ASSERT_TRUE(graphs.flush().ok());
+  ASSERT_EQ(gpu.graphs.size(), 1u);
+  std::vector<Order> orders;
+  for (const KernelLaunch &k : gpu.graphs[0]->nodes)
+    orders.push_back(k.order);
+  EXPECT_EQ(orders, (std::vector<Order>{Order::Chain, Order::Branch, Order::Branch,
+                                        Order::Chain, Order::Join, Order::Chain}));
+}
+
+TEST(LaunchGraphs, TheSameKernelsInOtherOrdersAreAnotherGraph) {
+  FakeGpu gpu;
+  LaunchGraphs graphs(gpu, LaunchGraphOptions{});
+  for (bool branch : {false, true, false}) {
+    ASSERT_TRUE(graphs.begin("decode").ok());
+    ASSERT_TRUE(graphs.add(kernel(1, {})).ok());
+    if (branch)
+      graphs.mark(csa::cuda::BranchMark::Begin);
+    ASSERT_TRUE(graphs.add(kernel(2, {})).ok());
+    graphs.mark(csa::cuda::BranchMark::End);
+    ASSERT_TRUE(graphs.add(kernel(3, {})).ok());
+    ASSERT_TRUE(graphs.flush().ok());
+  }
+  // The run with a branch is not an update of the chain's graph (its edges
+  // differ), and the third run finds the chain's graph again.
+  EXPECT_EQ(gpu.created, 2);
+  EXPECT_EQ(gpu.updates, 0);
+  EXPECT_EQ(gpu.graphLaunches, 3);
+}
+
+TEST(LaunchGraphs, APieceIsNotCutRightAfterABranch) {
+  FakeGpu gpu;
+  LaunchGraphOptions options;
+  options.maxLaunches = 4;
+  LaunchGraphs graphs(gpu, options);
+  ASSERT_TRUE(graphs.begin("decode").ok());
+  auto stepOf = [&](uintptr_t fn) {
+    ASSERT_TRUE(graphs.boundary().ok());
+    ASSERT_TRUE(graphs.add(kernel(fn, {})).ok());
+  };
+  stepOf(1);
+  stepOf(2);
+  stepOf(3);
+  ASSERT_TRUE(graphs.boundary().ok());
+  graphs.mark(csa::cuda::BranchMark::Begin);
+  ASSERT_TRUE(graphs.add(kernel(4, {})).ok());
+  graphs.mark(csa::cuda::BranchMark::End);
+  // 4 launches recorded, but the branch would be alone at the piece's end:
+  // the piece runs on until 4 launches are beside it.
+  for (uintptr_t fn = 5; fn <= 8; ++fn)
+    stepOf(fn);
+  EXPECT_EQ(gpu.graphLaunches, 0);
+  stepOf(9);
+  ASSERT_EQ(gpu.graphs.size(), 1u);
+  EXPECT_EQ(gpu.graphs[0]->nodes.size(), 8u);
+  // Joined, a piece is cut as before.
+  graphs.mark(csa::cuda::BranchMark::Join);
+  for (uintptr_t fn = 10; fn <= 13; ++fn)
+    stepOf(fn);
+  EXPECT_EQ(gpu.graphs.size(), 2u);
+}
+
 } // namespace

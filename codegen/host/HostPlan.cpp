@@ -11,6 +11,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <optional>
 
 using namespace mlir;
@@ -751,44 +752,56 @@ private:
   int64_t counter = 0;
 };
 
-/// Ops whose steps may run beside the steps after them, up to the first that
-/// reads their results (overlaps_until). mHC's mix is a chain of small
-/// latency-bound kernels (a block per sum, then one warp's Sinkhorn) whose
-/// results are read a whole sub-layer later: by the Single-Pass shift a
-/// block's `pre` is the next sub-layer's, and `post`/`comb` are used at
-/// the sub-layer's end. Off the critical path it costs the step nothing.
-constexpr std::string_view kOverlappingOps[] = {"csa.hc_mix"};
+/// Ops whose steps may form a branch beside the steps after them, up to the
+/// first that reads their results (overlaps_until): value ops with no cache,
+/// no host work and no scratch of the executor's but mHC's mix's own. mHC's
+/// mix is a chain of small latency-bound kernels whose results are read a
+/// whole sub-layer later (by the Single-Pass shift a block's `pre` is the next
+/// sub-layer's, `post` and `comb` are used at its end); an attention's query
+/// path (its projections, norm and RoPE) is needed only by the attention,
+/// after the key path, the compressor and the indexer.
+constexpr std::string_view kBranchOps[] = {"csa.hc_mix", "csa.linear", "csa.rms_norm",
+                                           "csa.rope"};
 
-/// Marks the steps of kOverlappingOps with their first reader, where there
-/// is a step between to overlap and artifact::checkOverlaps allows it.
+/// Marks branches: for each step of kBranchOps not in a branch yet whose
+/// results' first reader is two or more steps on, the step and the steps of
+/// kBranchOps right before it whose results only it (or they) read before
+/// that reader, as long as artifact::checkOverlap allows it.
 void markOverlaps(std::vector<KernelCall> &calls) {
-  for (size_t i = 0; i < calls.size(); ++i) {
-    KernelCall &call = calls[i];
-    const std::string op = call.attrs.value("op", std::string());
-    if (std::find(std::begin(kOverlappingOps), std::end(kOverlappingOps), op) ==
-        std::end(kOverlappingOps))
+  const size_t n = calls.size();
+  std::vector<std::optional<artifact::StepValues>> values(n);
+  for (size_t i = 0; i < n; ++i)
+    if (auto v = artifact::stepValues(calls[i]); v.ok() && !artifact::isBuiltinKernel(calls[i].kernel))
+      values[i] = std::move(*v);
+  auto branchable = [&](size_t i) {
+    const std::string op = calls[i].attrs.value("op", std::string());
+    return values[i] && calls[i].overlapsUntil < 0 &&
+           std::find(std::begin(kBranchOps), std::end(kBranchOps), op) != std::end(kBranchOps);
+  };
+  // The first step after `from` that reads what step `i` writes (n: none).
+  auto firstReader = [&](size_t i, size_t from) {
+    for (size_t j = from + 1; j < n; ++j)
+      if (!values[j] || values[j]->reads(*values[i]))
+        return j;
+    return n;
+  };
+  for (size_t last = 0; last < n; ++last) {
+    if (!branchable(last))
       continue;
-    auto own = artifact::stepValues(call);
-    if (!own.ok())
+    const size_t until = firstReader(last, last);
+    if (until < last + 2)
       continue;
-    // The join: the first step that reads the results, or sooner, the first
-    // that may not run beside the step (checkOverlap's rules).
-    size_t until = i + 1;
-    for (; until < calls.size(); ++until) {
-      const KernelCall &other = calls[until];
-      if (artifact::isBuiltinKernel(other.kernel) || other.overlapsUntil >= 0 ||
-          other.attrs.value("op", std::string()) == op)
-        break;
-      auto values = artifact::stepValues(other);
-      if (!values.ok() || values->reads(*own) || values->writesAny(own->writeSet) ||
-          values->writesAny(own->readSet))
-        break;
-    }
-    if (until < i + 2)
+    size_t first = last;
+    while (first > 0 && branchable(first - 1) && firstReader(first - 1, last) >= until)
+      --first;
+    for (size_t i = first; i <= last; ++i)
+      calls[i].overlapsUntil = int64_t(until);
+    if (artifact::checkOverlap(calls, first, "plan").ok())
       continue;
-    call.overlapsUntil = int64_t(until);
-    if (!artifact::checkOverlap(calls, i, "plan").ok())
-      call.overlapsUntil = -1;
+    for (size_t i = first; i < last; ++i) // the last step alone, else none
+      calls[i].overlapsUntil = -1;
+    if (!artifact::checkOverlap(calls, last, "plan").ok())
+      calls[last].overlapsUntil = -1;
   }
 }
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <iterator>
@@ -554,10 +555,19 @@ absl::Status checkArgs(const ArgLayout &layout,
   return absl::OkStatus();
 }
 
+namespace {
+/// Ops whose executor drivers keep no scratch buffer of their own between
+/// steps: every other op's steps share one (`scratch:<op>` in StepValues).
+constexpr std::string_view kScratchFreeOps[] = {
+    "csa.linear", "csa.rms_norm", "csa.rope", "csa.hc_update", "csa.hc_collapse",
+    "csa.hc_expand", "csa.embed"};
+} // namespace
+
 absl::StatusOr<StepValues> stepValues(const KernelCall &call) {
   if (!call.attrs.contains("op") || !call.attrs["op"].is_string())
     return absl::InvalidArgumentError("attrs.op is missing");
-  auto layout = argLayout(call.attrs["op"].get<std::string>(), call.attrs);
+  const std::string op = call.attrs["op"].get<std::string>();
+  auto layout = argLayout(op, call.attrs);
   if (!layout.ok())
     return layout.status();
   if (absl::Status st = checkArgs(*layout, call.args); !st.ok())
@@ -568,25 +578,34 @@ absl::StatusOr<StepValues> stepValues(const KernelCall &call) {
     const std::string key = absl::StrCat(argKindName(arg.kind), ":", arg.name);
     if (arg.kind == ArgKind::Transient || arg.kind == ArgKind::Output)
       (layout->slots()[a].def->result ? v.writeSet : v.readSet).insert(key);
+    if (arg.kind == ArgKind::Cache) { // appended to, read, or both
+      v.readSet.insert(key);
+      v.writeSet.insert(key);
+    }
     if (arg.kind == ArgKind::Index)
       for (const std::string &id : rowsReferences(arg.expr))
         v.readSet.insert(absl::StrCat("transient:", id));
   }
+  if (std::find(std::begin(kScratchFreeOps), std::end(kScratchFreeOps), op) ==
+      std::end(kScratchFreeOps)) {
+    v.readSet.insert("scratch:" + op);
+    v.writeSet.insert("scratch:" + op);
+  }
   return v;
 }
 
-bool StepValues::reads(const StepValues &other) const {
+std::optional<std::string> StepValues::reads(const StepValues &other) const {
   for (const std::string &x : readSet)
     if (other.writeSet.count(x))
-      return true;
-  return false;
+      return x;
+  return std::nullopt;
 }
 
-bool StepValues::writesAny(const std::set<std::string> &values) const {
+std::optional<std::string> StepValues::writesAny(const std::set<std::string> &values) const {
   for (const std::string &x : writeSet)
     if (values.count(x))
-      return true;
-  return false;
+      return x;
+  return std::nullopt;
 }
 
 absl::Status checkOverlaps(const std::vector<KernelCall> &calls, std::string_view entry) {
@@ -598,40 +617,49 @@ absl::Status checkOverlaps(const std::vector<KernelCall> &calls, std::string_vie
 
 absl::Status checkOverlap(const std::vector<KernelCall> &calls, size_t i,
                           std::string_view entry) {
-  {
-    const KernelCall &call = calls.at(i);
-    if (call.overlapsUntil < 0)
-      return absl::OkStatus();
-    auto fail = [&](size_t j, const std::string &what) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          std::string(entry), "[", i, "].overlaps_until (", call.overlapsUntil, "): ",
-          std::string(entry), "[", j, "] ",
-          what));
-    };
-    const size_t until = size_t(call.overlapsUntil);
-    if (until <= i || until > calls.size())
-      return fail(i, absl::StrCat("is not followed by step ", until));
-    auto own = stepValues(call);
-    if (!own.ok())
-      return fail(i, std::string(own.status().message()));
-    const std::string op = call.attrs["op"].get<std::string>();
-    for (size_t j = i + 1; j < until; ++j) {
-      const KernelCall &other = calls[j];
-      if (other.overlapsUntil >= 0)
-        return fail(j, "overlaps others too (one step at a time runs beside the chain)");
-      if (other.attrs.value("op", json()) == op)
-        return fail(j, absl::StrCat("is another ", op, " (steps of one op share scratch)"));
-      if (isBuiltinKernel(other.kernel))
-        return fail(j, absl::StrCat("is the builtin ", other.kernel,
-                                    " (the runtime's own steps do not run beside one)"));
-      auto values = stepValues(other);
-      if (!values.ok())
-        return fail(j, std::string(values.status().message()));
-      if (values->reads(*own))
-        return fail(j, "reads a value the step writes (its first reader is its join)");
-      if (values->writesAny(own->writeSet) || values->writesAny(own->readSet))
-        return fail(j, "writes a value the step reads or writes");
-    }
+  const KernelCall &call = calls.at(i);
+  const int64_t mark = call.overlapsUntil;
+  // A branch is checked at its first step.
+  if (mark < 0 || (i > 0 && calls[i - 1].overlapsUntil == mark))
+    return absl::OkStatus();
+  auto fail = [&](size_t j, const std::string &what) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(entry), "[", i,
+                                                   "].overlaps_until (", mark, "): ",
+                                                   std::string(entry), "[", j, "] ", what));
+  };
+  // The branch: this step and the ones right after it with the same mark.
+  size_t last = i;
+  while (last + 1 < calls.size() && calls[last + 1].overlapsUntil == mark)
+    ++last;
+  const size_t until = size_t(mark);
+  if (until <= last || until > calls.size())
+    return fail(last, absl::StrCat("is in the branch, which must end before step ", until));
+  StepValues own;
+  for (size_t b = i; b <= last; ++b) {
+    if (isBuiltinKernel(calls[b].kernel))
+      return fail(b, "is a builtin (the runtime's own steps run in the chain)");
+    auto values = stepValues(calls[b]);
+    if (!values.ok())
+      return fail(b, std::string(values.status().message()));
+    own.readSet.insert(values->readSet.begin(), values->readSet.end());
+    own.writeSet.insert(values->writeSet.begin(), values->writeSet.end());
+  }
+  for (size_t j = last + 1; j < until; ++j) {
+    const KernelCall &other = calls[j];
+    if (isBuiltinKernel(other.kernel))
+      return fail(j, absl::StrCat("is the builtin ", other.kernel,
+                                  " (the runtime's own steps do not run beside a branch)"));
+    auto values = stepValues(other);
+    if (!values.ok())
+      return fail(j, std::string(values.status().message()));
+    if (auto what = values->reads(own))
+      return fail(j, absl::StrCat("reads ", *what,
+                                  ", which the branch writes (its first reader is its join)"));
+    auto what = values->writesAny(own.writeSet);
+    if (!what)
+      what = values->writesAny(own.readSet);
+    if (what)
+      return fail(j, absl::StrCat("writes ", *what, ", which the branch reads or writes"));
   }
   return absl::OkStatus();
 }

@@ -150,27 +150,32 @@ std::string checkArg(const ArgLayout &layout, size_t i, const KernelArg &arg);
 absl::Status checkArgs(const ArgLayout &layout,
                        const std::vector<KernelArg> &args);
 
-/// The values a step reads and writes, by its op's layout: its transients
-/// and entry outputs ("transient:t3", "output:logits"), written where the
-/// slot is one of the op's results, and the transients its index
-/// expressions size themselves by.
+/// What a step reads and writes, by its op's layout: its transients and
+/// entry outputs ("transient:t3", "output:logits"), written where the slot is
+/// one of the op's results; the transients its index expressions size
+/// themselves by; its caches ("cache:L2.swa"), read and written; and, for an
+/// op whose executor driver keeps scratch buffers, "scratch:<op>", read and
+/// written (the steps of such an op share them).
 struct StepValues {
   std::set<std::string> readSet, writeSet;
-  /// Whether this step reads a value `other` writes.
-  bool reads(const StepValues &other) const;
-  bool writesAny(const std::set<std::string> &values) const;
+  /// Something this step reads that `other` writes, if any.
+  std::optional<std::string> reads(const StepValues &other) const;
+  /// Something this step writes that is in `values`, if any.
+  std::optional<std::string> writesAny(const std::set<std::string> &values) const;
 };
 /// InvalidArgument when the step's op has no layout for its attrs or its
 /// arguments do not fit it.
 absl::StatusOr<StepValues> stepValues(const KernelCall &call);
 
-/// Each step's overlaps_until (Plan.h) against the steps' layouts: the steps
-/// from the one after it up to its join neither read nor write the values
-/// it writes (its results' first reader is the join), write nothing it
-/// reads, carry no overlaps_until themselves, are not builtins and are of
-/// other ops (an op's steps share the executor's scratch buffers).
+/// The plan's overlapping steps (Plan.h's overlaps_until): consecutive steps
+/// with the same overlaps_until form a branch, which may run beside the
+/// steps after it up to that step, its join. Checks that every branch ends
+/// before its join and that no step between the branch and its join reads
+/// what the branch writes (the results' first reader is the join), writes
+/// what it reads or writes (values, caches, an op's scratch) or is a builtin,
+/// nor is a builtin in the branch. Branches may run beside each other.
 /// InvalidArgument naming both steps ("decode[4].overlaps_until (9):
-/// decode[6] reads a value the step writes ...").
+/// decode[6] reads transient:t3, which the branch writes ...").
 absl::Status checkOverlaps(const std::vector<KernelCall> &calls, std::string_view entry);
 /// checkOverlaps for step `i` alone.
 absl::Status checkOverlap(const std::vector<KernelCall> &calls, size_t i,

@@ -633,9 +633,9 @@ absl::Status Driver::beginGraphRun(const std::string &entry) {
   return graphs_ ? graphs_->begin(entry) : absl::OkStatus();
 }
 
-void Driver::markBranch(BranchMark m) {
+void Driver::markBranch(BranchMark m, int lane) {
   if (graphs_)
-    graphs_->mark(m);
+    graphs_->mark(m, lane);
 }
 
 absl::Status Driver::graphBoundary() {

@@ -40,18 +40,19 @@ struct LaunchShape {
 /// 8-byte slot (an i32 or f32 in the slot's first 4 bytes, little-endian),
 /// so that a launch can be kept, compared and replayed.
 struct KernelLaunch {
-  /// Where a launch sits in its graph (LaunchGraphs::graphEdges): after the
-  /// launch before it (Chain); on a side branch beside the chain, after the
-  /// chain's launch before the branch began (Branch); after both the chain's
-  /// launch before it and the branch's last launch (Join). Launched one by
-  /// one on the stream, every launch is after the one before.
-  enum class Order : uint8_t { Chain, Branch, Join };
   Function fn = nullptr;
   LaunchShape shape;
   std::vector<uint64_t> params;
-  Order order = Order::Chain;
+  /// Where the launch sits in its graph (LaunchGraphs::graphEdges): lane 0
+  /// is the chain, each launch after the one before; lane L >= 1 a branch
+  /// beside it, whose first launch is after the chain's launch before it.
+  /// Bit L - 1 of `joins`: the launch also waits for branch L's last
+  /// launch. Launched one by one on the stream, every launch is after the
+  /// one before.
+  uint8_t lane = 0, joins = 0;
   bool operator==(const KernelLaunch &o) const {
-    return fn == o.fn && shape == o.shape && params == o.params && order == o.order;
+    return fn == o.fn && shape == o.shape && params == o.params && lane == o.lane &&
+           joins == o.joins;
   }
   bool operator!=(const KernelLaunch &o) const { return !(*this == o); }
 };
@@ -153,8 +154,9 @@ public:
   absl::Status beginGraphRun(const std::string &entry);
   /// A place where a run of launches may be cut (LaunchGraphs::boundary).
   absl::Status graphBoundary();
-  /// A branch of the run's graph begins, ends or joins (LaunchGraphs::mark).
-  void markBranch(BranchMark m);
+  /// Branch `lane` of the run's graph begins, ends or is joined
+  /// (LaunchGraphs::mark).
+  void markBranch(BranchMark m, int lane);
   /// Issues the launches recorded so far (nothing when not batching).
   absl::Status flushLaunches();
   /// What the graphs did so far (zeros when not batching).

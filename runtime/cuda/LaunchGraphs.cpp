@@ -36,8 +36,7 @@ absl::Status LaunchGraphs::begin(const std::string &entry) {
   current_->used.clear();
   current_->launches = 0;
   current_->boundaries = false;
-  order_ = KernelLaunch::Order::Chain;
-  inBranch_ = false;
+  lane_ = joins_ = 0;
   return st;
 }
 
@@ -66,71 +65,69 @@ int64_t LaunchGraphs::launchesPerGraph() const {
   return current_ && current_->boundaries ? 4 * options_.maxLaunches : options_.maxLaunches;
 }
 
-void LaunchGraphs::beginBranch() {
-  inBranch_ = true;
-  order_ = KernelLaunch::Order::Branch;
+void LaunchGraphs::beginBranch(int lane) {
+  lane_ = uint8_t(std::clamp(lane, 0, kMaxBranches));
 }
 
-void LaunchGraphs::endBranch() {
-  inBranch_ = false;
-  if (order_ == KernelLaunch::Order::Branch)
-    order_ = KernelLaunch::Order::Chain;
+void LaunchGraphs::endBranch() { lane_ = 0; }
+
+void LaunchGraphs::joinBranch(int lane) {
+  if (lane >= 1 && lane <= kMaxBranches)
+    joins_ |= uint8_t(1u << (lane - 1));
 }
 
-void LaunchGraphs::joinBranch() {
-  if (!inBranch_)
-    order_ = KernelLaunch::Order::Join;
+void LaunchGraphs::mark(BranchMark m, int lane) {
+  switch (m) {
+  case BranchMark::Begin: beginBranch(lane); break;
+  case BranchMark::End: endBranch(); break;
+  case BranchMark::Join: joinBranch(lane); break;
+  }
 }
 
 std::vector<GraphEdge> LaunchGraphs::graphEdges(const std::vector<KernelLaunch> &launches) {
-  using Order = KernelLaunch::Order;
   std::vector<GraphEdge> edges;
-  std::optional<size_t> chain, branch; // the last launch of each
+  // The last launch of the chain (lane 0) and of each branch in this graph.
+  std::optional<size_t> last[kMaxBranches + 1];
   for (size_t i = 0; i < launches.size(); ++i) {
-    switch (launches[i].order) {
-    case Order::Branch:
-      if (branch)
-        edges.push_back({*branch, i, /*withinLane=*/true});
-      else if (chain)
-        edges.push_back({*chain, i, /*withinLane=*/false});
-      branch = i;
-      break;
-    case Order::Join: {
-      GraphEdge in[2];
-      size_t count = 0;
-      if (chain)
-        in[count++] = {*chain, i, /*withinLane=*/true};
-      if (branch)
-        in[count++] = {*branch, i, /*withinLane=*/false};
-      if (count == 2 && in[1].from < in[0].from)
-        std::swap(in[0], in[1]);
-      edges.insert(edges.end(), in, in + count);
-      branch.reset();
-      chain = i;
-      break;
-    }
-    case Order::Chain:
-      if (chain)
-        edges.push_back({*chain, i, /*withinLane=*/true});
-      chain = i;
-      break;
-    }
+    const KernelLaunch &k = launches[i];
+    const size_t lane = std::min<size_t>(k.lane, kMaxBranches);
+    std::vector<GraphEdge> in;
+    // The joined branches first: a branch joined by the first launch of a
+    // new branch in its lane ends there, and the new one starts afresh.
+    for (int b = 1; b <= kMaxBranches; ++b)
+      if (((k.joins >> (b - 1)) & 1u) && last[b]) {
+        in.push_back({*last[b], i, /*withinLane=*/false});
+        last[b].reset();
+      }
+    if (last[lane])
+      in.push_back({*last[lane], i, /*withinLane=*/true});
+    else if (lane != 0 && last[0])
+      in.push_back({*last[0], i, /*withinLane=*/false});
+    std::sort(in.begin(), in.end(),
+              [](const GraphEdge &x, const GraphEdge &y) { return x.from < y.from; });
+    edges.insert(edges.end(), in.begin(), in.end());
+    last[lane] = i;
   }
   return edges;
 }
 
 absl::Status LaunchGraphs::add(KernelLaunch k) {
   ++counters_.launches;
-  k.order = order_;
-  if (order_ == KernelLaunch::Order::Join) {
-    order_ = KernelLaunch::Order::Chain;
-    branchAt_.reset();
-  } else if (order_ == KernelLaunch::Order::Branch && !branchAt_) {
-    branchAt_ = pending_.size();
-    besideBranch_ = 0;
-  } else if (order_ == KernelLaunch::Order::Chain && branchAt_) {
+  k.lane = lane_;
+  k.joins = joins_;
+  joins_ = 0;
+  openBranches_ &= uint8_t(~k.joins);
+  if (k.lane != 0) {
+    if (!openBranches_) {
+      branchAt_ = pending_.size();
+      besideBranch_ = 0;
+    }
+    openBranches_ |= uint8_t(1u << (k.lane - 1));
+  } else if (openBranches_) {
     ++besideBranch_;
   }
+  if (!openBranches_)
+    branchAt_.reset();
   if (current_)
     ++current_->launches;
   pending_.push_back(std::move(k));
@@ -142,7 +139,8 @@ absl::Status LaunchGraphs::add(KernelLaunch k) {
 absl::Status LaunchGraphs::flush() {
   std::vector<KernelLaunch> run = std::move(pending_);
   pending_.clear();
-  branchAt_.reset(); // the graph ends with its branch
+  openBranches_ = 0; // the graph ends with its branches
+  branchAt_.reset();
   if (run.empty())
     return absl::OkStatus();
   if (int64_t(run.size()) < options_.minLaunches) {
@@ -161,7 +159,7 @@ absl::Status LaunchGraphs::flush() {
   }
   Kernels kernels(run.size());
   for (size_t i = 0; i < run.size(); ++i)
-    kernels[i] = {run[i].fn, run[i].order};
+    kernels[i] = {run[i].fn, uint16_t(run[i].lane | run[i].joins << 8)};
   std::vector<Slot> &slots = current_->graphs[kernels];
   size_t &used = current_->used[kernels];
   if (used == slots.size())

@@ -73,6 +73,8 @@ struct LaunchGraphCounters {
 
 /// LaunchGraphs::beginBranch, endBranch, joinBranch, as one value.
 enum class BranchMark : uint8_t { Begin, End, Join };
+/// Branches a graph may hold at once (lanes 1 .. kMaxBranches).
+constexpr int kMaxBranches = 8;
 
 /// An edge of a graph of launches (LaunchGraphs::graphEdges): node `to`
 /// runs after node `from`. An edge within the chain or within a branch may
@@ -126,24 +128,23 @@ public:
   absl::Status boundary();
   /// Issues the launches recorded so far.
   absl::Status flush();
-  /// The launches recorded from here until endBranch() form a branch beside
-  /// the chain: they start after the chain's launch before them and run
-  /// while the chain goes on, until joinBranch(). (A plan step whose results
-  /// are needed only some steps later, such as mHC's mix, leaves the
-  /// critical path.) Outside a graph, and across the graphs of a run, every
-  /// launch is after the one before, so a branch is only a permission.
-  void beginBranch();
+  /// The launches recorded from beginBranch(lane) until endBranch() go on
+  /// branch `lane` (1 .. kMaxBranches) beside the chain: after the chain's
+  /// launch before the branch began, or the branch's launch before them, and
+  /// running while the chain goes on, until joinBranch(lane). (Plan steps
+  /// whose results are needed only some steps later, such as mHC's mix, leave
+  /// the critical path.) Outside a graph, and across the graphs of a run,
+  /// every launch is after the one before, so a branch is only a permission.
+  void beginBranch(int lane);
   void endBranch();
-  /// The next launch waits for the branch's last launch (and the chain's).
-  void joinBranch();
-  void mark(BranchMark m) {
-    m == BranchMark::Begin ? beginBranch() : m == BranchMark::End ? endBranch() : joinBranch();
-  }
+  /// The next launch also waits for branch `lane`'s last launch.
+  void joinBranch(int lane);
+  void mark(BranchMark m, int lane);
 
-  /// The edges of a graph of `launches`, by their Order: a Chain launch
-  /// after the Chain or Join launch before it; the first Branch launch after
-  /// that too, each later one after the Branch launch before it; a Join
-  /// launch after both. Edges are listed by `to`, then `from`.
+  /// The edges of a graph of `launches`, by their lanes: a launch after the
+  /// launch before it in its lane (the first of a branch after the chain's
+  /// launch before it), and after the last launch of each branch it joins.
+  /// Edges are listed by `to`, then `from`.
   static std::vector<GraphEdge> graphEdges(const std::vector<KernelLaunch> &launches);
   const LaunchGraphCounters &counters() const { return counters_; }
 
@@ -152,9 +153,9 @@ private:
     GraphLauncher::Graph graph = nullptr;
     std::vector<KernelLaunch> launches; ///< what the graph launches now
   };
-  /// A run's kernels with their places in the graph: runs that differ in
-  /// either are different graphs.
-  using Kernels = std::vector<std::pair<Function, KernelLaunch::Order>>;
+  /// A run's kernels with their places in the graph (lane and joins): runs
+  /// that differ in either are different graphs.
+  using Kernels = std::vector<std::pair<Function, uint16_t>>;
   struct Entry {
     /// Graphs by sequence of kernels: the k-th is for the k-th run of that
     /// sequence in a run of the entry.
@@ -169,10 +170,10 @@ private:
   std::map<std::string, Entry> entries_;
   Entry *current_ = nullptr; ///< the running entry's
   std::vector<KernelLaunch> pending_;
-  KernelLaunch::Order order_ = KernelLaunch::Order::Chain; ///< of the next add()
-  bool inBranch_ = false;
-  /// Where in pending_ a branch not joined yet begins, and the chain's
-  /// launches recorded beside it since.
+  uint8_t lane_ = 0, joins_ = 0; ///< of the next add()
+  /// Branches with launches in pending_ not joined yet (bit L - 1), where
+  /// the first of them began, and the chain's launches recorded since.
+  uint8_t openBranches_ = 0;
   std::optional<size_t> branchAt_;
   int64_t besideBranch_ = 0;
   int64_t kept_ = 0; ///< graphs kept, over all entries

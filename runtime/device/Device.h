@@ -68,11 +68,15 @@ public:
   /// A place where the current run may be cut into graphs (the start of a
   /// plan step; LaunchGraphs::boundary).
   virtual absl::Status graphBoundary() = 0;
-  /// The dispatches from BranchMark::Begin to End may run beside those
-  /// after them, until the dispatch after Join (LaunchGraphs::beginBranch):
-  /// a plan step whose results are used some steps later leaves the
-  /// critical path. A device that runs dispatches in order ignores it.
-  virtual void markBranch(cuda::BranchMark m) { (void)m; }
+  /// The dispatches from BranchMark::Begin to End go on branch `lane` (1 ..
+  /// cuda::kMaxBranches) and may run beside those after them, until the
+  /// dispatch after Join of that lane (LaunchGraphs::beginBranch): plan steps
+  /// whose results are used some steps later leave the critical path. A
+  /// device that runs dispatches in order ignores it.
+  virtual void markBranch(cuda::BranchMark m, int lane) {
+    (void)m;
+    (void)lane;
+  }
   virtual cuda::LaunchGraphCounters graphCounters() const = 0;
 
   /// Whether the kernels are the host's, run by the caller on this

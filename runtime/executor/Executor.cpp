@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 namespace csa::runtime {
 
@@ -408,26 +409,71 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
   // an index expression's ["rows", id]); a step that may overlap the ones
   // after it holds its transients until its join (a step in between must
   // not be handed their memory).
-  std::map<std::string, size_t> lastUse;
+  // lastRead: the last step that names it, and the branches (by their first
+  // step) that hold it past that step.
+  std::map<std::string, size_t> lastUse, lastRead;
+  std::map<std::string, std::set<size_t>> heldBy;
+  std::vector<size_t> branchHead(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
     const int64_t until = calls[i].overlapsUntil;
     const size_t holdUntil =
         until < 0 ? i : std::min(size_t(until), steps.size() - 1);
-    if (until >= 0) {
-      steps[i].branches = true;
-      if (size_t(until) < steps.size())
-        steps[size_t(until)].joins = true;
-    }
+    branchHead[i] = i > 0 && until >= 0 && calls[i - 1].overlapsUntil == until
+                        ? branchHead[i - 1]
+                        : i;
+    auto use = [&](const std::string &id) {
+      lastUse[id] = std::max(lastUse[id], holdUntil);
+      lastRead[id] = i;
+      if (until >= 0)
+        heldBy[id].insert(branchHead[i]);
+    };
     for (const KernelArg &a : steps[i].call->args) {
       if (a.kind == ArgKind::Transient)
-        lastUse[a.name] = std::max(lastUse[a.name], holdUntil);
+        use(a.name);
       if (a.kind == ArgKind::Index)
         for (const std::string &id : artifact::rowsReferences(a.expr))
-          lastUse[id] = std::max(lastUse[id], holdUntil);
+          use(id);
     }
   }
   for (auto &[id, step] : lastUse)
     steps[step].release.push_back(&transients[id]);
+  for (auto &[id, step] : lastRead) {
+    // A buffer no one uses after this step may go to its result, unless
+    // another branch may still be reading it.
+    const std::set<size_t> &holders = heldBy[id];
+    const bool ownBranchOnly =
+        holders.empty() ||
+        (calls[step].overlapsUntil >= 0 && holders == std::set<size_t>{branchHead[step]});
+    if (lastUse[id] == step || ownBranchOnly)
+      steps[step].lastRead.push_back(&transients[id]);
+  }
+  // Graph lanes: a branch (consecutive steps with one overlaps_until) takes
+  // the lowest lane free at its first step and gives it back at its join; a
+  // branch that finds none runs in the chain.
+  {
+    uint8_t busy = 0;
+    std::map<size_t, uint8_t> freedAt;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (auto it = freedAt.find(i); it != freedAt.end()) {
+        busy &= uint8_t(~it->second);
+        steps[i].joinLanes = it->second;
+      }
+      const int64_t until = calls[i].overlapsUntil;
+      if (until < 0)
+        continue;
+      if (i > 0 && calls[i - 1].overlapsUntil == until) {
+        steps[i].lane = steps[i - 1].lane; // the same branch
+        continue;
+      }
+      for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
+        if (!((busy >> (lane - 1)) & 1u)) {
+          steps[i].lane = lane;
+          busy |= uint8_t(1u << (lane - 1));
+          freedAt[size_t(until)] |= uint8_t(1u << (lane - 1));
+          break;
+        }
+    }
+  }
   // Executor::stepLayer: a step's own layer, else the one before it's;
   // weights of no layer are before the layers until a layer's step ran.
   int64_t layer = ProfileEntry::kBeforeLayers;
@@ -532,18 +578,19 @@ Executor::Impl::run(std::vector<Step> &steps) {
     const uint64_t toDeviceBefore = runner ? runner->bytesToDevice : 0,
                    toHostBefore = runner ? runner->bytesToHost : 0;
     try {
-      const bool branches = runner && step.branches && options.overlapSteps;
+      const bool branches = runner && step.lane != 0 && options.overlapSteps;
       if (runner) {
         runner->setCurrentStep(&step.where, &step.op);
         runner->graphBoundary();
-        if (step.joins && options.overlapSteps)
-          runner->markBranch(cuda::BranchMark::Join);
+        for (int lane = 1; options.overlapSteps && lane <= cuda::kMaxBranches; ++lane)
+          if ((step.joinLanes >> (lane - 1)) & 1u)
+            runner->markBranch(cuda::BranchMark::Join, lane);
         if (branches)
-          runner->markBranch(cuda::BranchMark::Begin);
+          runner->markBranch(cuda::BranchMark::Begin, step.lane);
       }
       st = step.driver(*this, step);
       if (branches)
-        runner->markBranch(cuda::BranchMark::End);
+        runner->markBranch(cuda::BranchMark::End, 0);
       driverDone = std::chrono::steady_clock::now();
       if (options.profile && runner)
         runner->synchronize();

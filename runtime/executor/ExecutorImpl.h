@@ -103,9 +103,13 @@ struct Executor::Impl {
     /// step that overlaps later ones (overlaps_until) keeps its operands
     /// until its join.
     std::vector<Tensor *> release;
-    /// The step runs beside the steps after it (overlaps_until) / waits for
-    /// the one that did.
-    bool branches = false, joins = false;
+    /// Transients used for the last time here that no other branch still
+    /// holds: one may give its buffer to the step's result (resultCopyOf).
+    std::vector<Tensor *> lastRead;
+    /// The graph branch the step runs on (overlaps_until; 0: the chain) and
+    /// the branches it joins before it starts (bit L - 1 for lane L).
+    int lane = 0;
+    uint8_t joinLanes = 0;
     /// The slots the driver asked for so far, resolved (a decode step's
     /// drivers ask the same ones every step: a lookup by name in the layout
     /// and the transients each time was a fifth of the host's work).
@@ -377,7 +381,7 @@ struct Executor::Impl {
     // copy launch. Only a whole buffer of the same size moves, so that its
     // bounds and its device copy stay what they are.
     if (&dst != &src && from == 0 && bytes == src.data.size() && dst.data.capacity() == 0 &&
-        std::find(s.release.begin(), s.release.end(), &src) != s.release.end()) {
+        std::find(s.lastRead.begin(), s.lastRead.end(), &src) != s.lastRead.end()) {
       dst.data = std::move(src.data);
       src.data = {};
       dst.elementBytes = elementBytes;

@@ -103,9 +103,9 @@ public:
   void beginGraphRun(const std::string &entry) { check(device.beginGraphRun(entry)); }
   /// The start of a plan step (Device::graphBoundary).
   void graphBoundary() { check(device.graphBoundary()); }
-  /// A step's launches begin or end a branch of the graph, or the next
-  /// joins it (Device::markBranch).
-  void markBranch(cuda::BranchMark m) { device.markBranch(m); }
+  /// A step's launches begin or end branch `lane` of the graph, or the
+  /// next joins it (Device::markBranch).
+  void markBranch(cuda::BranchMark m, int lane) { device.markBranch(m, lane); }
   /// The device's graph counts.
   cuda::LaunchGraphCounters graphCounters() const { return device.graphCounters(); }
   /// Emulation: the call ran; what it was given is current on the "device".

@@ -45,7 +45,7 @@ public:
     return driver.beginGraphRun(entry);
   }
   absl::Status graphBoundary() override { return driver.graphBoundary(); }
-  void markBranch(cuda::BranchMark m) override { driver.markBranch(m); }
+  void markBranch(cuda::BranchMark m, int lane) override { driver.markBranch(m, lane); }
   cuda::LaunchGraphCounters graphCounters() const override { return driver.graphCounters(); }
   bool runsHostKernels() const override { return false; }
 

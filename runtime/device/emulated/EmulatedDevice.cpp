@@ -118,9 +118,9 @@ absl::Status EmulatedDevice::graphBoundary() {
   return graphs ? graphs->boundary() : absl::OkStatus();
 }
 
-void EmulatedDevice::markBranch(cuda::BranchMark m) {
+void EmulatedDevice::markBranch(cuda::BranchMark m, int lane) {
   if (graphs)
-    graphs->mark(m);
+    graphs->mark(m, lane);
 }
 
 cuda::LaunchGraphCounters EmulatedDevice::graphCounters() const {

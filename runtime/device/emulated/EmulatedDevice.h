@@ -40,7 +40,7 @@ public:
   absl::Status synchronize() override { return absl::OkStatus(); }
   absl::Status beginGraphRun(const std::string &entry) override;
   absl::Status graphBoundary() override;
-  void markBranch(cuda::BranchMark m) override;
+  void markBranch(cuda::BranchMark m, int lane) override;
   cuda::LaunchGraphCounters graphCounters() const override;
   bool runsHostKernels() const override { return true; }
   /// The name CSA_CUDA_TRACE gives host kernel `fn`.

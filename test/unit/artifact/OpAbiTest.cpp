@@ -348,9 +348,14 @@ std::vector<KernelCall> mixSteps() {
 TEST(OpAbi, StepValuesFollowTheResultSlots) {
   auto values = stepValues(mixSteps()[0]);
   ASSERT_TRUE(values.ok()) << values.status();
-  EXPECT_EQ(values->readSet, (std::set<std::string>{"transient:x"}));
-  EXPECT_EQ(values->writeSet,
-            (std::set<std::string>{"transient:pre", "transient:post", "transient:comb"}));
+  // The mix keeps scratch of its own in the executor; the norm does not.
+  EXPECT_EQ(values->readSet, (std::set<std::string>{"transient:x", "scratch:csa.hc_mix"}));
+  EXPECT_EQ(values->writeSet, (std::set<std::string>{"transient:pre", "transient:post",
+                                                     "transient:comb", "scratch:csa.hc_mix"}));
+  values = stepValues(mixSteps()[2]);
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(values->readSet, (std::set<std::string>{"transient:c"}));
+  EXPECT_EQ(values->writeSet, (std::set<std::string>{"transient:n"}));
 }
 
 TEST(OpAbi, AStepOverlapsTheStepsBeforeItsResultsFirstReader) {
@@ -359,8 +364,34 @@ TEST(OpAbi, AStepOverlapsTheStepsBeforeItsResultsFirstReader) {
   EXPECT_TRUE(checkOverlaps(calls, "decode").ok()) << checkOverlaps(calls, "decode");
   calls[0].overlapsUntil = 4; // past the update, which reads post and comb
   EXPECT_EQ(checkOverlaps(calls, "decode").message(),
-            "decode[0].overlaps_until (4): decode[3] reads a value the step writes (its "
-            "first reader is its join)");
+            "decode[0].overlaps_until (4): decode[3] reads transient:comb, which the branch "
+            "writes (its first reader is its join)");
+}
+
+TEST(OpAbi, ConsecutiveStepsWithOneMarkAreOneBranch) {
+  // The collapse and the norm as one branch until the update: the update
+  // reads the norm's result, so the branch ends there.
+  std::vector<KernelCall> calls = mixSteps();
+  calls[1].overlapsUntil = 3;
+  calls[2].overlapsUntil = 3;
+  EXPECT_TRUE(checkOverlaps(calls, "decode").ok()) << checkOverlaps(calls, "decode");
+  // A join inside the branch.
+  calls[1].overlapsUntil = calls[2].overlapsUntil = 2;
+  EXPECT_EQ(checkOverlaps(calls, "decode").message(),
+            "decode[1].overlaps_until (2): decode[2] is in the branch, which must end before "
+            "step 2");
+  // Branches beside each other: the mix until the update and, inside its
+  // window, the collapse until the norm, which reads its result (its join).
+  calls = mixSteps();
+  calls[0].overlapsUntil = 3;
+  calls[1].overlapsUntil = 2;
+  EXPECT_TRUE(checkOverlaps(calls, "decode").ok()) << checkOverlaps(calls, "decode");
+  // The collapse past its reader.
+  calls[0].overlapsUntil = -1;
+  calls[1].overlapsUntil = 3;
+  EXPECT_EQ(checkOverlaps(calls, "decode").message(),
+            "decode[1].overlaps_until (3): decode[2] reads transient:c, which the branch writes "
+            "(its first reader is its join)");
 }
 
 TEST(OpAbi, OverlapsAreRefusedWhereTheyCouldRace) {
@@ -369,7 +400,8 @@ TEST(OpAbi, OverlapsAreRefusedWhereTheyCouldRace) {
   // A step between that writes what the overlapping step reads.
   calls[2].args[2] = KernelArg::transient("x");
   EXPECT_EQ(checkOverlaps(calls, "decode").message(),
-            "decode[0].overlaps_until (3): decode[2] writes a value the step reads or writes");
+            "decode[0].overlaps_until (3): decode[2] writes transient:x, which the branch reads "
+            "or writes");
   // Another step of the same op (the executor's scratch is per op).
   calls = mixSteps();
   calls[0].overlapsUntil = 3;
@@ -379,15 +411,8 @@ TEST(OpAbi, OverlapsAreRefusedWhereTheyCouldRace) {
   calls[1].args[5] = KernelArg::transient("post2");
   calls[1].args[6] = KernelArg::transient("comb2");
   EXPECT_EQ(checkOverlaps(calls, "decode").message(),
-            "decode[0].overlaps_until (3): decode[1] is another csa.hc_mix (steps of one op "
-            "share scratch)");
-  // Nested overlaps.
-  calls = mixSteps();
-  calls[0].overlapsUntil = 3;
-  calls[1].overlapsUntil = 2;
-  EXPECT_EQ(checkOverlaps(calls, "decode").message(),
-            "decode[0].overlaps_until (3): decode[1] overlaps others too (one step at a time "
-            "runs beside the chain)");
+            "decode[0].overlaps_until (3): decode[1] reads scratch:csa.hc_mix, which the branch "
+            "writes (its first reader is its join)");
 }
 
 } // namespace csa::artifact

@@ -337,29 +337,30 @@ TEST(LaunchGraphs, PiecesCutAtBoundariesMeetTheSameLaunchesAgain) {
 }
 
 
+using csa::cuda::BranchMark;
 using csa::cuda::GraphEdge;
-using Order = KernelLaunch::Order;
 
-std::vector<KernelLaunch> ordered(std::initializer_list<Order> orders) {
+/// Launches 1, 2, ... each on (lane, joins).
+std::vector<KernelLaunch> placed(std::initializer_list<std::pair<int, int>> places) {
   std::vector<KernelLaunch> launches;
-  for (Order o : orders) {
+  for (auto [lane, joins] : places) {
     launches.push_back(kernel(launches.size() + 1, {}));
-    launches.back().order = o;
+    launches.back().lane = uint8_t(lane);
+    launches.back().joins = uint8_t(joins);
   }
   return launches;
 }
 
 TEST(LaunchGraphs, AChainIsEachLaunchAfterTheOneBefore) {
-  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Chain, Order::Chain, Order::Chain})),
+  EXPECT_EQ(LaunchGraphs::graphEdges(placed({{0, 0}, {0, 0}, {0, 0}})),
             (std::vector<GraphEdge>{{0, 1, true}, {1, 2, true}}));
 }
 
 TEST(LaunchGraphs, ABranchLeavesTheChainAndJoinsItLater) {
-  // 0 chain, 1-2 the branch (after 0), 3-4 the chain going on (after 0),
-  // 5 joins both: 1 and 2 are beside 3 and 4, not before them.
-  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Chain, Order::Branch, Order::Branch,
-                                              Order::Chain, Order::Chain, Order::Join,
-                                              Order::Chain})),
+  // 0 chain, 1-2 branch 1 (after 0), 3-4 the chain going on (after 0), 5
+  // joins both: 1 and 2 are beside 3 and 4, not before them.
+  EXPECT_EQ(LaunchGraphs::graphEdges(
+                placed({{0, 0}, {1, 0}, {1, 0}, {0, 0}, {0, 0}, {0, 0b1}, {0, 0}})),
             (std::vector<GraphEdge>{{0, 1, false},
                                     {1, 2, true},
                                     {0, 3, true},
@@ -369,52 +370,75 @@ TEST(LaunchGraphs, ABranchLeavesTheChainAndJoinsItLater) {
                                     {5, 6, true}}));
 }
 
+TEST(LaunchGraphs, BranchesRunBesideEachOtherAndJoinApart) {
+  // Branch 1 (launch 1) from 0; the chain (2); branch 2 (3) from 2; the
+  // chain (4) joins branch 1; 5 joins branch 2; a new branch 1 (6) from 5.
+  EXPECT_EQ(LaunchGraphs::graphEdges(
+                placed({{0, 0}, {1, 0}, {0, 0}, {2, 0}, {0, 0b01}, {0, 0b10}, {1, 0}})),
+            (std::vector<GraphEdge>{{0, 1, false},
+                                    {0, 2, true},
+                                    {2, 3, false},
+                                    {1, 4, false},
+                                    {2, 4, true},
+                                    {3, 5, false},
+                                    {4, 5, true},
+                                    {5, 6, false}}));
+}
+
+TEST(LaunchGraphs, ANewBranchJoiningTheOldOneInItsLaneStartsFromTheChain) {
+  // Branch 1 (1), the chain (2), then a new branch in lane 1 whose first
+  // launch joins the old one: after the old branch and after the chain.
+  EXPECT_EQ(LaunchGraphs::graphEdges(placed({{0, 0}, {1, 0}, {0, 0}, {1, 0b1}, {1, 0}})),
+            (std::vector<GraphEdge>{{0, 1, false}, {0, 2, true}, {1, 3, false}, {2, 3, false},
+                                    {3, 4, true}}));
+}
+
 TEST(LaunchGraphs, ABranchCutFromItsForkOrItsJoinNeedsNoEdgeThere) {
   // A graph that starts inside a branch: the graph before it has ended.
-  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Branch, Order::Chain, Order::Join})),
+  EXPECT_EQ(LaunchGraphs::graphEdges(placed({{1, 0}, {0, 0}, {0, 0b1}})),
             (std::vector<GraphEdge>{{0, 2, false}, {1, 2, true}}));
   // A join with no branch in its graph is a chain launch.
-  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Chain, Order::Join})),
+  EXPECT_EQ(LaunchGraphs::graphEdges(placed({{0, 0}, {0, 0b1}})),
             (std::vector<GraphEdge>{{0, 1, true}}));
   // A branch never joined in its graph ends with it.
-  EXPECT_EQ(LaunchGraphs::graphEdges(ordered({Order::Chain, Order::Branch, Order::Chain})),
+  EXPECT_EQ(LaunchGraphs::graphEdges(placed({{0, 0}, {1, 0}, {0, 0}})),
             (std::vector<GraphEdge>{{0, 1, false}, {0, 2, true}}));
 }
 
-TEST(LaunchGraphs, MarksGiveTheLaunchesTheirOrder) {
+TEST(LaunchGraphs, MarksGiveTheLaunchesTheirPlaces) {
   FakeGpu gpu;
   LaunchGraphOptions options;
   options.maxLaunches = 16;
   LaunchGraphs graphs(gpu, options);
   ASSERT_TRUE(graphs.begin("decode").ok());
   ASSERT_TRUE(graphs.add(kernel(1, {})).ok());
-  graphs.mark(csa::cuda::BranchMark::Begin);
+  graphs.mark(BranchMark::Begin, 2);
   ASSERT_TRUE(graphs.add(kernel(2, {})).ok());
   ASSERT_TRUE(graphs.add(kernel(3, {})).ok());
-  graphs.mark(csa::cuda::BranchMark::End);
+  graphs.mark(BranchMark::End, 0);
   ASSERT_TRUE(graphs.add(kernel(4, {})).ok());
-  graphs.mark(csa::cuda::BranchMark::Join);
+  graphs.mark(BranchMark::Join, 2);
   ASSERT_TRUE(graphs.add(kernel(5, {})).ok());
   ASSERT_TRUE(graphs.add(kernel(6, {})).ok());
   ASSERT_TRUE(graphs.flush().ok());
   ASSERT_EQ(gpu.graphs.size(), 1u);
-  std::vector<Order> orders;
+  std::vector<std::pair<int, int>> places;
   for (const KernelLaunch &k : gpu.graphs[0]->nodes)
-    orders.push_back(k.order);
-  EXPECT_EQ(orders, (std::vector<Order>{Order::Chain, Order::Branch, Order::Branch,
-                                        Order::Chain, Order::Join, Order::Chain}));
+    places.push_back({k.lane, k.joins});
+  EXPECT_EQ(places, (std::vector<std::pair<int, int>>{
+                        {0, 0}, {2, 0}, {2, 0}, {0, 0}, {0, 0b10}, {0, 0}}));
 }
 
-TEST(LaunchGraphs, TheSameKernelsInOtherOrdersAreAnotherGraph) {
+TEST(LaunchGraphs, TheSameKernelsInOtherPlacesAreAnotherGraph) {
   FakeGpu gpu;
   LaunchGraphs graphs(gpu, LaunchGraphOptions{});
   for (bool branch : {false, true, false}) {
     ASSERT_TRUE(graphs.begin("decode").ok());
     ASSERT_TRUE(graphs.add(kernel(1, {})).ok());
     if (branch)
-      graphs.mark(csa::cuda::BranchMark::Begin);
+      graphs.mark(BranchMark::Begin, 1);
     ASSERT_TRUE(graphs.add(kernel(2, {})).ok());
-    graphs.mark(csa::cuda::BranchMark::End);
+    graphs.mark(BranchMark::End, 0);
     ASSERT_TRUE(graphs.add(kernel(3, {})).ok());
     ASSERT_TRUE(graphs.flush().ok());
   }
@@ -439,9 +463,9 @@ TEST(LaunchGraphs, APieceIsNotCutRightAfterABranch) {
   stepOf(2);
   stepOf(3);
   ASSERT_TRUE(graphs.boundary().ok());
-  graphs.mark(csa::cuda::BranchMark::Begin);
+  graphs.mark(BranchMark::Begin, 1);
   ASSERT_TRUE(graphs.add(kernel(4, {})).ok());
-  graphs.mark(csa::cuda::BranchMark::End);
+  graphs.mark(BranchMark::End, 0);
   // 4 launches recorded, but the branch would be alone at the piece's end:
   // the piece runs on until 4 launches are beside it.
   for (uintptr_t fn = 5; fn <= 8; ++fn)
@@ -451,7 +475,7 @@ TEST(LaunchGraphs, APieceIsNotCutRightAfterABranch) {
   ASSERT_EQ(gpu.graphs.size(), 1u);
   EXPECT_EQ(gpu.graphs[0]->nodes.size(), 8u);
   // Joined, a piece is cut as before.
-  graphs.mark(csa::cuda::BranchMark::Join);
+  graphs.mark(BranchMark::Join, 1);
   for (uintptr_t fn = 10; fn <= 13; ++fn)
     stepOf(fn);
   EXPECT_EQ(gpu.graphs.size(), 2u);

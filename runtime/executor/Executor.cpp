@@ -459,8 +459,12 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
         steps[i].joinLanes = it->second;
       }
       const int64_t until = calls[i].overlapsUntil;
-      if (until < 0)
+      if (until < 0) {
+        for (int lane = 1; lane <= cuda::kMaxBranches && !steps[i].spareLane; ++lane)
+          if (!((busy >> (lane - 1)) & 1u))
+            steps[i].spareLane = lane;
         continue;
+      }
       if (i > 0 && calls[i - 1].overlapsUntil == until) {
         steps[i].lane = steps[i - 1].lane; // the same branch
         continue;

@@ -110,6 +110,9 @@ struct Executor::Impl {
     /// the branches it joins before it starts (bit L - 1 for lane L).
     int lane = 0;
     uint8_t joinLanes = 0;
+    /// A graph lane no branch of the plan holds during the step (0: none):
+    /// the step's own launches may branch there (csa.moe's shared expert).
+    int spareLane = 0;
     /// The slots the driver asked for so far, resolved (a decode step's
     /// drivers ask the same ones every step: a lookup by name in the layout
     /// and the transients each time was a fifth of the host's work).
@@ -637,7 +640,11 @@ struct Executor::Impl {
   bool groupedMoe(Step &s, int64_t rows);
   /// The shared expert on every row of x (routing weight 1): its output.
   Tensor &sharedExpert(Step &s, Tensor &x);
-  absl::Status moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts);
+  /// The grouped routed experts and the combine; `shared` is the shared
+  /// expert's output, computed on graph lane `sharedLane` (0: the chain),
+  /// which the combine joins.
+  absl::Status moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts, Tensor &shared,
+                          int sharedLane);
   /// GPU: every MoE step's routed-expert weights placed one after another
   /// on the device (GpuRunner::placeTogether), before the weights' upload.
   void placeGroupedExperts();

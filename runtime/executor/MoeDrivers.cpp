@@ -6,7 +6,9 @@
 // read the expert ids on the device (moeGrouped: the split-K form below 64
 // slots, the tensor-core expert_tiles form from 64 on where it exists);
 // otherwise (the CPU, --gpu-per-expert-moe) one launch an expert from the
-// token lists the host builds. Where the plan has the fused gate/up kernel
+// token lists the host builds; grouped, the shared expert runs first, on a
+// branch of the step's graph beside the routing and the routed experts
+// (Step::spareLane). Where the plan has the fused gate/up kernel
 // (experts_gate_up, an expert's w1 and w3 rows as one linear) the grouped
 // path runs gate and up as one launch and SwiGLU on its paired halves.
 //
@@ -21,6 +23,19 @@ absl::Status Executor::Impl::moe(Step &s) {
   Tensor &x = tensor(s, "input");
   const int64_t n = x.rows(), dim = attr(s, "dim"), experts = attr(s, "experts"),
                 topK = attr(s, "top_k"), inter = attr(s, "inter");
+  // Grouped, the shared expert (which reads only x) goes first, on a graph
+  // lane of its own beside the routing and the routed experts; the combine
+  // joins it.
+  const bool grouped = groupedMoe(s, n);
+  Tensor *sharedOut = nullptr;
+  const int sharedLane = grouped && options.overlapSteps ? s.spareLane : 0;
+  if (grouped) {
+    if (sharedLane)
+      runner->markBranch(cuda::BranchMark::Begin, sharedLane);
+    sharedOut = &sharedExpert(s, x);
+    if (sharedLane)
+      runner->markBranch(cuda::BranchMark::End, 0);
+  }
 
   Tensor &logitsBuf = kernelScratch("moe.logits", 4, {n, experts});
   linear(s, "gate", x.ptr(), n, dim, "gate.", -1, logitsBuf.ptr(), experts);
@@ -33,8 +48,8 @@ absl::Status Executor::Impl::moe(Step &s) {
     auto dw = desc<2>(wts.ptr(), {n, topK});
     invoke(s, "route", &dl, &db, &di, &dw);
   }
-  if (groupedMoe(s, n))
-    return moeGrouped(s, x, ids, wts);
+  if (grouped)
+    return moeGrouped(s, x, ids, wts, *sharedOut, sharedLane);
   Tensor &y = kernelZeros("moe.y", 4, {n, dim});
   // Each expert's tokens in token order, with their routing weights: one
   // list per expert, ascending expert (a counting sort of the routing, once
@@ -272,7 +287,8 @@ void Executor::Impl::placeGroupedExperts() {
     }
 }
 
-absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts) {
+absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor &wts,
+                                        Tensor &so, int sharedLane) {
   const int64_t n = x.rows(), dim = attr(s, "dim"), experts = attr(s, "experts"),
                 topK = attr(s, "top_k"), inter = attr(s, "inter"), slots = n * topK;
   // The routing stays on the device; it comes back only to be written out
@@ -316,7 +332,8 @@ absl::Status Executor::Impl::moeGrouped(Step &s, Tensor &x, Tensor &ids, Tensor 
     invoke(s, "swiglu", &dg, &du, &dw, &dh);
   }
   grouped("experts_out", h.ptr(), slots, inter, "w2.", o.ptr(), dim);
-  Tensor &so = sharedExpert(s, x);
+  if (sharedLane)
+    runner->markBranch(cuda::BranchMark::Join, sharedLane);
   Tensor &out = kernelResult(s, "result", 2, {n, dim}, x.base);
   auto dO = desc<3>(o.ptr(), {n, topK, dim});
   auto dI = desc<2>(ids.ptr(), {n, topK});

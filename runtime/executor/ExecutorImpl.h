@@ -214,6 +214,10 @@ struct Executor::Impl {
   /// The GPU path's counts so far, or since `since` (GpuActivity; zeros on
   /// the CPU).
   GpuActivity gpuActivity(const GpuActivity *since = nullptr) const;
+  /// Each step's release list and lastRead (liveness, a branch holding its
+  /// transients until its join), and the graph lanes of the plan's branches
+  /// (lane, joinLanes, spareLane). StepPlan.cpp.
+  void planMemoryAndLanes(const std::vector<KernelCall> &calls, std::vector<Step> &steps);
   absl::Status prepare(const std::vector<KernelCall> &calls, const char *entry,
                        std::vector<Step> &steps);
   absl::StatusOr<std::vector<float>> run(std::vector<Step> &steps);

@@ -17,6 +17,10 @@ namespace csa::runtime {
 
 void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
                                         std::vector<Step> &steps) {
+  // Branches exist only on a GPU path that runs them: elsewhere every step
+  // is after the one before and a branch's holds would only cost memory.
+  const bool branches = runner && options.overlapSteps;
+  auto overlapsUntil = [&](size_t i) { return branches ? calls[i].overlapsUntil : int64_t(-1); };
   // Liveness: the last step that names each transient (as an argument or in
   // an index expression's ["rows", id]); a step that may overlap the ones
   // after it holds its transients until its join (a step in between must
@@ -27,10 +31,10 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
   std::map<std::string, std::set<size_t>> heldBy;
   std::vector<size_t> branchHead(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
-    const int64_t until = calls[i].overlapsUntil;
+    const int64_t until = overlapsUntil(i);
     const size_t holdUntil =
         until < 0 ? i : std::min(size_t(until), steps.size() - 1);
-    branchHead[i] = i > 0 && until >= 0 && calls[i - 1].overlapsUntil == until
+    branchHead[i] = i > 0 && until >= 0 && overlapsUntil(i - 1) == until
                         ? branchHead[i - 1]
                         : i;
     auto use = [&](const std::string &id) {
@@ -55,7 +59,7 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
     const std::set<size_t> &holders = heldBy[id];
     const bool ownBranchOnly =
         holders.empty() ||
-        (calls[step].overlapsUntil >= 0 && holders == std::set<size_t>{branchHead[step]});
+        (overlapsUntil(step) >= 0 && holders == std::set<size_t>{branchHead[step]});
     if (lastUse[id] == step || ownBranchOnly)
       steps[step].lastRead.push_back(&transients[id]);
   }
@@ -70,14 +74,14 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
         busy &= uint8_t(~it->second);
         steps[i].joinLanes = it->second;
       }
-      const int64_t until = calls[i].overlapsUntil;
+      const int64_t until = overlapsUntil(i);
       if (until < 0) {
         for (int lane = 1; lane <= cuda::kMaxBranches && !steps[i].spareLane; ++lane)
           if (!((busy >> (lane - 1)) & 1u))
             steps[i].spareLane = lane;
         continue;
       }
-      if (i > 0 && calls[i - 1].overlapsUntil == until) {
+      if (i > 0 && overlapsUntil(i - 1) == until) {
         steps[i].lane = steps[i - 1].lane; // the same branch
         continue;
       }

@@ -35,6 +35,7 @@
 #include "runtime/tokenizer/Unicode.h"
 #include "tools/support/RunSetup.h"
 #include "tools/csa-run/Conversation.h"
+#include "tools/csa-run/ExecutorFlags.h"
 #include "tools/csa-run/ProfileReport.h"
 #include "tools/csa-run/RecallReport.h"
 
@@ -74,8 +75,6 @@ ABSL_FLAG(std::string, tokenizer, "", "a tokenizer folder or tokenizer.json");
 ABSL_FLAG(std::string, engram_token_map, "",
           "the Engram layers' token map: a JSON file or 'modulo'");
 ABSL_FLAG(bool, ignore_eos, false, "generate past an EOS id");
-ABSL_FLAG(bool, allow_unused_weights, false,
-          "run a checkpoint with tensors the artifact does not use");
 ABSL_FLAG(int64_t, max_new_tokens, 16, "tokens to generate");
 ABSL_FLAG(float, temperature, 0.0f, "sampling temperature (0: greedy)");
 ABSL_FLAG(float, top_p, 1.0f, "nucleus sampling mass, in (0, 1]");
@@ -101,33 +100,10 @@ ABSL_FLAG(std::string, logits_out, "", "write every step's logits to this .npy")
 ABSL_FLAG(std::string, forced_tokens, "",
           "teacher forcing: the ids decode steps are fed, comma-separated");
 ABSL_FLAG(std::string, forced_tokens_file, "", "a file of the forced ids");
-ABSL_FLAG(std::string, dump_decisions, "",
-          "write every top-k set, HSI pool and MoE routing to this folder");
-ABSL_FLAG(std::string, force_decisions, "",
-          "read the decisions from a --dump-decisions folder");
-ABSL_FLAG(std::string, dump_hidden, "",
-          "write every block's output to this folder");
-ABSL_FLAG(std::string, dump_layers, "",
-          "dump only these layers' steps: numbers and ranges, e.g. 0,3-5");
-ABSL_FLAG(std::string, dump_rows, "",
-          "dump only rows BEGIN:END of each step (a numpy slice, e.g. -1: the last)");
-ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or auto");
-ABSL_FLAG(std::string, cuda_graphs, "on",
-          "CUDA graphs: on, off, N (launches per graph), step or step:P");
-ABSL_FLAG(std::string, cuda_pdl, "on", "programmatic dependent launch: on or off");
-ABSL_FLAG(std::string, cuda_library, "",
-          "the CUDA driver library to open (alias: CSA_CUDA_LIBRARY)");
-ABSL_FLAG(int64_t, cuda_heap_mib, 1024,
-          "the kernels' device heap in MiB (alias: CSA_CUDA_MALLOC_HEAP_MB)");
-ABSL_FLAG(int64_t, threads, 0,
-          "the CPU path's worker threads (0: every core; the bits do not change)");
 ABSL_FLAG(bool, warmup, false, "run an untimed 1-token prefill first");
 ABSL_FLAG(std::string, profile, "",
           "time every plan step: text, json (by layer too, in the --json "
           "object) or off");
-ABSL_FLAG(std::string, analyze, "",
-          "recall: each sparse attention layer's share of the dense attention mass its "
-          "selected entries hold");
 ABSL_FLAG(bool, json, false,
           "print one JSON object on stdout instead of the text (docs/run-json.md)");
 ABSL_FLAG(int64_t, repeat, 1,
@@ -136,20 +112,6 @@ ABSL_FLAG(bool, progress, false,
           "progress lines on stderr, always: random weights, the weights' upload, "
           "prefill steps, decode tokens");
 ABSL_FLAG(bool, quiet, false, "no progress lines");
-ABSL_FLAG(bool, gpu_emulate, false,
-          "the GPU path on host memory with the host kernels (alias: CSA_CUDA_EMULATE=1)");
-ABSL_FLAG(bool, gpu_sync, false, "synchronize after every launch (alias: CSA_CUDA_SYNC)");
-ABSL_FLAG(bool, gpu_trace, false,
-          "print every copy, allocation and changed graph launch (alias: CSA_CUDA_TRACE)");
-ABSL_FLAG(std::string, gpu_host_kernels, "",
-          "kernels kept on the CPU, by name prefix, comma-separated "
-          "(alias: CSA_CUDA_HOST_KERNELS)");
-ABSL_FLAG(bool, gpu_no_row_tiles, false,
-          "always the per-output linears (alias: CSA_CUDA_NO_TILES)");
-ABSL_FLAG(bool, gpu_no_overlap, false,
-          "every step after the one before, also those the plan lets overlap");
-ABSL_FLAG(bool, gpu_per_expert_moe, false,
-          "prefill's routed experts one launch an expert");
 
 namespace {
 
@@ -394,112 +356,9 @@ int main(int argc, char **argv) {
   if (flags.given(FLAGS_logits_out) && logitsOut.empty())
     return fail("--logits-out needs a file name");
 
-  // The CSA_CUDA_* variables are aliases of the --gpu-* and --cuda-* flags;
-  // a flag given wins.
-  runtime::ExecutorOptions executorOptions = runtime::ExecutorOptions::fromEnvironment();
-  executorOptions.allowUnusedWeights = absl::GetFlag(FLAGS_allow_unused_weights);
-  executorOptions.profile = profileMode != ProfileMode::Off;
-  if (const std::string v = absl::GetFlag(FLAGS_analyze); v == "recall")
-    executorOptions.analyzeRecall = true;
-  else if (!v.empty())
-    return flags.error("--analyze needs recall, got '" + v + "'");
-  executorOptions.dumpDecisions = absl::GetFlag(FLAGS_dump_decisions);
-  executorOptions.dumpHidden = absl::GetFlag(FLAGS_dump_hidden);
-  if ((flags.given(FLAGS_dump_layers) || flags.given(FLAGS_dump_rows)) &&
-      executorOptions.dumpHidden.empty() && executorOptions.dumpDecisions.empty())
-    return flags.error("--dump-layers and --dump-rows limit --dump-hidden and --dump-decisions; "
-                       "give one of them");
-  if (flags.given(FLAGS_dump_layers)) {
-    const std::string v = absl::GetFlag(FLAGS_dump_layers);
-    for (absl::string_view part : absl::StrSplit(v, ',')) {
-      // A layer number, or a range FIRST-LAST of them.
-      const size_t dash = part.find('-');
-      const absl::string_view a = part.substr(0, dash),
-                              z = dash == absl::string_view::npos ? a : part.substr(dash + 1);
-      int64_t first = 0, last = 0;
-      if (!absl::SimpleAtoi(a, &first) || !absl::SimpleAtoi(z, &last) || first < 0 ||
-          last < first || last - first > 100000)
-        return flags.error(absl::StrCat(
-            "--dump-layers needs layer numbers and ranges such as 0,3-5, got '", v, "'"));
-      for (int64_t l = first; l <= last; ++l)
-        executorOptions.dumpLayers.push_back(l);
-    }
-  }
-  if (flags.given(FLAGS_dump_rows)) {
-    const std::string v = absl::GetFlag(FLAGS_dump_rows);
-    const size_t colon = v.find(':');
-    int64_t begin = 0, end = 0;
-    const std::string b = v.substr(0, colon), e = colon == std::string::npos ? "" : v.substr(colon + 1);
-    if (colon == std::string::npos || (!b.empty() && !absl::SimpleAtoi(b, &begin)) ||
-        (!e.empty() && !absl::SimpleAtoi(e, &end)))
-      return flags.error(absl::StrCat(
-          "--dump-rows needs a slice BEGIN:END of a step's rows (numpy's; e.g. -1: or 0:8), got '",
-          v, "'"));
-    executorOptions.dumpRowsBegin = begin;
-    if (!e.empty())
-      executorOptions.dumpRowsEnd = end;
-  }
-  executorOptions.forceDecisions = absl::GetFlag(FLAGS_force_decisions);
-  if (flags.given(FLAGS_gpu_emulate))
-    executorOptions.emulateGpu = absl::GetFlag(FLAGS_gpu_emulate);
-  if (flags.given(FLAGS_gpu_sync))
-    executorOptions.syncEachLaunch = absl::GetFlag(FLAGS_gpu_sync);
-  if (flags.given(FLAGS_gpu_trace))
-    executorOptions.traceGpu = absl::GetFlag(FLAGS_gpu_trace);
-  if (flags.given(FLAGS_gpu_no_row_tiles))
-    executorOptions.rowTiles = !absl::GetFlag(FLAGS_gpu_no_row_tiles);
-  executorOptions.groupedPrefillMoe = !absl::GetFlag(FLAGS_gpu_per_expert_moe);
-  executorOptions.overlapSteps = !absl::GetFlag(FLAGS_gpu_no_overlap);
-  if (flags.given(FLAGS_gpu_host_kernels))
-    executorOptions.hostKernelPrefixes =
-        absl::StrSplit(absl::GetFlag(FLAGS_gpu_host_kernels), ',', absl::SkipEmpty());
-  executorOptions.threads = absl::GetFlag(FLAGS_threads);
-  if (flags.given(FLAGS_cuda_heap_mib))
-    executorOptions.deviceHeapMiB = absl::GetFlag(FLAGS_cuda_heap_mib);
-  if (flags.given(FLAGS_cuda_library)) {
-    executorOptions.cudaLibrary = absl::GetFlag(FLAGS_cuda_library);
-    if (executorOptions.cudaLibrary.empty())
-      return fail("--cuda-library needs a path");
-  }
-  if (const std::string v = absl::GetFlag(FLAGS_device); v == "cpu") {
-    executorOptions.device = runtime::ExecutorOptions::Device::Cpu;
-  } else if (v == "cuda" || v == "auto") {
-    executorOptions.device = v == "cuda" ? runtime::ExecutorOptions::Device::Cuda
-                                         : runtime::ExecutorOptions::Device::Auto;
-    // Each sequence's caches stay on the GPU between its steps.
-    executorOptions.keepCachesOnDevice = true;
-  } else {
-    return fail("--device is cpu, cuda or auto, got '" + v + "'");
-  }
-  if (flags.given(FLAGS_cuda_graphs)) {
-    const std::string v = absl::GetFlag(FLAGS_cuda_graphs);
-    int64_t most = 0;
-    if (v == "off") {
-      executorOptions.cudaGraphs = false;
-    } else if (v == "on") {
-      executorOptions.cudaGraphs = true;
-    } else if (absl::SimpleAtoi(v, &most) && most >= 2) {
-      executorOptions.cudaGraphs = true;
-      executorOptions.graphMaxLaunches = most;
-      executorOptions.graphPartsPerRun = 0;
-    } else if (absl::string_view parts = v;
-               absl::ConsumePrefix(&parts, "step") &&
-               (parts.empty() || (absl::ConsumePrefix(&parts, ":") &&
-                                  absl::SimpleAtoi(parts, &most) && most >= 1 &&
-                                  most <= 64))) {
-      executorOptions.cudaGraphs = true;
-      executorOptions.graphPartsPerRun = parts.empty() ? 1 : most;
-    } else {
-      return fail("--cuda-graphs is on, off, a launch count >= 2, step or step:P "
-                  "(P graphs a step, 1 to 64), got '" + v + "'");
-    }
-  }
-  if (flags.given(FLAGS_cuda_pdl)) {
-    const std::string v = absl::GetFlag(FLAGS_cuda_pdl);
-    if (v != "on" && v != "off")
-      return fail("--cuda-pdl is on or off, got '" + v + "'");
-    executorOptions.programmaticLaunch = v == "on";
-  }
+  runtime::ExecutorOptions executorOptions;
+  if (int code = executorOptionsFromFlags(flags, profileMode != ProfileMode::Off, executorOptions))
+    return code;
   // Teacher forcing: --forced-tokens=ID,... or a file of them (--forced-tokens=
   // with nothing: no ids, for --max-new-tokens of 0 or 1).
   std::vector<int32_t> forced;

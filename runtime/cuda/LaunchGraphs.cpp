@@ -51,7 +51,7 @@ absl::Status LaunchGraphs::boundary() {
   // launches are beside the branch: cut right after it, the branch would run
   // alone (the next piece waits for the whole of this one).
   if (!equalParts() && int64_t(pending_.size()) >= options_.maxLaunches &&
-      (!branchAt_ || besideBranch_ >= options_.maxLaunches))
+      (!openBranches_ || besideBranch_ >= options_.maxLaunches))
     return flush();
   return absl::OkStatus();
 }
@@ -65,22 +65,18 @@ int64_t LaunchGraphs::launchesPerGraph() const {
   return current_ && current_->boundaries ? 4 * options_.maxLaunches : options_.maxLaunches;
 }
 
-void LaunchGraphs::beginBranch(int lane) {
-  lane_ = uint8_t(std::clamp(lane, 0, kMaxBranches));
-}
-
-void LaunchGraphs::endBranch() { lane_ = 0; }
-
-void LaunchGraphs::joinBranch(int lane) {
-  if (lane >= 1 && lane <= kMaxBranches)
-    joins_ |= uint8_t(1u << (lane - 1));
-}
-
 void LaunchGraphs::mark(BranchMark m, int lane) {
   switch (m) {
-  case BranchMark::Begin: beginBranch(lane); break;
-  case BranchMark::End: endBranch(); break;
-  case BranchMark::Join: joinBranch(lane); break;
+  case BranchMark::Begin:
+    lane_ = uint8_t(std::clamp(lane, 0, kMaxBranches));
+    break;
+  case BranchMark::End:
+    lane_ = 0;
+    break;
+  case BranchMark::Join:
+    if (lane >= 1 && lane <= kMaxBranches)
+      joins_ |= uint8_t(1u << (lane - 1));
+    break;
   }
 }
 
@@ -118,16 +114,12 @@ absl::Status LaunchGraphs::add(KernelLaunch k) {
   joins_ = 0;
   openBranches_ &= uint8_t(~k.joins);
   if (k.lane != 0) {
-    if (!openBranches_) {
-      branchAt_ = pending_.size();
+    if (!openBranches_)
       besideBranch_ = 0;
-    }
     openBranches_ |= uint8_t(1u << (k.lane - 1));
   } else if (openBranches_) {
     ++besideBranch_;
   }
-  if (!openBranches_)
-    branchAt_.reset();
   if (current_)
     ++current_->launches;
   pending_.push_back(std::move(k));
@@ -140,7 +132,6 @@ absl::Status LaunchGraphs::flush() {
   std::vector<KernelLaunch> run = std::move(pending_);
   pending_.clear();
   openBranches_ = 0; // the graph ends with its branches
-  branchAt_.reset();
   if (run.empty())
     return absl::OkStatus();
   if (int64_t(run.size()) < options_.minLaunches) {

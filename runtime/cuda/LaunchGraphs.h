@@ -31,7 +31,6 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,7 +70,7 @@ struct LaunchGraphCounters {
   int64_t graphsDropped = 0; ///< destroyed at maxGraphs
 };
 
-/// LaunchGraphs::beginBranch, endBranch, joinBranch, as one value.
+/// What LaunchGraphs::mark does: a branch begins, ends or is joined.
 enum class BranchMark : uint8_t { Begin, End, Join };
 /// Branches a graph may hold at once (lanes 1 .. kMaxBranches).
 constexpr int kMaxBranches = 8;
@@ -128,17 +127,14 @@ public:
   absl::Status boundary();
   /// Issues the launches recorded so far.
   absl::Status flush();
-  /// The launches recorded from beginBranch(lane) until endBranch() go on
+  /// The launches recorded from mark(Begin, lane) until mark(End) go on
   /// branch `lane` (1 .. kMaxBranches) beside the chain: after the chain's
   /// launch before the branch began, or the branch's launch before them, and
-  /// running while the chain goes on, until joinBranch(lane). (Plan steps
-  /// whose results are needed only some steps later, such as mHC's mix, leave
-  /// the critical path.) Outside a graph, and across the graphs of a run,
-  /// every launch is after the one before, so a branch is only a permission.
-  void beginBranch(int lane);
-  void endBranch();
-  /// The next launch also waits for branch `lane`'s last launch.
-  void joinBranch(int lane);
+  /// running while the chain goes on; after mark(Join, lane) the next launch
+  /// also waits for the branch's last. (Plan steps whose results are needed
+  /// only some steps later, such as mHC's mix, leave the critical path.)
+  /// Outside a graph, and across the graphs of a run, every launch is after
+  /// the one before, so a branch is only a permission.
   void mark(BranchMark m, int lane);
 
   /// The edges of a graph of `launches`, by their lanes: a launch after the
@@ -171,10 +167,9 @@ private:
   Entry *current_ = nullptr; ///< the running entry's
   std::vector<KernelLaunch> pending_;
   uint8_t lane_ = 0, joins_ = 0; ///< of the next add()
-  /// Branches with launches in pending_ not joined yet (bit L - 1), where
-  /// the first of them began, and the chain's launches recorded since.
+  /// Branches with launches in pending_ not joined yet (bit L - 1), and the
+  /// chain's launches recorded since the first of them began.
   uint8_t openBranches_ = 0;
-  std::optional<size_t> branchAt_;
   int64_t besideBranch_ = 0;
   int64_t kept_ = 0; ///< graphs kept, over all entries
   LaunchGraphCounters counters_;

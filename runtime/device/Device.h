@@ -70,7 +70,7 @@ public:
   virtual absl::Status graphBoundary() = 0;
   /// The dispatches from BranchMark::Begin to End go on branch `lane` (1 ..
   /// cuda::kMaxBranches) and may run beside those after them, until the
-  /// dispatch after Join of that lane (LaunchGraphs::beginBranch): plan steps
+  /// dispatch after Join of that lane (LaunchGraphs::mark): plan steps
   /// whose results are used some steps later leave the critical path. A
   /// device that runs dispatches in order ignores it.
   virtual void markBranch(cuda::BranchMark m, int lane) {

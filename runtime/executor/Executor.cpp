@@ -510,11 +510,12 @@ Executor::Impl::run(std::vector<Step> &steps) {
     const uint64_t toDeviceBefore = runner ? runner->bytesToDevice : 0,
                    toHostBefore = runner ? runner->bytesToHost : 0;
     try {
-      const bool branches = runner && step.lane != 0 && options.overlapSteps;
+      // (Lanes are set only where branches run: planMemoryAndLanes.)
+      const bool branches = step.lane != 0;
       if (runner) {
         runner->setCurrentStep(&step.where, &step.op);
         runner->graphBoundary();
-        for (int lane = 1; options.overlapSteps && lane <= cuda::kMaxBranches; ++lane)
+        for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
           if ((step.joinLanes >> (lane - 1)) & 1u)
             runner->markBranch(cuda::BranchMark::Join, lane);
         if (branches)

@@ -105,7 +105,7 @@ struct Executor::Impl {
     std::vector<Tensor *> release;
     /// Transients used for the last time here that no other branch still
     /// holds: one may give its buffer to the step's result (resultCopyOf).
-    std::vector<Tensor *> lastRead;
+    std::vector<Tensor *> mayGiveBuffer;
     /// The graph branch the step runs on (overlaps_until; 0: the chain) and
     /// the branches it joins before it starts (bit L - 1 for lane L).
     int lane = 0;
@@ -214,7 +214,7 @@ struct Executor::Impl {
   /// The GPU path's counts so far, or since `since` (GpuActivity; zeros on
   /// the CPU).
   GpuActivity gpuActivity(const GpuActivity *since = nullptr) const;
-  /// Each step's release list and lastRead (liveness, a branch holding its
+  /// Each step's release list and mayGiveBuffer (liveness, a branch holding its
   /// transients until its join), and the graph lanes of the plan's branches
   /// (lane, joinLanes, spareLane). StepPlan.cpp.
   void planMemoryAndLanes(const std::vector<KernelCall> &calls, std::vector<Step> &steps);
@@ -388,7 +388,8 @@ struct Executor::Impl {
     // copy launch. Only a whole buffer of the same size moves, so that its
     // bounds and its device copy stay what they are.
     if (&dst != &src && from == 0 && bytes == src.data.size() && dst.data.capacity() == 0 &&
-        std::find(s.lastRead.begin(), s.lastRead.end(), &src) != s.lastRead.end()) {
+        std::find(s.mayGiveBuffer.begin(), s.mayGiveBuffer.end(), &src) !=
+            s.mayGiveBuffer.end()) {
       dst.data = std::move(src.data);
       src.data = {};
       dst.elementBytes = elementBytes;

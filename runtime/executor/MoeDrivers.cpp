@@ -28,7 +28,7 @@ absl::Status Executor::Impl::moe(Step &s) {
   // joins it.
   const bool grouped = groupedMoe(s, n);
   Tensor *sharedOut = nullptr;
-  const int sharedLane = grouped && options.overlapSteps ? s.spareLane : 0;
+  const int sharedLane = grouped ? s.spareLane : 0;
   if (grouped) {
     if (sharedLane)
       runner->markBranch(cuda::BranchMark::Begin, sharedLane);

@@ -25,9 +25,9 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
   // an index expression's ["rows", id]); a step that may overlap the ones
   // after it holds its transients until its join (a step in between must
   // not be handed their memory).
-  // lastRead: the last step that names it, and the branches (by their first
-  // step) that hold it past that step.
-  std::map<std::string, size_t> lastUse, lastRead;
+  // lastNamed: the last step that names it (holds aside), and heldBy: the
+  // branches (by their first step) that hold it.
+  std::map<std::string, size_t> lastUse, lastNamed;
   std::map<std::string, std::set<size_t>> heldBy;
   std::vector<size_t> branchHead(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -39,7 +39,7 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
                         : i;
     auto use = [&](const std::string &id) {
       lastUse[id] = std::max(lastUse[id], holdUntil);
-      lastRead[id] = i;
+      lastNamed[id] = i;
       if (until >= 0)
         heldBy[id].insert(branchHead[i]);
     };
@@ -53,7 +53,7 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
   }
   for (auto &[id, step] : lastUse)
     steps[step].release.push_back(&transients[id]);
-  for (auto &[id, step] : lastRead) {
+  for (auto &[id, step] : lastNamed) {
     // A buffer no one uses after this step may go to its result, unless
     // another branch may still be reading it.
     const std::set<size_t> &holders = heldBy[id];
@@ -61,7 +61,7 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
         holders.empty() ||
         (overlapsUntil(step) >= 0 && holders == std::set<size_t>{branchHead[step]});
     if (lastUse[id] == step || ownBranchOnly)
-      steps[step].lastRead.push_back(&transients[id]);
+      steps[step].mayGiveBuffer.push_back(&transients[id]);
   }
   // Graph lanes: a branch (consecutive steps with one overlaps_until) takes
   // the lowest lane free at its first step and gives it back at its join; a
@@ -69,6 +69,12 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
   {
     uint8_t busy = 0;
     std::map<size_t, uint8_t> freedAt;
+    auto lowestFree = [&]() {
+      for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
+        if (!((busy >> (lane - 1)) & 1u))
+          return lane;
+      return 0;
+    };
     for (size_t i = 0; i < steps.size(); ++i) {
       if (auto it = freedAt.find(i); it != freedAt.end()) {
         busy &= uint8_t(~it->second);
@@ -76,22 +82,18 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
       }
       const int64_t until = overlapsUntil(i);
       if (until < 0) {
-        for (int lane = 1; lane <= cuda::kMaxBranches && !steps[i].spareLane; ++lane)
-          if (!((busy >> (lane - 1)) & 1u))
-            steps[i].spareLane = lane;
+        steps[i].spareLane = branches ? lowestFree() : 0;
         continue;
       }
       if (i > 0 && overlapsUntil(i - 1) == until) {
         steps[i].lane = steps[i - 1].lane; // the same branch
         continue;
       }
-      for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
-        if (!((busy >> (lane - 1)) & 1u)) {
-          steps[i].lane = lane;
-          busy |= uint8_t(1u << (lane - 1));
-          freedAt[size_t(until)] |= uint8_t(1u << (lane - 1));
-          break;
-        }
+      if (const int lane = lowestFree()) {
+        steps[i].lane = lane;
+        busy |= uint8_t(1u << (lane - 1));
+        freedAt[size_t(until)] |= uint8_t(1u << (lane - 1));
+      }
     }
   }
 }

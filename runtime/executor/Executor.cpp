@@ -400,6 +400,26 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
         step.kernels[role] = ref;
       }
     }
+    // Sequence state: a cache, a position (index expressions and scalars),
+    // the token history (csa.engram: its hashes read the tokens before),
+    // the positions of the rows (the selections: which entries each row
+    // may see).
+    step.perSequence =
+        step.op == "csa.engram" || step.op == "csa.topk" || step.op == "csa.hsi_select";
+    for (const KernelArg &a : call.args) {
+      step.perSequence |= a.kind == ArgKind::Cache || a.kind == ArgKind::Scalar ||
+                          a.kind == ArgKind::Index;
+      Tensor *value = a.kind == ArgKind::Transient ? &transients[a.name]
+                      : a.kind == ArgKind::Input   ? &tokens
+                                                   : nullptr;
+      if (value && std::find(step.values.begin(), step.values.end(), value) == step.values.end())
+        step.values.push_back(value);
+      if (a.kind == ArgKind::Index)
+        for (const std::string &id : artifact::rowsReferences(a.expr))
+          if (Tensor *t = &transients[id];
+              std::find(step.values.begin(), step.values.end(), t) == step.values.end())
+            step.values.push_back(t);
+    }
     steps.push_back(std::move(step));
   }
   if (absl::Status st = artifact::checkOverlaps(calls, entry); !st.ok())
@@ -427,8 +447,10 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
 absl::StatusOr<std::vector<float>>
 Executor::Impl::run(std::vector<Step> &steps) {
   auto start = std::chrono::steady_clock::now();
-  if (absl::Status st = checkHeld(*seq); !st.ok())
-    return st;
+  const std::vector<Sequence *> sequences = runSequences();
+  for (Sequence *s : sequences)
+    if (absl::Status st = checkHeld(*s); !st.ok())
+      return st;
   ++calls;
   // Every run hands out the free buffers in the same order (by address), for
   // the values that have no buffer of their own yet (Tensor::lastBuffer).
@@ -444,10 +466,10 @@ Executor::Impl::run(std::vector<Step> &steps) {
       return absl::InternalError(e.what());
     }
   }
-  // Caches left on the device by the last run of this sequence stay there.
-  const bool held = seq->cachesHeldBy != 0;
-  for (auto &[id, cache] : seq->caches)
-    bounds.add(cache.bytes.data(), cache.bytes.size());
+  // Caches left on the device by the last run of a sequence stay there.
+  for (Sequence *s : sequences)
+    for (auto &[id, cache] : s->caches)
+      bounds.add(cache.bytes.data(), cache.bytes.size());
   if (!engramMap.empty())
     bounds.add(engramMap.data(), engramMap.size() * sizeof(int64_t));
   // GPU: this sequence's caches (unless held on the device since its last
@@ -457,9 +479,10 @@ Executor::Impl::run(std::vector<Step> &steps) {
   // (keepCachesOnDevice) and the Sequence records it.
   GpuRunner *previousRunner = currentRunner;
   currentRunner = runner.get();
-  if (!held)
-    for (auto &[id, cache] : seq->caches)
-      hostRefilled(cache.bytes.data());
+  for (Sequence *s : sequences)
+    if (s->cachesHeldBy == 0)
+      for (auto &[id, cache] : s->caches)
+        hostRefilled(cache.bytes.data());
   hostRefilled(tokens.ptr());
   // Every weight goes to the device before the first run's steps (or at
   // Executor::uploadWeights), not when a step first uses it.
@@ -474,22 +497,24 @@ Executor::Impl::run(std::vector<Step> &steps) {
       // back and their device copies go (a Sequence may be destroyed before
       // the next run; the next run uploads them again). After a failed step
       // they come back.
-      seq->cachesHeldAt.clear();
-      seq->cachesHeldBy = 0;
-      if (runner && ok && options.keepCachesOnDevice) {
-        seq->cachesHeldBy = id;
-        for (auto &[name, cache] : seq->caches)
-          seq->cachesHeldAt[name] = cache.bytes.data();
-      } else {
-        for (auto &[id, cache] : seq->caches) {
-          onHost(cache.bytes.data());
-          if (runner)
-            runner->forget(cache.bytes.data());
+      for (Sequence *seq : sequences) {
+        seq->cachesHeldAt.clear();
+        seq->cachesHeldBy = 0;
+        if (runner && ok && options.keepCachesOnDevice) {
+          seq->cachesHeldBy = id;
+          for (auto &[name, cache] : seq->caches)
+            seq->cachesHeldAt[name] = cache.bytes.data();
+        } else {
+          for (auto &[id, cache] : seq->caches) {
+            onHost(cache.bytes.data());
+            if (runner)
+              runner->forget(cache.bytes.data());
+          }
         }
       }
       if (runner) {
         if (ok) // a decode step's are read every few dozen steps
-          st = runner->takeStatuses(/*now=*/numTokens != 1);
+          st = runner->takeStatuses(/*now=*/batch.empty() && numTokens != 1);
         else
           runner->dropStatuses();
       }
@@ -521,7 +546,16 @@ Executor::Impl::run(std::vector<Step> &steps) {
         if (branches)
           runner->markBranch(cuda::BranchMark::Begin, step.lane);
       }
-      st = step.driver(*this, step);
+      if (batch.empty()) {
+        st = step.driver(*this, step);
+      } else if (step.perSequence) {
+        st = runPerSequence(step);
+      } else {
+        absl::StatusOr<bool> gathered = gatherRows(step);
+        st = !gathered.ok() ? gathered.status()
+             : *gathered    ? step.driver(*this, step)
+                            : runPerSequence(step);
+      }
       if (branches)
         runner->markBranch(cuda::BranchMark::End, 0);
       driverDone = std::chrono::steady_clock::now();
@@ -535,8 +569,9 @@ Executor::Impl::run(std::vector<Step> &steps) {
     }
     if (!st.ok()) {
       (void)finish(false);
-      for (auto &[id, cache] : seq->caches)
-        bounds.remove(cache.bytes.data());
+      for (Sequence *s : sequences)
+        for (auto &[id, cache] : s->caches)
+          bounds.remove(cache.bytes.data());
       return absl::Status(st.code(), absl::StrCat(step.where, " (", step.op,
                                                   "): ", st.message()));
     }
@@ -573,21 +608,21 @@ Executor::Impl::run(std::vector<Step> &steps) {
       }
     }
     for (Tensor *t : step.release) {
-      liveBytes -= std::min<uint64_t>(liveBytes, t->data.capacity());
-      if (t->data.capacity()) // (not a buffer a result took, resultCopyOf)
-        pool.push_back(std::move(t->data));
-      t->data = {};
-      t->dims.clear();
+      releaseValue(*t);
+      for (size_t i = 0; i < batch.size(); ++i)
+        if (auto own = sequenceValues[i].find(t); own != sequenceValues[i].end())
+          releaseValue(own->second);
     }
     if (reportSteps)
       options.onProgress("prefill", ++stepsDone, steps.size());
   }
   timing.peakTransientBytes = peakBytes;
   absl::Status finished = finish(true);
-  // The sequence's caches may be freed before the next run: only live memory
+  // The sequences' caches may be freed before the next run: only live memory
   // stays in the bounds.
-  for (auto &[id, cache] : seq->caches)
-    bounds.remove(cache.bytes.data());
+  for (Sequence *s : sequences)
+    for (auto &[id, cache] : s->caches)
+      bounds.remove(cache.bytes.data());
   if (!finished.ok())
     return finished;
   timing.steps = int64_t(steps.size());

@@ -309,6 +309,21 @@ public:
                                             const std::vector<int32_t> &tokens);
   /// Runs one token at the sequence's position; returns its logits.
   absl::StatusOr<std::vector<float>> decode(Sequence &sequence, int32_t token);
+  /// One decode step of several sequences at once: tokens[i] at sequence
+  /// i's position (each its own position, caches and history). The steps
+  /// that read no sequence state (linears, norms, mHC, MoE, the head) run
+  /// once on a row a sequence, so each weight is read once for all of them;
+  /// the steps that do (caches, positions, Engram's history) run once a
+  /// sequence on its row. Returns the logits [sequences, vocab], row i
+  /// sequence i's. On the CPU each row equals decode() of that sequence bit
+  /// for bit (every kernel there computes a row from that row alone); on
+  /// the GPU the row count may choose other kernel forms (the tolerance
+  /// contract). Not with the decision or hidden-state dumps, forced
+  /// decisions or the recall analysis (their files are per sequence: decode
+  /// the sequences one by one). On an error no sequence has advanced, but
+  /// caches may hold the step's rows: prefill again.
+  absl::StatusOr<std::vector<float>> decodeBatch(const std::vector<Sequence *> &sequences,
+                                                 const std::vector<int32_t> &tokens);
 
   /// Brings the caches of `sequence` back from the device
   /// (ExecutorOptions::keepCachesOnDevice) and frees their device copies, so

@@ -113,6 +113,13 @@ struct Executor::Impl {
     /// A graph lane no branch of the plan holds during the step (0: none):
     /// the step's own launches may branch there (csa.moe's shared expert).
     int spareLane = 0;
+    /// The step reads a sequence's state (a cache, its position, its token
+    /// history): in a batch step (decodeBatch) it runs once a sequence on
+    /// that sequence's row; every other step runs once on all the rows.
+    bool perSequence = false;
+    /// The values the step names (transient arguments, the input tokens,
+    /// transients an index expression counts the rows of), once each.
+    std::vector<Tensor *> values;
     /// The slots the driver asked for so far, resolved (a decode step's
     /// drivers ask the same ones every step: a lookup by name in the layout
     /// and the transients each time was a fifth of the host's work).
@@ -191,6 +198,38 @@ struct Executor::Impl {
   // The state of the entry point being run.
   Sequence *seq = nullptr;
   int64_t position = 0, numTokens = 0;
+  /// A batch step (Executor::decodeBatch, more than one sequence): the
+  /// sequences, row i of every value being sequence i's; empty otherwise.
+  /// `seq` and `position` are then those of the sequence a per-sequence
+  /// step is running for.
+  std::vector<Sequence *> batch;
+  /// A batch step's values that per-sequence steps made, by sequence: a
+  /// sequence's own (their shapes may differ from one sequence to the next,
+  /// the index scores' widths), until a step that runs on all the rows reads
+  /// them (gatherRows) or their last use. Kept between steps, so that each
+  /// value finds its buffer of the last step again (Tensor::lastBuffer).
+  std::vector<std::unordered_map<Tensor *, Tensor>> sequenceValues;
+  /// Row i of a batch value, as a per-sequence step of sequence i reads it.
+  std::vector<std::unordered_map<Tensor *, Tensor>> rowCopies;
+  /// The sequences a run holds: the batch, or `seq`.
+  std::vector<Sequence *> runSequences() const {
+    return batch.empty() ? std::vector<Sequence *>{seq} : batch;
+  }
+  /// Runs a per-sequence step once a sequence of the batch (Batch.cpp).
+  absl::Status runPerSequence(Step &s);
+  /// Before a step on all the rows of a batch: each value it names that
+  /// per-sequence steps made becomes one value of a row a sequence. False
+  /// (nothing done) where those values are not one row each: the step then
+  /// runs once a sequence as well.
+  absl::StatusOr<bool> gatherRows(Step &s);
+  /// A value's memory back to the pool (its last use).
+  void releaseValue(Tensor &t) {
+    liveBytes -= std::min<uint64_t>(liveBytes, t.data.capacity());
+    if (t.data.capacity()) // (not a buffer a result took, resultCopyOf)
+      pool.push_back(std::move(t.data));
+    t.data = {};
+    t.dims.clear();
+  }
   Tensor tokens, logits;
   /// A chunk's store into a ring that holds rows overwrites rows its own
   /// attention still reads: appendView keeps the ring as it was, per ring,
@@ -339,7 +378,10 @@ struct Executor::Impl {
   /// A result of `elementBytes`-sized elements with base `base`.
   Tensor &result(Step &s, std::string_view slot, int64_t elementBytes,
                  std::vector<int64_t> dims, int64_t base) {
-    Tensor &t = tensor(s, slot);
+    return allocate(tensor(s, slot), elementBytes, std::move(dims), base);
+  }
+  /// result() for the value `t`.
+  Tensor &allocate(Tensor &t, int64_t elementBytes, std::vector<int64_t> dims, int64_t base) {
     const uint64_t before = t.data.capacity();
     if (before == 0 && !pool.empty()) {
       // The buffer this value had in the last run when it is free (it is,

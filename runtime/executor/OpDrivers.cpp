@@ -751,7 +751,8 @@ absl::Status Executor::Impl::engram(Step &s) {
 absl::Status Executor::Impl::lmHead(Step &s) {
   Tensor &x = tensor(s, "input");
   const int64_t dim = attr(s, "dim"), vocabOut = attr(s, "vocab");
-  const bool lastOnly = s.call->attrs.at("last_only").get<bool>();
+  // In a batch step every row is the last of its sequence.
+  const bool lastOnly = s.call->attrs.at("last_only").get<bool>() && batch.empty();
   const int64_t rows = lastOnly ? 1 : x.rows();
   if (x.rows() < 1 || x.numel() != x.rows() * dim)
     return absl::InvalidArgumentError(absl::StrCat(

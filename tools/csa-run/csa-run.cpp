@@ -80,6 +80,8 @@ ABSL_FLAG(float, temperature, 0.0f, "sampling temperature (0: greedy)");
 ABSL_FLAG(float, top_p, 1.0f, "nucleus sampling mass, in (0, 1]");
 ABSL_FLAG(uint64_t, seed, 0, "the sampler's seed (sequence i: seed + i)");
 ABSL_FLAG(int64_t, batch, 1, "sequences run, each a copy of the prompt");
+ABSL_FLAG(bool, sequential_batch, false,
+          "decode a batch's sequences one after another instead of in one step");
 ABSL_FLAG(int64_t, context, 0,
           "start each sequence at this position with synthetic caches");
 ABSL_FLAG(int64_t, prefill_chunk, 0,
@@ -499,6 +501,12 @@ int main(int argc, char **argv) {
                              maxNew, " feeds ", decodeStepsNeeded,
                              " tokens after the prefill); give at least ",
                              decodeStepsNeeded));
+  // A batch decodes in one step a token, unless asked not to or a dump is
+  // asked for (its files are a sequence's: Executor::decodeBatch).
+  const bool batchTogether =
+      !absl::GetFlag(FLAGS_sequential_batch) && executorOptions.dumpDecisions.empty() &&
+      executorOptions.forceDecisions.empty() && executorOptions.dumpHidden.empty() &&
+      !executorOptions.analyzeRecall;
   if (!executorOptions.forceDecisions.empty() &&
       !fs::is_directory(executorOptions.forceDecisions))
     return fail("--force-decisions: " + executorOptions.forceDecisions +
@@ -734,6 +742,7 @@ int main(int argc, char **argv) {
     std::vector<double> prefillEach; ///< each sequence's prefill (not --context)
     std::vector<double> promptSteps; ///< --context: the prompt, a token a step
     std::vector<double> decodeSteps; ///< each decode step, step by step, then sequence
+    int64_t decodeTokens = 0;        ///< the tokens the decode steps made
     uint64_t cacheHeld = 0, cacheUsed = 0;
     int64_t position = 0; ///< the first sequence's at the end
     /// Every single-token step (--context: the prompt's too), sorted.
@@ -843,6 +852,8 @@ int main(int argc, char **argv) {
         printsSteps && progressMode == tools::ProgressMode::Auto ? tools::ProgressMode::Never
                                                                  : progressMode);
     for (int64_t step = 0; step < maxNew; ++step) {
+      // The sequences that go on to a forward this step.
+      std::vector<int64_t> active;
       for (int64_t b = 0; b < batch; ++b) {
         if (r.stopped[size_t(b)])
           continue;
@@ -858,27 +869,62 @@ int main(int argc, char **argv) {
         }
         if (step + 1 == maxNew)
           continue; // the last token needs no forward
-        auto start = Clock::now();
-        // Teacher forcing: the forced id is fed, the sampled one recorded.
-        const int32_t fed = forcedGiven ? forced[size_t(step)] : next[size_t(b)];
-        auto logits = ex.decode(r.sequences[size_t(b)], fed);
-        const double s = std::chrono::duration<double>(Clock::now() - start).count();
-        r.decodeSeconds += s;
-        r.decodeSteps.push_back(s);
-        if (!logits.ok())
-          return absl::Status(logits.status().code(),
-                              absl::StrCat("decode step ", step, ": ",
-                                           logits.status().message()));
+        active.push_back(b);
+      }
+      // Teacher forcing: the forced id is fed, the sampled one recorded.
+      auto fedOf = [&](int64_t b) { return forcedGiven ? forced[size_t(step)] : next[size_t(b)]; };
+      auto sampleFrom = [&](int64_t b, const std::vector<float> &logits) -> absl::Status {
         if (first) {
           if (b == 0)
-            showLogits(absl::StrCat("decode ", step, " logits").c_str(), *logits);
-          if (absl::Status st = recordLogits(b, step + 1, *logits); !st.ok())
+            showLogits(absl::StrCat("decode ", step, " logits").c_str(), logits);
+          if (absl::Status st = recordLogits(b, step + 1, logits); !st.ok())
             return st;
         }
-        auto token = samplers[size_t(b)].next(*logits);
+        auto token = samplers[size_t(b)].next(logits);
         if (!token.ok())
           return token.status();
         next[size_t(b)] = *token;
+        return absl::OkStatus();
+      };
+      auto stepFailed = [&](const absl::Status &st) {
+        return absl::Status(st.code(), absl::StrCat("decode step ", step, ": ", st.message()));
+      };
+      if (batchTogether && active.size() > 1) {
+        // One step for every sequence: logits [sequences, vocab].
+        std::vector<runtime::Sequence *> sequences;
+        std::vector<int32_t> fed;
+        for (int64_t b : active) {
+          sequences.push_back(&r.sequences[size_t(b)]);
+          fed.push_back(fedOf(b));
+        }
+        auto start = Clock::now();
+        auto logits = ex.decodeBatch(sequences, fed);
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        r.decodeSeconds += s;
+        r.decodeSteps.push_back(s);
+        r.decodeTokens += int64_t(active.size());
+        if (!logits.ok())
+          return stepFailed(logits.status());
+        const size_t vocab = logits->size() / active.size();
+        for (size_t j = 0; j < active.size(); ++j) {
+          const std::vector<float> row(logits->begin() + j * vocab,
+                                       logits->begin() + (j + 1) * vocab);
+          if (absl::Status st = sampleFrom(active[j], row); !st.ok())
+            return st;
+        }
+        continue;
+      }
+      for (int64_t b : active) {
+        auto start = Clock::now();
+        auto logits = ex.decode(r.sequences[size_t(b)], fedOf(b));
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        r.decodeSeconds += s;
+        r.decodeSteps.push_back(s);
+        r.decodeTokens += 1;
+        if (!logits.ok())
+          return stepFailed(logits.status());
+        if (absl::Status st = sampleFrom(b, *logits); !st.ok())
+          return st;
       }
     }
     decodeLine.finish();
@@ -958,7 +1004,8 @@ int main(int argc, char **argv) {
     Json out{
         {"steps", r.decodeSteps.size()},
         {"ms", r.decodeSeconds * 1e3},
-        {"tokens_per_s", tokensPerSecond(double(r.decodeSteps.size()), r.decodeSeconds)},
+        {"tokens", r.decodeTokens},
+        {"tokens_per_s", tokensPerSecond(double(r.decodeTokens), r.decodeSeconds)},
         {"step_ms", msList(r.decodeSteps)},
         {"timed_steps", sorted.size()},
         {"median_ms", nullptr},
@@ -1017,9 +1064,9 @@ int main(int argc, char **argv) {
     std::printf("prefill: %lld tokens in %.3f ms (%.1f tokens/s)\n",
                 (long long)promptTokens, run.prefillSeconds * 1e3,
                 tokensPerSecond(double(promptTokens), run.prefillSeconds));
-    std::printf("decode: %zu steps in %.3f ms (%.1f tokens/s)\n", run.decodeSteps.size(),
-                run.decodeSeconds * 1e3,
-                tokensPerSecond(double(run.decodeSteps.size()), run.decodeSeconds));
+    std::printf("decode: %zu steps in %.3f ms (%lld tokens, %.1f tokens/s)\n",
+                run.decodeSteps.size(), run.decodeSeconds * 1e3, (long long)run.decodeTokens,
+                tokensPerSecond(double(run.decodeTokens), run.decodeSeconds));
     if (run.prefillEach.size() > 1) {
       // The first sequence also pays one-time costs (a GPU's weight upload).
       std::printf("prefill per sequence:");
@@ -1082,7 +1129,7 @@ int main(int argc, char **argv) {
       if (const std::vector<double> sorted = r.sortedSteps(); !sorted.empty())
         stepMs.push_back(sorted[sorted.size() / 2] * 1e3);
       if (!r.decodeSteps.empty())
-        decodeRate.push_back(tokensPerSecond(double(r.decodeSteps.size()), r.decodeSeconds));
+        decodeRate.push_back(tokensPerSecond(double(r.decodeTokens), r.decodeSeconds));
     }
     struct Spread {
       std::vector<double> values;

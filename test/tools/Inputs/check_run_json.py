@@ -49,6 +49,9 @@ def check_timing(prefill, decode, where):
     step_ms = need(decode, "step_ms", list, f"{where}.decode")
     if len(step_ms) != steps:
         fail(f"{where}.decode: {steps} steps but {len(step_ms)} step_ms")
+    tokens = need(decode, "tokens", int, f"{where}.decode")
+    if tokens < steps:
+        fail(f"{where}.decode: {tokens} tokens from {steps} steps (a step makes one or more)")
     if steps and not close(sum(step_ms), need(decode, "ms", float, f"{where}.decode")):
         fail(f"{where}.decode.ms is not the sum of step_ms")
     timed = sorted(prompt_steps + step_ms)
@@ -84,7 +87,8 @@ def main():
     print(f"device {device}, model {need(artifact, 'model', str)}, batch {batch}, "
           f"prompt {need(doc, 'prompt_tokens', int)} tokens, context {need(doc, 'context', int)}")
     steps, prompt_steps = check_timing(need(doc, "prefill", dict), need(doc, "decode", dict), "")
-    print(f"prefill {doc['prefill']['tokens']} tokens; decode {steps} steps, "
+    print(f"prefill {doc['prefill']['tokens']} tokens; decode {steps} steps "
+          f"({doc['decode']['tokens']} tokens), "
           f"{len(doc['decode']['step_ms'])} step_ms, {doc['decode']['timed_steps']} timed")
     generated = need(doc, "generated", list)
     if len(generated) != batch or len(need(doc, "stopped_at_eos", list)) != batch:

@@ -1,0 +1,223 @@
+//===- Batch.cpp - Several sequences' decode step as one run of the plan --===//
+//
+// Executor::decodeBatch: the decode plan runs once for B sequences, row i of
+// every value being sequence i's. A step that reads no sequence state runs
+// once on all B rows (the weights are read once for all the sequences); a
+// step that reads a cache, a position or the token history runs once a
+// sequence, on that sequence's row, with `seq` and `position` set to it.
+//
+// Values move between the two kinds of steps by rows: a per-sequence step
+// reads row i of a batch value (a copy, on the device where the value is
+// there); what it makes stays the sequence's own value (per-sequence values
+// may differ in shape: the index scores of sequences at other positions)
+// until a batch step reads it, which puts the sequences' rows together.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/executor/Executor.h"
+#include "runtime/executor/ExecutorImpl.h"
+
+#include <algorithm>
+#include <set>
+
+namespace csa::runtime {
+
+namespace {
+
+/// Bytes of one row of `t` (its first dimension).
+size_t bytesOfRow(const Tensor &t) {
+  return t.rows() == 0 ? 0 : size_t(t.numel() / t.rows() * t.elementBytes);
+}
+
+} // namespace
+
+absl::Status Executor::Impl::runPerSequence(Step &s) {
+  const size_t n = batch.size();
+  Sequence *const batchSeq = seq;
+  const int64_t batchPosition = position, batchTokens = numTokens;
+  // The batch values the step names, set aside while the sequences run.
+  std::vector<Tensor> aside(s.values.size());
+  for (size_t v = 0; v < s.values.size(); ++v)
+    std::swap(aside[v], *s.values[v]);
+  std::vector<char> copied(s.values.size());
+  absl::Status st;
+  for (size_t i = 0; i < n && st.ok(); ++i) {
+    seq = batch[i];
+    position = seq->position;
+    numTokens = 1;
+    for (size_t v = 0; v < s.values.size() && st.ok(); ++v) {
+      Tensor &value = *s.values[v];
+      // The sequence's own value (made by an earlier per-sequence step), or
+      // what the step makes (an empty one that knows its last buffer).
+      std::swap(value, sequenceValues[i][s.values[v]]);
+      copied[v] = value.dims.empty() && !aside[v].dims.empty();
+      if (!copied[v])
+        continue;
+      // Row i of the batch value.
+      const Tensor &all = aside[v];
+      if (all.rows() != int64_t(n)) {
+        st = absl::InternalError(absl::StrCat("a batch step's value has ", all.rows(),
+                                              " rows, not one a sequence (", n, ")"));
+        break;
+      }
+      std::swap(value, rowCopies[i][s.values[v]]);
+      const size_t bytes = bytesOfRow(all);
+      std::vector<int64_t> dims = all.dims;
+      dims[0] = 1;
+      value.elementBytes = all.elementBytes;
+      value.resize(std::move(dims));
+      value.base = seq->position;
+      const uint8_t *row = all.data.data() + i * bytes;
+      if (!runner || !runner->copyOnDevice(value.ptr(), row, bytes)) {
+        onHost(all.data.data());
+        std::memcpy(value.ptr(), row, bytes);
+        hostRefilled(value.ptr());
+      }
+    }
+    // A row copy keeps its buffer (a result that took it would leave the
+    // copy a new buffer, and the GPU a new block, every step).
+    std::vector<Tensor *> mayGive = s.mayGiveBuffer;
+    for (size_t v = 0; v < s.values.size(); ++v)
+      if (copied[v])
+        s.mayGiveBuffer.erase(
+            std::remove(s.mayGiveBuffer.begin(), s.mayGiveBuffer.end(), s.values[v]),
+            s.mayGiveBuffer.end());
+    if (st.ok())
+      st = s.driver(*this, s);
+    s.mayGiveBuffer = std::move(mayGive);
+    // What the step left in each value is the sequence's; a row copy goes
+    // back to its place (unless a result took its buffer).
+    for (size_t v = 0; v < s.values.size(); ++v) {
+      Tensor &value = *s.values[v];
+      if (copied[v]) {
+        std::swap(value, rowCopies[i][s.values[v]]);
+        copied[v] = 0;
+      }
+      std::swap(value, sequenceValues[i][s.values[v]]);
+    }
+  }
+  for (size_t v = 0; v < s.values.size(); ++v)
+    std::swap(aside[v], *s.values[v]);
+  seq = batchSeq;
+  position = batchPosition;
+  numTokens = batchTokens;
+  return st;
+}
+
+absl::StatusOr<bool> Executor::Impl::gatherRows(Step &s) {
+  const size_t n = batch.size();
+  auto own = [&](Tensor *value, size_t i) -> Tensor * {
+    auto it = sequenceValues[i].find(value);
+    return it == sequenceValues[i].end() || it->second.dims.empty() ? nullptr : &it->second;
+  };
+  // Rows only where every sequence's value is one row of one shape; a
+  // compressor's output, a row where a group completes and none elsewhere,
+  // is not: then the step runs once a sequence too.
+  std::vector<Tensor *> gather;
+  for (Tensor *value : s.values) {
+    Tensor *first = value->dims.empty() ? own(value, 0) : nullptr;
+    if (!first)
+      continue; // a batch value, or a result of the step
+    for (size_t i = 0; i < n; ++i) {
+      Tensor *t = own(value, i);
+      if (!t || t->rows() != 1 || t->elementBytes != first->elementBytes ||
+          t->dims != first->dims)
+        return false;
+    }
+    gather.push_back(value);
+  }
+  for (Tensor *value : gather) {
+    Tensor *first = own(value, 0);
+    std::vector<int64_t> dims = first->dims;
+    dims[0] = int64_t(n);
+    const size_t bytes = bytesOfRow(*first);
+    allocate(*value, first->elementBytes, std::move(dims), 0);
+    // On the device when the first row is there (then every row is: each
+    // is a kernel's result), else on the host.
+    const bool onDevice =
+        runner && runner->copyRowOnDevice(value->ptr(), 0, first->ptr(), bytes);
+    for (size_t i = 0; i < n; ++i) {
+      Tensor &row = *own(value, i);
+      if (onDevice && i > 0 && !runner->copyRowOnDevice(value->ptr(), i * bytes, row.ptr(), bytes))
+        return absl::InternalError("a sequence's row of a batch value is not on the GPU");
+      if (!onDevice) {
+        onHost(row.ptr());
+        std::memcpy(value->as<uint8_t>() + i * bytes, row.ptr(), bytes);
+      }
+      releaseValue(row);
+    }
+    if (!onDevice)
+      hostRefilled(value->ptr());
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<float>>
+Executor::decodeBatch(const std::vector<Sequence *> &sequences,
+                      const std::vector<int32_t> &tokens) {
+  if (sequences.empty() || sequences.size() != tokens.size())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "decodeBatch needs a token for each sequence, and at least one; got ",
+        sequences.size(), " sequences and ", tokens.size(), " tokens"));
+  std::set<const Sequence *> distinct;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    Sequence *s = sequences[i];
+    if (!s || !distinct.insert(s).second)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decodeBatch: sequence ", i, " is ", s ? "also an earlier one" : "null",
+          " (each sequence of a batch step is a different one)"));
+  }
+  if (sequences.size() == 1)
+    return decode(*sequences[0], tokens[0]);
+  const ExecutorOptions &o = impl->options;
+  if (!o.dumpDecisions.empty() || !o.forceDecisions.empty() || !o.dumpHidden.empty() ||
+      o.analyzeRecall)
+    return absl::FailedPreconditionError(
+        "a batch step does not dump or force decisions, dump hidden states or analyze "
+        "recall (their files are a sequence's): decode the sequences one by one");
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const Sequence &s = *sequences[i];
+    auto fail = [&](const absl::Status &st) {
+      return absl::Status(st.code(), absl::StrCat("sequence ", i, ": ", st.message()));
+    };
+    if (s.position == 0)
+      return fail(absl::FailedPreconditionError("decode needs a prefill first"));
+    if (tokens[i] < 0 || tokens[i] >= impl->vocab)
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "token id ", tokens[i], " is outside the vocabulary of ", impl->vocab)));
+    if (absl::Status st = artifact::checkContext(impl->artifact->plan(), s.position + 1);
+        !st.ok())
+      return fail(st);
+    if (absl::Status st = impl->checkHeld(s); !st.ok())
+      return fail(st);
+  }
+  BoundsScope scope(&impl->bounds);
+  const size_t n = sequences.size();
+  impl->batch = sequences;
+  impl->seq = sequences[0];
+  impl->position = sequences[0]->position;
+  impl->numTokens = int64_t(n);
+  impl->sequenceValues.resize(std::max(impl->sequenceValues.size(), n));
+  impl->rowCopies.resize(std::max(impl->rowCopies.size(), n));
+  for (size_t i = 0; i < n; ++i)
+    sequences[i]->history.push_back(tokens[i]);
+  impl->tokens.elementBytes = 4;
+  impl->tokens.resize({int64_t(n)});
+  impl->tokens.base = 0;
+  std::memcpy(impl->tokens.ptr(), tokens.data(), n * sizeof(int32_t));
+  auto logits = impl->run(impl->decodeSteps);
+  // A failed step leaves values of the sequences behind: they go.
+  for (size_t i = 0; i < n; ++i)
+    for (auto &[value, own] : impl->sequenceValues[i])
+      if (!own.dims.empty())
+        impl->releaseValue(own);
+  impl->batch.clear();
+  for (Sequence *s : sequences) {
+    if (logits.ok())
+      s->position += 1;
+    else
+      s->history.pop_back();
+  }
+  return logits;
+}
+
+} // namespace csa::runtime

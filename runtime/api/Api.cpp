@@ -556,6 +556,41 @@ csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token, float *log
   });
 }
 
+csa_status csa_sequences_decode(csa_sequence *const *sequences, const int32_t *tokens,
+                                size_t count, float *logits, size_t capacity) {
+  return guarded([&] {
+    const char *function = "csa_sequences_decode";
+    if (count == 0)
+      return absl::InvalidArgumentError(absl::StrCat(function, ": no sequences (count 0)"));
+    if (!sequences)
+      return nullArgument(function, "the sequences");
+    if (!tokens)
+      return nullArgument(function, "the tokens");
+    std::vector<runtime::Sequence *> batch;
+    for (size_t i = 0; i < count; ++i) {
+      if (!sequences[i])
+        return absl::InvalidArgumentError(
+            absl::StrCat(function, ": sequence ", i, " is NULL"));
+      if (sequences[i]->model != sequences[0]->model)
+        return absl::InvalidArgumentError(absl::StrCat(
+            function, ": sequence ", i, " is of another model than sequence 0"));
+      batch.push_back(&sequences[i]->sequence);
+    }
+    ModelState &model = *sequences[0]->model;
+    const uint64_t vocab = uint64_t(model.executor->vocabSize());
+    if (logits && capacity / count < vocab)
+      return absl::InvalidArgumentError(absl::StrCat(
+          function, ": the logits buffer holds ", capacity, " floats, ", count,
+          " sequences x the vocabulary ", vocab, " are ", uint64_t(count) * vocab));
+    std::lock_guard<std::mutex> lock(model.mutex);
+    auto out = model.executor->decodeBatch(batch, std::vector<int32_t>(tokens, tokens + count));
+    if (!out.ok())
+      return out.status();
+    copyLogits(*out, logits, capacity);
+    return absl::OkStatus();
+  });
+}
+
 csa_status csa_sampler_new(float temperature, float top_p, uint64_t seed,
                            csa_sampler **sampler) {
   return guarded([&] {

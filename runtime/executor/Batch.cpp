@@ -156,14 +156,14 @@ Executor::decodeBatch(const std::vector<Sequence *> &sequences,
                       const std::vector<int32_t> &tokens) {
   if (sequences.empty() || sequences.size() != tokens.size())
     return absl::InvalidArgumentError(absl::StrCat(
-        "decodeBatch needs a token for each sequence, and at least one; got ",
+        "a batch step needs a token for each sequence, and at least one; got ",
         sequences.size(), " sequences and ", tokens.size(), " tokens"));
   std::set<const Sequence *> distinct;
   for (size_t i = 0; i < sequences.size(); ++i) {
     Sequence *s = sequences[i];
     if (!s || !distinct.insert(s).second)
       return absl::InvalidArgumentError(absl::StrCat(
-          "decodeBatch: sequence ", i, " is ", s ? "also an earlier one" : "null",
+          "sequence ", i, " of the batch is ", s ? "also an earlier one" : "null",
           " (each sequence of a batch step is a different one)"));
   }
   if (sequences.size() == 1)

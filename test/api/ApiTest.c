@@ -378,6 +378,83 @@ static int prefix(const char *artifact, const char *directory) {
   return failures ? 1 : 0;
 }
 
+/* csa_sequences_decode: three sequences at other positions decoded in one
+ * step equal each decoded alone, bit for bit (on the CPU); bad batches are
+ * refused with the sequence named. */
+static int batch(const char *artifact, const char *device) {
+  enum { kSeqs = 3, kSteps = 6 };
+  static const int32_t prompts[kSeqs][12] = {
+      {1, 2, 3, 4, 5}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 11, 12, 13}, {42, 7, 19}};
+  static const size_t lengths[kSeqs] = {5, 12, 3};
+  csa_model_options options;
+  csa_model *model = NULL, *other = NULL;
+  csa_sequence *together[kSeqs], *alone[kSeqs], *foreign = NULL, *pair[2];
+  float *rows, *one;
+  int32_t tokens[kSeqs];
+  int64_t vocab;
+  int i, step;
+
+  csa_model_options_init(&options);
+  options.device = parse_device(device);
+  must(csa_model_open_random(artifact, 7, &options, &model), "csa_model_open_random");
+  vocab = csa_model_vocab_size(model);
+  rows = malloc((size_t)(kSeqs * vocab) * sizeof(float));
+  one = malloc((size_t)vocab * sizeof(float));
+  for (i = 0; i < kSeqs; ++i) {
+    must(csa_sequence_new(model, &together[i]), "csa_sequence_new");
+    must(csa_sequence_new(model, &alone[i]), "csa_sequence_new");
+    must(csa_sequence_prefill(together[i], prompts[i], lengths[i], NULL, 0), "prefill");
+    must(csa_sequence_prefill(alone[i], prompts[i], lengths[i], NULL, 0), "prefill");
+  }
+  for (step = 0; step < kSteps; ++step) {
+    for (i = 0; i < kSeqs; ++i)
+      tokens[i] = (int32_t)((step * 31 + i * 17 + 1) % vocab);
+    must(csa_sequences_decode(together, tokens, kSeqs, rows, (size_t)(kSeqs * vocab)),
+         "csa_sequences_decode");
+    for (i = 0; i < kSeqs; ++i) {
+      must(csa_sequence_decode(alone[i], tokens[i], one, (size_t)vocab), "decode");
+      CHECK(memcmp(one, rows + i * vocab, (size_t)vocab * sizeof(float)) == 0,
+            "step %d: sequence %d's row differs from its own decode", step, i);
+      CHECK(csa_sequence_position(together[i]) == csa_sequence_position(alone[i]),
+            "step %d: sequence %d at %lld, alone at %lld", step, i,
+            (long long)csa_sequence_position(together[i]),
+            (long long)csa_sequence_position(alone[i]));
+    }
+  }
+  printf("batch: %d steps of %d sequences equal their own decodes\n", kSteps, kSeqs);
+  /* No logits wanted. */
+  must(csa_sequences_decode(together, tokens, kSeqs, NULL, 0), "batch without logits");
+
+  expect(csa_sequences_decode(together, tokens, 0, rows, (size_t)(kSeqs * vocab)),
+         CSA_ERROR_INVALID_ARGUMENT, "no sequences");
+  expect(csa_sequences_decode(together, tokens, kSeqs, rows, (size_t)vocab),
+         CSA_ERROR_INVALID_ARGUMENT, "small buffer");
+  pair[0] = together[0];
+  pair[1] = together[0];
+  expect(csa_sequences_decode(pair, tokens, 2, NULL, 0), CSA_ERROR_INVALID_ARGUMENT,
+         "one sequence twice");
+  must(csa_model_open_random(artifact, 7, &options, &other), "csa_model_open_random");
+  must(csa_sequence_new(other, &foreign), "csa_sequence_new");
+  pair[1] = foreign;
+  expect(csa_sequences_decode(pair, tokens, 2, NULL, 0), CSA_ERROR_INVALID_ARGUMENT,
+         "another model's sequence");
+  must(csa_sequence_new(model, &pair[1]), "csa_sequence_new");
+  expect(csa_sequences_decode(pair, tokens, 2, NULL, 0), CSA_ERROR_FAILED_PRECONDITION,
+         "no prefill");
+  csa_sequence_free(pair[1]);
+  csa_sequence_free(foreign);
+  csa_model_free(other);
+  for (i = 0; i < kSeqs; ++i) {
+    csa_sequence_free(together[i]);
+    csa_sequence_free(alone[i]);
+  }
+  csa_model_free(model);
+  free(rows);
+  free(one);
+  printf("%s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 10 && strcmp(argv[1], "run") == 0)
     return run(argc, argv);
@@ -385,10 +462,13 @@ int main(int argc, char **argv) {
     return errors(argv[2]);
   if (argc == 4 && strcmp(argv[1], "prefix") == 0)
     return prefix(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "batch") == 0)
+    return batch(argv[2], argv[3]);
   fprintf(stderr,
           "usage: csa-api-test run ARTIFACT WEIGHTS PROMPT N TEMPERATURE TOP_P "
           "SEED DEVICE [LOGITS.npy]\n"
           "       csa-api-test errors ARTIFACT\n"
-          "       csa-api-test prefix ARTIFACT CACHE_DIR\n");
+          "       csa-api-test prefix ARTIFACT CACHE_DIR\n"
+          "       csa-api-test batch ARTIFACT DEVICE\n");
   return 2;
 }

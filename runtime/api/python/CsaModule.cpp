@@ -68,6 +68,7 @@ public:
   void reset() { check(csa_sequence_reset(s_)); }
   int64_t position() const { return csa_sequence_position(s_); }
   csa_sequence *handle() const { return s_; }
+  int64_t vocab() const { return vocab_; }
   uint64_t cacheBytes() const { return csa_sequence_cache_bytes(s_); }
 
 private:
@@ -286,6 +287,36 @@ PYBIND11_MODULE(csa, m) {
            py::arg("top_p") = 1.0f, py::arg("seed") = 0)
       .def("sample", &Sampler::sample, py::arg("logits"),
            "The next token id for the logits.");
+
+  m.def(
+      "decode_batch",
+      [](const std::vector<Sequence *> &sequences, const std::vector<int32_t> &tokens) {
+        if (sequences.size() != tokens.size())
+          throw CsaError{CSA_ERROR_INVALID_ARGUMENT,
+                         "decode_batch: " + std::to_string(sequences.size()) + " sequences but " +
+                             std::to_string(tokens.size()) + " tokens"};
+        std::vector<csa_sequence *> handles;
+        for (Sequence *s : sequences) {
+          if (!s)
+            throw CsaError{CSA_ERROR_INVALID_ARGUMENT, "decode_batch: a sequence is None"};
+          handles.push_back(s->handle());
+        }
+        const int64_t vocab = sequences.empty() ? 0 : sequences[0]->vocab();
+        py::array_t<float> logits({int64_t(sequences.size()), vocab});
+        float *out = logits.mutable_data();
+        csa_status st;
+        {
+          py::gil_scoped_release release;
+          st = csa_sequences_decode(handles.data(), tokens.data(), handles.size(), out,
+                                    handles.size() * size_t(vocab));
+        }
+        check(st);
+        return logits;
+      },
+      py::arg("sequences"), py::arg("tokens"),
+      "One decode step of several sequences of one model (tokens[i] for "
+      "sequences[i]), the weights read once for all; returns the logits "
+      "(numpy float32 [len(sequences), vocab_size]).");
 
   m.def(
       "greedy",

@@ -108,6 +108,20 @@ assert csa.PrefixCache(model, directory=os.path.join(os.path.dirname(artifact), 
     .restore(again, history) == (64, "global-only")
 ok("PrefixCache: restore and save")
 
+# A batch step: each row equals its sequence decoded alone.
+together = [model.new_sequence() for _ in range(3)]
+alone = [model.new_sequence() for _ in range(3)]
+for i, (a, b) in enumerate(zip(together, alone)):
+    a.prefill(history[:10 + 7 * i])
+    b.prefill(history[:10 + 7 * i])
+for step in range(4):
+    tokens = [(step * 31 + 17 * i + 1) % 500 for i in range(3)]
+    rows = csa.decode_batch(together, tokens)
+    assert rows.shape == (3, expected.shape[1]), rows.shape
+    for i in range(3):
+        assert np.array_equal(rows[i], alone[i].decode(tokens[i])), (step, i)
+ok("decode_batch rows equal single decodes")
+
 # A checkpoint directory with the same weights.
 from_dir = csa.Model(artifact, weights=ckpt)
 assert np.array_equal(from_dir.new_sequence().prefill([1, 2, 3, 4, 5]),

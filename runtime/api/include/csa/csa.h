@@ -195,6 +195,21 @@ CSA_API csa_status csa_sequence_extend(csa_sequence *sequence,
  * FAILED_PRECONDITION (no prefill yet), OUT_OF_RANGE (past max_context). */
 CSA_API csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token,
                                        float *logits, size_t capacity);
+/* One decode step of `count` sequences of one model at once: tokens[i] at
+ * sequences[i]'s position. The weights are read once for all of them (the
+ * steps that read no sequence state run on a row a sequence), so a batch
+ * step costs far less than `count` single steps. Writes the logits
+ * [count, vocab_size], row i sequence i's, when `logits` is not NULL
+ * (capacity at least count x vocab_size). On the CPU each row equals
+ * csa_sequence_decode of its sequence bit for bit. Errors: INVALID_ARGUMENT
+ * (count 0, a NULL or repeated sequence, sequences of other models, an id
+ * outside the vocabulary, a buffer too small), FAILED_PRECONDITION (a
+ * sequence without a prefill; the model dumps decisions), OUT_OF_RANGE (past
+ * max_context); the message names the sequence by its index. After an
+ * error other than these, reset the sequences. */
+CSA_API csa_status csa_sequences_decode(csa_sequence *const *sequences,
+                                        const int32_t *tokens, size_t count,
+                                        float *logits, size_t capacity);
 
 /* --- Prefix cache ------------------------------------------------------- */
 

@@ -26,7 +26,7 @@ cd "$(dirname "$0")/../.."
 variants=(${CSA_GPU_VARIANTS:-tiny reduced})
 rm -rf gpu-run && mkdir -p gpu-run/lib
 cp build/bin/csa-gpu-check build/bin/csa-run build/bin/csa-checkpoint build/bin/csa-diff \
-  tools/scripts/logits-check.sh bench/gpu/torch_peers.py bench/gpu/step_profile.py bench/gpu/prefill_sweep.sh bench/gpu/block_shapes.sh gpu-run/
+  tools/scripts/logits-check.sh bench/gpu/torch_peers.py bench/gpu/step_profile.py bench/gpu/prefill_sweep.sh bench/gpu/decode_sweep.sh bench/gpu/block_shapes.sh gpu-run/
 for tool in csa-gpu-check csa-run csa-checkpoint csa-diff; do
   ldd "build/bin/$tool" | awk '/libabsl|libicu|libpcre2|libtbb/ {print $3}' | xargs -r -I{} cp {} gpu-run/lib/
 done

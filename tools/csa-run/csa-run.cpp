@@ -69,6 +69,8 @@ ABSL_FLAG(std::optional<uint64_t>, random_weights, std::nullopt,
           "only as --random-weights=SEED)");
 ABSL_FLAG(std::string, prompt, "", "the prompt's token ids, comma-separated");
 ABSL_FLAG(std::string, prompt_file, "", "a file of the prompt's token ids");
+ABSL_FLAG(std::string, prompts_file, "",
+          "a file of prompts' token ids, one a line: a sequence each, decoded together");
 ABSL_FLAG(std::string, prompt_text, "", "the prompt as text (needs a tokenizer)");
 ABSL_FLAG(std::string, prompt_text_file, "", "a file of the prompt's text");
 ABSL_FLAG(std::string, tokenizer, "", "a tokenizer folder or tokenizer.json");
@@ -124,12 +126,13 @@ namespace fs = std::filesystem;
 /// incomplete command line, on stderr with status 2.
 constexpr const char *kUsage =
 "usage: csa-run ARTIFACT (--weights=CKPT_DIR | --random-weights[=SEED])\n"
-         "              (--prompt=ID,ID,... | --prompt-file=FILE |\n"
+         "              (--prompt=ID,ID,... | --prompt-file=FILE | --prompts-file=FILE |\n"
          "               --prompt-text=TEXT | --prompt-text-file=FILE)\n"
          "              [--tokenizer=DIR|FILE] [--engram-token-map=FILE|modulo]\n"
          "              [--ignore-eos] [--allow-unused-weights]\n"
          "              [--max-new-tokens=N] [--temperature=T] [--top-p=P]\n"
-         "              [--seed=N] [--batch=B] [--output=FILE] [--print-logits=K]\n"
+         "              [--seed=N] [--batch=B] [--sequential-batch] [--output=FILE]\n"
+         "              [--print-logits=K]\n"
          "              [--logits-out=FILE.npy] [--forced-tokens=ID,ID,...]\n"
          "              [--forced-tokens-file=FILE]\n"
          "              [--dump-decisions=DIR] [--force-decisions=DIR] [--dump-hidden=DIR]\n"
@@ -147,7 +150,10 @@ constexpr const char *kUsage =
          "artifact's generated kernels on the CPU. --random-weights makes a\n"
          "checkpoint for the artifact's config (seeded, default 0) in a\n"
          "temporary directory. --batch runs B copies of the prompt as B\n"
-         "sequences (each with its own caches and sampler seed + i).\n"
+         "sequences (each with its own caches and sampler seed + i);\n"
+         "--prompts-file runs a sequence for each line's prompt. A batch's\n"
+         "sequences decode together, one step a token for all of them (each\n"
+         "weight read once), unless --sequential-batch.\n"
          "Prints the generated ids, prefill and decode times, tokens/s and the\n"
          "cache bytes the sequences hold.\n"
          "Text: the tokenizer is --tokenizer (a folder or a tokenizer.json) or\n"
@@ -304,6 +310,7 @@ int main(int argc, char **argv) {
   std::string weightsDir = absl::GetFlag(FLAGS_weights);
   std::string promptText = absl::GetFlag(FLAGS_prompt);
   const std::string promptFile = absl::GetFlag(FLAGS_prompt_file);
+  const std::string promptsFile = absl::GetFlag(FLAGS_prompts_file);
   const std::string textPrompt = absl::GetFlag(FLAGS_prompt_text);
   const bool textPromptGiven = flags.given(FLAGS_prompt_text);
   const std::string textPromptFile = absl::GetFlag(FLAGS_prompt_text_file);
@@ -317,7 +324,7 @@ int main(int argc, char **argv) {
   const uint64_t weightSeed = absl::GetFlag(FLAGS_random_weights).value_or(0);
   const uint64_t samplerSeed = absl::GetFlag(FLAGS_seed);
   const int64_t maxNew = absl::GetFlag(FLAGS_max_new_tokens);
-  const int64_t batch = absl::GetFlag(FLAGS_batch);
+  int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t printLogits = absl::GetFlag(FLAGS_print_logits);
   const int64_t context = absl::GetFlag(FLAGS_context);
   const int64_t prefillChunk = absl::GetFlag(FLAGS_prefill_chunk);
@@ -392,7 +399,12 @@ int main(int argc, char **argv) {
   std::vector<int32_t> prompt;
   std::string error;
   const int promptSources = !promptText.empty() + !promptFile.empty() + textPromptGiven +
-                            !textPromptFile.empty();
+                            !textPromptFile.empty() + !promptsFile.empty();
+  // --prompts-file: a prompt a sequence (else every sequence runs `prompt`).
+  std::vector<std::vector<int32_t>> eachPrompt;
+  auto promptOf = [&](int64_t b) -> const std::vector<int32_t> & {
+    return eachPrompt.empty() ? prompt : eachPrompt[size_t(b)];
+  };
   // --turns holds the conversation, prompt included; --prefix-cache alone
   // runs the prompt as one turn through the cache.
   const std::string turnsFile = absl::GetFlag(FLAGS_turns);
@@ -405,6 +417,7 @@ int main(int argc, char **argv) {
   if (conversation) {
     for (const auto &[given, name] :
          {std::pair<bool, const char *>{batch > 1, "--batch"},
+          {!promptsFile.empty(), "--prompts-file"},
           {flags.given(FLAGS_context), "--context"},
           {flags.given(FLAGS_prefill_chunk), "--prefill-chunk"},
           {repeat > 1, "--repeat"},
@@ -461,8 +474,8 @@ int main(int argc, char **argv) {
     return fail("--prefix-cache-policy needs global or global+local, got '" + v + "'");
 
   if (promptSources != 1 && !(flags.given(FLAGS_turns) && promptSources == 0))
-    return fail("give exactly one of --prompt, --prompt-file, --prompt-text and "
-                "--prompt-text-file");
+    return fail("give exactly one of --prompt, --prompt-file, --prompts-file, --prompt-text "
+                "and --prompt-text-file");
   if (textPromptGiven || !textPromptFile.empty()) {
     if (!text)
       return fail(absl::StrCat(
@@ -487,6 +500,29 @@ int main(int argc, char **argv) {
       return fail("the prompt text encodes to no tokens");
     for (int64_t id : *ids)
       prompt.push_back(int32_t(id));
+  } else if (!promptsFile.empty()) {
+    std::string all;
+    if (!sampling::promptText("", promptsFile, all, error))
+      return fail(error);
+    int64_t line = 0;
+    for (absl::string_view ids : absl::StrSplit(all, '\n')) {
+      ++line;
+      if (absl::StripAsciiWhitespace(ids).empty())
+        continue; // blank lines separate nothing
+      eachPrompt.emplace_back();
+      if (!sampling::parseTokenIds(std::string(ids), eachPrompt.back(), error))
+        return fail(absl::StrCat(promptsFile, ":", line, ": ", error));
+    }
+    if (eachPrompt.empty())
+      return fail(promptsFile + ": no prompt (one prompt of ids a line)");
+    if (flags.given(FLAGS_batch) && batch != int64_t(eachPrompt.size()))
+      return fail(absl::StrCat("--batch=", batch, " but ", promptsFile, " holds ",
+                               eachPrompt.size(), " prompts (a sequence each; leave --batch out)"));
+    if (eachPrompt.size() > 4096)
+      return fail(absl::StrCat(promptsFile, ": ", eachPrompt.size(),
+                               " prompts; at most 4096 sequences run together"));
+    batch = int64_t(eachPrompt.size());
+    prompt = eachPrompt.front();
   } else if (promptSources == 1) {
     if (!sampling::promptText(promptText, promptFile, promptText, error))
       return fail(error);
@@ -526,11 +562,15 @@ int main(int argc, char **argv) {
   auto art = artifact::Artifact::open(artifactDir);
   if (!art.ok())
     return fail(std::string(art.status().message()));
+  size_t longestPrompt = prompt.size();
+  for (const std::vector<int32_t> &p : eachPrompt)
+    longestPrompt = std::max(longestPrompt, p.size());
   if (absl::Status st = artifact::checkContext(
-          art->plan(), context + int64_t(prompt.size()) + maxNew);
+          art->plan(), context + int64_t(longestPrompt) + maxNew);
       !st.ok())
     return fail(absl::StrCat(context ? absl::StrCat("--context=", context, " + ") : "",
-                             "prompt of ", prompt.size(), " tokens + ", maxNew,
+                             eachPrompt.empty() ? "" : "the longest ",
+                             "prompt of ", longestPrompt, " tokens + ", maxNew,
                              " new: ", st.message()));
   // Forced ids in the vocabulary (the embedding's rows), before anything runs.
   for (const artifact::WeightEntry &w : art->weights().tensors) {
@@ -663,7 +703,13 @@ int main(int argc, char **argv) {
   doc["batch"] = batch;
   doc["context"] = context;
   doc["prefill_chunk"] = prefillChunk;
-  doc["prompt_tokens"] = prompt.size();
+  doc["prompt_tokens"] = longestPrompt;
+  if (!eachPrompt.empty()) {
+    Json each = Json::array();
+    for (const std::vector<int32_t> &p : eachPrompt)
+      each.push_back(p.size());
+    doc["prompt_tokens_each"] = each;
+  }
   doc["max_new_tokens"] = maxNew;
   doc["weights_upload"] = nullptr;
   doc["warmup_ms"] = nullptr;
@@ -781,6 +827,7 @@ int main(int argc, char **argv) {
     std::vector<int32_t> next(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
       absl::StatusOr<std::vector<float>> logits;
+      const std::vector<int32_t> &prompt = promptOf(b);
       if (context > 0) {
         auto synthetic = ex.syntheticSequence(context, weightSeed + uint64_t(b));
         if (!synthetic.ok())
@@ -980,7 +1027,9 @@ int main(int argc, char **argv) {
                                   run.generated[size_t(b)].end());
       texts.push_back(text->tokenizer.decode(tokens));
     }
-  const int64_t promptTokens = int64_t(prompt.size()) * batch;
+  int64_t promptTokens = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    promptTokens += int64_t(promptOf(b).size());
   auto tokensPerSecond = [](double tokens, double seconds) {
     return seconds > 0 ? tokens / seconds : 0.0;
   };

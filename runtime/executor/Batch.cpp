@@ -7,8 +7,8 @@
 // sequence, on that sequence's row, with `seq` and `position` set to it.
 //
 // Values move between the two kinds of steps by rows: a per-sequence step
-// reads row i of a batch value (a copy, on the device where the value is
-// there); what it makes stays the sequence's own value (per-sequence values
+// reads row i of a batch value where it lies (Tensor::view); what it makes
+// stays the sequence's own value (per-sequence values
 // may differ in shape: the index scores of sequences at other positions)
 // until a batch step reads it, which puts the sequences' rows together.
 //
@@ -38,59 +38,41 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
   std::vector<Tensor> aside(s.values.size());
   for (size_t v = 0; v < s.values.size(); ++v)
     std::swap(aside[v], *s.values[v]);
-  std::vector<char> copied(s.values.size());
   absl::Status st;
   for (size_t i = 0; i < n && st.ok(); ++i) {
     seq = batch[i];
     position = seq->position;
     numTokens = 1;
-    for (size_t v = 0; v < s.values.size() && st.ok(); ++v) {
+    for (size_t v = 0; v < s.values.size(); ++v) {
       Tensor &value = *s.values[v];
       // The sequence's own value (made by an earlier per-sequence step), or
       // what the step makes (an empty one that knows its last buffer).
       std::swap(value, sequenceValues[i][s.values[v]]);
-      copied[v] = value.dims.empty() && !aside[v].dims.empty();
-      if (!copied[v])
-        continue;
-      // Row i of the batch value.
       const Tensor &all = aside[v];
+      if (!value.dims.empty() || all.dims.empty())
+        continue;
+      // Row i of the batch value, read where it lies (on the device too:
+      // a kernel's argument may point into a buffer).
       if (all.rows() != int64_t(n)) {
         st = absl::InternalError(absl::StrCat("a batch step's value has ", all.rows(),
                                               " rows, not one a sequence (", n, ")"));
         break;
       }
-      std::swap(value, rowCopies[i][s.values[v]]);
-      const size_t bytes = bytesOfRow(all);
-      std::vector<int64_t> dims = all.dims;
-      dims[0] = 1;
+      value.dims = all.dims;
+      value.dims[0] = 1;
       value.elementBytes = all.elementBytes;
-      value.resize(std::move(dims));
       value.base = seq->position;
-      const uint8_t *row = all.data.data() + i * bytes;
-      if (!runner || !runner->copyOnDevice(value.ptr(), row, bytes)) {
-        onHost(all.data.data());
-        std::memcpy(value.ptr(), row, bytes);
-        hostRefilled(value.ptr());
-      }
+      value.view = const_cast<uint8_t *>(all.data.data()) + i * bytesOfRow(all);
     }
-    // A row copy keeps its buffer (a result that took it would leave the
-    // copy a new buffer, and the GPU a new block, every step).
-    std::vector<Tensor *> mayGive = s.mayGiveBuffer;
-    for (size_t v = 0; v < s.values.size(); ++v)
-      if (copied[v])
-        s.mayGiveBuffer.erase(
-            std::remove(s.mayGiveBuffer.begin(), s.mayGiveBuffer.end(), s.values[v]),
-            s.mayGiveBuffer.end());
     if (st.ok())
       st = s.driver(*this, s);
-    s.mayGiveBuffer = std::move(mayGive);
-    // What the step left in each value is the sequence's; a row copy goes
-    // back to its place (unless a result took its buffer).
+    // What the step left in each value is the sequence's; a view of a row
+    // goes.
     for (size_t v = 0; v < s.values.size(); ++v) {
       Tensor &value = *s.values[v];
-      if (copied[v]) {
-        std::swap(value, rowCopies[i][s.values[v]]);
-        copied[v] = 0;
+      if (value.view) {
+        value.view = nullptr;
+        value.dims.clear();
       }
       std::swap(value, sequenceValues[i][s.values[v]]);
     }
@@ -197,7 +179,6 @@ Executor::decodeBatch(const std::vector<Sequence *> &sequences,
   impl->position = sequences[0]->position;
   impl->numTokens = int64_t(n);
   impl->sequenceValues.resize(std::max(impl->sequenceValues.size(), n));
-  impl->rowCopies.resize(std::max(impl->rowCopies.size(), n));
   for (size_t i = 0; i < n; ++i)
     sequences[i]->history.push_back(tokens[i]);
   impl->tokens.elementBytes = 4;

@@ -209,8 +209,6 @@ struct Executor::Impl {
   /// them (gatherRows) or their last use. Kept between steps, so that each
   /// value finds its buffer of the last step again (Tensor::lastBuffer).
   std::vector<std::unordered_map<Tensor *, Tensor>> sequenceValues;
-  /// Row i of a batch value, as a per-sequence step of sequence i reads it.
-  std::vector<std::unordered_map<Tensor *, Tensor>> rowCopies;
   /// The sequences a run holds: the batch, or `seq`.
   std::vector<Sequence *> runSequences() const {
     return batch.empty() ? std::vector<Sequence *>{seq} : batch;
@@ -421,7 +419,7 @@ struct Executor::Impl {
     size_t bytes = size_t(elementBytes);
     for (int64_t d : dims)
       bytes *= size_t(d);
-    if (from + bytes > src.data.size())
+    if (from + bytes > src.byteSize())
       return absl::InvalidArgumentError(
           "a value holds fewer bytes than its shape says (another dtype?)");
     Tensor &dst = tensor(s, slot);
@@ -429,7 +427,8 @@ struct Executor::Impl {
     // (RoPE and the Engram gate work in place): no copy, on the device no
     // copy launch. Only a whole buffer of the same size moves, so that its
     // bounds and its device copy stay what they are.
-    if (&dst != &src && from == 0 && bytes == src.data.size() && dst.data.capacity() == 0 &&
+    if (&dst != &src && !src.view && from == 0 && bytes == src.data.size() &&
+        dst.data.capacity() == 0 &&
         std::find(s.mayGiveBuffer.begin(), s.mayGiveBuffer.end(), &src) !=
             s.mayGiveBuffer.end()) {
       dst.data = std::move(src.data);
@@ -440,21 +439,21 @@ struct Executor::Impl {
       claimBuffer(dst);
       return &dst;
     }
+    const uint8_t *srcBytes = src.as<uint8_t>() + from;
     if (&dst != &src && runner) {
       result(s, slot, elementBytes, dims, base);
-      if (runner->copyOnDevice(dst.ptr(), src.data.data() + from, bytes))
+      if (runner->copyOnDevice(dst.ptr(), srcBytes, bytes))
         return &dst;
     }
-    onHost(src.data.data());
+    onHost(srcBytes);
     if (&dst == &src) { // one transient for operand and result
-      std::vector<uint8_t> bytesOf(src.data.begin() + from,
-                                   src.data.begin() + from + bytes);
+      std::vector<uint8_t> bytesOf(srcBytes, srcBytes + bytes);
       result(s, slot, elementBytes, std::move(dims), base);
       std::memcpy(dst.ptr(), bytesOf.data(), bytes);
       return &dst;
     }
     result(s, slot, elementBytes, std::move(dims), base);
-    std::memcpy(dst.ptr(), src.data.data() + from, bytes);
+    std::memcpy(dst.ptr(), srcBytes, bytes);
     return &dst;
   }
   /// Per query row at positions base.., the compressed entries it may see:

@@ -171,6 +171,10 @@ struct Tensor {
   /// a kept graph stay as they were (one value that outgrows its buffer
   /// moves alone instead of shifting the others).
   const uint8_t *lastBuffer = nullptr;
+  /// Not null: the value is these bytes of another value (a sequence's row
+  /// of a batch value, Batch.cpp), not `data`; read-only, and resize()
+  /// makes the value its own again.
+  uint8_t *view = nullptr;
 
   int64_t rows() const { return dims.empty() ? 0 : dims[0]; }
   int64_t numel() const {
@@ -180,6 +184,7 @@ struct Tensor {
     return n;
   }
   void resize(std::vector<int64_t> d) {
+    view = nullptr;
     dims = std::move(d);
     if (currentBounds)
       currentBounds->remove(data.data());
@@ -208,8 +213,12 @@ struct Tensor {
     if (currentBounds)
       currentBounds->add(data.data(), data.size());
   }
-  template <typename T> T *as() { return reinterpret_cast<T *>(data.data()); }
-  void *ptr() { return data.data(); }
+  template <typename T> T *as() { return reinterpret_cast<T *>(ptr()); }
+  void *ptr() { return view ? view : data.data(); }
+  /// The bytes the value may be read from (a view's: its shape's).
+  size_t byteSize() const {
+    return view ? size_t(std::max<int64_t>(numel(), 0) * elementBytes) : data.size();
+  }
 };
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();

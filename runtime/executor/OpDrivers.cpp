@@ -300,7 +300,7 @@ absl::Status Executor::Impl::fusion(Step &s) {
   int32_t missed = 0;
   if (parts && n > 0) {
     const size_t bytes = size_t(n * dim * 2);
-    if (x.data.size() < bytes)
+    if (x.byteSize() < bytes)
       return absl::InvalidArgumentError("the region's input holds fewer bytes than [rows, dim] bf16");
     Tensor &rotated = scratch("fusion.rotated", 2, {n, dim});
     if (!runner->copyOnDevice(rotated.ptr(), x.ptr(), bytes)) {

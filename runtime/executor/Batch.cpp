@@ -31,7 +31,10 @@ size_t bytesOfRow(const Tensor &t) {
 } // namespace
 
 absl::Status Executor::Impl::runPerSequence(Step &s) {
-  const size_t n = batch.size();
+  // The driver runs as for one sequence (`batch` empty meanwhile).
+  std::vector<Sequence *> members;
+  std::swap(members, batch);
+  const size_t n = members.size();
   Sequence *const batchSeq = seq;
   const int64_t batchPosition = position, batchTokens = numTokens;
   // The batch values the step names, set aside while the sequences run.
@@ -40,7 +43,7 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
     std::swap(aside[v], *s.values[v]);
   absl::Status st;
   for (size_t i = 0; i < n && st.ok(); ++i) {
-    seq = batch[i];
+    seq = members[i];
     position = seq->position;
     numTokens = 1;
     for (size_t v = 0; v < s.values.size(); ++v) {
@@ -82,6 +85,7 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
   seq = batchSeq;
   position = batchPosition;
   numTokens = batchTokens;
+  std::swap(members, batch);
   return st;
 }
 

@@ -548,9 +548,10 @@ Executor::Impl::run(std::vector<Step> &steps) {
       }
       if (batch.empty()) {
         st = step.driver(*this, step);
-      } else if (step.perSequence) {
+      } else if (step.perSequence && step.op != "csa.rope") {
         st = runPerSequence(step);
       } else {
+        // (RoPE's driver takes a batch's rows at their positions.)
         absl::StatusOr<bool> gathered = gatherRows(step);
         st = !gathered.ok() ? gathered.status()
              : *gathered    ? step.driver(*this, step)

@@ -117,10 +117,32 @@ absl::Status Executor::Impl::linearOp(Step &s) {
 
 absl::Status Executor::Impl::rope(Step &s) {
   Tensor &x = tensor(s, "input");
+  const int64_t dim = attr(s, "dim"), perPosition = attr(s, "rows_per_position");
+  if (!batch.empty()) {
+    // A batch step: row i at sequence i's position, a launch a row on the
+    // batch value (no per-sequence copies of it).
+    if (x.rows() != int64_t(batch.size()) || x.numel() % (x.rows() * dim) != 0)
+      return absl::InternalError("a batch step's RoPE input is not a row a sequence");
+    auto copied = resultCopyOf(s, "result", x, 0, 2, x.dims, x.base);
+    if (!copied.ok())
+      return copied.status();
+    Tensor &out = **copied;
+    const int64_t rowElements = out.numel() / out.rows();
+    const int64_t batchPosition = position;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      position = batch[i]->position;
+      auto pos = index(s, "position");
+      position = batchPosition;
+      if (!pos.ok())
+        return pos.status();
+      auto d = desc<2>(out.as<uint16_t>() + int64_t(i) * rowElements, {rowElements / dim, dim});
+      invoke(s, "main", &d, int64_t(*pos), attr(s, "stride"), perPosition);
+    }
+    return absl::OkStatus();
+  }
   auto pos = index(s, "position");
   if (!pos.ok())
     return pos.status();
-  const int64_t dim = attr(s, "dim"), perPosition = attr(s, "rows_per_position");
   auto copied = resultCopyOf(s, "result", x, 0, 2, x.dims, x.base);
   if (!copied.ok())
     return copied.status();

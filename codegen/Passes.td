@@ -76,6 +76,10 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
            "Prefill linears on tensor cores (mma.sync, within the dot-product "
            "tolerance) where their format and shape allow; false: the "
            "row-tiled form (the host's bits)">,
+    Option<"tileMinRows", "tile-min-rows", "int64_t",
+           /*default=*/"::csa::codegen::NvptxOptions{}.tileMinRows",
+           "The fewest rows the row-tiled and tensor-core forms replace the "
+           "decode forms from">,
     Option<"linearFp4ThroughE4m3", "linear-fp4-through-e4m3", "bool",
            /*default=*/"::csa::codegen::NvptxOptions{}.linearFp4ThroughE4m3",
            "Split-K FP4 linears decode weights through E4M3 bytes; false: "

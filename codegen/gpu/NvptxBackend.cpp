@@ -1001,6 +1001,8 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (options.attentionSplits < 0 || options.attentionSplits > 16)
     return "attention-splits must be from 1 to 16 (0: the form's own choice), got " +
            std::to_string(options.attentionSplits);
+  if (options.tileMinRows < 1 || options.tileMinRows > 4096)
+    return "tile-min-rows must be from 1 to 4096, got " + std::to_string(options.tileMinRows);
   return "";
 }
 

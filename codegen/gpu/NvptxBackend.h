@@ -80,8 +80,12 @@ struct NvptxOptions {
   /// (256 took 0.70-0.85x the time of 128 at 1 row on an H200).
   int64_t linearBlockSize = 256;
   /// The row-tiled linear kernels: rows and outputs (threads) per block, the
-  /// K chunk staged in shared memory, and the fewest rows they are used for.
-  int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 2;
+  /// K chunk staged in shared memory, and the fewest rows they (and the
+  /// tensor-core forms, and mHC's row-tiled sums) are used for: below it the
+  /// decode forms run, a block row a row (a batch decode step's rows: the
+  /// tensor-core form's 64-row tiles took 0.35 ms for an 8-row 8192 x 5120
+  /// FP8 linear on an H100, the split-K form 20 us a row).
+  int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 16;
   /// The form of a linear kernel that carries no csa.linear_form (kernels
   /// from IR that did not run csa-select-linear-forms): the split-K form
   /// (codegen/host/LinearSplitK.h) where K splits into 16-byte words, the

@@ -261,12 +261,19 @@ cl::opt<bool> linearFp4ThroughE4m3(
     cl::init(csa::codegen::NvptxOptions{}.linearFp4ThroughE4m3), cl::cat(category));
 cl::opt<bool> linearTensorCores(
     "linear-tensor-cores",
-    cl::desc("--emit=gpu|ptx|artifact --with-ptx: prefill linears (from 2 "
-             "rows) on tensor cores, bf16 mma.sync with the FP8/FP4 codes "
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: prefill linears (from "
+             "--tile-min-rows rows) on tensor cores, bf16 mma.sync with the FP8/FP4 codes "
              "exact in bf16 and the scales on each 32-block's partial, within "
              "the dot-product tolerance, where format and shape allow; "
              "=false: the row-tiled form (the host kernel's bits)"),
     cl::init(csa::codegen::NvptxOptions{}.linearTensorCores), cl::cat(category));
+cl::opt<int64_t> tileMinRows(
+    "tile-min-rows",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: the fewest rows the row-tiled "
+             "and tensor-core forms (linears, mHC's sums) replace the decode "
+             "forms from (1 to 4096; below, a batch decode step's rows run in "
+             "the split-K form)"),
+    cl::init(csa::codegen::NvptxOptions{}.tileMinRows), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -320,6 +327,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.attentionWarpForm = attentionWarpForm;
   options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
   options.linearTensorCores = linearTensorCores;
+  options.tileMinRows = tileMinRows;
   options.linearOutputsInFlight = linearOutputsInFlight;
   options.linearPrefetchL2 = linearPrefetchL2;
   options.attentionSplits = attentionSplits;

@@ -102,7 +102,7 @@ absl::StatusOr<bool> Executor::Impl::gatherRows(Step &s) {
   for (Tensor *value : s.values) {
     Tensor *first = value->dims.empty() ? own(value, 0) : nullptr;
     if (!first)
-      continue; // a batch value, or a result of the step
+      continue; // a batch value (its rows kept until its last use), or a result
     for (size_t i = 0; i < n; ++i) {
       Tensor *t = own(value, i);
       if (!t || t->rows() != 1 || t->elementBytes != first->elementBytes ||
@@ -129,7 +129,10 @@ absl::StatusOr<bool> Executor::Impl::gatherRows(Step &s) {
         onHost(row.ptr());
         std::memcpy(value->as<uint8_t>() + i * bytes, row.ptr(), bytes);
       }
-      releaseValue(row);
+      // The rows go back to the pool with the value (its last use, which the
+      // plan holds until the join of a branch reading it): freed here, a
+      // step on another graph lane could be handed a buffer the copy still
+      // reads.
     }
     if (!onDevice)
       hostRefilled(value->ptr());

@@ -213,25 +213,15 @@ public:
   /// device, when src's buffer is current there (a RoPE or slice of a value
   /// a kernel produced); false when the host should copy instead.
   bool copyOnDevice(void *dst, const void *src, size_t bytes) {
-    uintptr_t ss = 0, se = 0, ds = 0, de = 0;
-    if (!bounds.range(src, ss, se) || !bounds.range(dst, ds, de) || ss == ds ||
-        uintptr_t(dst) != ds || bytes != de - ds)
-      return false;
-    auto it = mirrors.find(ss);
-    if (it == mirrors.end() || it->second.bytes != se - ss ||
-        it->second.current == Current::Host)
-      return false;
-    Mirror &d = mirror(ds, de); // (std::map: `it` stays valid)
-    const cuda::DevicePtr from = it->second.device + (uintptr_t(src) - ss);
-    check(device.copyOnDevice(d.device, from, bytes));
-    d.current = Current::Device;
-    return true;
+    uintptr_t ds = 0, de = 0;
+    return bounds.range(dst, ds, de) && bytes == de - ds && copyRowOnDevice(dst, 0, src, bytes);
   }
   /// Copies `bytes` from `src` to bytes [offset, offset + bytes) of the
   /// buffer starting at `dst` on the device, when src's buffer is current
   /// there; false (nothing done) when the host should copy instead. The
-  /// caller writes every byte of dst's buffer so (the rows of a batch value,
-  /// Batch.cpp): its host bytes are not uploaded first.
+  /// caller writes every byte of dst's buffer so (the whole buffer at once,
+  /// or the rows of a batch value, Batch.cpp): its host bytes are not
+  /// uploaded first.
   bool copyRowOnDevice(void *dst, size_t offset, const void *src, size_t bytes) {
     uintptr_t ss = 0, se = 0, ds = 0, de = 0;
     if (!bounds.range(src, ss, se) || !bounds.range(dst, ds, de) || ss == ds ||

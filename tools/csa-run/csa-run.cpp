@@ -791,9 +791,12 @@ int main(int argc, char **argv) {
     int64_t decodeTokens = 0;        ///< the tokens the decode steps made
     uint64_t cacheHeld = 0, cacheUsed = 0;
     int64_t position = 0; ///< the first sequence's at the end
-    /// Every single-token step (--context: the prompt's too), sorted.
+    /// The sequences a decode step runs (a batch decoded together: all).
+    int64_t stepSequences = 1;
+    /// Every decode step, sorted; one sequence a step: every single-token
+    /// step (--context: the prompt's too).
     std::vector<double> sortedSteps() const {
-      std::vector<double> all = promptSteps;
+      std::vector<double> all = stepSequences > 1 ? std::vector<double>{} : promptSteps;
       all.insert(all.end(), decodeSteps.begin(), decodeSteps.end());
       std::sort(all.begin(), all.end());
       return all;
@@ -820,6 +823,7 @@ int main(int argc, char **argv) {
     std::vector<sampling::Sampler> samplers;
     r.generated.assign(size_t(batch), {});
     r.stopped.assign(size_t(batch), 0);
+    r.stepSequences = batchTogether ? batch : 1;
     for (int64_t b = 0; b < batch; ++b) {
       r.sequences.push_back(ex.newSequence());
       samplers.emplace_back(params, samplerSeed + uint64_t(b));
@@ -1124,8 +1128,11 @@ int main(int argc, char **argv) {
       std::printf("\n");
     }
     if (const std::vector<double> sorted = run.sortedSteps(); !sorted.empty())
-      std::printf("decode step: median %.3f ms over %zu steps\n",
-                  sorted[sorted.size() / 2] * 1e3, sorted.size());
+      std::printf("decode step: median %.3f ms over %zu steps%s\n",
+                  sorted[sorted.size() / 2] * 1e3, sorted.size(),
+                  run.stepSequences > 1
+                      ? absl::StrCat(" (a step for ", run.stepSequences, " sequences)").c_str()
+                      : "");
     std::printf("cache bytes: %llu in use, %llu held (%lld sequences at %lld "
                 "tokens; plan: %.2f B/token global KV + %llu B fixed per "
                 "sequence)\n",

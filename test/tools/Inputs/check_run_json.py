@@ -54,7 +54,10 @@ def check_timing(prefill, decode, where):
         fail(f"{where}.decode: {tokens} tokens from {steps} steps (a step makes one or more)")
     if steps and not close(sum(step_ms), need(decode, "ms", float, f"{where}.decode")):
         fail(f"{where}.decode.ms is not the sum of step_ms")
-    timed = sorted(prompt_steps + step_ms)
+    # A batch decoded together times its steps alone (not the prompt's
+    # single-token steps).
+    together = tokens > steps
+    timed = sorted(step_ms if together else prompt_steps + step_ms)
     if need(decode, "timed_steps", int, f"{where}.decode") != len(timed):
         fail(f"{where}.decode.timed_steps is not {len(timed)}")
     if timed:

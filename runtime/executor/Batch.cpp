@@ -17,6 +17,7 @@
 #include "runtime/executor/ExecutorImpl.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace csa::runtime {
@@ -41,11 +42,13 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
   std::vector<Tensor> aside(s.values.size());
   for (size_t v = 0; v < s.values.size(); ++v)
     std::swap(aside[v], *s.values[v]);
-  absl::Status st;
-  for (size_t i = 0; i < n && st.ok(); ++i) {
-    seq = members[i];
-    position = seq->position;
-    numTokens = 1;
+  // Sequence i's values in place of the batch's, and back. The way back
+  // runs whatever the driver does (a driver may throw: a GPU error, a bad
+  // attribute), so that no value is left a view or lost.
+  size_t current = n; // the sequence whose values are in place (n: none)
+  auto swapIn = [&](size_t i) -> absl::Status {
+    current = i;
+    absl::Status st;
     for (size_t v = 0; v < s.values.size(); ++v) {
       Tensor &value = *s.values[v];
       // The sequence's own value (made by an earlier per-sequence step), or
@@ -59,33 +62,53 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
       if (all.rows() != int64_t(n)) {
         st = absl::InternalError(absl::StrCat("a batch step's value has ", all.rows(),
                                               " rows, not one a sequence (", n, ")"));
-        break;
+        continue;
       }
       value.dims = all.dims;
       value.dims[0] = 1;
       value.elementBytes = all.elementBytes;
-      value.base = seq->position;
+      value.base = members[i]->position;
       value.view = const_cast<uint8_t *>(all.data.data()) + i * bytesOfRow(all);
     }
-    if (st.ok())
-      st = s.driver(*this, s);
-    // What the step left in each value is the sequence's; a view of a row
-    // goes.
+    return st;
+  };
+  // What the step left in each value is the sequence's; a view of a row
+  // goes.
+  auto swapOut = [&]() {
+    if (current == n)
+      return;
     for (size_t v = 0; v < s.values.size(); ++v) {
       Tensor &value = *s.values[v];
       if (value.view) {
         value.view = nullptr;
         value.dims.clear();
       }
-      std::swap(value, sequenceValues[i][s.values[v]]);
+      std::swap(value, sequenceValues[current][s.values[v]]);
     }
+    current = n;
+  };
+  struct Restore {
+    std::function<void()> run;
+    ~Restore() { run(); }
+  } restore{[&] {
+    swapOut();
+    for (size_t v = 0; v < s.values.size(); ++v)
+      std::swap(aside[v], *s.values[v]);
+    seq = batchSeq;
+    position = batchPosition;
+    numTokens = batchTokens;
+    std::swap(members, batch);
+  }};
+  absl::Status st;
+  for (size_t i = 0; i < n && st.ok(); ++i) {
+    seq = members[i];
+    position = seq->position;
+    numTokens = 1;
+    st = swapIn(i);
+    if (st.ok())
+      st = s.driver(*this, s);
+    swapOut();
   }
-  for (size_t v = 0; v < s.values.size(); ++v)
-    std::swap(aside[v], *s.values[v]);
-  seq = batchSeq;
-  position = batchPosition;
-  numTokens = batchTokens;
-  std::swap(members, batch);
   return st;
 }
 
@@ -181,6 +204,10 @@ Executor::decodeBatch(const std::vector<Sequence *> &sequences,
   }
   BoundsScope scope(&impl->bounds);
   const size_t n = sequences.size();
+  // A run that failed left its live values behind (a successful one
+  // releases every value at its last use): the batch steps take a value's
+  // shape for "written in this run", so they go first.
+  impl->releaseStaleValues(impl->decodeSteps);
   impl->batch = sequences;
   impl->seq = sequences[0];
   impl->position = sequences[0]->position;

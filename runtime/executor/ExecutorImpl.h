@@ -220,6 +220,18 @@ struct Executor::Impl {
   /// (nothing done) where those values are not one row each: the step then
   /// runs once a sequence as well.
   absl::StatusOr<bool> gatherRows(Step &s);
+  /// Every value of `steps` (and every sequence's own value) that a failed
+  /// run left holding a shape goes back to the pool.
+  void releaseStaleValues(std::vector<Step> &steps) {
+    for (Step &step : steps)
+      for (Tensor *t : step.values)
+        if (t != &tokens && !t->dims.empty())
+          releaseValue(*t);
+    for (auto &own : sequenceValues)
+      for (auto &[value, t] : own)
+        if (!t.dims.empty())
+          releaseValue(t);
+  }
   /// A value's memory back to the pool (its last use).
   void releaseValue(Tensor &t) {
     liveBytes -= std::min<uint64_t>(liveBytes, t.data.capacity());

@@ -128,11 +128,13 @@ absl::Status Executor::Impl::rope(Step &s) {
       return copied.status();
     Tensor &out = **copied;
     const int64_t rowElements = out.numel() / out.rows();
-    const int64_t batchPosition = position;
+    const int64_t batchPosition = position, batchTokens = numTokens;
     for (size_t i = 0; i < batch.size(); ++i) {
       position = batch[i]->position;
+      numTokens = 1;
       auto pos = index(s, "position");
       position = batchPosition;
+      numTokens = batchTokens;
       if (!pos.ok())
         return pos.status();
       auto d = desc<2>(out.as<uint16_t>() + int64_t(i) * rowElements, {rowElements / dim, dim});

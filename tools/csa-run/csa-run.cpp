@@ -1131,7 +1131,7 @@ int main(int argc, char **argv) {
       std::printf("decode step: median %.3f ms over %zu steps%s\n",
                   sorted[sorted.size() / 2] * 1e3, sorted.size(),
                   run.stepSequences > 1
-                      ? absl::StrCat(" (a step for ", run.stepSequences, " sequences)").c_str()
+                      ? absl::StrCat(" (steps of up to ", run.stepSequences, " sequences)").c_str()
                       : "");
     std::printf("cache bytes: %llu in use, %llu held (%lld sequences at %lld "
                 "tokens; plan: %.2f B/token global KV + %llu B fixed per "

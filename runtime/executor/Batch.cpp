@@ -16,8 +16,9 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/ExecutorImpl.h"
 
+#include "absl/cleanup/cleanup.h"
+
 #include <algorithm>
-#include <functional>
 #include <set>
 
 namespace csa::runtime {
@@ -87,10 +88,7 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
     }
     current = n;
   };
-  struct Restore {
-    std::function<void()> run;
-    ~Restore() { run(); }
-  } restore{[&] {
+  absl::Cleanup restore = [&] {
     swapOut();
     for (size_t v = 0; v < s.values.size(); ++v)
       std::swap(aside[v], *s.values[v]);
@@ -98,7 +96,7 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
     position = batchPosition;
     numTokens = batchTokens;
     std::swap(members, batch);
-  }};
+  };
   absl::Status st;
   for (size_t i = 0; i < n && st.ok(); ++i) {
     seq = members[i];

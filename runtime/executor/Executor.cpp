@@ -420,6 +420,8 @@ absl::Status Executor::Impl::prepare(const std::vector<KernelCall> &calls,
               std::find(step.values.begin(), step.values.end(), t) == step.values.end())
             step.values.push_back(t);
     }
+    // RoPE's driver takes a batch's rows, each at its sequence's position.
+    step.perSequence &= step.op != "csa.rope";
     steps.push_back(std::move(step));
   }
   if (absl::Status st = artifact::checkOverlaps(calls, entry); !st.ok())
@@ -548,10 +550,9 @@ Executor::Impl::run(std::vector<Step> &steps) {
       }
       if (batch.empty()) {
         st = step.driver(*this, step);
-      } else if (step.perSequence && step.op != "csa.rope") {
+      } else if (step.perSequence) {
         st = runPerSequence(step);
       } else {
-        // (RoPE's driver takes a batch's rows at their positions.)
         absl::StatusOr<bool> gathered = gatherRows(step);
         st = !gathered.ok() ? gathered.status()
              : *gathered    ? step.driver(*this, step)

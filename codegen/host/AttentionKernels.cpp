@@ -1140,4 +1140,94 @@ func::FuncOp buildWindowIndexKernel(ModuleOp module, const std::string &name) {
   return fn;
 }
 
+func::FuncOp buildRowsWindowIndexKernel(ModuleOp module, const std::string &name) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  func::FuncOp fn = startKernel(b, module, name,
+                                {MemRefType::get({dyn, dyn}, i32), i64, i64, i64, i64});
+  Value idx = fn.getArgument(0);
+  Value position = fn.getArgument(1), ringStart = fn.getArgument(2),
+        window = fn.getArgument(3);
+  Value chunk = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, fn.getArgument(4),
+                                      intConst(b, loc, i64, 0));
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  Value zeroI64 = intConst(b, loc, i64, 0), oneI64 = intConst(b, loc, i64, 1);
+  Value minusOne = intConst(b, loc, i64, -1);
+  Value n = memref::DimOp::create(b, loc, idx, zero);
+  Value columns = memref::DimOp::create(b, loc, idx, one);
+  // Positions before this are not in the ring (nor before 0).
+  Value firstHeld = arith::MaxSIOp::create(b, loc, ringStart, zeroI64);
+  // A perfect nest (all work in the inner body): a thread per element on
+  // the GPU.
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    loop(b, loc, zero, columns, one, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      Value iI64 = arith::IndexCastOp::create(b, loc, i64, i);
+      // The call's own rows: the window ending at row i.
+      Value first = arith::MaxSIOp::create(
+          b, loc, zeroI64,
+          arith::AddIOp::create(b, loc, arith::SubIOp::create(b, loc, iI64, window), oneI64));
+      // A chunk: the oldest position in row i's window.
+      Value oldest = arith::AddIOp::create(
+          b, loc,
+          arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, position, iI64), window),
+          oneI64);
+      Value jI64 = arith::IndexCastOp::create(b, loc, i64, j);
+      Value r = arith::AddIOp::create(b, loc, first, jI64);
+      Value own = arith::SelectOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, r, iI64), minusOne, r);
+      Value p = arith::AddIOp::create(b, loc, oldest, jI64);
+      Value before = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, p, position);
+      // p % window only where p >= firstHeld >= 0 (the select below).
+      Value slot = arith::RemSIOp::create(
+          b, loc, arith::MaxSIOp::create(b, loc, p, zeroI64), window);
+      Value fresh = arith::AddIOp::create(b, loc, window,
+                                          arith::SubIOp::create(b, loc, p, position));
+      Value kept = arith::SelectOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, p, firstHeld),
+          minusOne, arith::SelectOp::create(b, loc, before, slot, fresh));
+      Value entry = arith::SelectOp::create(b, loc, chunk, kept, own);
+      memref::StoreOp::create(b, loc, arith::TruncIOp::create(b, loc, i32, entry), idx,
+                              ValueRange{i, j});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+func::FuncOp buildEntryIndexKernel(ModuleOp module, const std::string &name) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type(), indexType = b.getIndexType();
+  const int64_t dyn = ShapedType::kDynamic;
+  auto setType = MemRefType::get({dyn, dyn}, i32);
+  func::FuncOp fn = startKernel(b, module, name, {setType, setType, i64, i64, i64});
+  Value selected = fn.getArgument(0), idx = fn.getArgument(1);
+  Value column = arith::IndexCastOp::create(b, loc, indexType, fn.getArgument(2));
+  Value firstRow = arith::TruncIOp::create(b, loc, i32, fn.getArgument(3));
+  Value held = arith::TruncIOp::create(b, loc, i32, fn.getArgument(4));
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  Value zeroI32 = intConst(b, loc, i32, 0), minusOne = intConst(b, loc, i32, -1);
+  Value n = memref::DimOp::create(b, loc, selected, zero);
+  Value k = memref::DimOp::create(b, loc, selected, one);
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    loop(b, loc, zero, k, one, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      Value entry = memref::LoadOp::create(b, loc, selected, ValueRange{i, j});
+      Value none = arith::OrIOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, entry, zeroI32),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, entry, held));
+      Value row = arith::AddIOp::create(b, loc, firstRow, entry);
+      memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, none, minusOne, row),
+                              idx, ValueRange{i, arith::AddIOp::create(b, loc, column, j)});
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
 } // namespace csa::codegen

@@ -492,6 +492,10 @@ struct SparseAttentionPattern : OpKernelPattern<SparseAttentionOp> {
     s.use("attention_window_index", "csa.sparse_attention", "window index lists",
           KernelParallelism::Nest,
           [&] { buildWindowIndexKernel(s.kernels, "attention_window_index"); }, "window_index");
+    s.use("attention_rows_window_index", "csa.sparse_attention",
+          "window index lists of a prefill or a chunk", KernelParallelism::Nest,
+          [&] { buildRowsWindowIndexKernel(s.kernels, "attention_rows_window_index"); },
+          "window_index_rows");
     if (auto cache = op.getCache()) {
       useDequantizer(s, cast<GlobalCacheType>(cache.getType()).getMainRow(),
                      "csa.sparse_attention", "selected rows", "dequantize_selected");
@@ -503,6 +507,9 @@ struct SparseAttentionPattern : OpKernelPattern<SparseAttentionOp> {
             KernelParallelism::Nest,
             [&] { buildSelectedIndexKernel(s.kernels, "attention_selected_index"); },
             "selected_index");
+      s.use("attention_entry_index", "csa.sparse_attention",
+            "index lists of a prefill's selected entries", KernelParallelism::Nest,
+            [&] { buildEntryIndexKernel(s.kernels, "attention_entry_index"); }, "entry_index");
     }
     // The op's GPU form (csa-select-attention-forms): a form with a kernel
     // of its own is named for it; the kernel carries the form for the NVPTX

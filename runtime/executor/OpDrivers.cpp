@@ -569,14 +569,27 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
           "the top-k set has no rows for positions ", q.base, "..", q.base + n - 1));
     setRow = selected->as<int32_t>() + selRow * k;
   }
-  // Otherwise only the entries some top-k set names are gathered and
-  // dequantized (a prefill's sets overlap), in ascending order; row
-  // windowRows + slot[e] holds entry e.
+  // Where the index lists are built: by kernels where the attention runs
+  // when the plan has them (nothing read back or uploaded, so the call's
+  // launches stay one run), otherwise on the host. The window part from the
+  // ring's slots (a decode step: one row after held rows) or from the call's
+  // rows (a prefill, a chunk); the selected part in set order (one row) or
+  // in entry order (below).
+  const bool windowOnDevice =
+      (!ringEmptyBefore && n == 1) ? s.kernels.count("window_index") != 0
+                                   : s.kernels.count("window_index_rows") != 0;
+  const bool inEntryOrder =
+      global && !inSetOrder && windowOnDevice && s.kernels.count("entry_index");
+  const bool onDevice = windowOnDevice && (!global || inSetOrder || inEntryOrder);
+  const int64_t held = global ? cache(s, "cache").mainEntries : 0;
+  // Several rows' sets overlap: the entries are gathered and dequantized
+  // once, row windowRows + slot[e] holding entry e. In entry order every held
+  // entry (slot[e] = e: nearly all are named by some set of a long prompt);
+  // otherwise only those some set names, read back, in ascending order.
   std::vector<int32_t> used, slot;
-  if (global && !inSetOrder) {
+  if (global && !inSetOrder && !inEntryOrder) {
     onHost(selected->ptr());
     const int32_t *sel = selected->as<int32_t>();
-    const int64_t held = cache(s, "cache").mainEntries;
     slot.assign(size_t(held), -1);
     for (int64_t i = 0; i < selected->numel(); ++i) {
       if (sel[i] < 0)
@@ -593,15 +606,10 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
         used.push_back(int32_t(e));
       }
   }
-  const int64_t entries = inSetOrder ? k : int64_t(used.size());
+  const int64_t entries = inSetOrder ? k : inEntryOrder ? held : int64_t(used.size());
   // Indices per query: the window (in position order, -1 where nothing
   // is held), then the selected entries after the window rows.
   const int64_t width = windowWidth + k;
-  // A decode step's list is built where the attention runs when the plan
-  // has the kernels for both parts (nothing uploaded, so the step's
-  // launches stay one run); otherwise on the host.
-  const bool onDevice = !ringEmptyBefore && n == 1 && (!global || inSetOrder) &&
-                        s.kernels.count("window_index");
   Tensor &idx = onDevice ? kernelScratch("attention.idx", 4, {n, width})
                          : scratch("attention.idx", 4, {n, width});
   int32_t *ix = idx.as<int32_t>();
@@ -640,22 +648,32 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
   // The host's index lists go to the GPU now, before this step's launches,
   // so that those are one run (one graph; LaunchGraphs).
   Tensor *which = nullptr;
-  if (global && entries > 0 && s.kernels.count("gather_selected") && !inSetOrder) {
+  if (global && entries > 0 && s.kernels.count("gather_selected") && !inSetOrder &&
+      !inEntryOrder) {
     which = &scratch("attention.which", 4, {entries});
     std::memcpy(which->ptr(), used.data(), used.size() * sizeof(int32_t));
     uploadNow(which->ptr());
   }
-  if (onDevice) {
+  if (onDevice && !ringEmptyBefore && n == 1) {
     // The list's first `window` columns (one row: no stride to skip).
     auto didx = desc<2>(idx.ptr(), {n, window});
     invoke(s, "window_index", &didx, int64_t(*pos), int64_t(ring.ringStart));
+  } else if (onDevice) {
+    // The list's first windowWidth columns, rows `width` apart.
+    auto didx = desc<2>(idx.ptr(), {n, windowWidth});
+    didx.strides[0] = width;
+    invoke(s, "window_index_rows", &didx, int64_t(*pos), int64_t(ring.ringStart), window,
+           int64_t(chunk));
   } else {
     uploadNow(idx.ptr());
   }
-  if (inSetOrder && k > 0) {
+  if (global && k > 0 && (inSetOrder || inEntryOrder)) {
     auto dsel = desc<2>(setRow, {n, k});
     auto didx = desc<2>(idx.ptr(), {n, width});
-    invoke(s, "selected_index", &dsel, &didx, int64_t(windowWidth), int64_t(windowRows));
+    if (inSetOrder)
+      invoke(s, "selected_index", &dsel, &didx, windowWidth, windowRows);
+    else
+      invoke(s, "entry_index", &dsel, &didx, windowWidth, windowRows, held);
   }
   Tensor &rows = kernelScratch("attention.rows", 2, {windowRows + entries, dim});
   if (chunk) {
@@ -677,7 +695,10 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
     CacheState &c = cache(s, "cache");
     const CacheBuffer &b = cacheBuffer(s, "cache");
     Tensor *gathered = nullptr;
-    if (s.kernels.count("gather_selected")) {
+    if (inEntryOrder) {
+      // Every held entry in order: one strided copy where the cache is.
+      gathered = &gatherParts("attention.main_rows", c, b, 0, b.mainRowBytes, entries);
+    } else if (s.kernels.count("gather_selected")) {
       // A kernel gathers them where the cache is (on the GPU path one launch
       // instead of a copy per run of consecutive entries).
       Tensor &rowsOut = kernelScratch("attention.main_rows", 1, {entries, b.mainRowBytes});

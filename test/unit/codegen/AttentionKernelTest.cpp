@@ -679,5 +679,108 @@ TEST(AttentionKernels, WindowIndexNamesTheRingSlotsOldestFirst) {
   EXPECT_GT(checked, 1000);
 }
 
+/// The window part of a prefill's or a chunk's index list. A prefill (the
+/// ring held nothing before the call): row i lists positions max(0, i - W +
+/// 1)..i oldest first, then -1 up to the list's `columns`. A chunk after held
+/// rows: the rows are the ring as it was (position p in slot p % W, for p in
+/// [ringStart, position)) and then the call's (row W + r for position
+/// position + r); row i's column j names the row holding position position +
+/// i - W + 1 + j, or -1 where no row holds it. Columns past the window's stay
+/// untouched (the kernel gets the list's first columns with the list's row
+/// stride).
+TEST(AttentionKernels, RowsWindowIndexListsEachRowsWindowOldestFirst) {
+  KernelLibrary lib(
+      [](mlir::ModuleOp m) { buildRowsWindowIndexKernel(m, "window_index_rows"); });
+  using Kernel = void (*)(Descriptor<2, int32_t> *, int64_t, int64_t, int64_t, int64_t);
+  auto *kernel = reinterpret_cast<Kernel>(lib.symbol("window_index_rows"));
+  ASSERT_NE(kernel, nullptr);
+  int64_t checked = 0;
+  for (int64_t window : {1, 4, 7, 128})
+    for (int64_t n : {1, 3, 9, 200}) {
+      // A prefill: the call's rows only.
+      {
+        const int64_t columns = std::min(n, window), width = columns + 3;
+        std::vector<int32_t> idx(size_t(n * width), 77);
+        auto d = describe<2>(idx, {n, columns});
+        d.strides[0] = width;
+        kernel(&d, /*position=*/0, /*ringStart=*/0, window, /*chunk=*/0);
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t first = std::max<int64_t>(0, i - window + 1);
+          for (int64_t j = 0; j < width; ++j) {
+            const int32_t want = j >= columns ? 77 : first + j <= i ? int32_t(first + j) : -1;
+            ASSERT_EQ(idx[size_t(i * width + j)], want)
+                << "prefill window " << window << " rows " << n << " row " << i
+                << " column " << j;
+            ++checked;
+          }
+        }
+      }
+      // Chunks after held rows.
+      for (int64_t ringStart : {int64_t(0), int64_t(5)})
+        for (int64_t position : {ringStart + 1, ringStart + window, ringStart + 3 * window + 2}) {
+          std::vector<int64_t> holds(size_t(window + n), -1);
+          for (int64_t p = ringStart; p < position; ++p)
+            holds[size_t(p % window)] = p;
+          for (int64_t r = 0; r < n; ++r)
+            holds[size_t(window + r)] = position + r;
+          const int64_t width = window + 2;
+          std::vector<int32_t> idx(size_t(n * width), 77);
+          auto d = describe<2>(idx, {n, window});
+          d.strides[0] = width;
+          kernel(&d, position, ringStart, window, /*chunk=*/1);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < width; ++j) {
+              int32_t want = 77;
+              if (j < window) {
+                const int64_t p = position + i - window + 1 + j;
+                want = -1;
+                for (size_t row = 0; row < holds.size(); ++row)
+                  if (p >= 0 && holds[row] == p)
+                    want = int32_t(row);
+              }
+              ASSERT_EQ(idx[size_t(i * width + j)], want)
+                  << "chunk window " << window << " rows " << n << " ring start "
+                  << ringStart << " position " << position << " row " << i << " column " << j;
+              ++checked;
+            }
+        }
+    }
+  EXPECT_GT(checked, 100000);
+}
+
+/// The selected part of a prefill's index list in entry order: column
+/// `column` + j names row firstRow + e for entry e = selected[i, j], -1 for
+/// "nothing selected" and for an entry the cache does not hold; the window
+/// columns before it stay untouched.
+TEST(AttentionKernels, EntryIndexNamesEachSelectedEntrysRow) {
+  KernelLibrary lib([](mlir::ModuleOp m) { buildEntryIndexKernel(m, "entry_index"); });
+  using Kernel = void (*)(Descriptor<2, int32_t> *, Descriptor<2, int32_t> *, int64_t,
+                          int64_t, int64_t);
+  auto *kernel = reinterpret_cast<Kernel>(lib.symbol("entry_index"));
+  ASSERT_NE(kernel, nullptr);
+  std::mt19937 rng(11);
+  const int64_t n = 37, k = 16, column = 5, firstRow = 300, held = 40;
+  std::vector<int32_t> selected(size_t(n * k));
+  std::uniform_int_distribution<int32_t> pick(-3, int32_t(held + 4));
+  for (int32_t &e : selected)
+    e = pick(rng);
+  std::vector<int32_t> idx(size_t(n * (column + k)), 77);
+  auto ds = describe<2>(selected, {n, k});
+  auto di = describe<2>(idx, {n, column + k});
+  kernel(&ds, &di, column, firstRow, held);
+  int64_t named = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < column + k; ++j) {
+      int32_t want = 77;
+      if (j >= column) {
+        const int32_t e = selected[size_t(i * k + j - column)];
+        want = e < 0 || e >= held ? -1 : int32_t(firstRow + e);
+        named += want >= 0;
+      }
+      ASSERT_EQ(idx[size_t(i * (column + k) + j)], want) << "row " << i << " column " << j;
+    }
+  EXPECT_GT(named, n * k / 2);
+}
+
 } // namespace
 } // namespace csa::codegen

@@ -61,6 +61,7 @@ struct LowerKernelsToNvvmPass
     options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
     options.linearTensorCores = linearTensorCores;
     options.tileMinRows = tileMinRows;
+    options.mmaKBlocks = mmaKBlocks;
     options.linearPrefetchL2 = linearPrefetchL2;
     if (std::string problem = nvptxOptionsProblem(options); !problem.empty()) {
       getOperation().emitError() << "csa-lower-kernels-to-nvvm: " << problem;

@@ -76,6 +76,10 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
            "Prefill linears on tensor cores (mma.sync, within the dot-product "
            "tolerance) where their format and shape allow; false: the "
            "row-tiled form (the host's bits)">,
+    Option<"mmaKBlocks", "mma-k-blocks", "int64_t",
+           /*default=*/"::csa::codegen::NvptxOptions{}.mmaKBlocks",
+           "The tensor-core linears' 32-blocks of K staged between two "
+           "barriers, at most (1, 2, 4 or 8; the same bits)">,
     Option<"tileMinRows", "tile-min-rows", "int64_t",
            /*default=*/"::csa::codegen::NvptxOptions{}.tileMinRows",
            "The fewest rows the row-tiled and tensor-core forms replace the "

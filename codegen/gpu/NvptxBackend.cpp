@@ -180,7 +180,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
   constexpr const char *kMmaOf = "csa.mma_of";
   auto hasMmaForm = [&](func::FuncOp fn) {
     std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
-    return options.linearTensorCores && spec && linearMmaShape(*spec).has_value();
+    return options.linearTensorCores && spec &&
+           linearMmaShape(*spec, options.mmaKBlocks).has_value();
   };
   // Sparse attentions in the mma form get their tensor-core kernel,
   // `<name>_tc`, run from kAttentionSplitRows + 1 query rows on (prefill);
@@ -739,7 +740,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       buildSparseAttentionHeadBody(fn, attentionHeads, attentionDim, lanes);
       attentionLaunch(lanes.threads, (2 * lanes.chunk + 64 + attentionDim) * 4);
     } else if (mma) {
-      const LinearMmaShape shape = *linearMmaShape(*mma);
+      const LinearMmaShape shape = *linearMmaShape(*mma, options.mmaKBlocks);
       LinearMmaLanes lanes;
       lanes.rowTile = blockX;
       lanes.outputTile = blockY;
@@ -1001,6 +1002,9 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (options.attentionSplits < 0 || options.attentionSplits > 16)
     return "attention-splits must be from 1 to 16 (0: the form's own choice), got " +
            std::to_string(options.attentionSplits);
+  if (options.mmaKBlocks < 1 || options.mmaKBlocks > 8 ||
+      (options.mmaKBlocks & (options.mmaKBlocks - 1)) != 0)
+    return "mma-k-blocks must be 1, 2, 4 or 8, got " + std::to_string(options.mmaKBlocks);
   if (options.tileMinRows < 1 || options.tileMinRows > 4096)
     return "tile-min-rows must be from 1 to 4096, got " + std::to_string(options.tileMinRows);
   return "";

@@ -107,6 +107,10 @@ struct NvptxOptions {
   /// instead of the row-tiled form, within the dot-product tolerance; off:
   /// the row-tiled form (the host kernel's bits).
   bool linearTensorCores = true;
+  /// The tensor-core form's 32-blocks of K staged between two barriers, at
+  /// most (LinearMmaShape::kBlocksPerStage: the most power of two up to
+  /// this that divides a group's K blocks); the same bits whatever it is.
+  int64_t mmaKBlocks = 1;
   /// Split-K linears ask for a block's weight rows and scales in L2 before
   /// anything else (LinearSplitKLanes::prefetchL2), an ungrouped one before
   /// it waits for the kernel upstream (programmatic dependent launch), so

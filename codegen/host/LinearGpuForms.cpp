@@ -83,12 +83,8 @@ void forGroupsLoadedAhead(
   });
 }
 
-namespace {
-
-/// The 16-byte words holding 32-block `kb` of weight row `j` (K channels):
-/// one (FP4) or two (FP8) 16-byte loads from `base`.
-SmallVector<Value> loadBlockWords(OpBuilder &b, Location loc, Value base, Value j,
-                                  Value kb, int64_t k, bool fp8) {
+SmallVector<Value> linear::loadBlockWords(OpBuilder &b, Location loc, Value base, Value j,
+                                          Value kb, int64_t k, bool fp8) {
   const int64_t rowBytes = fp8 ? k : k / 2, blockBytes = fp8 ? kBlock : kBlock / 2;
   Value offset = arith::IndexCastUIOp::create(
       b, loc, b.getI64Type(),
@@ -109,10 +105,8 @@ SmallVector<Value> loadBlockWords(OpBuilder &b, Location loc, Value base, Value 
   return vectors;
 }
 
-/// The 32 codes of a block's words (loadBlockWords) decoded to f32 without
-/// a table.
-SmallVector<Value> decodeBlockWords(OpBuilder &b, Location loc, ValueRange vectors,
-                                    bool fp8) {
+SmallVector<Value> linear::decodeBlockWords(OpBuilder &b, Location loc, ValueRange vectors,
+                                            bool fp8) {
   SmallVector<Value> word;
   for (Value vec : vectors)
     for (int64_t i = 0; i < 4; ++i)
@@ -132,7 +126,6 @@ SmallVector<Value> decodeBlockWords(OpBuilder &b, Location loc, ValueRange vecto
   return values;
 }
 
-} // namespace
 
 SmallVector<Value> linear::loadBlockValues(OpBuilder &b, Location loc, Value base, Value j,
                                            Value kb, int64_t k, bool fp8) {

@@ -119,6 +119,16 @@ void emitActQuantRowBlock(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
 mlir::Value denseWeightAt(mlir::OpBuilder &b, mlir::Location loc, mlir::Value w, mlir::Value s,
                           mlir::Value table, mlir::Value j, mlir::Value e);
 
+/// The 16-byte words (vector<4xi32>) holding 32-block `kb` of weight row
+/// `j` (K channels): one (FP4) or two (FP8) 16-byte loads from `base`.
+llvm::SmallVector<mlir::Value> loadBlockWords(mlir::OpBuilder &b, mlir::Location loc,
+                                              mlir::Value base, mlir::Value j, mlir::Value kb,
+                                              int64_t k, bool fp8);
+/// The 32 codes of a block's words (loadBlockWords) decoded to f32 without
+/// a table.
+llvm::SmallVector<mlir::Value> decodeBlockWords(mlir::OpBuilder &b, mlir::Location loc,
+                                                mlir::ValueRange vectors, bool fp8);
+
 /// The 32 codes of 32-block `kb` of weight row `j` (K channels, one byte
 /// each for FP8, a nibble for FP4), read with one (FP4) or two (FP8)
 /// 16-byte loads from `base` (bytePointer of the weight, 16-byte aligned)

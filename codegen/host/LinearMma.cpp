@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/host/LinearMma.h"
 
+#include "codegen/host/GpuFormLanes.h"
 #include "codegen/host/KernelBuilder.h"
 #include "codegen/host/LinearKernelParts.h"
 
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <vector>
 
 using namespace mlir;
 
@@ -33,7 +35,8 @@ constexpr int64_t kWarpRowFragments = 2, kWarpColFragments = 4;
 constexpr int64_t kMmaK = 16;
 } // namespace
 
-std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec) {
+std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec,
+                                             int64_t maxKBlocksPerStage) {
   const bool formatFits =
       spec.format == LinearFormat::FP8Block32 || spec.format == LinearFormat::FP4E2M1 ||
       spec.format == LinearFormat::FP8AsBF16 ||
@@ -52,6 +55,15 @@ std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec) {
       LinearMmaShape shape;
       shape.outputsPerTile = outputs;
       shape.grouped = grouped;
+      // More blocks a stage while they divide K and the tiles fit the
+      // static shared memory.
+      for (LinearMmaShape more = shape; more.kBlocksPerStage * 2 <= maxKBlocksPerStage &&
+                                        (kg / kBlock) % (more.kBlocksPerStage * 2) == 0;) {
+        more.kBlocksPerStage *= 2;
+        if (more.sharedBytes() > kMaxStaticSharedBytes)
+          break;
+        shape = more;
+      }
       return shape;
     }
   return std::nullopt;
@@ -97,12 +109,14 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
         b, loc, MemRefType::get(shapeOf, element, MemRefLayoutAttrInterface{}, space), shared,
         idx(b, loc, byteOffset), ValueRange{});
   };
-  Value actTile = view(bf16, 0, {tileRows, kMmaRowStride});
+  // A stage's tile sets one after another: set g's activation rows from
+  // g x stageRows, its weight rows after them.
+  const int64_t stageBlocks = shape.kBlocksPerStage, stageRows = tileRows + tileOutputs;
+  Value tiles = view(bf16, 0, {stageBlocks * stageRows, kMmaRowStride});
   // The same as bit patterns: what a copy through control flow carries (a
   // bf16 value would be widened and narrowed again on the host target).
-  Value actBits = view(b.getI16Type(), 0, {tileRows, kMmaRowStride});
-  Value weightTile = view(bf16, tileRows * kMmaRowStride * 2, {tileOutputs, kMmaRowStride});
-  Value words = view(i32, 0, {(tileRows + tileOutputs) * wordsPerRow});
+  Value tileBits = view(b.getI16Type(), 0, {stageBlocks * stageRows, kMmaRowStride});
+  Value words = view(i32, 0, {stageBlocks * stageRows * wordsPerRow});
 
   auto add = [&](OpBuilder &b, Value l, Value r) -> Value {
     return arith::AddIOp::create(b, loc, l, r);
@@ -172,141 +186,184 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
     if (quantized)
       quantRow = rowOf(b, div(b, tid, quantThreads));
     scf::ForOp kLoop = forLoop(
-        b, loc, 0, kg / kBlock, zeros,
-        [&](OpBuilder &b, Location loc, Value kb, ValueRange acc) {
-      Value kBase = mul(b, kb, kBlock);
-      // Stage the tile's activations of this 32-block (zeros past the rows).
+        b, loc, 0, kg / kBlock / stageBlocks, zeros,
+        [&](OpBuilder &b, Location loc, Value stage, ValueRange acc) {
+      // The stage's 32-blocks: kb = stage x stageBlocks + g, staged in tile
+      // set g (rows g x stageRows on).
+      SmallVector<Value> kbs, kBases;
+      for (int64_t g = 0; g < stageBlocks; ++g) {
+        kbs.push_back(addc(b, mul(b, stage, stageBlocks), g));
+        kBases.push_back(mul(b, kbs.back(), kBlock));
+      }
+      // Stage the tile's activations of these 32-blocks (zeros past the rows).
       if (quantized) {
         // act_quant, the host kernel's bits: `quantThreads` neighbouring
         // lanes a (row, block), `perThread` channels each; the block's amax
         // by shuffles (a maximum: the same in any order). Every lane takes
-        // part (rows past the end quantize zeros and are not read).
+        // part (rows past the end quantize zeros and are not read). Every
+        // block's loads first, then the arithmetic.
         Value row = div(b, tid, quantThreads), part = rem(b, tid, quantThreads);
-        Value first = add(b, kBase, mul(b, part, perThread));
-        SmallVector<Type> types(size_t(perThread), f32);
+        SmallVector<Type> types(size_t(perThread * stageBlocks), f32);
         auto loaded = emitSelect(
             b, loc, quantRow.valid, types,
             [&]() -> SmallVector<Value> {
               SmallVector<Value> v;
-              for (int64_t e = 0; e < perThread; ++e)
-                v.push_back(loadF32(b, loc, x, ValueRange{quantRow.xRow, addc(b, first, e)}));
+              for (int64_t g = 0; g < stageBlocks; ++g) {
+                Value first = add(b, kBases[size_t(g)], mul(b, part, perThread));
+                for (int64_t e = 0; e < perThread; ++e)
+                  v.push_back(loadF32(b, loc, x, ValueRange{quantRow.xRow, addc(b, first, e)}));
+              }
               return v;
             },
-            [&]() -> SmallVector<Value> { return SmallVector<Value>(size_t(perThread), zeroF32); });
-        SmallVector<Value> values(loaded.getResults());
-        Value amax = zeroF32;
-        for (Value v : values)
-          amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
-        for (int32_t mask = 1; mask < quantThreads; mask *= 2)
-          amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
-        auto [scale, inverse] = emitActQuantScale(b, loc, amax);
-        Value local = mul(b, part, perThread);
-        for (int64_t e = 0; e < perThread; e += 2) {
-          auto [d0, d1] = emitActQuantPair(b, loc, values[size_t(e)], values[size_t(e + 1)], scale,
-                                           inverse, lanes.e4m3RoundPair);
-          memref::StoreOp::create(b, loc, d0, actTile, ValueRange{row, addc(b, local, e)});
-          memref::StoreOp::create(b, loc, d1, actTile, ValueRange{row, addc(b, local, e + 1)});
+            [&]() -> SmallVector<Value> { return SmallVector<Value>(types.size(), zeroF32); });
+        for (int64_t g = 0; g < stageBlocks; ++g) {
+          SmallVector<Value> values(loaded.getResults().begin() + g * perThread,
+                                    loaded.getResults().begin() + (g + 1) * perThread);
+          Value amax = zeroF32;
+          for (Value v : values)
+            amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
+          for (int32_t mask = 1; mask < quantThreads; mask *= 2)
+            amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
+          auto [scale, inverse] = emitActQuantScale(b, loc, amax);
+          Value local = mul(b, part, perThread);
+          Value tileRow = addc(b, row, g * stageRows);
+          for (int64_t e = 0; e < perThread; e += 2) {
+            auto [d0, d1] = emitActQuantPair(b, loc, values[size_t(e)], values[size_t(e + 1)],
+                                             scale, inverse, lanes.e4m3RoundPair);
+            memref::StoreOp::create(b, loc, d0, tiles, ValueRange{tileRow, addc(b, local, e)});
+            memref::StoreOp::create(b, loc, d1, tiles, ValueRange{tileRow, addc(b, local, e + 1)});
+          }
         }
       } else {
         // Two neighbouring channels a thread at a time.
-        scf::ForOp::create(
-            b, loc, tid, idx(b, loc, tileRows * kBlock / 2), idx(b, loc, threads), ValueRange{},
-            [&](OpBuilder &b, Location loc, Value i, ValueRange) {
-          Value t = div(b, i, kBlock / 2), c = mul(b, rem(b, i, kBlock / 2), 2);
-          TileRow at = rowOf(b, t);
-          Value col = add(b, add(b, inBase, kBase), c);
-          Type i16 = b.getI16Type();
-          auto bitsAt = [&](Value column) -> Value {
-            return arith::BitcastOp::create(
-                b, loc, i16, memref::LoadOp::create(b, loc, x, ValueRange{at.xRow, column}));
-          };
-          Value zeroBits = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i16, 0));
-          auto pair = emitSelect(
-              b, loc, at.valid, TypeRange{i16, i16},
-              [&]() -> SmallVector<Value> { return {bitsAt(col), bitsAt(addc(b, col, 1))}; },
-              [&]() -> SmallVector<Value> { return {zeroBits, zeroBits}; });
-          memref::StoreOp::create(b, loc, pair.getResult(0), actBits, ValueRange{t, c});
-          memref::StoreOp::create(b, loc, pair.getResult(1), actBits, ValueRange{t, addc(b, c, 1)});
-          scf::YieldOp::create(b, loc);
-        });
+        for (int64_t g = 0; g < stageBlocks; ++g)
+          scf::ForOp::create(
+              b, loc, tid, idx(b, loc, tileRows * kBlock / 2), idx(b, loc, threads), ValueRange{},
+              [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+            Value t = div(b, i, kBlock / 2), c = mul(b, rem(b, i, kBlock / 2), 2);
+            TileRow at = rowOf(b, t);
+            Value col = add(b, add(b, inBase, kBases[size_t(g)]), c);
+            Type i16 = b.getI16Type();
+            auto bitsAt = [&](Value column) -> Value {
+              return arith::BitcastOp::create(
+                  b, loc, i16, memref::LoadOp::create(b, loc, x, ValueRange{at.xRow, column}));
+            };
+            Value zeroBits = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i16, 0));
+            auto pair = emitSelect(
+                b, loc, at.valid, TypeRange{i16, i16},
+                [&]() -> SmallVector<Value> { return {bitsAt(col), bitsAt(addc(b, col, 1))}; },
+                [&]() -> SmallVector<Value> { return {zeroBits, zeroBits}; });
+            Value tileRow = addc(b, t, g * stageRows);
+            memref::StoreOp::create(b, loc, pair.getResult(0), tileBits, ValueRange{tileRow, c});
+            memref::StoreOp::create(b, loc, pair.getResult(1), tileBits,
+                                    ValueRange{tileRow, addc(b, c, 1)});
+            scf::YieldOp::create(b, loc);
+          });
       }
-      // Stage the weights of this 32-block, decoded exactly to bf16 without
-      // their scale: `parts` threads an output row (FP8: 16 codes, one
-      // 16-byte load, each), the rest a whole row.
+      // Stage the weights of these 32-blocks, decoded exactly to bf16
+      // without their scale: `parts` threads an output row (FP8: 16 codes,
+      // one 16-byte load, each), the rest a whole row.
       emitWhen(b, loc, less(b, tid, idx(b, loc, tileOutputs * parts)), [&] {
         Value rowInTile = parts > 1 ? div(b, tid, parts) : tid;
         Value e0 = parts > 1 ? mul(b, rem(b, tid, parts), kBlock / parts) : idx(b, loc, 0);
         const int64_t count = kBlock / parts;
         Value j = add(b, weightRowBase, add(b, j0, rowInTile));
-        SmallVector<Value> values;
-        if (scaled) {
-          SmallVector<Type> types(size_t(count), f32);
-          auto decoded = emitSelect(
-              b, loc, aligned, types,
-              [&]() -> SmallVector<Value> {
-                if (fp4)
-                  return loadBlockValues(b, loc, wBase, j, kb, k, /*fp8=*/false);
-                // 16 E4M3 codes of row j from byte kb * 32 + e0.
-                const int64_t rowBytes = fp8Dense ? kg : k;
-                Value offset = arith::IndexCastUIOp::create(
-                    b, loc, b.getI64Type(), add(b, add(b, mul(b, j, rowBytes), kBase), e0));
-                SmallVector<Value> v;
-                for (Value word : load16Bytes(b, loc, wBase, offset))
-                  for (int64_t half = 0; half < 2; ++half) {
-                    Value pair = half ? arith::ShRUIOp::create(b, loc, word, i32c(b, loc, 16)).getResult()
-                                      : word;
-                    if (lanes.e4m3PairToF32) {
-                      auto [lo, hi] = lanes.e4m3PairToF32(
-                          b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), pair));
-                      v.push_back(lo);
-                      v.push_back(hi);
-                      continue;
-                    }
-                    for (int64_t byte = 0; byte < 2; ++byte)
-                      v.push_back(decodeE4M3Arith(
-                          b, loc,
-                          arith::AndIOp::create(
-                              b, loc,
-                              byte ? arith::ShRUIOp::create(b, loc, pair, i32c(b, loc, 8)).getResult()
-                                   : pair,
-                              i32c(b, loc, 0xFF))));
-                  }
-                return v;
-              },
-              [&]() -> SmallVector<Value> {
-                SmallVector<Value> v;
-                for (int64_t e = 0; e < count; ++e) {
-                  Value at = add(b, addc(b, kBase, e), e0);
-                  Value code;
-                  if (fp4) {
-                    // Byte i holds elements 2i (low nibble) and 2i + 1.
-                    Value byte = loadCode(b, loc, w, ValueRange{j, div(b, at, 2)});
-                    code = arith::AndIOp::create(
-                        b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
-                        i32c(b, loc, 0xF));
-                  } else {
-                    code = loadCode(b, loc, w, ValueRange{j, at});
-                  }
-                  v.push_back(lookup(b, loc, table, code));
-                }
-                return v;
-              });
-          // Exact in bf16 (E4M3 and E2M1 values; NaN's upper half is a NaN):
-          // the upper half of the f32 bits.
-          for (Value v : decoded.getResults()) {
-            Value bits = arith::ShRUIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, v),
-                                                i32c(b, loc, 16));
-            values.push_back(arith::BitcastOp::create(
-                b, loc, bf16, arith::TruncIOp::create(b, loc, b.getI16Type(), bits)));
+        // Block g's decoded values into its tile set (exact in bf16: E4M3
+        // and E2M1 values; NaN's upper half is a NaN: the upper half of the
+        // f32 bits).
+        auto store = [&](int64_t g, ArrayRef<Value> decoded) {
+          Value tileRow = addc(b, rowInTile, g * stageRows + tileRows);
+          for (int64_t e = 0; e < count; ++e) {
+            Value v = decoded[size_t(e)];
+            if (scaled) {
+              Value bits = arith::ShRUIOp::create(
+                  b, loc, arith::BitcastOp::create(b, loc, i32, v), i32c(b, loc, 16));
+              v = arith::BitcastOp::create(b, loc, bf16,
+                                           arith::TruncIOp::create(b, loc, b.getI16Type(), bits));
+            }
+            memref::StoreOp::create(b, loc, v, tiles, ValueRange{tileRow, addc(b, e0, e)});
           }
-        } else {
-          for (int64_t e = 0; e < count; ++e)
-            values.push_back(
-                memref::LoadOp::create(b, loc, w, ValueRange{j, add(b, addc(b, kBase, e), e0)}));
+        };
+        if (!scaled) {
+          for (int64_t g = 0; g < stageBlocks; ++g) {
+            SmallVector<Value> values;
+            for (int64_t e = 0; e < count; ++e)
+              values.push_back(memref::LoadOp::create(
+                  b, loc, w, ValueRange{j, add(b, addc(b, kBases[size_t(g)], e), e0)}));
+            store(g, values);
+          }
+          return;
         }
-        for (int64_t e = 0; e < count; ++e)
-          memref::StoreOp::create(b, loc, values[size_t(e)], weightTile,
-                                  ValueRange{rowInTile, addc(b, e0, e)});
+        auto alignedIf = scf::IfOp::create(b, loc, aligned, /*withElseRegion=*/true);
+        {
+          // Every block's 16-byte loads first (more of them in flight), then
+          // each block decoded and stored.
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(alignedIf.thenBlock()->getTerminator());
+          std::vector<SmallVector<Value>> raw(static_cast<size_t>(stageBlocks));
+          for (int64_t g = 0; g < stageBlocks; ++g) {
+            if (fp4) {
+              raw[size_t(g)] = loadBlockWords(b, loc, wBase, j, kbs[size_t(g)], k, /*fp8=*/false);
+              continue;
+            }
+            // 16 E4M3 codes of row j from byte kb * 32 + e0.
+            const int64_t rowBytes = fp8Dense ? kg : k;
+            Value offset = arith::IndexCastUIOp::create(
+                b, loc, b.getI64Type(), add(b, add(b, mul(b, j, rowBytes), kBases[size_t(g)]), e0));
+            raw[size_t(g)] = SmallVector<Value>(load16Bytes(b, loc, wBase, offset));
+          }
+          for (int64_t g = 0; g < stageBlocks; ++g) {
+            if (fp4) {
+              store(g, decodeBlockWords(b, loc, raw[size_t(g)], /*fp8=*/false));
+              continue;
+            }
+            SmallVector<Value> v;
+            for (Value word : raw[size_t(g)])
+              for (int64_t half = 0; half < 2; ++half) {
+                Value pair = half ? arith::ShRUIOp::create(b, loc, word, i32c(b, loc, 16)).getResult()
+                                  : word;
+                if (lanes.e4m3PairToF32) {
+                  auto [lo, hi] = lanes.e4m3PairToF32(
+                      b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), pair));
+                  v.push_back(lo);
+                  v.push_back(hi);
+                  continue;
+                }
+                for (int64_t byte = 0; byte < 2; ++byte)
+                  v.push_back(decodeE4M3Arith(
+                      b, loc,
+                      arith::AndIOp::create(
+                          b, loc,
+                          byte ? arith::ShRUIOp::create(b, loc, pair, i32c(b, loc, 8)).getResult()
+                               : pair,
+                          i32c(b, loc, 0xFF))));
+              }
+            store(g, v);
+          }
+        }
+        {
+          // A weight off 16 bytes: a code at a time through the table.
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(alignedIf.elseBlock()->getTerminator());
+          for (int64_t g = 0; g < stageBlocks; ++g) {
+            SmallVector<Value> v;
+            for (int64_t e = 0; e < count; ++e) {
+              Value at = add(b, addc(b, kBases[size_t(g)], e), e0);
+              Value code;
+              if (fp4) {
+                // Byte i holds elements 2i (low nibble) and 2i + 1.
+                Value byte = loadCode(b, loc, w, ValueRange{j, div(b, at, 2)});
+                code = arith::AndIOp::create(
+                    b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
+                    i32c(b, loc, 0xF));
+              } else {
+                code = loadCode(b, loc, w, ValueRange{j, at});
+              }
+              v.push_back(lookup(b, loc, table, code));
+            }
+            store(g, v);
+          }
+        }
       });
       lanes.barrier(b, loc);
       // The fragments: word (row, channel pair) of a staged tile.
@@ -314,52 +371,58 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
         Value at = add(b, mul(b, addc(b, row, firstRow), wordsPerRow), div(b, col, 2));
         return memref::LoadOp::create(b, loc, words, ValueRange{at});
       };
-      SmallVector<Value> a[2][kWarpRowFragments], bw[2][kWarpColFragments];
-      for (int64_t ks = 0; ks < 2; ++ks) {
-        Value c = addc(b, quad2, ks * kMmaK);
-        for (int64_t mi = 0; mi < kWarpRowFragments; ++mi) {
-          Value r = add(b, addc(b, warpRow, mi * 16), group);
-          a[ks][mi] = {word(0, r, c), word(8, r, c), word(0, r, addc(b, c, 8)),
-                       word(8, r, addc(b, c, 8))};
-        }
-        for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
-          Value r = add(b, addc(b, warpCol, ni * 8), group);
-          bw[ks][ni] = {word(tileRows, r, c), word(tileRows, r, addc(b, c, 8))};
-        }
-      }
       SmallVector<Value> next(acc.begin(), acc.end());
-      SmallVector<Value> zero4(4, zeroF32);
-      for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
-        for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
-          const size_t base = size_t((mi * kWarpColFragments + ni) * 4);
-          SmallVector<Value> in =
-              scaled ? zero4 : SmallVector<Value>(acc.begin() + base, acc.begin() + base + 4);
-          SmallVector<Value> d = lanes.mma(b, loc, a[0][mi], bw[0][ni], in);
-          d = lanes.mma(b, loc, a[1][mi], bw[1][ni], d);
-          if (!scaled) {
-            std::copy(d.begin(), d.end(), next.begin() + base);
-            continue;
+      for (int64_t g = 0; g < stageBlocks; ++g) {
+        const int64_t actRow = g * stageRows, weightRow = actRow + tileRows;
+        SmallVector<Value> a[2][kWarpRowFragments], bw[2][kWarpColFragments];
+        for (int64_t ks = 0; ks < 2; ++ks) {
+          Value c = addc(b, quad2, ks * kMmaK);
+          for (int64_t mi = 0; mi < kWarpRowFragments; ++mi) {
+            Value r = add(b, addc(b, warpRow, mi * 16), group);
+            a[ks][mi] = {word(actRow, r, c), word(actRow + 8, r, c),
+                         word(actRow, r, addc(b, c, 8)), word(actRow + 8, r, addc(b, c, 8))};
           }
-          // The 32-block's partial times its weight scale: a column's own
-          // (FP4) or its 32 x 32 block's (FP8).
-          Value col = add(b, addc(b, j0, ni * 8), add(b, warpCol, quad2));
-          Value scaleEven, scaleOdd;
-          if (fp4) {
-            Value sr = add(b, scaleRowBase, col);
-            scaleEven = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{sr, kb}));
-            scaleOdd = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{addc(b, sr, 1), kb}));
-          } else {
-            scaleEven = scaleOdd = decodeUe8m0(
-                b, loc, loadCode(b, loc, s, ValueRange{add(b, scaleRowBase, div(b, col, kBlock)), kb}));
-          }
-          for (int64_t e = 0; e < 4; ++e) {
-            Value scaledPartial =
-                arith::MulFOp::create(b, loc, d[size_t(e)], e % 2 ? scaleOdd : scaleEven);
-            next[base + size_t(e)] = arith::AddFOp::create(b, loc, acc[base + size_t(e)],
-                                                           scaledPartial);
+          for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
+            Value r = add(b, addc(b, warpCol, ni * 8), group);
+            bw[ks][ni] = {word(weightRow, r, c), word(weightRow, r, addc(b, c, 8))};
           }
         }
-      // Before the next block's staging overwrites what other warps read.
+        SmallVector<Value> zero4(4, zeroF32);
+        for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
+          for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
+            const size_t base = size_t((mi * kWarpColFragments + ni) * 4);
+            SmallVector<Value> in =
+                scaled ? zero4 : SmallVector<Value>(next.begin() + base, next.begin() + base + 4);
+            SmallVector<Value> d = lanes.mma(b, loc, a[0][mi], bw[0][ni], in);
+            d = lanes.mma(b, loc, a[1][mi], bw[1][ni], d);
+            if (!scaled) {
+              std::copy(d.begin(), d.end(), next.begin() + base);
+              continue;
+            }
+            // The 32-block's partial times its weight scale: a column's own
+            // (FP4) or its 32 x 32 block's (FP8); into the accumulators in
+            // block order.
+            Value kb = kbs[size_t(g)];
+            Value col = add(b, addc(b, j0, ni * 8), add(b, warpCol, quad2));
+            Value scaleEven, scaleOdd;
+            if (fp4) {
+              Value sr = add(b, scaleRowBase, col);
+              scaleEven = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{sr, kb}));
+              scaleOdd = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{addc(b, sr, 1), kb}));
+            } else {
+              scaleEven = scaleOdd = decodeUe8m0(
+                  b, loc,
+                  loadCode(b, loc, s, ValueRange{add(b, scaleRowBase, div(b, col, kBlock)), kb}));
+            }
+            for (int64_t e = 0; e < 4; ++e) {
+              Value scaledPartial =
+                  arith::MulFOp::create(b, loc, d[size_t(e)], e % 2 ? scaleOdd : scaleEven);
+              next[base + size_t(e)] =
+                  arith::AddFOp::create(b, loc, next[base + size_t(e)], scaledPartial);
+            }
+          }
+      }
+      // Before the next stage's staging overwrites what other warps read.
       lanes.barrier(b, loc);
       return next;
     });

@@ -3,13 +3,15 @@
 // The prefill form of a linear kernel on Hopper's tensor cores: a block
 // computes a tile of `rowsPerTile` rows x `outputsPerTile` outputs, a warp a
 // 32 x 32 part of it as 2 x 4 fragments of warp-wide `mma.m16n8k16` with
-// bf16 operands and fp32 accumulators. K advances one 32-block at a time:
-// the block stages the tile's activations (act_quant-ed for FP8/FP4, as the
-// host kernel does) and the weight codes of the block (decoded exactly to
-// bf16, unscaled) in shared memory, each warp loads its fragments from there
-// and multiplies; the 32-block's fp32 partial is multiplied by its UE8M0
-// weight scale and added to the accumulator (the released semantics: the
-// scale on each 32-block's partial).
+// bf16 operands and fp32 accumulators. K advances a stage of
+// kBlocksPerStage 32-blocks at a time (one by default), each block with a
+// tile set of its own: the block stages the tile's activations (act_quant-ed
+// for FP8/FP4, as the host kernel does) and the weight codes of the blocks
+// (decoded exactly to bf16, unscaled; every block's loads first) in shared
+// memory, each warp loads its fragments from there and multiplies; each
+// 32-block's fp32 partial is multiplied by its UE8M0 weight scale and added
+// to the accumulator, in K order (the released semantics: the scale on each
+// 32-block's partial).
 //
 // Every operand is exact in bf16 (E4M3 and E2M1 codes, the act_quant-ed
 // activations, bf16 weights), so only the order and the rounding of the fp32
@@ -62,12 +64,19 @@ inline constexpr int64_t kGroupedMmaMinSlots = 64;
 /// A tile of the form: rows x outputs, a warp per 32 x 32.
 struct LinearMmaShape {
   int64_t rowsPerTile = 64, outputsPerTile = 128;
+  /// 32-blocks of K staged between two barriers (each block's tiles of its
+  /// own): more loads in flight and fewer barriers a tile. The blocks'
+  /// partials still go into the accumulators one block after another, so the
+  /// sums (and the bits) are the same whatever the count.
+  int64_t kBlocksPerStage = 1;
   /// The grouped form (the routed experts, LinearKernelSpec::experts): a
   /// block per (expert, output tile) gathers the expert's slots.
   bool grouped = false;
   int64_t threads() const { return (rowsPerTile / 32) * (outputsPerTile / 32) * 32; }
-  /// The staged activations and weight codes of one 32-block (bf16).
-  int64_t tilesBytes() const { return (rowsPerTile + outputsPerTile) * kMmaRowStride * 2; }
+  /// The staged activations and weight codes of a stage's 32-blocks (bf16).
+  int64_t tilesBytes() const {
+    return kBlocksPerStage * (rowsPerTile + outputsPerTile) * kMmaRowStride * 2;
+  }
   /// Grouped: the expert ids read in one step of the scan (4 a thread), and
   /// the slot list's capacity (fewer than a tile left over, plus a step's).
   int64_t scanSlots() const { return threads() * 4; }
@@ -80,8 +89,11 @@ struct LinearMmaShape {
 
 /// The tile for `spec`, or none when the form does not apply (see the file
 /// comment): 64 rows and the most of 128, 64 or 32 outputs that divides a
-/// group's outputs.
-std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec);
+/// group's outputs; the most 32-blocks a stage, up to `maxKBlocksPerStage`
+/// (a power of two), that divides a group's K blocks and keeps the shared
+/// memory within the static 48 KB.
+std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec,
+                                             int64_t maxKBlocksPerStage = 1);
 
 /// One warp-wide `mma.m16n8k16.row.col.f32.bf16.bf16.f32`: `a` 4 i32, `b` 2
 /// i32 (two bf16 each, the lower index in the low half), `c` 4 f32, in

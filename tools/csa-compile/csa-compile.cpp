@@ -274,6 +274,12 @@ cl::opt<int64_t> tileMinRows(
              "forms from (1 to 4096; below, a batch decode step's rows run in "
              "the split-K form)"),
     cl::init(csa::codegen::NvptxOptions{}.tileMinRows), cl::cat(category));
+cl::opt<int64_t> mmaKBlocks(
+    "mma-k-blocks",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: the tensor-core linears stage "
+             "this many 32-blocks of K between two barriers, at most (1, 2, 4 "
+             "or 8; the most that divides a group's K blocks; the same bits)"),
+    cl::init(csa::codegen::NvptxOptions{}.mmaKBlocks), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -328,6 +334,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
   options.linearTensorCores = linearTensorCores;
   options.tileMinRows = tileMinRows;
+  options.mmaKBlocks = mmaKBlocks;
   options.linearOutputsInFlight = linearOutputsInFlight;
   options.linearPrefetchL2 = linearPrefetchL2;
   options.attentionSplits = attentionSplits;

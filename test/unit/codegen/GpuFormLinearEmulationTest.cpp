@@ -776,6 +776,90 @@ TEST(GpuFormEmulation, GroupedMmaLinearMeetsTheDotBound) {
   expectGroupedMmaMeetsTheBound(LinearFormat::FP8Block32, 96, 128, 4, 6, ids);
 }
 
+namespace {
+
+/// The tensor-core form staging several 32-blocks of K between two barriers
+/// (LinearMmaShape::kBlocksPerStage) against the form staging one: each
+/// block's partial goes into the sums in the same order, so every output
+/// has the same bits. `experts` > 0: the grouped form, one slot a row.
+void expectStagedMmaEqualsOneBlock(LinearFormat format, int64_t k, int64_t n, int64_t rows,
+                                   int64_t maxBlocks, int64_t experts = 0) {
+  LinearKernelSpec spec = specOf(format, k, n);
+  if (experts > 0) {
+    spec.experts = experts;
+    spec.slotsPerRow = 1;
+  }
+  std::optional<LinearMmaShape> one = linearMmaShape(spec),
+                                staged = linearMmaShape(spec, maxBlocks);
+  ASSERT_TRUE(one.has_value() && staged.has_value());
+  ASSERT_EQ(one->kBlocksPerStage, 1);
+  ASSERT_GT(staged->kBlocksPerStage, 1);
+  ASSERT_LE(staged->kBlocksPerStage, maxBlocks);
+  ASSERT_EQ(k / 32 % staged->kBlocksPerStage, 0);
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    func::FuncOp a = buildLinearKernel(m, "one", spec);
+    buildLinearMmaBody(a, spec, *one, mmaLanes(simt, m.getContext(), *one));
+    func::FuncOp b = buildLinearKernel(m, "staged", spec);
+    buildLinearMmaBody(b, spec, *staged, mmaLanes(simt, m.getContext(), *staged));
+  });
+  const int64_t e = std::max<int64_t>(experts, 1);
+  GroupedOperands ops = groupedOperands(format, k, n, e, rows, uint32_t(k + 5 * n + rows),
+                                        uint32_t(k * 3 + rows));
+  std::vector<int32_t> ids = routing(rows, e, 0, uint32_t(rows + 1));
+  auto dx = describe<2>(ops.x, {rows, k});
+  auto dids = describe<1>(ids, {rows});
+  Descriptor<2, uint8_t> dw{ops.w, ops.w, 0, {e * n, ops.wCols}, {ops.wCols, 1}};
+  auto ds = describe<2>(ops.scale, {e * ops.scaleRows, ops.scaleCols});
+  auto run = [&](const char *name, const LinearMmaShape &shape) {
+    std::vector<uint16_t> y(size_t(rows * n), 0x7FC1);
+    auto dy = describe<2>(y, {rows, n});
+    void *fn = lib.symbol(name);
+    EXPECT_NE(fn, nullptr);
+    if (!fn)
+      return y;
+    const int64_t gridX = experts > 0 ? experts : (rows + shape.rowsPerTile - 1) / shape.rowsPerTile;
+    launch(gridX, n / shape.outputsPerTile, shape.threads(), size_t(shape.sharedBytes()),
+           [&](void *shared) {
+      uint8_t *p = static_cast<uint8_t *>(shared);
+      Descriptor<1, uint8_t> dShared{p, p, 0, {shape.sharedBytes()}, {1}};
+      if (experts > 0)
+        reinterpret_cast<void (*)(void *, void *, void *, void *, void *, void *)>(fn)(
+            &dx, &dids, &dw, &ds, &dy, &dShared);
+      else
+        reinterpret_cast<void (*)(void *, void *, void *, void *, void *)>(fn)(&dx, &dw, &ds,
+                                                                               &dy, &dShared);
+    }, /*lastFirst=*/true);
+    return y;
+  };
+  std::vector<uint16_t> yOne = run("one", *one), yStaged = run("staged", *staged);
+  int64_t written = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t i = size_t(r * n + j);
+      ASSERT_EQ(yStaged[i], yOne[i]) << "row " << r << " output " << j << ", "
+                                     << staged->kBlocksPerStage << " blocks a stage";
+      written += yOne[i] != 0x7FC1;
+    }
+  EXPECT_EQ(written, rows * n) << "every output written";
+}
+
+} // namespace
+
+TEST(GpuFormEmulation, MmaStagesOfSeveralKBlocksGiveTheSameBits) {
+  // 8 K blocks: stages of 2, 4 and 8; FP8 and FP4; tiles of 128 and 32
+  // outputs; a partial row tile.
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 256, 128, 70, 2);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 256, 128, 70, 8);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP4E2M1, 256, 32, 9, 4);
+  // 6 K blocks: at most 2 a stage whatever is asked.
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 192, 64, 20, 8);
+  // The grouped form (a block per expert and output tile), slots of no
+  // expert among them.
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP4E2M1, 128, 64, 150, 4, 3);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 256, 64, 90, 8, 2);
+}
+
 TEST(GpuFormEmulation, GroupedMmaFormTakesTheRoutedExperts) {
   LinearKernelSpec fp4 = specOf(LinearFormat::FP4E2M1, 5120, 2304);
   fp4.experts = 64;

@@ -62,6 +62,7 @@ struct LowerKernelsToNvvmPass
     options.linearTensorCores = linearTensorCores;
     options.tileMinRows = tileMinRows;
     options.mmaKBlocks = mmaKBlocks;
+    options.mmaPrefetch = mmaPrefetch;
     options.linearPrefetchL2 = linearPrefetchL2;
     if (std::string problem = nvptxOptionsProblem(options); !problem.empty()) {
       getOperation().emitError() << "csa-lower-kernels-to-nvvm: " << problem;

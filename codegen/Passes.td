@@ -80,6 +80,10 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
            /*default=*/"::csa::codegen::NvptxOptions{}.mmaKBlocks",
            "The tensor-core linears' 32-blocks of K staged between two "
            "barriers, at most (1, 2, 4 or 8; the same bits)">,
+    Option<"mmaPrefetch", "mma-prefetch", "bool",
+           /*default=*/"::csa::codegen::NvptxOptions{}.mmaPrefetch",
+           "The tensor-core linears issue a stage's global loads one stage "
+           "ahead (the same bits)">,
     Option<"tileMinRows", "tile-min-rows", "int64_t",
            /*default=*/"::csa::codegen::NvptxOptions{}.tileMinRows",
            "The fewest rows the row-tiled and tensor-core forms replace the "

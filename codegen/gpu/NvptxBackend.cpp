@@ -740,7 +740,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       buildSparseAttentionHeadBody(fn, attentionHeads, attentionDim, lanes);
       attentionLaunch(lanes.threads, (2 * lanes.chunk + 64 + attentionDim) * 4);
     } else if (mma) {
-      const LinearMmaShape shape = *linearMmaShape(*mma, options.mmaKBlocks);
+      LinearMmaShape shape = *linearMmaShape(*mma, options.mmaKBlocks);
+      shape.prefetch = options.mmaPrefetch;
       LinearMmaLanes lanes;
       lanes.rowTile = blockX;
       lanes.outputTile = blockY;

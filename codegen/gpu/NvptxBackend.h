@@ -111,6 +111,9 @@ struct NvptxOptions {
   /// most (LinearMmaShape::kBlocksPerStage: the most power of two up to
   /// this that divides a group's K blocks); the same bits whatever it is.
   int64_t mmaKBlocks = 1;
+  /// The tensor-core form issues a stage's global loads one stage ahead
+  /// (LinearMmaShape::prefetch); the same bits.
+  bool mmaPrefetch = false;
   /// Split-K linears ask for a block's weight rows and scales in L2 before
   /// anything else (LinearSplitKLanes::prefetchL2), an ungrouped one before
   /// it waits for the kernel upstream (programmatic dependent launch), so

@@ -112,6 +112,8 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   // A stage's tile sets one after another: set g's activation rows from
   // g x stageRows, its weight rows after them.
   const int64_t stageBlocks = shape.kBlocksPerStage, stageRows = tileRows + tileOutputs;
+  // Loads a stage ahead (act_quant-ed activations and block-scaled weights).
+  const bool prefetch = shape.prefetch && quantized;
   Value tiles = view(bf16, 0, {stageBlocks * stageRows, kMmaRowStride});
   // The same as bit patterns: what a copy through control flow carries (a
   // bf16 value would be widened and narrowed again on the host target).
@@ -185,55 +187,238 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
     TileRow quantRow;
     if (quantized)
       quantRow = rowOf(b, div(b, tid, quantThreads));
-    scf::ForOp kLoop = forLoop(
-        b, loc, 0, kg / kBlock / stageBlocks, zeros,
-        [&](OpBuilder &b, Location loc, Value stage, ValueRange acc) {
-      // The stage's 32-blocks: kb = stage x stageBlocks + g, staged in tile
-      // set g (rows g x stageRows on).
-      SmallVector<Value> kbs, kBases;
+    // A stage's 32-blocks: kb = stage x stageBlocks + g, staged in tile set g
+    // (rows g x stageRows on).
+    auto blocksOf = [&](OpBuilder &b, Value stage) {
+      std::pair<SmallVector<Value>, SmallVector<Value>> kb; // kb, kb x 32
       for (int64_t g = 0; g < stageBlocks; ++g) {
-        kbs.push_back(addc(b, mul(b, stage, stageBlocks), g));
-        kBases.push_back(mul(b, kbs.back(), kBlock));
+        kb.first.push_back(addc(b, mul(b, stage, stageBlocks), g));
+        kb.second.push_back(mul(b, kb.first.back(), kBlock));
       }
-      // Stage the tile's activations of these 32-blocks (zeros past the rows).
-      if (quantized) {
-        // act_quant, the host kernel's bits: `quantThreads` neighbouring
-        // lanes a (row, block), `perThread` channels each; the block's amax
-        // by shuffles (a maximum: the same in any order). Every lane takes
-        // part (rows past the end quantize zeros and are not read). Every
-        // block's loads first, then the arithmetic.
-        Value row = div(b, tid, quantThreads), part = rem(b, tid, quantThreads);
-        SmallVector<Type> types(size_t(perThread * stageBlocks), f32);
-        auto loaded = emitSelect(
-            b, loc, quantRow.valid, types,
-            [&]() -> SmallVector<Value> {
-              SmallVector<Value> v;
-              for (int64_t g = 0; g < stageBlocks; ++g) {
-                Value first = add(b, kBases[size_t(g)], mul(b, part, perThread));
-                for (int64_t e = 0; e < perThread; ++e)
-                  v.push_back(loadF32(b, loc, x, ValueRange{quantRow.xRow, addc(b, first, e)}));
+      return kb;
+    };
+    // act_quant's inputs of a stage: `quantThreads` neighbouring lanes a
+    // (row, block), `perThread` channels each (zeros past the rows); every
+    // block's loads at once.
+    Value quantPart = rem(b, tid, quantThreads);
+    auto actLoads = [&](OpBuilder &b, ArrayRef<Value> kBases) -> SmallVector<Value> {
+      SmallVector<Type> types(size_t(perThread * stageBlocks), f32);
+      auto loaded = emitSelect(
+          b, loc, quantRow.valid, types,
+          [&]() -> SmallVector<Value> {
+            SmallVector<Value> v;
+            for (int64_t g = 0; g < stageBlocks; ++g) {
+              Value first = add(b, kBases[size_t(g)], mul(b, quantPart, perThread));
+              for (int64_t e = 0; e < perThread; ++e)
+                v.push_back(loadF32(b, loc, x, ValueRange{quantRow.xRow, addc(b, first, e)}));
+            }
+            return v;
+          },
+          [&]() -> SmallVector<Value> { return SmallVector<Value>(types.size(), zeroF32); });
+      return SmallVector<Value>(loaded.getResults());
+    };
+    // act_quant, the host kernel's bits: the block's amax by shuffles (a
+    // maximum: the same in any order). Every lane takes part (rows past the
+    // end quantize zeros and are not read).
+    auto actStore = [&](OpBuilder &b, ValueRange loaded) {
+      Value row = div(b, tid, quantThreads);
+      for (int64_t g = 0; g < stageBlocks; ++g) {
+        SmallVector<Value> values(loaded.begin() + g * perThread,
+                                  loaded.begin() + (g + 1) * perThread);
+        Value amax = zeroF32;
+        for (Value v : values)
+          amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
+        for (int32_t mask = 1; mask < quantThreads; mask *= 2)
+          amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
+        auto [scale, inverse] = emitActQuantScale(b, loc, amax);
+        Value local = mul(b, quantPart, perThread);
+        Value tileRow = addc(b, row, g * stageRows);
+        for (int64_t e = 0; e < perThread; e += 2) {
+          auto [d0, d1] = emitActQuantPair(b, loc, values[size_t(e)], values[size_t(e + 1)],
+                                           scale, inverse, lanes.e4m3RoundPair);
+          memref::StoreOp::create(b, loc, d0, tiles, ValueRange{tileRow, addc(b, local, e)});
+          memref::StoreOp::create(b, loc, d1, tiles, ValueRange{tileRow, addc(b, local, e + 1)});
+        }
+      }
+    };
+    // The weights: `parts` threads an output row (FP8: 16 codes, one 16-byte
+    // load, each), the rest a whole row; decoded exactly to bf16 without
+    // their scale.
+    Value hasWeightRow = less(b, tid, idx(b, loc, tileOutputs * parts));
+    Value rowInTile = parts > 1 ? div(b, tid, parts) : tid;
+    Value e0 = parts > 1 ? mul(b, rem(b, tid, parts), kBlock / parts) : idx(b, loc, 0);
+    const int64_t codesPerThread = kBlock / parts;
+    Value wRow = add(b, weightRowBase, add(b, j0, rowInTile));
+    // A stage's 16-byte weight loads (FP8: four words a block; FP4: one
+    // vector<4xi32>): where the weight is 16-byte aligned.
+    auto rawWeights = [&](OpBuilder &b, ArrayRef<Value> kbs,
+                          ArrayRef<Value> kBases) -> SmallVector<Value> {
+      SmallVector<Value> raw;
+      for (int64_t g = 0; g < stageBlocks; ++g) {
+        if (fp4) {
+          llvm::append_range(raw, loadBlockWords(b, loc, wBase, wRow, kbs[size_t(g)], k,
+                                                 /*fp8=*/false));
+          continue;
+        }
+        // 16 E4M3 codes of the row from byte kb * 32 + e0.
+        const int64_t rowBytes = fp8Dense ? kg : k;
+        Value offset = arith::IndexCastUIOp::create(
+            b, loc, b.getI64Type(), add(b, add(b, mul(b, wRow, rowBytes), kBases[size_t(g)]), e0));
+        llvm::append_range(raw, load16Bytes(b, loc, wBase, offset));
+      }
+      return raw;
+    };
+    // Block g's decoded values into its tile set (exact in bf16: E4M3 and
+    // E2M1 values; NaN's upper half is a NaN: the upper half of the f32
+    // bits).
+    auto storeWeights = [&](OpBuilder &b, int64_t g, ArrayRef<Value> decoded) {
+      Value tileRow = addc(b, rowInTile, g * stageRows + tileRows);
+      for (int64_t e = 0; e < codesPerThread; ++e) {
+        Value v = decoded[size_t(e)];
+        if (scaled) {
+          Value bits = arith::ShRUIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, v),
+                                              i32c(b, loc, 16));
+          v = arith::BitcastOp::create(b, loc, bf16,
+                                       arith::TruncIOp::create(b, loc, b.getI16Type(), bits));
+        }
+        memref::StoreOp::create(b, loc, v, tiles, ValueRange{tileRow, addc(b, e0, e)});
+      }
+    };
+    // A stage's weights into the tiles: from `raw` (rawWeights, loaded
+    // earlier; empty: loaded here) where aligned, a code at a time through
+    // the table where not.
+    auto stageWeights = [&](OpBuilder &b, ArrayRef<Value> kbs, ArrayRef<Value> kBases,
+                            ValueRange raw) {
+      emitWhen(b, loc, hasWeightRow, [&] {
+        if (!scaled) {
+          for (int64_t g = 0; g < stageBlocks; ++g) {
+            SmallVector<Value> values;
+            for (int64_t e = 0; e < codesPerThread; ++e)
+              values.push_back(memref::LoadOp::create(
+                  b, loc, w, ValueRange{wRow, add(b, addc(b, kBases[size_t(g)], e), e0)}));
+            storeWeights(b, g, values);
+          }
+          return;
+        }
+        auto alignedIf = scf::IfOp::create(b, loc, aligned, /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(alignedIf.thenBlock()->getTerminator());
+          SmallVector<Value> words =
+              raw.empty() ? rawWeights(b, kbs, kBases) : SmallVector<Value>(raw);
+          const size_t perBlock = words.size() / size_t(stageBlocks);
+          for (int64_t g = 0; g < stageBlocks; ++g) {
+            ValueRange block(ArrayRef<Value>(words).slice(size_t(g) * perBlock, perBlock));
+            if (fp4) {
+              storeWeights(b, g, decodeBlockWords(b, loc, block, /*fp8=*/false));
+              continue;
+            }
+            SmallVector<Value> v;
+            for (Value word : block)
+              for (int64_t half = 0; half < 2; ++half) {
+                Value pair = half ? arith::ShRUIOp::create(b, loc, word, i32c(b, loc, 16)).getResult()
+                                  : word;
+                if (lanes.e4m3PairToF32) {
+                  auto [lo, hi] = lanes.e4m3PairToF32(
+                      b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), pair));
+                  v.push_back(lo);
+                  v.push_back(hi);
+                  continue;
+                }
+                for (int64_t byte = 0; byte < 2; ++byte)
+                  v.push_back(decodeE4M3Arith(
+                      b, loc,
+                      arith::AndIOp::create(
+                          b, loc,
+                          byte ? arith::ShRUIOp::create(b, loc, pair, i32c(b, loc, 8)).getResult()
+                               : pair,
+                          i32c(b, loc, 0xFF))));
               }
-              return v;
-            },
-            [&]() -> SmallVector<Value> { return SmallVector<Value>(types.size(), zeroF32); });
-        for (int64_t g = 0; g < stageBlocks; ++g) {
-          SmallVector<Value> values(loaded.getResults().begin() + g * perThread,
-                                    loaded.getResults().begin() + (g + 1) * perThread);
-          Value amax = zeroF32;
-          for (Value v : values)
-            amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
-          for (int32_t mask = 1; mask < quantThreads; mask *= 2)
-            amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
-          auto [scale, inverse] = emitActQuantScale(b, loc, amax);
-          Value local = mul(b, part, perThread);
-          Value tileRow = addc(b, row, g * stageRows);
-          for (int64_t e = 0; e < perThread; e += 2) {
-            auto [d0, d1] = emitActQuantPair(b, loc, values[size_t(e)], values[size_t(e + 1)],
-                                             scale, inverse, lanes.e4m3RoundPair);
-            memref::StoreOp::create(b, loc, d0, tiles, ValueRange{tileRow, addc(b, local, e)});
-            memref::StoreOp::create(b, loc, d1, tiles, ValueRange{tileRow, addc(b, local, e + 1)});
+            storeWeights(b, g, v);
           }
         }
+        {
+          // A weight off 16 bytes: a code at a time through the table.
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(alignedIf.elseBlock()->getTerminator());
+          for (int64_t g = 0; g < stageBlocks; ++g) {
+            SmallVector<Value> v;
+            for (int64_t e = 0; e < codesPerThread; ++e) {
+              Value at = add(b, addc(b, kBases[size_t(g)], e), e0);
+              Value code;
+              if (fp4) {
+                // Byte i holds elements 2i (low nibble) and 2i + 1.
+                Value byte = loadCode(b, loc, w, ValueRange{wRow, div(b, at, 2)});
+                code = arith::AndIOp::create(
+                    b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
+                    i32c(b, loc, 0xF));
+              } else {
+                code = loadCode(b, loc, w, ValueRange{wRow, at});
+              }
+              v.push_back(lookup(b, loc, table, code));
+            }
+            storeWeights(b, g, v);
+          }
+        }
+      });
+    };
+    // With prefetch, a stage's global loads (act_quant's inputs, the
+    // aligned weights' 16 bytes) are issued one stage ahead and carried in
+    // registers through the loop: the next stage's loads are in flight while
+    // this one is staged and multiplied.
+    const int64_t stages = kg / kBlock / stageBlocks;
+    SmallVector<Value> inits(zeros);
+    size_t carriedAct = 0, carriedWeights = 0;
+    auto prefetchLoads = [&](OpBuilder &b, Value stage) -> SmallVector<Value> {
+      auto blocks = blocksOf(b, stage);
+      const SmallVector<Value> &kbs = blocks.first, &kBases = blocks.second;
+      SmallVector<Value> loaded = actLoads(b, kBases);
+      // Zeros where this thread stages no weight row or the weight is not
+      // aligned (the table path loads those itself).
+      SmallVector<Type> types;
+      for (int64_t g = 0; g < stageBlocks; ++g) {
+        if (fp4)
+          types.push_back(VectorType::get({4}, i32));
+        else
+          types.append(4, i32);
+      }
+      auto raw = emitSelect(
+          b, loc, arith::AndIOp::create(b, loc, hasWeightRow, aligned), types,
+          [&]() -> SmallVector<Value> { return rawWeights(b, kbs, kBases); },
+          [&]() -> SmallVector<Value> {
+            SmallVector<Value> z;
+            for (Type t : types)
+              z.push_back(arith::ConstantOp::create(b, loc, b.getZeroAttr(t)));
+            return z;
+          });
+      llvm::append_range(loaded, raw.getResults());
+      return loaded;
+    };
+    if (prefetch) {
+      SmallVector<Value> first = prefetchLoads(b, idx(b, loc, 0));
+      carriedAct = size_t(perThread * stageBlocks);
+      carriedWeights = first.size() - carriedAct;
+      inits.append(first.begin(), first.end());
+    }
+    scf::ForOp kLoop = forLoop(
+        b, loc, idx(b, loc, 0), idx(b, loc, stages), inits,
+        [&](OpBuilder &b, Location loc, Value stage, ValueRange loopArgs) {
+      ValueRange acc = loopArgs.take_front(kAccumulators);
+      auto blocks = blocksOf(b, stage);
+      const SmallVector<Value> &kbs = blocks.first, &kBases = blocks.second;
+      SmallVector<Value> ahead;
+      if (prefetch) {
+        // The next stage's loads first (the last stage loads itself again:
+        // in bounds, unused).
+        Value last = idx(b, loc, stages - 1);
+        Value following = arith::MinUIOp::create(b, loc, addc(b, stage, 1), last);
+        ahead = prefetchLoads(b, following);
+        ValueRange carried = loopArgs.drop_front(kAccumulators);
+        actStore(b, carried.take_front(carriedAct));
+        stageWeights(b, kbs, kBases, carried.drop_front(carriedAct).take_front(carriedWeights));
+      } else if (quantized) {
+        actStore(b, actLoads(b, kBases));
+        stageWeights(b, kbs, kBases, ValueRange{});
       } else {
         // Two neighbouring channels a thread at a time.
         for (int64_t g = 0; g < stageBlocks; ++g)
@@ -259,119 +444,15 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
                                     ValueRange{tileRow, addc(b, c, 1)});
             scf::YieldOp::create(b, loc);
           });
+        stageWeights(b, kbs, kBases, ValueRange{});
       }
-      // Stage the weights of these 32-blocks, decoded exactly to bf16
-      // without their scale: `parts` threads an output row (FP8: 16 codes,
-      // one 16-byte load, each), the rest a whole row.
-      emitWhen(b, loc, less(b, tid, idx(b, loc, tileOutputs * parts)), [&] {
-        Value rowInTile = parts > 1 ? div(b, tid, parts) : tid;
-        Value e0 = parts > 1 ? mul(b, rem(b, tid, parts), kBlock / parts) : idx(b, loc, 0);
-        const int64_t count = kBlock / parts;
-        Value j = add(b, weightRowBase, add(b, j0, rowInTile));
-        // Block g's decoded values into its tile set (exact in bf16: E4M3
-        // and E2M1 values; NaN's upper half is a NaN: the upper half of the
-        // f32 bits).
-        auto store = [&](int64_t g, ArrayRef<Value> decoded) {
-          Value tileRow = addc(b, rowInTile, g * stageRows + tileRows);
-          for (int64_t e = 0; e < count; ++e) {
-            Value v = decoded[size_t(e)];
-            if (scaled) {
-              Value bits = arith::ShRUIOp::create(
-                  b, loc, arith::BitcastOp::create(b, loc, i32, v), i32c(b, loc, 16));
-              v = arith::BitcastOp::create(b, loc, bf16,
-                                           arith::TruncIOp::create(b, loc, b.getI16Type(), bits));
-            }
-            memref::StoreOp::create(b, loc, v, tiles, ValueRange{tileRow, addc(b, e0, e)});
-          }
-        };
-        if (!scaled) {
-          for (int64_t g = 0; g < stageBlocks; ++g) {
-            SmallVector<Value> values;
-            for (int64_t e = 0; e < count; ++e)
-              values.push_back(memref::LoadOp::create(
-                  b, loc, w, ValueRange{j, add(b, addc(b, kBases[size_t(g)], e), e0)}));
-            store(g, values);
-          }
-          return;
-        }
-        auto alignedIf = scf::IfOp::create(b, loc, aligned, /*withElseRegion=*/true);
-        {
-          // Every block's 16-byte loads first (more of them in flight), then
-          // each block decoded and stored.
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(alignedIf.thenBlock()->getTerminator());
-          std::vector<SmallVector<Value>> raw(static_cast<size_t>(stageBlocks));
-          for (int64_t g = 0; g < stageBlocks; ++g) {
-            if (fp4) {
-              raw[size_t(g)] = loadBlockWords(b, loc, wBase, j, kbs[size_t(g)], k, /*fp8=*/false);
-              continue;
-            }
-            // 16 E4M3 codes of row j from byte kb * 32 + e0.
-            const int64_t rowBytes = fp8Dense ? kg : k;
-            Value offset = arith::IndexCastUIOp::create(
-                b, loc, b.getI64Type(), add(b, add(b, mul(b, j, rowBytes), kBases[size_t(g)]), e0));
-            raw[size_t(g)] = SmallVector<Value>(load16Bytes(b, loc, wBase, offset));
-          }
-          for (int64_t g = 0; g < stageBlocks; ++g) {
-            if (fp4) {
-              store(g, decodeBlockWords(b, loc, raw[size_t(g)], /*fp8=*/false));
-              continue;
-            }
-            SmallVector<Value> v;
-            for (Value word : raw[size_t(g)])
-              for (int64_t half = 0; half < 2; ++half) {
-                Value pair = half ? arith::ShRUIOp::create(b, loc, word, i32c(b, loc, 16)).getResult()
-                                  : word;
-                if (lanes.e4m3PairToF32) {
-                  auto [lo, hi] = lanes.e4m3PairToF32(
-                      b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), pair));
-                  v.push_back(lo);
-                  v.push_back(hi);
-                  continue;
-                }
-                for (int64_t byte = 0; byte < 2; ++byte)
-                  v.push_back(decodeE4M3Arith(
-                      b, loc,
-                      arith::AndIOp::create(
-                          b, loc,
-                          byte ? arith::ShRUIOp::create(b, loc, pair, i32c(b, loc, 8)).getResult()
-                               : pair,
-                          i32c(b, loc, 0xFF))));
-              }
-            store(g, v);
-          }
-        }
-        {
-          // A weight off 16 bytes: a code at a time through the table.
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(alignedIf.elseBlock()->getTerminator());
-          for (int64_t g = 0; g < stageBlocks; ++g) {
-            SmallVector<Value> v;
-            for (int64_t e = 0; e < count; ++e) {
-              Value at = add(b, addc(b, kBases[size_t(g)], e), e0);
-              Value code;
-              if (fp4) {
-                // Byte i holds elements 2i (low nibble) and 2i + 1.
-                Value byte = loadCode(b, loc, w, ValueRange{j, div(b, at, 2)});
-                code = arith::AndIOp::create(
-                    b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
-                    i32c(b, loc, 0xF));
-              } else {
-                code = loadCode(b, loc, w, ValueRange{j, at});
-              }
-              v.push_back(lookup(b, loc, table, code));
-            }
-            store(g, v);
-          }
-        }
-      });
       lanes.barrier(b, loc);
       // The fragments: word (row, channel pair) of a staged tile.
       auto word = [&](int64_t firstRow, Value row, Value col) -> Value {
         Value at = add(b, mul(b, addc(b, row, firstRow), wordsPerRow), div(b, col, 2));
         return memref::LoadOp::create(b, loc, words, ValueRange{at});
       };
-      SmallVector<Value> next(acc.begin(), acc.end());
+      SmallVector<Value> sums(acc.begin(), acc.end());
       for (int64_t g = 0; g < stageBlocks; ++g) {
         const int64_t actRow = g * stageRows, weightRow = actRow + tileRows;
         SmallVector<Value> a[2][kWarpRowFragments], bw[2][kWarpColFragments];
@@ -392,11 +473,11 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
           for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
             const size_t base = size_t((mi * kWarpColFragments + ni) * 4);
             SmallVector<Value> in =
-                scaled ? zero4 : SmallVector<Value>(next.begin() + base, next.begin() + base + 4);
+                scaled ? zero4 : SmallVector<Value>(sums.begin() + base, sums.begin() + base + 4);
             SmallVector<Value> d = lanes.mma(b, loc, a[0][mi], bw[0][ni], in);
             d = lanes.mma(b, loc, a[1][mi], bw[1][ni], d);
             if (!scaled) {
-              std::copy(d.begin(), d.end(), next.begin() + base);
+              std::copy(d.begin(), d.end(), sums.begin() + base);
               continue;
             }
             // The 32-block's partial times its weight scale: a column's own
@@ -417,14 +498,15 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
             for (int64_t e = 0; e < 4; ++e) {
               Value scaledPartial =
                   arith::MulFOp::create(b, loc, d[size_t(e)], e % 2 ? scaleOdd : scaleEven);
-              next[base + size_t(e)] =
-                  arith::AddFOp::create(b, loc, next[base + size_t(e)], scaledPartial);
+              sums[base + size_t(e)] =
+                  arith::AddFOp::create(b, loc, sums[base + size_t(e)], scaledPartial);
             }
           }
       }
       // Before the next stage's staging overwrites what other warps read.
       lanes.barrier(b, loc);
-      return next;
+      sums.append(ahead.begin(), ahead.end());
+      return sums;
     });
     // d's elements: (group, quad2 + 0/1), then 8 rows down.
     for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)

@@ -69,6 +69,10 @@ struct LinearMmaShape {
   /// partials still go into the accumulators one block after another, so the
   /// sums (and the bits) are the same whatever the count.
   int64_t kBlocksPerStage = 1;
+  /// The next stage's global loads (act_quant's inputs, the weights' 16
+  /// bytes) issued before this stage is staged and multiplied, carried in
+  /// registers (FP8 block-scaled and FP4 linears); the same bits.
+  bool prefetch = false;
   /// The grouped form (the routed experts, LinearKernelSpec::experts): a
   /// block per (expert, output tile) gathers the expert's slots.
   bool grouped = false;

@@ -280,6 +280,12 @@ cl::opt<int64_t> mmaKBlocks(
              "this many 32-blocks of K between two barriers, at most (1, 2, 4 "
              "or 8; the most that divides a group's K blocks; the same bits)"),
     cl::init(csa::codegen::NvptxOptions{}.mmaKBlocks), cl::cat(category));
+cl::opt<bool> mmaPrefetch(
+    "mma-prefetch",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: the tensor-core FP8/FP4 linears "
+             "issue a stage's global loads one stage ahead, carried in registers "
+             "(the same bits)"),
+    cl::init(csa::codegen::NvptxOptions{}.mmaPrefetch), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -335,6 +341,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearTensorCores = linearTensorCores;
   options.tileMinRows = tileMinRows;
   options.mmaKBlocks = mmaKBlocks;
+  options.mmaPrefetch = mmaPrefetch;
   options.linearOutputsInFlight = linearOutputsInFlight;
   options.linearPrefetchL2 = linearPrefetchL2;
   options.attentionSplits = attentionSplits;

@@ -783,7 +783,8 @@ namespace {
 /// block's partial goes into the sums in the same order, so every output
 /// has the same bits. `experts` > 0: the grouped form, one slot a row.
 void expectStagedMmaEqualsOneBlock(LinearFormat format, int64_t k, int64_t n, int64_t rows,
-                                   int64_t maxBlocks, int64_t experts = 0) {
+                                   int64_t maxBlocks, int64_t experts = 0,
+                                   bool prefetch = false) {
   LinearKernelSpec spec = specOf(format, k, n);
   if (experts > 0) {
     spec.experts = experts;
@@ -792,8 +793,9 @@ void expectStagedMmaEqualsOneBlock(LinearFormat format, int64_t k, int64_t n, in
   std::optional<LinearMmaShape> one = linearMmaShape(spec),
                                 staged = linearMmaShape(spec, maxBlocks);
   ASSERT_TRUE(one.has_value() && staged.has_value());
+  staged->prefetch = prefetch;
   ASSERT_EQ(one->kBlocksPerStage, 1);
-  ASSERT_GT(staged->kBlocksPerStage, 1);
+  ASSERT_GT(staged->kBlocksPerStage * (prefetch ? 2 : 1), 1);
   ASSERT_LE(staged->kBlocksPerStage, maxBlocks);
   ASSERT_EQ(k / 32 % staged->kBlocksPerStage, 0);
   KernelLibrary lib([&](ModuleOp m) {
@@ -838,7 +840,8 @@ void expectStagedMmaEqualsOneBlock(LinearFormat format, int64_t k, int64_t n, in
     for (int64_t j = 0; j < n; ++j) {
       const size_t i = size_t(r * n + j);
       ASSERT_EQ(yStaged[i], yOne[i]) << "row " << r << " output " << j << ", "
-                                     << staged->kBlocksPerStage << " blocks a stage";
+                                     << staged->kBlocksPerStage << " blocks a stage"
+                                     << (prefetch ? ", loads a stage ahead" : "");
       written += yOne[i] != 0x7FC1;
     }
   EXPECT_EQ(written, rows * n) << "every output written";
@@ -858,6 +861,15 @@ TEST(GpuFormEmulation, MmaStagesOfSeveralKBlocksGiveTheSameBits) {
   // expert among them.
   expectStagedMmaEqualsOneBlock(LinearFormat::FP4E2M1, 128, 64, 150, 4, 3);
   expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 256, 64, 90, 8, 2);
+}
+
+TEST(GpuFormEmulation, MmaLoadsAStageAheadGiveTheSameBits) {
+  // One block a stage and two; plain and grouped; FP8 and FP4.
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 256, 128, 70, 1, 0, true);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 256, 128, 70, 2, 0, true);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP4E2M1, 256, 32, 9, 4, 0, true);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP4E2M1, 128, 64, 150, 1, 3, true);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 256, 64, 90, 2, 2, true);
 }
 
 TEST(GpuFormEmulation, GroupedMmaFormTakesTheRoutedExperts) {

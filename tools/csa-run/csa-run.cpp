@@ -25,7 +25,6 @@
 #include "runtime/support/AtomicFile.h"
 #include "runtime/artifact/Artifact.h"
 #include "runtime/checkpoint/Checkpoint.h"
-#include "runtime/sampling/TokenIds.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/prefix/PrefixCache.h"
 #include "runtime/sampling/Sampling.h"
@@ -37,13 +36,10 @@
 #include "tools/csa-run/Conversation.h"
 #include "tools/csa-run/ExecutorFlags.h"
 #include "tools/csa-run/ProfileReport.h"
+#include "tools/csa-run/PromptFlags.h"
 #include "tools/csa-run/RecallReport.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "absl/time/time.h"
 
 #include <nlohmann/json.hpp>
 
@@ -67,12 +63,6 @@ ABSL_FLAG(std::string, weights, "", "the checkpoint folder (CKPT_DIR)");
 ABSL_FLAG(std::optional<uint64_t>, random_weights, std::nullopt,
           "random weights for the artifact's config with this seed (the seed "
           "only as --random-weights=SEED)");
-ABSL_FLAG(std::string, prompt, "", "the prompt's token ids, comma-separated");
-ABSL_FLAG(std::string, prompt_file, "", "a file of the prompt's token ids");
-ABSL_FLAG(std::string, prompts_file, "",
-          "a file of prompts' token ids, one a line: a sequence each, decoded together");
-ABSL_FLAG(std::string, prompt_text, "", "the prompt as text (needs a tokenizer)");
-ABSL_FLAG(std::string, prompt_text_file, "", "a file of the prompt's text");
 ABSL_FLAG(std::string, tokenizer, "", "a tokenizer folder or tokenizer.json");
 ABSL_FLAG(std::string, engram_token_map, "",
           "the Engram layers' token map: a JSON file or 'modulo'");
@@ -92,18 +82,9 @@ ABSL_FLAG(std::string, turns, "",
           "a conversation file: one turn a line (ids, or JSON with tokens or text and generate)");
 ABSL_FLAG(std::string, prefix_cache, "",
           "a prefix cache directory: global KV kept across turns and runs");
-ABSL_FLAG(std::string, prefix_cache_size, "16G",
-          "the prefix cache's disk budget in bytes (K, M, G, T suffixes)");
-ABSL_FLAG(std::string, local_state_ttl, "10m",
-          "how long a turn's local state stays in memory (30s, 10m, 1h; a bare number: minutes)");
-ABSL_FLAG(std::string, prefix_cache_policy, "global",
-          "what goes to disk: global (the released design) or global+local (SWA state too)");
 ABSL_FLAG(std::string, output, "", "write the generated ids to this file");
 ABSL_FLAG(int64_t, print_logits, 0, "print the K largest logits of each step");
 ABSL_FLAG(std::string, logits_out, "", "write every step's logits to this .npy");
-ABSL_FLAG(std::string, forced_tokens, "",
-          "teacher forcing: the ids decode steps are fed, comma-separated");
-ABSL_FLAG(std::string, forced_tokens_file, "", "a file of the forced ids");
 ABSL_FLAG(bool, warmup, false, "run an untimed 1-token prefill first");
 ABSL_FLAG(std::string, profile, "",
           "time every plan step: text, json (by layer too, in the --json "
@@ -308,12 +289,7 @@ int main(int argc, char **argv) {
     return 2;
   const std::string artifactDir = *artifactArg;
   std::string weightsDir = absl::GetFlag(FLAGS_weights);
-  std::string promptText = absl::GetFlag(FLAGS_prompt);
-  const std::string promptFile = absl::GetFlag(FLAGS_prompt_file);
   const std::string promptsFile = absl::GetFlag(FLAGS_prompts_file);
-  const std::string textPrompt = absl::GetFlag(FLAGS_prompt_text);
-  const bool textPromptGiven = flags.given(FLAGS_prompt_text);
-  const std::string textPromptFile = absl::GetFlag(FLAGS_prompt_text_file);
   const std::string tokenizerFlag = absl::GetFlag(FLAGS_tokenizer);
   const std::string engramMapFlag = absl::GetFlag(FLAGS_engram_token_map);
   const std::string outputFile = absl::GetFlag(FLAGS_output);
@@ -356,7 +332,7 @@ int main(int argc, char **argv) {
   sampling::SamplingParams params;
   params.temperature = absl::GetFlag(FLAGS_temperature);
   params.topP = absl::GetFlag(FLAGS_top_p);
-  if (flags.given(FLAGS_prompt_text_file) && textPromptFile.empty())
+  if (flags.given(FLAGS_prompt_text_file) && absl::GetFlag(FLAGS_prompt_text_file).empty())
     return fail("--prompt-text-file needs a file name");
   if (flags.given(FLAGS_tokenizer) && tokenizerFlag.empty())
     return fail("--tokenizer needs a folder or a tokenizer.json");
@@ -368,24 +344,13 @@ int main(int argc, char **argv) {
   runtime::ExecutorOptions executorOptions;
   if (int code = executorOptionsFromFlags(flags, profileMode != ProfileMode::Off, executorOptions))
     return code;
-  // Teacher forcing: --forced-tokens=ID,... or a file of them (--forced-tokens=
-  // with nothing: no ids, for --max-new-tokens of 0 or 1).
-  std::vector<int32_t> forced;
-  const bool forcedGiven = flags.given(FLAGS_forced_tokens) || flags.given(FLAGS_forced_tokens_file);
-  if (flags.given(FLAGS_forced_tokens) && flags.given(FLAGS_forced_tokens_file))
-    return fail("give one of --forced-tokens and --forced-tokens-file");
-  if (flags.given(FLAGS_forced_tokens_file)) {
-    const std::string file = absl::GetFlag(FLAGS_forced_tokens_file);
-    std::string ids, error;
-    if (!sampling::promptText("", file, ids, error))
-      return fail("--forced-tokens-file: " + error);
-    if (!sampling::parseTokenIds(ids, forced, error))
-      return fail("--forced-tokens-file: " + file + ": " + error);
-  } else if (const std::string ids = absl::GetFlag(FLAGS_forced_tokens); !ids.empty()) {
-    std::string error;
-    if (!sampling::parseTokenIds(ids, forced, error))
-      return fail("--forced-tokens: " + error);
-  }
+  // What the sequences read: the prompt flags (PromptFlags.h), and teacher
+  // forcing's ids.
+  tools::RunPrompts prompts;
+  if (int code = tools::forcedTokensFromFlags(flags, prompts))
+    return code;
+  const std::vector<int32_t> &forced = prompts.forced;
+  const bool forcedGiven = prompts.forcedGiven;
 
   if (artifactDir.empty())
     return fail("give the artifact directory (csa-compile --emit=artifact -o DIR)");
@@ -396,15 +361,8 @@ int main(int argc, char **argv) {
   if (!loadedText.ok())
     return fail(std::string(loadedText.status().message()));
   std::optional<tokenizer::ModelTokenizer> text = std::move(*loadedText);
-  std::vector<int32_t> prompt;
-  std::string error;
-  const int promptSources = !promptText.empty() + !promptFile.empty() + textPromptGiven +
-                            !textPromptFile.empty() + !promptsFile.empty();
-  // --prompts-file: a prompt a sequence (else every sequence runs `prompt`).
-  std::vector<std::vector<int32_t>> eachPrompt;
-  auto promptOf = [&](int64_t b) -> const std::vector<int32_t> & {
-    return eachPrompt.empty() ? prompt : eachPrompt[size_t(b)];
-  };
+  std::vector<int32_t> &prompt = prompts.prompt;
+  const int promptSources = tools::promptSourcesGiven(flags);
   // --turns holds the conversation, prompt included; --prefix-cache alone
   // runs the prompt as one turn through the cache.
   const std::string turnsFile = absl::GetFlag(FLAGS_turns);
@@ -446,89 +404,15 @@ int main(int argc, char **argv) {
   }
   runtime::prefix::PrefixCacheOptions cacheOptions;
   cacheOptions.directory = prefixCacheDir;
-  {
-    const std::string v = absl::GetFlag(FLAGS_prefix_cache_size);
-    uint64_t scale = 1, size = 0;
-    std::string digits = v;
-    if (!digits.empty() && std::string("KMGTkmgt").find(digits.back()) != std::string::npos) {
-      scale = uint64_t(1) << (10 * (1 + std::string("KMGT").find(char(std::toupper(digits.back())))));
-      digits.pop_back();
-    }
-    if (!absl::SimpleAtoi(digits, &size) || size == 0 || size > (uint64_t(1) << 50) / scale)
-      return fail("--prefix-cache-size needs a byte count such as 500M or 16G, got '" + v + "'");
-    cacheOptions.diskBytes = size * scale;
-  }
-  {
-    const std::string v = absl::GetFlag(FLAGS_local_state_ttl);
-    absl::Duration ttl;
-    int64_t minutes = 0;
-    if (absl::SimpleAtoi(v, &minutes) && minutes >= 0 && minutes <= 100000)
-      ttl = absl::Minutes(minutes);
-    else if (!absl::ParseDuration(v, &ttl) || ttl < absl::ZeroDuration() || ttl > absl::Hours(2000))
-      return fail("--local-state-ttl needs a duration such as 30s, 10m or 1h, got '" + v + "'");
-    cacheOptions.localTtl = std::chrono::duration<double>(absl::ToDoubleSeconds(ttl));
-  }
-  if (const std::string v = absl::GetFlag(FLAGS_prefix_cache_policy); v == "global+local")
-    cacheOptions.persistLocal = true;
-  else if (v != "global")
-    return fail("--prefix-cache-policy needs global or global+local, got '" + v + "'");
+  if (int code = tools::prefixCacheOptionsFromFlags(flags, cacheOptions))
+    return code;
 
   if (promptSources != 1 && !(flags.given(FLAGS_turns) && promptSources == 0))
     return fail("give exactly one of --prompt, --prompt-file, --prompts-file, --prompt-text "
                 "and --prompt-text-file");
-  if (textPromptGiven || !textPromptFile.empty()) {
-    if (!text)
-      return fail(absl::StrCat(
-          textPromptGiven ? "--prompt-text" : "--prompt-text-file",
-          " needs a tokenizer: ",
-          weightsDir.empty() ? std::string("--random-weights has none")
-                             : weightsDir + " has no tokenizer.json",
-          "; give --tokenizer=DIR|tokenizer.json"));
-    std::string raw = textPrompt;
-    if (!textPromptFile.empty() &&
-        !sampling::promptText("", textPromptFile, raw, error))
-      return fail(error);
-    if (auto bad = tokenizer::firstInvalidUtf8(raw)) {
-      std::cerr << "csa-run: warning: the prompt text is not valid UTF-8 at byte " << *bad
-                << "; ill-formed bytes are read as U+FFFD\n";
-      raw = tokenizer::repairUtf8(raw);
-    }
-    auto ids = text->encodePrompt(raw);
-    if (!ids.ok())
-      return fail(std::string(ids.status().message()));
-    if (ids->empty())
-      return fail("the prompt text encodes to no tokens");
-    for (int64_t id : *ids)
-      prompt.push_back(int32_t(id));
-  } else if (!promptsFile.empty()) {
-    std::string all;
-    if (!sampling::promptText("", promptsFile, all, error))
-      return fail(error);
-    int64_t line = 0;
-    for (absl::string_view ids : absl::StrSplit(all, '\n')) {
-      ++line;
-      if (absl::StripAsciiWhitespace(ids).empty())
-        continue; // blank lines separate nothing
-      eachPrompt.emplace_back();
-      if (!sampling::parseTokenIds(std::string(ids), eachPrompt.back(), error))
-        return fail(absl::StrCat(promptsFile, ":", line, ": ", error));
-    }
-    if (eachPrompt.empty())
-      return fail(promptsFile + ": no prompt (one prompt of ids a line)");
-    if (flags.given(FLAGS_batch) && batch != int64_t(eachPrompt.size()))
-      return fail(absl::StrCat("--batch=", batch, " but ", promptsFile, " holds ",
-                               eachPrompt.size(), " prompts (a sequence each; leave --batch out)"));
-    if (eachPrompt.size() > 4096)
-      return fail(absl::StrCat(promptsFile, ": ", eachPrompt.size(),
-                               " prompts; at most 4096 sequences run together"));
-    batch = int64_t(eachPrompt.size());
-    prompt = eachPrompt.front();
-  } else if (promptSources == 1) {
-    if (!sampling::promptText(promptText, promptFile, promptText, error))
-      return fail(error);
-    if (!sampling::parseTokenIds(promptText, prompt, error))
-      return fail((promptFile.empty() ? "--prompt: " : promptFile + ": ") + error);
-  }
+  if (int code = tools::promptsFromFlags(flags, text ? &*text : nullptr, weightsDir,
+                                         flags.given(FLAGS_batch), batch, prompts))
+    return code;
   // N new tokens: the prefill's and N - 1 decode steps'.
   const int64_t decodeStepsNeeded = std::max<int64_t>(0, maxNew - 1);
   if (forcedGiven && int64_t(forced.size()) < decodeStepsNeeded)
@@ -562,14 +446,12 @@ int main(int argc, char **argv) {
   auto art = artifact::Artifact::open(artifactDir);
   if (!art.ok())
     return fail(std::string(art.status().message()));
-  size_t longestPrompt = prompt.size();
-  for (const std::vector<int32_t> &p : eachPrompt)
-    longestPrompt = std::max(longestPrompt, p.size());
+  const size_t longestPrompt = prompts.longest();
   if (absl::Status st = artifact::checkContext(
           art->plan(), context + int64_t(longestPrompt) + maxNew);
       !st.ok())
     return fail(absl::StrCat(context ? absl::StrCat("--context=", context, " + ") : "",
-                             eachPrompt.empty() ? "" : "the longest ",
+                             prompts.each.empty() ? "" : "the longest ",
                              "prompt of ", longestPrompt, " tokens + ", maxNew,
                              " new: ", st.message()));
   // Forced ids in the vocabulary (the embedding's rows), before anything runs.
@@ -704,9 +586,9 @@ int main(int argc, char **argv) {
   doc["context"] = context;
   doc["prefill_chunk"] = prefillChunk;
   doc["prompt_tokens"] = longestPrompt;
-  if (!eachPrompt.empty()) {
+  if (!prompts.each.empty()) {
     Json each = Json::array();
-    for (const std::vector<int32_t> &p : eachPrompt)
+    for (const std::vector<int32_t> &p : prompts.each)
       each.push_back(p.size());
     doc["prompt_tokens_each"] = each;
   }
@@ -831,7 +713,7 @@ int main(int argc, char **argv) {
     std::vector<int32_t> next(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
       absl::StatusOr<std::vector<float>> logits;
-      const std::vector<int32_t> &prompt = promptOf(b);
+      const std::vector<int32_t> &prompt = prompts.of(b);
       if (context > 0) {
         auto synthetic = ex.syntheticSequence(context, weightSeed + uint64_t(b));
         if (!synthetic.ok())
@@ -1033,7 +915,7 @@ int main(int argc, char **argv) {
     }
   int64_t promptTokens = 0;
   for (int64_t b = 0; b < batch; ++b)
-    promptTokens += int64_t(promptOf(b).size());
+    promptTokens += int64_t(prompts.of(b).size());
   auto tokensPerSecond = [](double tokens, double seconds) {
     return seconds > 0 ? tokens / seconds : 0.0;
   };

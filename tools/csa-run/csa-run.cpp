@@ -38,6 +38,7 @@
 #include "tools/csa-run/ProfileReport.h"
 #include "tools/csa-run/PromptFlags.h"
 #include "tools/csa-run/RecallReport.h"
+#include "tools/csa-run/RunReport.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -46,7 +47,6 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cmath>
 #include <limits>
 #include <optional>
 #include <cstdio>
@@ -662,28 +662,7 @@ int main(int argc, char **argv) {
   }
 
   /// One timed generation: every sequence's prefill and decode steps.
-  struct Run {
-    std::vector<runtime::Sequence> sequences;
-    std::vector<std::vector<int32_t>> generated;
-    std::vector<char> stopped;
-    double prefillSeconds = 0, decodeSeconds = 0;
-    std::vector<double> prefillEach; ///< each sequence's prefill (not --context)
-    std::vector<double> promptSteps; ///< --context: the prompt, a token a step
-    std::vector<double> decodeSteps; ///< each decode step, step by step, then sequence
-    int64_t decodeTokens = 0;        ///< the tokens the decode steps made
-    uint64_t cacheHeld = 0, cacheUsed = 0;
-    int64_t position = 0; ///< the first sequence's at the end
-    /// The sequences a decode step runs (a batch decoded together: all).
-    int64_t stepSequences = 1;
-    /// Every decode step, sorted; one sequence a step: every single-token
-    /// step (--context: the prompt's too).
-    std::vector<double> sortedSteps() const {
-      std::vector<double> all = stepSequences > 1 ? std::vector<double>{} : promptSteps;
-      all.insert(all.end(), decodeSteps.begin(), decodeSteps.end());
-      std::sort(all.begin(), all.end());
-      return all;
-    }
-  };
+  using Run = tools::GenerationRun;
   // Generation stops at EOS when the run does not need every step.
   const bool stopAtEos = text && !ignoreEos && !forcedGiven && logitsOut.empty();
   // Text as it is produced: one sequence, no logits lines in between.
@@ -916,45 +895,9 @@ int main(int argc, char **argv) {
   int64_t promptTokens = 0;
   for (int64_t b = 0; b < batch; ++b)
     promptTokens += int64_t(prompts.of(b).size());
-  auto tokensPerSecond = [](double tokens, double seconds) {
-    return seconds > 0 ? tokens / seconds : 0.0;
-  };
-  // Each run's numbers, and their spread over the runs.
-  auto msList = [](const std::vector<double> &seconds) {
-    Json out = Json::array();
-    for (double s : seconds)
-      out.push_back(s * 1e3);
-    return out;
-  };
-  auto prefillJson = [&](const Run &r) {
-    return Json{
-        {"tokens", promptTokens},
-        {"ms", r.prefillSeconds * 1e3},
-        {"tokens_per_s", tokensPerSecond(double(promptTokens), r.prefillSeconds)},
-        {"per_sequence_ms", msList(r.prefillEach)},
-        {"step_ms", msList(r.promptSteps)}};
-  };
-  auto decodeJson = [&](const Run &r) {
-    const std::vector<double> sorted = r.sortedSteps();
-    Json out{
-        {"steps", r.decodeSteps.size()},
-        {"ms", r.decodeSeconds * 1e3},
-        {"tokens", r.decodeTokens},
-        {"tokens_per_s", tokensPerSecond(double(r.decodeTokens), r.decodeSeconds)},
-        {"step_ms", msList(r.decodeSteps)},
-        {"timed_steps", sorted.size()},
-        {"median_ms", nullptr},
-        {"min_ms", nullptr},
-        {"max_ms", nullptr}};
-    if (!sorted.empty()) {
-      out["median_ms"] = sorted[sorted.size() / 2] * 1e3;
-      out["min_ms"] = sorted.front() * 1e3;
-      out["max_ms"] = sorted.back() * 1e3;
-    }
-    return out;
-  };
-  doc["prefill"] = prefillJson(run);
-  doc["decode"] = decodeJson(run);
+  using tools::tokensPerSecond;
+  doc["prefill"] = tools::prefillJson(run, promptTokens);
+  doc["decode"] = tools::decodeJson(run);
   Json generatedJson = Json::array(), stoppedJson = Json::array();
   for (int64_t b = 0; b < batch; ++b) {
     generatedJson.push_back(run.generated[size_t(b)]);
@@ -1033,100 +976,10 @@ int main(int argc, char **argv) {
                   ex.unusedWeights().size(), ex.unusedWeights().front().c_str());
   }
   doc["gpu"] = nullptr;
-  if (onGpu) {
-    const runtime::GpuActivity &g = ex.lastTiming().gpu;
-    doc["gpu"] = {{"launches", g.launches},
-                  {"graph_launches", g.graphLaunches},
-                  {"graphs_built", g.graphsBuilt},
-                  {"graph_nodes_updated", g.graphNodesUpdated},
-                  {"uploads", g.uploads},
-                  {"downloads", g.downloads},
-                  {"device_allocations", g.deviceAllocations},
-                  {"wait_ms", g.waitSeconds * 1e3},
-                  {"upload_ms", g.uploadSeconds * 1e3},
-                  {"launch_ms", g.launchSeconds * 1e3}};
-    if (!json)
-      std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "
-                  "%lld launches updated), %lld uploads, %lld downloads, %lld "
-                  "device allocations; host %.3f ms waiting for the GPU, %.3f ms "
-                  "in uploads, %.3f ms in launch calls\n",
-                  (long long)g.launches, (long long)g.graphLaunches,
-                  (long long)g.graphsBuilt, (long long)g.graphNodesUpdated,
-                  (long long)g.uploads, (long long)g.downloads,
-                  (long long)g.deviceAllocations, g.waitSeconds * 1e3,
-                  g.uploadSeconds * 1e3, g.launchSeconds * 1e3);
-  }
-
-  if (flags.given(FLAGS_repeat)) {
-    // Over the runs: the prefill's time and rate, and each run's median
-    // single-token step and decode rate.
-    std::vector<double> prefillMs, prefillRate, stepMs, decodeRate;
-    for (const Run &r : runs) {
-      prefillMs.push_back(r.prefillSeconds * 1e3);
-      prefillRate.push_back(tokensPerSecond(double(promptTokens), r.prefillSeconds));
-      if (const std::vector<double> sorted = r.sortedSteps(); !sorted.empty())
-        stepMs.push_back(sorted[sorted.size() / 2] * 1e3);
-      if (!r.decodeSteps.empty())
-        decodeRate.push_back(tokensPerSecond(double(r.decodeTokens), r.decodeSeconds));
-    }
-    struct Spread {
-      std::vector<double> values;
-      double median = 0, min = 0, max = 0, stdev = 0;
-    };
-    auto spread = [](std::vector<double> values) {
-      Spread s;
-      s.values = values;
-      if (values.empty())
-        return s;
-      std::sort(values.begin(), values.end());
-      s.median = values[values.size() / 2];
-      s.min = values.front();
-      s.max = values.back();
-      double mean = 0;
-      for (double v : values)
-        mean += v / double(values.size());
-      double squares = 0;
-      for (double v : values)
-        squares += (v - mean) * (v - mean);
-      s.stdev = values.size() > 1 ? std::sqrt(squares / double(values.size() - 1)) : 0;
-      return s;
-    };
-    const std::pair<const char *, Spread> rows[] = {
-        {"prefill_ms", spread(prefillMs)},
-        {"prefill_tokens_per_s", spread(prefillRate)},
-        {"decode_step_ms", spread(stepMs)},
-        {"decode_tokens_per_s", spread(decodeRate)}};
-    Json rep{{"runs", repeat}, {"warmup", warmup}};
-    for (const auto &[name, s] : rows)
-      rep[name] = s.values.empty()
-                      ? Json(nullptr)
-                      : Json{{"values", s.values}, {"median", s.median},
-                                       {"min", s.min},       {"max", s.max},
-                                       {"stdev", s.stdev}};
-    Json each = Json::array();
-    for (const Run &r : runs)
-      each.push_back({{"prefill", prefillJson(r)}, {"decode", decodeJson(r)}});
-    rep["each"] = each;
-    doc["repeat"] = rep;
-    if (!json) {
-      std::printf("repeat: %lld runs%s (%lld prompt tokens, %zu decode steps each)\n",
-                  (long long)repeat, warmup ? " after a warm-up" : "",
-                  (long long)promptTokens, run.decodeSteps.size());
-      std::printf("| %-20s | %12s | %12s | %12s | %12s |\n", "measure", "median", "min",
-                  "max", "stdev");
-      std::printf("|%s|%s|%s|%s|%s|\n", std::string(22, '-').c_str(),
-                  std::string(14, '-').c_str(), std::string(14, '-').c_str(),
-                  std::string(14, '-').c_str(), std::string(14, '-').c_str());
-      const char *labels[] = {"prefill ms", "prefill tokens/s", "decode step ms",
-                              "decode tokens/s"};
-      for (size_t i = 0; i < 4; ++i)
-        if (!rows[i].second.values.empty()) {
-          const Spread &s = rows[i].second;
-          std::printf("| %-20s | %12.3f | %12.3f | %12.3f | %12.3f |\n", labels[i], s.median,
-                      s.min, s.max, s.stdev);
-        }
-    }
-  }
+  if (onGpu)
+    tools::reportGpu(ex.lastTiming().gpu, json, doc);
+  if (flags.given(FLAGS_repeat))
+    tools::reportRepeat(runs, promptTokens, warmup, json, doc);
 
   if (executorOptions.profile) {
     if (json)

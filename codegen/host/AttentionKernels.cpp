@@ -1066,30 +1066,49 @@ func::FuncOp buildGatherCacheEntriesKernel(ModuleOp module, const std::string &n
   return fn;
 }
 
-func::FuncOp buildSelectedIndexKernel(ModuleOp module, const std::string &name) {
+namespace {
+
+/// The selected part of an index list from top-k sets: idx[i, column + j]
+/// is -1 where selected[i, j] names nothing (< 0; in entry order also an
+/// entry the cache does not hold, >= held), else firstRow + i x k + j (set
+/// order: the sets' rows gathered as they are) or firstRow + selected[i, j]
+/// (entry order: the held entries gathered in order). Arguments (selected,
+/// idx, column, firstRow[, held]).
+func::FuncOp buildIndexFromSets(ModuleOp module, const std::string &name, bool entryOrder) {
   OpBuilder b(module.getContext());
   Location loc = module.getLoc();
   Type i32 = b.getI32Type(), i64 = b.getI64Type(), indexType = b.getIndexType();
   const int64_t dyn = ShapedType::kDynamic;
   auto setType = MemRefType::get({dyn, dyn}, i32);
-  func::FuncOp fn = startKernel(b, module, name, {setType, setType, i64, i64});
+  SmallVector<Type> args{setType, setType, i64, i64};
+  if (entryOrder)
+    args.push_back(i64);
+  func::FuncOp fn = startKernel(b, module, name, args);
   Value selected = fn.getArgument(0), idx = fn.getArgument(1);
   Value column = arith::IndexCastOp::create(b, loc, indexType, fn.getArgument(2));
   Value firstRow = arith::TruncIOp::create(b, loc, i32, fn.getArgument(3));
+  Value held = entryOrder ? arith::TruncIOp::create(b, loc, i32, fn.getArgument(4)).getResult()
+                          : Value();
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
   Value zeroI32 = intConst(b, loc, i32, 0), minusOne = intConst(b, loc, i32, -1);
   Value n = memref::DimOp::create(b, loc, selected, zero);
   Value k = memref::DimOp::create(b, loc, selected, one);
   Value kI32 = arith::IndexCastOp::create(b, loc, i32, k);
   loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
-    Value iI32 = arith::IndexCastOp::create(b, loc, i32, i);
-    Value rowOf = arith::AddIOp::create(b, loc, firstRow,
-                                        arith::MulIOp::create(b, loc, iI32, kI32));
     loop(b, loc, zero, k, one, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
       Value entry = memref::LoadOp::create(b, loc, selected, ValueRange{i, j});
       Value none = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, entry, zeroI32);
-      Value row = arith::AddIOp::create(b, loc, rowOf,
-                                        arith::IndexCastOp::create(b, loc, i32, j));
+      Value row;
+      if (entryOrder) {
+        none = arith::OrIOp::create(
+            b, loc, none, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, entry, held));
+        row = arith::AddIOp::create(b, loc, firstRow, entry);
+      } else {
+        Value iI32 = arith::IndexCastOp::create(b, loc, i32, i);
+        row = arith::AddIOp::create(
+            b, loc, arith::AddIOp::create(b, loc, firstRow, arith::MulIOp::create(b, loc, iI32, kI32)),
+            arith::IndexCastOp::create(b, loc, i32, j));
+      }
       memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, none, minusOne, row),
                               idx, ValueRange{i, arith::AddIOp::create(b, loc, column, j)});
       return {};
@@ -1098,6 +1117,12 @@ func::FuncOp buildSelectedIndexKernel(ModuleOp module, const std::string &name) 
   });
   func::ReturnOp::create(b, loc);
   return fn;
+}
+
+} // namespace
+
+func::FuncOp buildSelectedIndexKernel(ModuleOp module, const std::string &name) {
+  return buildIndexFromSets(module, name, /*entryOrder=*/false);
 }
 
 func::FuncOp buildWindowIndexKernel(ModuleOp module, const std::string &name) {
@@ -1199,35 +1224,7 @@ func::FuncOp buildRowsWindowIndexKernel(ModuleOp module, const std::string &name
 }
 
 func::FuncOp buildEntryIndexKernel(ModuleOp module, const std::string &name) {
-  OpBuilder b(module.getContext());
-  Location loc = module.getLoc();
-  Type i32 = b.getI32Type(), i64 = b.getI64Type(), indexType = b.getIndexType();
-  const int64_t dyn = ShapedType::kDynamic;
-  auto setType = MemRefType::get({dyn, dyn}, i32);
-  func::FuncOp fn = startKernel(b, module, name, {setType, setType, i64, i64, i64});
-  Value selected = fn.getArgument(0), idx = fn.getArgument(1);
-  Value column = arith::IndexCastOp::create(b, loc, indexType, fn.getArgument(2));
-  Value firstRow = arith::TruncIOp::create(b, loc, i32, fn.getArgument(3));
-  Value held = arith::TruncIOp::create(b, loc, i32, fn.getArgument(4));
-  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
-  Value zeroI32 = intConst(b, loc, i32, 0), minusOne = intConst(b, loc, i32, -1);
-  Value n = memref::DimOp::create(b, loc, selected, zero);
-  Value k = memref::DimOp::create(b, loc, selected, one);
-  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
-    loop(b, loc, zero, k, one, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-      Value entry = memref::LoadOp::create(b, loc, selected, ValueRange{i, j});
-      Value none = arith::OrIOp::create(
-          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, entry, zeroI32),
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, entry, held));
-      Value row = arith::AddIOp::create(b, loc, firstRow, entry);
-      memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, none, minusOne, row),
-                              idx, ValueRange{i, arith::AddIOp::create(b, loc, column, j)});
-      return {};
-    });
-    return {};
-  });
-  func::ReturnOp::create(b, loc);
-  return fn;
+  return buildIndexFromSets(module, name, /*entryOrder=*/true);
 }
 
 } // namespace csa::codegen

@@ -782,5 +782,32 @@ TEST(AttentionKernels, EntryIndexNamesEachSelectedEntrysRow) {
   EXPECT_GT(named, n * k / 2);
 }
 
+/// The selected part of a decode step's index list in set order (its set's
+/// rows gathered as they are): column `column` + j names row firstRow + i x
+/// k + j, -1 for "nothing selected".
+TEST(AttentionKernels, SelectedIndexNamesTheSetsOwnRows) {
+  KernelLibrary lib([](mlir::ModuleOp m) { buildSelectedIndexKernel(m, "selected_index"); });
+  using Kernel = void (*)(Descriptor<2, int32_t> *, Descriptor<2, int32_t> *, int64_t, int64_t);
+  auto *kernel = reinterpret_cast<Kernel>(lib.symbol("selected_index"));
+  ASSERT_NE(kernel, nullptr);
+  std::mt19937 rng(5);
+  const int64_t n = 3, k = 24, column = 7, firstRow = 128;
+  std::vector<int32_t> selected(size_t(n * k));
+  std::uniform_int_distribution<int32_t> pick(-2, 500);
+  for (int32_t &e : selected)
+    e = pick(rng);
+  std::vector<int32_t> idx(size_t(n * (column + k)), 77);
+  auto ds = describe<2>(selected, {n, k});
+  auto di = describe<2>(idx, {n, column + k});
+  kernel(&ds, &di, column, firstRow);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < column + k; ++j) {
+      const int32_t want = j < column                                   ? 77
+                           : selected[size_t(i * k + j - column)] < 0 ? -1
+                                                                      : int32_t(firstRow + i * k + j - column);
+      ASSERT_EQ(idx[size_t(i * (column + k) + j)], want) << "row " << i << " column " << j;
+    }
+}
+
 } // namespace
 } // namespace csa::codegen

@@ -691,7 +691,7 @@ absl::Status Executor::Impl::sparseAttention(Step &s) {
       invoke(s, "dequantize_window", &dr, &dv);
   }
   // A set of an empty cache names nothing (all -1): no rows to gather.
-  if (global && entries > 0 && (!inSetOrder || cache(s, "cache").mainEntries > 0)) {
+  if (global && entries > 0 && (!inSetOrder || held > 0)) {
     CacheState &c = cache(s, "cache");
     const CacheBuffer &b = cacheBuffer(s, "cache");
     Tensor *gathered = nullptr;

@@ -114,6 +114,7 @@ absl::Status LaunchGraphs::add(KernelLaunch k) {
   joins_ = 0;
   openBranches_ &= uint8_t(~k.joins);
   if (k.lane != 0) {
+    ++counters_.branchLaunches;
     if (!openBranches_)
       besideBranch_ = 0;
     openBranches_ |= uint8_t(1u << (k.lane - 1));

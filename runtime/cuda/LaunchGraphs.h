@@ -68,6 +68,7 @@ struct LaunchGraphCounters {
   int64_t graphsBuilt = 0;   ///< graphs created and instantiated
   int64_t nodesUpdated = 0;  ///< launches changed in an instantiated graph
   int64_t graphsDropped = 0; ///< destroyed at maxGraphs
+  int64_t branchLaunches = 0; ///< launches recorded on a branch (lane > 0)
 };
 
 /// What LaunchGraphs::mark does: a branch begins, ends or is joined.

@@ -97,15 +97,47 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
     numTokens = batchTokens;
     std::swap(members, batch);
   };
+  // Sequence i on the (i mod L)-th of the L lanes free here: its launches
+  // follow its own earlier ones on that lane, beside the other sequences'
+  // (each lane its own scratch buffers), and a fill on the chain joins them
+  // all before anything after the step (which reads what they made, or
+  // reuses memory they used) is launched.
+  std::vector<int> lanes;
+  if (runner && options.sequenceLanes && s.lane == 0 && n > 1)
+    for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
+      if ((s.freeLanes >> (lane - 1)) & 1u)
+        lanes.push_back(lane);
+  if (lanes.size() < 2)
+    lanes.clear();
+  uint8_t used = 0;
+  // (A driver that throws fails the run: the next run starts its graphs
+  // afresh, so only the scratch names need restoring then.)
+  absl::Cleanup lanesDone = [&] { scratchLane.clear(); };
+  if (!lanes.empty())
+    runner->zeroStatusSlotsAhead(n * 4 * std::max<size_t>(s.kernels.size(), 1));
   absl::Status st;
   for (size_t i = 0; i < n && st.ok(); ++i) {
     seq = members[i];
     position = seq->position;
     numTokens = 1;
     st = swapIn(i);
+    if (st.ok() && !lanes.empty()) {
+      const int lane = lanes[i % lanes.size()];
+      used |= uint8_t(1u << (lane - 1));
+      scratchLane = absl::StrCat(".lane", lane);
+      runner->markBranch(cuda::BranchMark::Begin, lane);
+    }
     if (st.ok())
       st = s.driver(*this, s);
     swapOut();
+  }
+  if (used) {
+    scratchLane.clear();
+    runner->markBranch(cuda::BranchMark::End, 0);
+    for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
+      if ((used >> (lane - 1)) & 1u)
+        runner->markBranch(cuda::BranchMark::Join, lane);
+    runner->zeroOnDevice(kernelScratch("sequence_lanes.join", 4, {1}).ptr());
   }
   return st;
 }

@@ -296,6 +296,7 @@ GpuActivity Executor::Impl::gpuActivity(const GpuActivity *since) const {
   a.graphLaunches = g.graphLaunches - b.graphLaunches;
   a.graphsBuilt = g.graphsBuilt - b.graphsBuilt;
   a.graphNodesUpdated = g.nodesUpdated - b.graphNodesUpdated;
+  a.branchLaunches = g.branchLaunches - b.branchLaunches;
   return a;
 }
 

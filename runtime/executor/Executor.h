@@ -73,6 +73,7 @@ struct GpuActivity {
   int64_t graphLaunches = 0;     ///< CUDA graphs launched (cudaGraphs)
   int64_t graphsBuilt = 0;       ///< graphs created and instantiated
   int64_t graphNodesUpdated = 0; ///< launches changed in a kept graph
+  int64_t branchLaunches = 0;    ///< launches recorded on a graph's branch
   int64_t uploads = 0, downloads = 0;
   int64_t deviceAllocations = 0; ///< cuMemAlloc calls (blocks are reused)
   /// Host seconds blocked waiting for the GPU (downloads, synchronize) and
@@ -123,6 +124,13 @@ struct ExecutorOptions {
   /// joined where its results are first read (off: every step after the one
   /// before, to time both in one run).
   bool overlapSteps = true;
+  /// Cuda graphs, a batch step (decodeBatch): the steps that run once a
+  /// sequence put each sequence's launches on a graph lane of its own (the
+  /// lanes no branch of the plan holds there, sequence i on the
+  /// (i mod lanes)-th), joined before the step's results are read: the
+  /// sequences' attention, index and cache launches run side by side
+  /// instead of one after another. Off: one after another (the same bits).
+  bool sequenceLanes = true;
   /// Cuda graphs: the launches of a graph depend on each other
   /// programmatically (LaunchGraphOptions::programmatic): the next kernel's
   /// blocks are resident before the one before ends.

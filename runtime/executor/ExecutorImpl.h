@@ -113,6 +113,10 @@ struct Executor::Impl {
     /// A graph lane no branch of the plan holds during the step (0: none):
     /// the step's own launches may branch there (csa.moe's shared expert).
     int spareLane = 0;
+    /// The graph lanes no branch of the plan holds during the step (bit
+    /// L - 1 for lane L; 0 where branches do not run): a batch step's
+    /// per-sequence step puts its sequences there (sequenceLanes).
+    uint8_t freeLanes = 0;
     /// The step reads a sequence's state (a cache, its position, its token
     /// history): in a batch step (decodeBatch) it runs once a sequence on
     /// that sequence's row; every other step runs once on all the rows.
@@ -209,6 +213,10 @@ struct Executor::Impl {
   /// them (gatherRows) or their last use. Kept between steps, so that each
   /// value finds its buffer of the last step again (Tensor::lastBuffer).
   std::vector<std::unordered_map<Tensor *, Tensor>> sequenceValues;
+  /// While a per-sequence step runs a sequence on a graph lane of its own
+  /// (runPerSequence): ".lane<L>", which every scratch name takes, so that
+  /// sequences side by side on the GPU never share a scratch buffer.
+  std::string scratchLane;
   /// The sequences a run holds: the batch, or `seq`.
   std::vector<Sequence *> runSequences() const {
     return batch.empty() ? std::vector<Sequence *>{seq} : batch;
@@ -474,7 +482,7 @@ struct Executor::Impl {
   /// when its values change: in decode once every `ratio` steps, not in
   /// every index layer of every step (an upload ends a run of launches).
   Tensor &visibleEntries(int64_t base, int64_t n, int64_t ratio) {
-    Tensor &visible = transients[absl::StrCat("$scratch.visible.", ratio)];
+    Tensor &visible = transients[absl::StrCat("$scratch.visible.", ratio, scratchLane)];
     bool same = visible.elementBytes == 8 && visible.dims == std::vector<int64_t>{n};
     for (int64_t i = 0; same && i < n; ++i)
       same = visible.as<int64_t>()[i] == (base + i + 1) / ratio;
@@ -490,7 +498,7 @@ struct Executor::Impl {
   /// Scratch buffers of a step (kept between calls to reuse their memory).
   Tensor &scratch(const std::string &name, int64_t elementBytes,
                   std::vector<int64_t> dims) {
-    Tensor &t = transients["$scratch." + name];
+    Tensor &t = transients["$scratch." + name + scratchLane];
     t.elementBytes = elementBytes;
     t.resize(std::move(dims));
     hostRefilled(t.ptr());
@@ -502,7 +510,7 @@ struct Executor::Impl {
   /// every step (an upload ends a step's run of graph launches).
   Tensor &constantScratch(const std::string &name, int64_t elementBytes,
                           std::vector<int64_t> dims, const std::function<void(Tensor &)> &fill) {
-    Tensor &t = transients["$scratch." + name];
+    Tensor &t = transients["$scratch." + name + scratchLane];
     if (t.elementBytes == elementBytes && t.dims == dims && !t.data.empty())
       return t;
     t.elementBytes = elementBytes;

@@ -60,7 +60,17 @@ public:
   /// (a runtime bug) is reported a few dozen steps late, naming its step.
   absl::Status takeStatuses(bool now);
   /// Drops the statuses of a run that failed.
-  void dropStatuses() { pendingStatuses.clear(); }
+  void dropStatuses() {
+    pendingStatuses.clear();
+    zeroedSlots = 0;
+  }
+  /// Zeroes now the status slots of the next `count` launches that return
+  /// one: launches about to go on graph lanes side by side must not find
+  /// their block zeroed by another lane's fill after they wrote to it.
+  void zeroStatusSlotsAhead(size_t count) {
+    for (size_t end = pendingStatuses.size() + count; zeroedSlots < end;)
+      zeroStatusBlock(zeroedSlots / kStatusSlots);
+  }
   /// The step being run, named in a status's message.
   /// (`where` and `op` outlive the statuses: the executor's plan steps.)
   void setCurrentStep(const std::string *where, const std::string *op) {
@@ -476,6 +486,21 @@ private:
   };
   std::vector<cuda::DevicePtr> statusBlocks;
   std::vector<PendingStatus> pendingStatuses;
+  /// Slots [0, zeroedSlots) are zeroed since the last read.
+  size_t zeroedSlots = 0;
+  /// Zeroes block `b` of the status slots (allocating it where it is new).
+  void zeroStatusBlock(size_t b) {
+    if (b == statusBlocks.size()) {
+      // kStatusBlocksUnread blocks in one allocation (the runs before a
+      // read fill them; the first block owns it, releaseDevice ignores the
+      // rest).
+      const cuda::DevicePtr blocks = allocateDevice(kStatusSlots * 4 * kStatusBlocksUnread);
+      for (size_t i = 0; i < kStatusBlocksUnread; ++i)
+        statusBlocks.push_back(blocks + i * kStatusSlots * 4);
+    }
+    check(device.fill(statusBlocks[b], 0, kStatusSlots * 4));
+    zeroedSlots = (b + 1) * kStatusSlots;
+  }
   /// The step being run (Executor::Impl::run), for a status's message.
   const std::string *currentWhere = nullptr, *currentOp = nullptr;
   std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
@@ -525,17 +550,8 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
   }
   if (g.status) {
     const size_t slot = pendingStatuses.size();
-    if (slot % kStatusSlots == 0) {
-      if (slot / kStatusSlots == statusBlocks.size()) {
-        // kStatusBlocksUnread blocks in one allocation (the runs before a
-        // read fill them; the first block owns it, releaseDevice ignores the
-        // rest).
-        const cuda::DevicePtr blocks = allocateDevice(kStatusSlots * 4 * kStatusBlocksUnread);
-        for (size_t b = 0; b < kStatusBlocksUnread; ++b)
-          statusBlocks.push_back(blocks + b * kStatusSlots * 4);
-      }
-      check(device.fill(statusBlocks[slot / kStatusSlots], 0, kStatusSlots * 4));
-    }
+    if (slot >= zeroedSlots)
+      zeroStatusBlock(slot / kStatusSlots);
     const cuda::DevicePtr at = statusBlocks[slot / kStatusSlots] + (slot % kStatusSlots) * 4;
     pendingStatuses.push_back({k.name, currentWhere, currentOp});
     for (uint64_t v : {uint64_t(at), uint64_t(at), uint64_t(0), uint64_t(1), uint64_t(1)})
@@ -570,6 +586,7 @@ inline absl::Status GpuRunner::takeStatuses(bool now) {
              std::min(kStatusSlots, count - first) * 4);
   std::vector<PendingStatus> pending = std::move(pendingStatuses);
   pendingStatuses.clear();
+  zeroedSlots = 0;
   for (size_t i = 0; i < count; ++i)
     if (values[i] != 0)
       return absl::InternalError(absl::StrCat(

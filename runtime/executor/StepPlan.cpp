@@ -4,7 +4,8 @@
 // where each transient's memory goes back to the pool (liveness, with the
 // holds of branches), which operand may give its buffer to a result, and on
 // which graph lane each branch of overlapping steps runs (overlaps_until,
-// docs/artifact-format.md#overlapping-steps).
+// docs/artifact-format.md#overlapping-steps), and which lanes are free
+// during each other step (a batch step's sequences spread over them).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/executor/ExecutorImpl.h"
@@ -83,6 +84,7 @@ void Executor::Impl::planMemoryAndLanes(const std::vector<KernelCall> &calls,
       const int64_t until = overlapsUntil(i);
       if (until < 0) {
         steps[i].spareLane = branches ? lowestFree() : 0;
+        steps[i].freeLanes = runner ? uint8_t(~busy) : 0;
         continue;
       }
       if (i > 0 && overlapsUntil(i - 1) == until) {

@@ -102,6 +102,49 @@ TEST_F(BatchDecode, EachRowEqualsItsSequenceDecodedAlone) {
   }
 }
 
+/// On the GPU path (emulated) a batch step's per-sequence steps put each
+/// sequence on a graph lane of its own (ExecutorOptions::sequenceLanes):
+/// launches on branches, which a run without them does not have, and the
+/// same bits either way.
+TEST_F(BatchDecode, SequencesRunOnGraphLanesWithTheSameBits) {
+  std::vector<std::vector<float>> rowsOf;
+  std::vector<int64_t> branchLaunches;
+  for (bool lanes : {true, false}) {
+    runtime::ExecutorOptions o;
+    o.device = runtime::ExecutorOptions::Device::Cuda;
+    o.emulateGpu = true;
+    o.keepCachesOnDevice = true;
+    o.overlapSteps = false; // only the sequences' lanes
+    o.sequenceLanes = lanes;
+    auto gpu = runtime::Executor::create(*model.art, *model.ckpt, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    std::vector<runtime::Sequence> seqs;
+    const std::vector<int64_t> lengths = {5, 13, 22, 9};
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      seqs.push_back((*gpu)->newSequence());
+      auto logits =
+          (*gpu)->prefill(seqs.back(), promptOf(lengths[i], int32_t(i), (*gpu)->vocabSize()));
+      ASSERT_TRUE(logits.ok()) << logits.status();
+    }
+    std::vector<runtime::Sequence *> batch;
+    for (auto &s : seqs)
+      batch.push_back(&s);
+    std::vector<float> all;
+    int64_t onBranches = 0;
+    for (int step = 0; step < 4; ++step) {
+      auto rows = (*gpu)->decodeBatch(batch, {3, int32_t(step + 7), 11, 2});
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      all.insert(all.end(), rows->begin(), rows->end());
+      onBranches += (*gpu)->lastTiming().gpu.branchLaunches;
+    }
+    rowsOf.push_back(std::move(all));
+    branchLaunches.push_back(onBranches);
+  }
+  EXPECT_GT(branchLaunches[0], 0);
+  EXPECT_EQ(branchLaunches[1], 0);
+  EXPECT_EQ(firstDifference(rowsOf[0], rowsOf[1]), -1);
+}
+
 /// Bad batches are refused with a message naming the problem, and leave
 /// the sequences as they were.
 TEST_F(BatchDecode, RefusesBadBatches) {

@@ -139,6 +139,7 @@ void reportGpu(const runtime::GpuActivity &g, bool json, Json &doc) {
                 {"graph_launches", g.graphLaunches},
                 {"graphs_built", g.graphsBuilt},
                 {"graph_nodes_updated", g.graphNodesUpdated},
+                {"branch_launches", g.branchLaunches},
                 {"uploads", g.uploads},
                 {"downloads", g.downloads},
                 {"device_allocations", g.deviceAllocations},
@@ -149,11 +150,11 @@ void reportGpu(const runtime::GpuActivity &g, bool json, Json &doc) {
     std::printf("gpu, last run: %lld kernel launches in %lld graphs (%lld built, "
                 "%lld launches updated), %lld uploads, %lld downloads, %lld "
                 "device allocations; host %.3f ms waiting for the GPU, %.3f ms "
-                "in uploads, %.3f ms in launch calls\n",
+                "in uploads, %.3f ms in launch calls; %lld launches on graph branches\n",
                 (long long)g.launches, (long long)g.graphLaunches, (long long)g.graphsBuilt,
                 (long long)g.graphNodesUpdated, (long long)g.uploads, (long long)g.downloads,
                 (long long)g.deviceAllocations, g.waitSeconds * 1e3, g.uploadSeconds * 1e3,
-                g.launchSeconds * 1e3);
+                g.launchSeconds * 1e3, (long long)g.branchLaunches);
 }
 
 } // namespace csa::tools

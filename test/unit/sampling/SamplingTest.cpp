@@ -10,10 +10,13 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/sampling/Sampling.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 namespace csa::sampling {
@@ -86,6 +89,41 @@ TEST(SamplingGreedy, TiesGoToLowestId) {
   // -0 and +0 compare equal: a tie too.
   std::vector<float> zeros = {-1.0f, -0.0f, 0.0f};
   EXPECT_EQ(*greedyToken(zeros), 1);
+}
+
+/// Rows as long as a vocabulary (the check runs 16 maxima side by side):
+/// the first largest wins wherever it and its ties lie, a NaN or +inf
+/// anywhere is named, -inf everywhere but one token leaves that token.
+TEST(SamplingGreedy, LongRowsAgreeWithALoopOneByOne) {
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  for (size_t n : {size_t(16), size_t(17), size_t(37), size_t(129280)}) {
+    std::vector<float> logits(n);
+    for (float &l : logits)
+      l = std::round(value(gen) * 4) / 4; // ties likely
+    size_t want = 0;
+    for (size_t i = 1; i < n; ++i)
+      if (logits[i] > logits[want])
+        want = i;
+    EXPECT_EQ(*greedyToken(logits), int32_t(want)) << n;
+    // A tie of the largest in every lane and in the tail: still the first.
+    for (size_t at : {n - 1, n / 2, size_t(1)}) {
+      std::vector<float> tied = logits;
+      tied[at] = 100.0f;
+      tied[n - 1] = 100.0f;
+      EXPECT_EQ(*greedyToken(tied), int32_t(std::min(at, n - 1))) << n << " " << at;
+    }
+    for (size_t at : {size_t(0), n / 3, n - 1}) {
+      std::vector<float> bad = logits;
+      bad[at] = kNaN;
+      EXPECT_EQ(errorOf(bad, {0.0f, 1.0f}), absl::StrCat("sampling: logit ", at, " is NaN"));
+      bad[at] = kInf;
+      EXPECT_EQ(errorOf(bad, {0.0f, 1.0f}), absl::StrCat("sampling: logit ", at, " is +inf"));
+      std::vector<float> masked(n, -kInf);
+      masked[at] = -1e30f;
+      EXPECT_EQ(*greedyToken(masked), int32_t(at));
+    }
+  }
 }
 
 TEST(SamplingGreedy, MaskedTokensSkipped) {

@@ -124,7 +124,14 @@ absl::Status LaunchGraphs::add(KernelLaunch k) {
   if (current_)
     ++current_->launches;
   pending_.push_back(std::move(k));
-  if (int64_t(pending_.size()) >= launchesPerGraph())
+  // Branches with no chain launch beside them are a fan-out (a batch step's
+  // sequences, each on its lane): cut into pieces of the usual size, each
+  // lane would hold a launch or two, and every piece waits for the whole
+  // piece before it; such a piece holds kMaxBranches times as many.
+  const int64_t limit = launchesPerGraph() * (openBranches_ && !besideBranch_ && !equalParts()
+                                                  ? kMaxBranches
+                                                  : 1);
+  if (int64_t(pending_.size()) >= limit)
     return flush();
   return absl::OkStatus();
 }

@@ -116,7 +116,8 @@ public:
   /// graphs that follow with those of `entry`'s last run, in order.
   absl::Status begin(const std::string &entry);
   /// Records `k`; issues the run once it holds maxLaunches (4 x maxLaunches
-  /// in a run whose caller marks boundaries).
+  /// in a run whose caller marks boundaries; kMaxBranches times that while
+  /// branches are open with no launch of the chain beside them, a fan-out).
   absl::Status add(KernelLaunch k);
   /// A place where the caller would cut the run (the start of a plan step):
   /// in maxLaunches pieces, a piece is cut here once it holds maxLaunches,

@@ -449,6 +449,37 @@ TEST(LaunchGraphs, TheSameKernelsInOtherPlacesAreAnotherGraph) {
   EXPECT_EQ(gpu.graphLaunches, 3);
 }
 
+/// A fan-out (launches on branches, none of the chain beside them: a batch
+/// step's sequences each on a lane) goes out in pieces kMaxBranches times
+/// the usual size, so that each lane holds more than a launch a piece.
+TEST(LaunchGraphs, AFanOutIsCutInLargerPieces) {
+  FakeGpu gpu;
+  LaunchGraphOptions options;
+  options.maxLaunches = 4;
+  LaunchGraphs graphs(gpu, options);
+  ASSERT_TRUE(graphs.begin("decode").ok());
+  ASSERT_TRUE(graphs.add(kernel(1, {})).ok());
+  const int64_t fanOut = 4 * csa::cuda::kMaxBranches;
+  for (int64_t i = 0; i < fanOut - 2; ++i) {
+    graphs.mark(BranchMark::Begin, int(i % csa::cuda::kMaxBranches) + 1);
+    ASSERT_TRUE(graphs.add(kernel(2, {uint64_t(i)})).ok());
+    graphs.mark(BranchMark::End, 0);
+  }
+  EXPECT_EQ(gpu.graphLaunches, 0); // 31 launches: not cut at 4
+  graphs.mark(BranchMark::Begin, 1);
+  ASSERT_TRUE(graphs.add(kernel(2, {99})).ok());
+  graphs.mark(BranchMark::End, 0);
+  ASSERT_EQ(gpu.graphs.size(), 1u);
+  EXPECT_EQ(gpu.graphs[0]->nodes.size(), size_t(fanOut));
+  // Joined, the chain is cut at the usual size again.
+  for (int lane = 1; lane <= csa::cuda::kMaxBranches; ++lane)
+    graphs.mark(BranchMark::Join, lane);
+  for (uintptr_t fn = 3; fn < 7; ++fn)
+    ASSERT_TRUE(graphs.add(kernel(fn, {})).ok());
+  EXPECT_EQ(gpu.graphs.size(), 2u);
+  EXPECT_EQ(gpu.graphs[1]->nodes.size(), 4u);
+}
+
 TEST(LaunchGraphs, APieceIsNotCutRightAfterABranch) {
   FakeGpu gpu;
   LaunchGraphOptions options;

@@ -19,6 +19,7 @@
 
 #include <cassert>
 #include <functional>
+#include <limits>
 
 using namespace mlir;
 
@@ -382,6 +383,143 @@ func::FuncOp buildTopKCompactKernel(ModuleOp module, const std::string &name,
   fn->setAttr(kTopKCompactAttr,
               b.getDictionaryAttr({b.getNamedAttr("k", b.getI64IntegerAttr(k))}));
   return fn;
+}
+
+namespace {
+/// A candidate for the greedy token: (value, id, saw a NaN or +inf).
+struct GreedyCandidate {
+  Value value, id, bad;
+};
+
+/// `c` after logit `l` at id `t` (ids in increasing order): strictly larger
+/// replaces it, so the first of equal ones stays; -inf never does.
+GreedyCandidate greedyStep(OpBuilder &b, Location loc, const GreedyCandidate &c, Value l,
+                           Value t) {
+  Value larger = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l, c.value);
+  // NaN or +inf: !(l < +inf).
+  Value bad = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGE, l,
+                                    f32Const(b, loc, std::numeric_limits<float>::infinity()));
+  return {arith::SelectOp::create(b, loc, larger, l, c.value),
+          arith::SelectOp::create(b, loc, larger, t, c.id),
+          arith::OrIOp::create(b, loc, c.bad, bad)};
+}
+
+/// The row's token from its candidate: -1 where it saw a NaN or +inf (or no
+/// logit above -inf: its id is still -1).
+Value greedyToken(OpBuilder &b, Location loc, const GreedyCandidate &c) {
+  return arith::SelectOp::create(b, loc, c.bad, intConst(b, loc, b.getI32Type(), -1), c.id);
+}
+} // namespace
+
+func::FuncOp buildGreedyTokenKernel(ModuleOp module, const std::string &name) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  func::FuncOp fn = startKernel(
+      b, module, name, {MemRefType::get({dyn, dyn}, f32), MemRefType::get({dyn}, i32)});
+  fn->setAttr(kGreedyTokenAttr, b.getUnitAttr());
+  Value logits = fn.getArgument(0), tokens = fn.getArgument(1);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  Value n = memref::DimOp::create(b, loc, logits, zero);
+  Value vocab = memref::DimOp::create(b, loc, logits, one);
+  loop(b, loc, zero, n, one, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    auto scan = loop(b, loc, zero, vocab, one,
+                     {f32Const(b, loc, -kInf), intConst(b, loc, i32, -1),
+                      intConst(b, loc, b.getI1Type(), 0)},
+                     [&](Value t, ValueRange c) -> SmallVector<Value> {
+      Value l = memref::LoadOp::create(b, loc, logits, ValueRange{i, t});
+      GreedyCandidate next = greedyStep(
+          b, loc, {c[0], c[1], c[2]}, l, arith::IndexCastOp::create(b, loc, i32, t));
+      return {next.value, next.id, next.bad};
+    });
+    memref::StoreOp::create(
+        b, loc,
+        greedyToken(b, loc, {scan.getResult(0), scan.getResult(1), scan.getResult(2)}), tokens,
+        ValueRange{i});
+    return {};
+  });
+  func::ReturnOp::create(b, loc);
+  return fn;
+}
+
+void buildGreedyTokenBlockBody(func::FuncOp fn, const GreedyTokenLanes &lanes) {
+  OpBuilder b(fn.getContext());
+  Location loc = fn.getLoc();
+  Type i32 = b.getI32Type(), i1 = b.getI1Type();
+  Block *entry = freshBody(fn, {lanes.valuesType, lanes.idsType});
+  b.setInsertionPointToStart(entry);
+  Value logits = entry->getArgument(0), tokens = entry->getArgument(1),
+        values = entry->getArgument(2), ids = entry->getArgument(3);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1),
+        threads = indexConst(b, loc, lanes.threads);
+  Value i = lanes.row(b, loc), tid = lanes.thread(b, loc);
+  Value n = memref::DimOp::create(b, loc, logits, zero);
+  Value vocab = memref::DimOp::create(b, loc, logits, one);
+  auto active = scf::IfOp::create(b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, i, n),
+                                  /*withElse=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  // This thread's share: ids tid, tid + threads, ... (coalesced loads).
+  auto scan = loop(b, loc, tid, vocab, threads,
+                   {f32Const(b, loc, -kInf), intConst(b, loc, i32, -1), intConst(b, loc, i1, 0)},
+                   [&](Value t, ValueRange c) -> SmallVector<Value> {
+    Value l = memref::LoadOp::create(b, loc, logits, ValueRange{i, t});
+    GreedyCandidate next =
+        greedyStep(b, loc, {c[0], c[1], c[2]}, l, arith::IndexCastOp::create(b, loc, i32, t));
+    return {next.value, next.id, next.bad};
+  });
+  Value badAt = arith::AddIOp::create(b, loc, threads, tid);
+  memref::StoreOp::create(b, loc, scan.getResult(0), values, ValueRange{tid});
+  memref::StoreOp::create(b, loc, scan.getResult(1), ids, ValueRange{tid});
+  memref::StoreOp::create(b, loc, arith::ExtUIOp::create(b, loc, i32, scan.getResult(2)), ids,
+                          ValueRange{badAt});
+  lanes.barrier(b, loc);
+  // The tree: the upper half folded onto the lower half, a barrier each.
+  int64_t span = 1;
+  while (span < lanes.threads)
+    span *= 2;
+  for (int64_t half = span / 2; half >= 1; half /= 2) {
+    Value other = arith::AddIOp::create(b, loc, tid, indexConst(b, loc, half));
+    Value folds = arith::AndIOp::create(b, loc, cmpI(b, loc, arith::CmpIPredicate::ult, tid,
+                                                     indexConst(b, loc, half)),
+                                        cmpI(b, loc, arith::CmpIPredicate::ult, other, threads));
+    emitWhen(b, loc, folds, [&] {
+      Value v = memref::LoadOp::create(b, loc, values, ValueRange{tid});
+      Value id = memref::LoadOp::create(b, loc, ids, ValueRange{tid});
+      Value ov = memref::LoadOp::create(b, loc, values, ValueRange{other});
+      Value oid = memref::LoadOp::create(b, loc, ids, ValueRange{other});
+      // The other's candidate wins when larger, or equal with a lower id
+      // (equal values above -inf both have ids; at -inf both are -1).
+      Value larger = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, ov, v);
+      Value tie = arith::AndIOp::create(
+          b, loc, arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, ov, v),
+          cmpI(b, loc, arith::CmpIPredicate::slt, oid, id));
+      Value take = arith::OrIOp::create(b, loc, larger, tie);
+      memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, take, ov, v), values,
+                              ValueRange{tid});
+      memref::StoreOp::create(b, loc, arith::SelectOp::create(b, loc, take, oid, id), ids,
+                              ValueRange{tid});
+      Value otherBadAt = arith::AddIOp::create(b, loc, threads, other);
+      memref::StoreOp::create(
+          b, loc,
+          arith::OrIOp::create(b, loc, memref::LoadOp::create(b, loc, ids, ValueRange{badAt}),
+                               memref::LoadOp::create(b, loc, ids, ValueRange{otherBadAt})),
+          ids, ValueRange{badAt});
+    });
+    lanes.barrier(b, loc);
+  }
+  emitWhen(b, loc, cmpI(b, loc, arith::CmpIPredicate::eq, tid, zero), [&] {
+    Value bad = cmpI(b, loc, arith::CmpIPredicate::ne,
+                     memref::LoadOp::create(b, loc, ids, ValueRange{threads}),
+                     intConst(b, loc, i32, 0));
+    memref::StoreOp::create(
+        b, loc,
+        greedyToken(b, loc,
+                    {Value(), memref::LoadOp::create(b, loc, ids, ValueRange{zero}), bad}),
+        tokens, ValueRange{i});
+  });
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 }
 
 void buildTopKCompactBlockBody(func::FuncOp fn, int64_t k, const TopKCompactLanes &lanes) {

@@ -59,6 +59,35 @@ struct TopKBlockLanes : BlockRowLanes {
 void buildTopKRankBlockBody(mlir::func::FuncOp fn, int64_t k, bool masked,
                             const TopKBlockLanes &lanes);
 
+/// The greedy token of each row of a head's logits, as
+/// sampling::greedyToken picks it on the host (the largest logit, the
+/// lowest id among equal ones, never a -inf one), or -1 where the row needs
+/// the host's look: a NaN or +inf logit, or every logit -inf (the runtime
+/// then reads that row back for the error that names the logit). A decode
+/// step that samples greedily downloads these ids, not the logits.
+///
+/// `name(logits: memref<?x?xf32>, tokens: memref<?xi32>)`.
+mlir::func::FuncOp buildGreedyTokenKernel(mlir::ModuleOp module, const std::string &name);
+
+/// The attribute buildGreedyTokenKernel puts on its function (a unit), so
+/// that a backend can build its block form.
+inline constexpr const char *kGreedyTokenAttr = "csa.greedy_token";
+
+/// Where the block form of the greedy token runs: a block per row.
+struct GreedyTokenLanes : BlockRowLanes {
+  /// Appended to the kernel's arguments, in shared memory: memref<threads x
+  /// f32> (each thread's largest) and memref<2 threads x i32> (its id, then
+  /// whether it saw a NaN or +inf).
+  mlir::Type valuesType, idsType;
+};
+
+/// Replaces the body of `fn` (from buildGreedyTokenKernel) with the block
+/// form: thread t scans ids t, t + threads, ... (the same first largest in
+/// its share as a scan in order), then the threads' candidates are folded
+/// as a tree (the larger value, the lower id between equal ones; a NaN or
+/// +inf anywhere makes the row -1): the host kernel's ids.
+void buildGreedyTokenBlockBody(mlir::func::FuncOp fn, const GreedyTokenLanes &lanes);
+
 /// `name(picked: memref<?x?xi8>, visible: memref<?xi64>,
 ///       out: memref<?xkxi32>)`: per row, the picked positions in ascending
 /// order, each position t >= visible[i] written as -1; the columns past the

@@ -28,6 +28,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <random>
 
 using namespace csa::codegen;
 using namespace csa::codegen::testing;
@@ -83,6 +85,74 @@ void expectTopKBlockFormMatchesHost(int64_t k, bool masked, int64_t threads, int
   EXPECT_GT(pickedCount, 0);
 }
 } // namespace
+
+/// The greedy token's host kernel and block form against the host's
+/// sampling rule on rows with ties (-0 among +0 too), -inf, a row of -inf
+/// only, a NaN and a +inf, with blocks of 32 to 1024 threads.
+TEST(GpuFormEmulation, GreedyTokenBlockFormMatchesTheHostKernel) {
+  std::mt19937 gen(5);
+  std::uniform_int_distribution<int> level(-20, 20);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t width : {int64_t(37), int64_t(1000), int64_t(4099)}) {
+    const int64_t n = 7;
+    std::vector<float> logits(size_t(n * width));
+    for (float &l : logits)
+      l = 0.25f * float(level(gen));
+    auto at = [&](int64_t row, int64_t t) -> float & { return logits[size_t(row * width + t)]; };
+    for (int64_t t = 0; t < width; t += 3)
+      at(1, t) = t % 2 ? -0.0f : 0.0f; // row 1: only +-0 and the rest
+    for (int64_t t = 0; t < width; ++t)
+      at(2, t) = 100.0f; // row 2: one value everywhere: id 0
+    for (int64_t t = 0; t < width; ++t)
+      at(3, t) = -inf; // row 3: nothing allowed: -1
+    at(4, width / 2) = std::numeric_limits<float>::quiet_NaN(); // -1
+    at(5, width - 1) = inf;                                      // -1
+    for (int64_t t = 0; t < width; t += 2)
+      at(6, t) = -inf;
+    std::vector<int32_t> want(static_cast<size_t>(n));
+    for (int64_t row = 0; row < n; ++row) {
+      int32_t best = -1;
+      bool bad = false;
+      for (int64_t t = 0; t < width; ++t) {
+        const float l = at(row, t);
+        bad |= std::isnan(l) || l == inf;
+        if (l != -inf && (best < 0 || l > at(row, best)))
+          best = int32_t(t);
+      }
+      want[size_t(row)] = bad ? -1 : best;
+    }
+    EXPECT_EQ(want[3], -1);
+    EXPECT_EQ(want[2], 0);
+    for (int64_t threads : {int64_t(32), int64_t(96), int64_t(1024)}) {
+      KernelLibrary lib([&](ModuleOp m) {
+        Simt simt(m);
+        buildGreedyTokenKernel(m, "host");
+        func::FuncOp form = buildGreedyTokenKernel(m, "form");
+        GreedyTokenLanes lanes;
+        static_cast<BlockRowLanes &>(lanes) = simt.blockRow(threads);
+        lanes.valuesType = MemRefType::get({threads}, Float32Type::get(m.getContext()));
+        lanes.idsType = MemRefType::get({2 * threads}, IntegerType::get(m.getContext(), 32));
+        buildGreedyTokenBlockBody(form, lanes);
+      });
+      std::vector<int32_t> host(static_cast<size_t>(n), 7), form(static_cast<size_t>(n), 7);
+      auto dl = describe<2>(logits, {n, width});
+      auto dh = describe<1>(host, {n});
+      auto df = describe<1>(form, {n});
+      void *hostFn = lib.symbol("host"), *formFn = lib.symbol("form");
+      ASSERT_TRUE(hostFn && formFn);
+      reinterpret_cast<void (*)(void *, void *)>(hostFn)(&dl, &dh);
+      launch(n, 1, threads, size_t(threads) * 12, [&](void *shared) {
+        float *v = static_cast<float *>(shared);
+        int32_t *ids = reinterpret_cast<int32_t *>(v + threads);
+        Descriptor<1, float> dv{v, v, 0, {threads}, {1}};
+        Descriptor<1, int32_t> di{ids, ids, 0, {2 * threads}, {1}};
+        reinterpret_cast<void (*)(void *, void *, void *, void *)>(formFn)(&dl, &df, &dv, &di);
+      });
+      EXPECT_EQ(host, want) << width;
+      EXPECT_EQ(form, want) << width << " x " << threads << " threads";
+    }
+  }
+}
 
 TEST(GpuFormEmulation, TopKRankBlockFormMatchesTheHostKernel) {
   std::mt19937 gen(11);

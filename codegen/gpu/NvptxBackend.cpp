@@ -457,6 +457,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     auto compact = fn->getAttrOfType<DictionaryAttr>(kTopKCompactAttr);
     if (compact)
       fn->removeAttr(kTopKCompactAttr);
+    // The greedy token: a block per row of logits, a strided share a thread.
+    const bool greedy = fn->hasAttr(kGreedyTokenAttr);
+    if (greedy)
+      fn->removeAttr(kGreedyTokenAttr);
     // Index scores: a block per (row, tile of keys), a thread per (head, key).
     auto indexScore = fn->getAttrOfType<DictionaryAttr>(kIndexScoreAttr);
     if (indexScore) {
@@ -511,6 +515,18 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
           fn, experts, topK,
           float(moeRoute.getAs<FloatAttr>("route_scale").getValueAsDouble()), lanes);
       blockPerRow(lanes.threads, (2 * experts + experts + topK + 1) * 4);
+    } else if (greedy) {
+      // At decode a row is a block of the grid, so the block is as large as
+      // blocks go (a 129280-logit row: 127 loads a thread).
+      constexpr int64_t kGreedyThreads = 1024;
+      GreedyTokenLanes lanes;
+      static_cast<BlockRowLanes &>(lanes) = blockRowLanes(kGreedyThreads);
+      lanes.valuesType = MemRefType::get({kGreedyThreads}, b.getF32Type(),
+                                         MemRefLayoutAttrInterface{}, workgroup);
+      lanes.idsType = MemRefType::get({2 * kGreedyThreads}, b.getI32Type(),
+                                      MemRefLayoutAttrInterface{}, workgroup);
+      buildGreedyTokenBlockBody(fn, lanes);
+      blockPerRow(kGreedyThreads, kGreedyThreads * 12);
     } else if (compact) {
       TopKCompactLanes lanes;
       static_cast<BlockRowLanes &>(lanes) = blockRowLanes(256);

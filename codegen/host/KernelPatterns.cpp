@@ -669,6 +669,11 @@ struct FusionPattern : OpKernelPattern<FusionOp> {
 struct LmHeadPattern : OpKernelPattern<LmHeadOp> {
   LogicalResult select(LmHeadOp op, KernelSelector &s) const override {
     s.linear("csa.lm_head", WeightFormat::F32, lastDim(op.getInput()), op.getVocab());
+    // A greedy decode step's tokens from the logits where they are (the
+    // runtime downloads these ids, not the logits, when that is all it
+    // needs).
+    s.use("greedy_token", "csa.lm_head", "", KernelParallelism::Rows,
+          [&] { buildGreedyTokenKernel(s.kernels, "greedy_token"); }, "greedy");
     return success();
   }
 };

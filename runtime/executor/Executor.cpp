@@ -521,7 +521,10 @@ Executor::Impl::run(std::vector<Step> &steps) {
         else
           runner->dropStatuses();
       }
-      onHost(logits.ptr());
+      if (ok && greedyOut)
+        st.Update(pickGreedy(steps));
+      else
+        onHost(logits.ptr());
     } catch (const std::exception &e) {
       st = absl::InternalError(absl::StrCat("reading GPU results: ", e.what()));
     }
@@ -636,6 +639,8 @@ Executor::Impl::run(std::vector<Step> &steps) {
   if (logits.elementBytes != 4 || logits.data.size() < size_t(logits.numel()) * 4)
     return absl::InvalidArgumentError(
         "the plan's logits output is not an f32 value");
+  if (greedyOut)
+    return std::vector<float>(); // the tokens are the result (pickGreedy)
   std::vector<float> out(size_t(logits.numel()));
   std::memcpy(out.data(), logits.ptr(), out.size() * sizeof(float));
   return out;

@@ -332,6 +332,15 @@ public:
   /// caches may hold the step's rows: prefill again.
   absl::StatusOr<std::vector<float>> decodeBatch(const std::vector<Sequence *> &sequences,
                                                  const std::vector<int32_t> &tokens);
+  /// decode() of each sequence (decodeBatch() where there are several) for
+  /// a caller that samples greedily and needs no logits: each sequence's
+  /// greedy token, sampling::greedyToken's pick of its logits (the same
+  /// errors where a logit is NaN or +inf, or every logit -inf). Where the
+  /// plan's head has its greedy kernel and the logits are on the GPU, the
+  /// kernel picks there and only the ids come back (a row that needs the
+  /// error's words brings its logits too).
+  absl::StatusOr<std::vector<int32_t>> decodeGreedy(const std::vector<Sequence *> &sequences,
+                                                    const std::vector<int32_t> &tokens);
 
   /// Brings the caches of `sequence` back from the device
   /// (ExecutorOptions::keepCachesOnDevice) and frees their device copies, so

@@ -217,6 +217,14 @@ struct Executor::Impl {
   /// (runPerSequence): ".lane<L>", which every scratch name takes, so that
   /// sequences side by side on the GPU never share a scratch buffer.
   std::string scratchLane;
+  /// Executor::decodeGreedy's run: each row's greedy token goes here, picked
+  /// on the device where the head has its kernel (only the ids come back).
+  std::vector<int32_t> *greedyOut = nullptr;
+  /// The rows' greedy tokens into *greedyOut: on the GPU by the head's
+  /// `greedy` kernel when `steps` has it (reading back the ids, and a
+  /// row's logits only where the host must name a bad logit), else from the
+  /// host's logits.
+  absl::Status pickGreedy(std::vector<Step> &steps);
   /// The sequences a run holds: the batch, or `seq`.
   std::vector<Sequence *> runSequences() const {
     return batch.empty() ? std::vector<Sequence *>{seq} : batch;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "models/variants/Variants.h"
 #include "runtime/executor/Executor.h"
+#include "runtime/sampling/Sampling.h"
 #include "test/e2e/E2eSupport.h"
 #include "test/unit/support/TempDir.h"
 
@@ -143,6 +144,61 @@ TEST_F(BatchDecode, SequencesRunOnGraphLanesWithTheSameBits) {
   EXPECT_GT(branchLaunches[0], 0);
   EXPECT_EQ(branchLaunches[1], 0);
   EXPECT_EQ(firstDifference(rowsOf[0], rowsOf[1]), -1);
+}
+
+/// decodeGreedy gives each sequence the token greedyToken picks from its
+/// decode logits, alone and in a batch, on the CPU and on the emulated GPU
+/// (where the head's greedy kernel picks and only the ids come back).
+TEST_F(BatchDecode, GreedyStepsGiveTheLogitsGreedyTokens) {
+  runtime::Executor &cpu = *model.executor;
+  runtime::ExecutorOptions gpuOptions;
+  gpuOptions.device = runtime::ExecutorOptions::Device::Cuda;
+  gpuOptions.emulateGpu = true;
+  gpuOptions.keepCachesOnDevice = true;
+  auto gpu = runtime::Executor::create(*model.art, *model.ckpt, gpuOptions);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const int64_t vocab = cpu.vocabSize();
+  for (runtime::Executor *ex : {&cpu, gpu->get()}) {
+    const std::vector<int64_t> lengths = {5, 13, 22};
+    std::vector<runtime::Sequence> withLogits, greedy;
+    for (size_t i = 0; i < lengths.size(); ++i)
+      for (auto *group : {&withLogits, &greedy}) {
+        group->push_back(ex->newSequence());
+        ASSERT_TRUE(ex->prefill(group->back(), promptOf(lengths[i], int32_t(i), vocab)).ok());
+      }
+    for (int step = 0; step < 3; ++step) {
+      std::vector<runtime::Sequence *> batch, want;
+      std::vector<int32_t> tokens;
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        batch.push_back(&greedy[i]);
+        want.push_back(&withLogits[i]);
+        tokens.push_back(int32_t((step * 13 + int(i) * 5 + 1) % vocab));
+      }
+      // All three together, then the first alone.
+      const size_t count = step < 2 ? batch.size() : 1;
+      batch.resize(count);
+      want.resize(count);
+      tokens.resize(count);
+      auto ids = ex->decodeGreedy(batch, tokens);
+      ASSERT_TRUE(ids.ok()) << ids.status();
+      ASSERT_EQ(ids->size(), count);
+      auto rows = count > 1 ? ex->decodeBatch(want, tokens) : ex->decode(*want[0], tokens[0]);
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      for (size_t j = 0; j < count; ++j) {
+        auto pick = sampling::greedyToken(absl::MakeConstSpan(rows->data() + j * size_t(vocab),
+                                                              size_t(vocab)));
+        ASSERT_TRUE(pick.ok()) << pick.status();
+        EXPECT_EQ((*ids)[j], *pick) << "step " << step << ", sequence " << j;
+      }
+      if (ex != &cpu) {
+        // The emulated GPU: one download a greedy step, the ids.
+        ASSERT_TRUE(ex->decodeGreedy(batch, tokens).ok());
+        EXPECT_EQ(ex->lastTiming().gpu.downloads, 1);
+        ASSERT_TRUE((count > 1 ? ex->decodeBatch(want, tokens) : ex->decode(*want[0], tokens[0]))
+                        .ok());
+      }
+    }
+  }
 }
 
 /// Bad batches are refused with a message naming the problem, and leave

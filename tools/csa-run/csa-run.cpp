@@ -84,6 +84,9 @@ ABSL_FLAG(std::string, prefix_cache, "",
           "a prefix cache directory: global KV kept across turns and runs");
 ABSL_FLAG(std::string, output, "", "write the generated ids to this file");
 ABSL_FLAG(int64_t, print_logits, 0, "print the K largest logits of each step");
+ABSL_FLAG(bool, greedy_on_host, false,
+          "greedy decode steps bring their logits back and pick the token on the host, "
+          "instead of the head's greedy kernel picking it where the logits are");
 ABSL_FLAG(std::string, logits_out, "", "write every step's logits to this .npy");
 ABSL_FLAG(bool, warmup, false, "run an untimed 1-token prefill first");
 ABSL_FLAG(std::string, profile, "",
@@ -302,6 +305,7 @@ int main(int argc, char **argv) {
   const int64_t maxNew = absl::GetFlag(FLAGS_max_new_tokens);
   int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t printLogits = absl::GetFlag(FLAGS_print_logits);
+  const bool greedyOnHost = absl::GetFlag(FLAGS_greedy_on_host);
   const int64_t context = absl::GetFlag(FLAGS_context);
   const int64_t prefillChunk = absl::GetFlag(FLAGS_prefill_chunk);
   const int64_t repeat = absl::GetFlag(FLAGS_repeat);
@@ -801,6 +805,40 @@ int main(int argc, char **argv) {
       auto stepFailed = [&](const absl::Status &st) {
         return absl::Status(st.code(), absl::StrCat("decode step ", step, ": ", st.message()));
       };
+      // Greedy with no logits to show or save: the step returns the tokens
+      // (picked on the GPU where the logits are, only the ids come back).
+      const bool greedyStep = params.temperature == 0 && !greedyOnHost &&
+                              !(first && (printLogits > 0 || logitsFile.active()));
+      auto timedGreedy = [&](const std::vector<int64_t> &members) -> absl::Status {
+        std::vector<runtime::Sequence *> sequences;
+        std::vector<int32_t> fed;
+        for (int64_t b : members) {
+          sequences.push_back(&r.sequences[size_t(b)]);
+          fed.push_back(fedOf(b));
+        }
+        auto start = Clock::now();
+        auto ids = ex.decodeGreedy(sequences, fed);
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        r.decodeSeconds += s;
+        r.decodeSteps.push_back(s);
+        r.decodeTokens += int64_t(members.size());
+        if (!ids.ok())
+          return stepFailed(ids.status());
+        for (size_t j = 0; j < members.size(); ++j)
+          next[size_t(members[j])] = (*ids)[j];
+        return absl::OkStatus();
+      };
+      if (greedyStep && batchTogether && active.size() > 1) {
+        if (absl::Status st = timedGreedy(active); !st.ok())
+          return st;
+        continue;
+      }
+      if (greedyStep) {
+        for (int64_t b : active)
+          if (absl::Status st = timedGreedy({b}); !st.ok())
+            return st;
+        continue;
+      }
       if (batchTogether && active.size() > 1) {
         // One step for every sequence: logits [sequences, vocab].
         std::vector<runtime::Sequence *> sequences;

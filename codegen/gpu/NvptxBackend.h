@@ -110,7 +110,9 @@ struct NvptxOptions {
   /// The tensor-core form's 32-blocks of K staged between two barriers, at
   /// most (LinearMmaShape::kBlocksPerStage: the most power of two up to
   /// this that divides a group's K blocks); the same bits whatever it is.
-  int64_t mmaKBlocks = 1;
+  /// 2: a 4096-token h200-full prefill 1882-1887 -> 1777 ms on an H100
+  /// (bench/RESULTS.md, thirty-ninth session; 4 and 8 not timed).
+  int64_t mmaKBlocks = 2;
   /// The tensor-core form issues a stage's global loads one stage ahead
   /// (LinearMmaShape::prefetch); the same bits.
   bool mmaPrefetch = false;

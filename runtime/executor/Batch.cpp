@@ -113,8 +113,19 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
   // (A driver that throws fails the run: the next run starts its graphs
   // afresh, so only the scratch names need restoring then.)
   absl::Cleanup lanesDone = [&] { scratchLane.clear(); };
-  if (!lanes.empty())
+  // A fill on the chain, where every lane's launches meet.
+  auto chainFill = [&] {
+    runner->zeroOnDevice(kernelScratch("sequence_lanes.join", 4, {1}).ptr());
+  };
+  if (!lanes.empty()) {
     runner->zeroStatusSlotsAhead(n * 4 * std::max<size_t>(s.kernels.size(), 1));
+    // The plan's branches this step joins (the query paths the attention
+    // and the index scores read) are joined on the chain before the
+    // fan-out: joined by the first sequence's launch alone, the others'
+    // lanes would not wait for them (LaunchGraphs::graphEdges).
+    if (s.joinLanes)
+      chainFill();
+  }
   absl::Status st;
   for (size_t i = 0; i < n && st.ok(); ++i) {
     seq = members[i];
@@ -137,7 +148,7 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
     for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
       if ((used >> (lane - 1)) & 1u)
         runner->markBranch(cuda::BranchMark::Join, lane);
-    runner->zeroOnDevice(kernelScratch("sequence_lanes.join", 4, {1}).ptr());
+    chainFill();
   }
   return st;
 }

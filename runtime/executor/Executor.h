@@ -129,8 +129,11 @@ struct ExecutorOptions {
   /// lanes no branch of the plan holds there, sequence i on the
   /// (i mod lanes)-th), joined before the step's results are read: the
   /// sequences' attention, index and cache launches run side by side
-  /// instead of one after another. Off: one after another (the same bits).
-  bool sequenceLanes = true;
+  /// instead of one after another. Off (the default): one after another
+  /// (the same bits). Opt-in until timed: the first GPU run, before the
+  /// plan's joins were moved onto the chain ahead of the fan-out, gave NaN
+  /// logits (bench/RESULTS.md, thirty-ninth session).
+  bool sequenceLanes = false;
   /// Cuda graphs: the launches of a graph depend on each other
   /// programmatically (LaunchGraphOptions::programmatic): the next kernel's
   /// blocks are resident before the one before ends.

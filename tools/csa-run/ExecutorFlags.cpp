@@ -37,9 +37,9 @@ ABSL_FLAG(bool, gpu_per_expert_moe, false,
           "prefill's routed experts one launch an expert");
 ABSL_FLAG(bool, gpu_no_overlap, false,
           "every step after the one before, also those the plan lets overlap");
-ABSL_FLAG(bool, gpu_no_sequence_lanes, false,
-          "a batch step's per-sequence steps one sequence after another, not "
-          "each sequence on a graph lane of its own");
+ABSL_FLAG(bool, gpu_sequence_lanes, false,
+          "a batch step's per-sequence steps each sequence on a graph lane of its "
+          "own, beside the others (not yet timed on a GPU)");
 ABSL_FLAG(std::string, gpu_host_kernels, "",
           "kernels kept on the CPU, by name prefix, comma-separated "
           "(alias: CSA_CUDA_HOST_KERNELS)");
@@ -121,7 +121,7 @@ int executorOptionsFromFlags(const CommandLine &flags, bool profile,
     options.rowTiles = !absl::GetFlag(FLAGS_gpu_no_row_tiles);
   options.groupedPrefillMoe = !absl::GetFlag(FLAGS_gpu_per_expert_moe);
   options.overlapSteps = !absl::GetFlag(FLAGS_gpu_no_overlap);
-  options.sequenceLanes = !absl::GetFlag(FLAGS_gpu_no_sequence_lanes);
+  options.sequenceLanes = absl::GetFlag(FLAGS_gpu_sequence_lanes);
   if (flags.given(FLAGS_gpu_host_kernels))
     options.hostKernelPrefixes =
         absl::StrSplit(absl::GetFlag(FLAGS_gpu_host_kernels), ',', absl::SkipEmpty());

@@ -351,6 +351,33 @@ std::vector<KernelLaunch> placed(std::initializer_list<std::pair<int, int>> plac
   return launches;
 }
 
+/// Whether launch `to` runs after launch `from` through `edges`.
+bool after(const std::vector<GraphEdge> &edges, size_t from, size_t to) {
+  std::vector<bool> reached(to + 1, false);
+  reached[from] = true;
+  for (const GraphEdge &e : edges) // listed by `to`: one pass suffices
+    if (e.to <= to && reached[e.from])
+      reached[e.to] = true;
+  return reached[to];
+}
+
+/// A fan-out that reads a branch (a batch step's sequences on lanes 2 and 3
+/// reading the query path on lane 1): joined by the first sequence's launch,
+/// the branch ends there and the other lane does not wait for it; joined by
+/// a chain launch before the fan-out (what Executor::runPerSequence does),
+/// every lane does.
+TEST(LaunchGraphs, AFanOutReadingABranchJoinsItOnTheChainFirst) {
+  // 0 chain, 1 the branch (lane 1), then the fan-out: 2 on lane 2 joining
+  // lane 1, 3 on lane 3.
+  auto joinedByALane = LaunchGraphs::graphEdges(placed({{0, 0}, {1, 0}, {2, 0b1}, {3, 0}}));
+  EXPECT_TRUE(after(joinedByALane, 1, 2));
+  EXPECT_FALSE(after(joinedByALane, 1, 3));
+  // 2 a chain launch joining lane 1, then 3 and 4 on lanes 2 and 3.
+  auto joinedOnTheChain = LaunchGraphs::graphEdges(placed({{0, 0}, {1, 0}, {0, 0b1}, {2, 0}, {3, 0}}));
+  EXPECT_TRUE(after(joinedOnTheChain, 1, 3));
+  EXPECT_TRUE(after(joinedOnTheChain, 1, 4));
+}
+
 TEST(LaunchGraphs, AChainIsEachLaunchAfterTheOneBefore) {
   EXPECT_EQ(LaunchGraphs::graphEdges(placed({{0, 0}, {0, 0}, {0, 0}})),
             (std::vector<GraphEdge>{{0, 1, true}, {1, 2, true}}));

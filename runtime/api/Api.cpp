@@ -556,37 +556,70 @@ csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token, float *log
   });
 }
 
+namespace {
+/// The executor's sequences of a batch call, checked (count, NULLs, one
+/// model), and their model.
+absl::StatusOr<std::pair<ModelState *, std::vector<runtime::Sequence *>>>
+batchOf(const char *function, csa_sequence *const *sequences, const int32_t *tokens,
+        size_t count) {
+  if (count == 0)
+    return absl::InvalidArgumentError(absl::StrCat(function, ": no sequences (count 0)"));
+  if (!sequences)
+    return nullArgument(function, "the sequences");
+  if (!tokens)
+    return nullArgument(function, "the tokens");
+  std::vector<runtime::Sequence *> batch;
+  for (size_t i = 0; i < count; ++i) {
+    if (!sequences[i])
+      return absl::InvalidArgumentError(absl::StrCat(function, ": sequence ", i, " is NULL"));
+    if (sequences[i]->model != sequences[0]->model)
+      return absl::InvalidArgumentError(absl::StrCat(
+          function, ": sequence ", i, " is of another model than sequence 0"));
+    batch.push_back(&sequences[i]->sequence);
+  }
+  return std::make_pair(sequences[0]->model.get(), std::move(batch));
+}
+} // namespace
+
 csa_status csa_sequences_decode(csa_sequence *const *sequences, const int32_t *tokens,
                                 size_t count, float *logits, size_t capacity) {
   return guarded([&] {
     const char *function = "csa_sequences_decode";
-    if (count == 0)
-      return absl::InvalidArgumentError(absl::StrCat(function, ": no sequences (count 0)"));
-    if (!sequences)
-      return nullArgument(function, "the sequences");
-    if (!tokens)
-      return nullArgument(function, "the tokens");
-    std::vector<runtime::Sequence *> batch;
-    for (size_t i = 0; i < count; ++i) {
-      if (!sequences[i])
-        return absl::InvalidArgumentError(
-            absl::StrCat(function, ": sequence ", i, " is NULL"));
-      if (sequences[i]->model != sequences[0]->model)
-        return absl::InvalidArgumentError(absl::StrCat(
-            function, ": sequence ", i, " is of another model than sequence 0"));
-      batch.push_back(&sequences[i]->sequence);
-    }
-    ModelState &model = *sequences[0]->model;
+    auto batch = batchOf(function, sequences, tokens, count);
+    if (!batch.ok())
+      return batch.status();
+    ModelState &model = *batch->first;
     const uint64_t vocab = uint64_t(model.executor->vocabSize());
     if (logits && capacity / count < vocab)
       return absl::InvalidArgumentError(absl::StrCat(
           function, ": the logits buffer holds ", capacity, " floats, ", count,
           " sequences x the vocabulary ", vocab, " are ", uint64_t(count) * vocab));
     std::lock_guard<std::mutex> lock(model.mutex);
-    auto out = model.executor->decodeBatch(batch, std::vector<int32_t>(tokens, tokens + count));
+    auto out = model.executor->decodeBatch(batch->second,
+                                           std::vector<int32_t>(tokens, tokens + count));
     if (!out.ok())
       return out.status();
     copyLogits(*out, logits, capacity);
+    return absl::OkStatus();
+  });
+}
+
+csa_status csa_sequences_decode_greedy(csa_sequence *const *sequences, const int32_t *tokens,
+                                       size_t count, int32_t *next) {
+  return guarded([&] {
+    const char *function = "csa_sequences_decode_greedy";
+    auto batch = batchOf(function, sequences, tokens, count);
+    if (!batch.ok())
+      return batch.status();
+    if (!next)
+      return nullArgument(function, "the next-token buffer");
+    ModelState &model = *batch->first;
+    std::lock_guard<std::mutex> lock(model.mutex);
+    auto out = model.executor->decodeGreedy(batch->second,
+                                            std::vector<int32_t>(tokens, tokens + count));
+    if (!out.ok())
+      return out.status();
+    std::copy(out->begin(), out->end(), next);
     return absl::OkStatus();
   });
 }

@@ -388,9 +388,9 @@ static int batch(const char *artifact, const char *device) {
   static const size_t lengths[kSeqs] = {5, 12, 3};
   csa_model_options options;
   csa_model *model = NULL, *other = NULL;
-  csa_sequence *together[kSeqs], *alone[kSeqs], *foreign = NULL, *pair[2];
+  csa_sequence *together[kSeqs], *alone[kSeqs], *greedy[kSeqs], *foreign = NULL, *pair[2];
   float *rows, *one;
-  int32_t tokens[kSeqs];
+  int32_t tokens[kSeqs], next[kSeqs], pick;
   int64_t vocab;
   int i, step;
 
@@ -403,14 +403,30 @@ static int batch(const char *artifact, const char *device) {
   for (i = 0; i < kSeqs; ++i) {
     must(csa_sequence_new(model, &together[i]), "csa_sequence_new");
     must(csa_sequence_new(model, &alone[i]), "csa_sequence_new");
+    must(csa_sequence_new(model, &greedy[i]), "csa_sequence_new");
     must(csa_sequence_prefill(together[i], prompts[i], lengths[i], NULL, 0), "prefill");
     must(csa_sequence_prefill(alone[i], prompts[i], lengths[i], NULL, 0), "prefill");
+    must(csa_sequence_prefill(greedy[i], prompts[i], lengths[i], NULL, 0), "prefill");
   }
   for (step = 0; step < kSteps; ++step) {
     for (i = 0; i < kSeqs; ++i)
       tokens[i] = (int32_t)((step * 31 + i * 17 + 1) % vocab);
     must(csa_sequences_decode(together, tokens, kSeqs, rows, (size_t)(kSeqs * vocab)),
          "csa_sequences_decode");
+    /* The greedy step: all three, or the first alone on odd steps (its
+     * others then decode alone too, to stay at the same positions). */
+    if (step % 2 == 0) {
+      must(csa_sequences_decode_greedy(greedy, tokens, kSeqs, next), "greedy step");
+    } else {
+      must(csa_sequences_decode_greedy(greedy, tokens, 1, next), "greedy step of one");
+      must(csa_sequences_decode_greedy(greedy + 1, tokens + 1, kSeqs - 1, next + 1),
+           "greedy step of two");
+    }
+    for (i = 0; i < kSeqs; ++i) {
+      must(csa_greedy(rows + i * vocab, (size_t)vocab, &pick), "csa_greedy");
+      CHECK(next[i] == pick, "step %d: sequence %d's greedy step gave %d, its logits %d", step,
+            i, (int)next[i], (int)pick);
+    }
     for (i = 0; i < kSeqs; ++i) {
       must(csa_sequence_decode(alone[i], tokens[i], one, (size_t)vocab), "decode");
       CHECK(memcmp(one, rows + i * vocab, (size_t)vocab * sizeof(float)) == 0,
@@ -422,6 +438,8 @@ static int batch(const char *artifact, const char *device) {
     }
   }
   printf("batch: %d steps of %d sequences equal their own decodes\n", kSteps, kSeqs);
+  expect(csa_sequences_decode_greedy(greedy, tokens, kSeqs, NULL), CSA_ERROR_INVALID_ARGUMENT,
+         "greedy without a buffer");
   /* No logits wanted. */
   must(csa_sequences_decode(together, tokens, kSeqs, NULL, 0), "batch without logits");
 
@@ -447,6 +465,7 @@ static int batch(const char *artifact, const char *device) {
   for (i = 0; i < kSeqs; ++i) {
     csa_sequence_free(together[i]);
     csa_sequence_free(alone[i]);
+    csa_sequence_free(greedy[i]);
   }
   csa_model_free(model);
   free(rows);

@@ -210,6 +210,16 @@ CSA_API csa_status csa_sequence_decode(csa_sequence *sequence, int32_t token,
 CSA_API csa_status csa_sequences_decode(csa_sequence *const *sequences,
                                         const int32_t *tokens, size_t count,
                                         float *logits, size_t capacity);
+/* csa_sequences_decode (count 1: csa_sequence_decode) for a caller that
+ * samples greedily: writes next[i], csa_greedy of sequence i's logits, to
+ * `next` (count ids). On a GPU the model's greedy kernel picks where the
+ * logits are and only the ids come back. The same errors as
+ * csa_sequences_decode, and csa_greedy's (INVALID_ARGUMENT naming the logit)
+ * where a row's logits are NaN, +inf or all -inf; then the sequences have
+ * not advanced. */
+CSA_API csa_status csa_sequences_decode_greedy(csa_sequence *const *sequences,
+                                               const int32_t *tokens, size_t count,
+                                               int32_t *next);
 
 /* --- Prefix cache ------------------------------------------------------- */
 

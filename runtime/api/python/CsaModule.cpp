@@ -319,6 +319,34 @@ PYBIND11_MODULE(csa, m) {
       "(numpy float32 [len(sequences), vocab_size]).");
 
   m.def(
+      "decode_greedy",
+      [](const std::vector<Sequence *> &sequences, const std::vector<int32_t> &tokens) {
+        if (sequences.size() != tokens.size())
+          throw CsaError{CSA_ERROR_INVALID_ARGUMENT,
+                         "decode_greedy: " + std::to_string(sequences.size()) +
+                             " sequences but " + std::to_string(tokens.size()) + " tokens"};
+        std::vector<csa_sequence *> handles;
+        for (Sequence *s : sequences) {
+          if (!s)
+            throw CsaError{CSA_ERROR_INVALID_ARGUMENT, "decode_greedy: a sequence is None"};
+          handles.push_back(s->handle());
+        }
+        std::vector<int32_t> next(handles.size());
+        csa_status st;
+        {
+          py::gil_scoped_release release;
+          st = csa_sequences_decode_greedy(handles.data(), tokens.data(), handles.size(),
+                                           next.data());
+        }
+        check(st);
+        return next;
+      },
+      py::arg("sequences"), py::arg("tokens"),
+      "decode_batch for a caller that samples greedily: each sequence's next "
+      "token (greedy of its logits), picked where the logits are (on a GPU "
+      "only the ids come back).");
+
+  m.def(
       "greedy",
       [](py::array_t<float, py::array::c_style | py::array::forcecast> logits) {
         int32_t token = 0;

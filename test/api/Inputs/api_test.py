@@ -122,6 +122,19 @@ for step in range(4):
         assert np.array_equal(rows[i], alone[i].decode(tokens[i])), (step, i)
 ok("decode_batch rows equal single decodes")
 
+# A greedy step: each sequence's token is greedy(its logits).
+greedy = [model.new_sequence() for _ in range(3)]
+with_logits = [model.new_sequence() for _ in range(3)]
+for i, (g, w) in enumerate(zip(greedy, with_logits)):
+    g.prefill(history[:10 + 7 * i])
+    w.prefill(history[:10 + 7 * i])
+for step in range(3):
+    tokens = [(step * 13 + 5 * i + 2) % 500 for i in range(3)]
+    picked = csa.decode_greedy(greedy, tokens)
+    rows = csa.decode_batch(with_logits, tokens)
+    assert picked == [csa.greedy(rows[i]) for i in range(3)], (step, picked)
+ok("decode_greedy picks the logits' greedy tokens")
+
 # A checkpoint directory with the same weights.
 from_dir = csa.Model(artifact, weights=ckpt)
 assert np.array_equal(from_dir.new_sequence().prefill([1, 2, 3, 4, 5]),

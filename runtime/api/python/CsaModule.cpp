@@ -288,19 +288,25 @@ PYBIND11_MODULE(csa, m) {
       .def("sample", &Sampler::sample, py::arg("logits"),
            "The next token id for the logits.");
 
+  // The C handles of a batch call's sequences, one token each, none None.
+  auto handlesOf = [](const char *function, const std::vector<Sequence *> &sequences,
+                      const std::vector<int32_t> &tokens) {
+    if (sequences.size() != tokens.size())
+      throw CsaError{CSA_ERROR_INVALID_ARGUMENT,
+                     std::string(function) + ": " + std::to_string(sequences.size()) +
+                         " sequences but " + std::to_string(tokens.size()) + " tokens"};
+    std::vector<csa_sequence *> handles;
+    for (Sequence *s : sequences) {
+      if (!s)
+        throw CsaError{CSA_ERROR_INVALID_ARGUMENT, std::string(function) + ": a sequence is None"};
+      handles.push_back(s->handle());
+    }
+    return handles;
+  };
   m.def(
       "decode_batch",
-      [](const std::vector<Sequence *> &sequences, const std::vector<int32_t> &tokens) {
-        if (sequences.size() != tokens.size())
-          throw CsaError{CSA_ERROR_INVALID_ARGUMENT,
-                         "decode_batch: " + std::to_string(sequences.size()) + " sequences but " +
-                             std::to_string(tokens.size()) + " tokens"};
-        std::vector<csa_sequence *> handles;
-        for (Sequence *s : sequences) {
-          if (!s)
-            throw CsaError{CSA_ERROR_INVALID_ARGUMENT, "decode_batch: a sequence is None"};
-          handles.push_back(s->handle());
-        }
+      [handlesOf](const std::vector<Sequence *> &sequences, const std::vector<int32_t> &tokens) {
+        const std::vector<csa_sequence *> handles = handlesOf("decode_batch", sequences, tokens);
         const int64_t vocab = sequences.empty() ? 0 : sequences[0]->vocab();
         py::array_t<float> logits({int64_t(sequences.size()), vocab});
         float *out = logits.mutable_data();
@@ -320,17 +326,8 @@ PYBIND11_MODULE(csa, m) {
 
   m.def(
       "decode_greedy",
-      [](const std::vector<Sequence *> &sequences, const std::vector<int32_t> &tokens) {
-        if (sequences.size() != tokens.size())
-          throw CsaError{CSA_ERROR_INVALID_ARGUMENT,
-                         "decode_greedy: " + std::to_string(sequences.size()) +
-                             " sequences but " + std::to_string(tokens.size()) + " tokens"};
-        std::vector<csa_sequence *> handles;
-        for (Sequence *s : sequences) {
-          if (!s)
-            throw CsaError{CSA_ERROR_INVALID_ARGUMENT, "decode_greedy: a sequence is None"};
-          handles.push_back(s->handle());
-        }
+      [handlesOf](const std::vector<Sequence *> &sequences, const std::vector<int32_t> &tokens) {
+        const std::vector<csa_sequence *> handles = handlesOf("decode_greedy", sequences, tokens);
         std::vector<int32_t> next(handles.size());
         csa_status st;
         {

@@ -63,6 +63,7 @@ struct LowerKernelsToNvvmPass
     options.tileMinRows = tileMinRows;
     options.mmaKBlocks = mmaKBlocks;
     options.mmaPrefetch = mmaPrefetch;
+    options.mmaFp8 = mmaFp8;
     options.linearPrefetchL2 = linearPrefetchL2;
     if (std::string problem = nvptxOptionsProblem(options); !problem.empty()) {
       getOperation().emitError() << "csa-lower-kernels-to-nvvm: " << problem;

@@ -84,6 +84,10 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
            /*default=*/"::csa::codegen::NvptxOptions{}.mmaPrefetch",
            "The tensor-core linears issue a stage's global loads one stage "
            "ahead (the same bits)">,
+    Option<"mmaFp8", "mma-fp8", "bool",
+           /*default=*/"::csa::codegen::NvptxOptions{}.mmaFp8",
+           "The tensor-core FP8/FP4 linears stage E4M3 codes and multiply "
+           "them with mma.m16n8k32 e4m3 (within the dot-product tolerance)">,
     Option<"tileMinRows", "tile-min-rows", "int64_t",
            /*default=*/"::csa::codegen::NvptxOptions{}.tileMinRows",
            "The fewest rows the row-tiled and tensor-core forms replace the "

@@ -131,7 +131,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
   b.setInsertionPointToEnd(module.getBody());
   auto target = NVVM::NVVMTargetAttr::get(
       context, /*optLevel=*/3, "nvptx64-nvidia-cuda", options.chip,
-      "+ptx" + std::to_string(options.ptxVersion));
+      "+ptx" + std::to_string(effectivePtxVersion(options)));
   auto gpuModule = gpu::GPUModuleOp::create(b, loc, "csa_kernels",
                                             b.getArrayAttr({target}));
   // Everything (kernels, their tables) moves into the GPU module.
@@ -181,7 +181,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
   auto hasMmaForm = [&](func::FuncOp fn) {
     std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
     return options.linearTensorCores && spec &&
-           linearMmaShape(*spec, options.mmaKBlocks).has_value();
+           linearMmaShape(*spec, options.mmaKBlocks, options.mmaFp8).has_value();
   };
   // Sparse attentions in the mma form get their tensor-core kernel,
   // `<name>_tc`, run from kAttentionSplitRows + 1 query rows on (prefill);
@@ -232,6 +232,9 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // The body waits for the kernels upstream itself (after what it may do
     // before: LinearSplitKLanes::dependencyWait).
     bool bodyWaits = false;
+    // Blocks of the kernel that must fit a multiprocessor at once (0: no
+    // bound): ptxas then keeps the registers within 64K / (that x threads).
+    int64_t minBlocksPerMultiprocessor = 0;
     auto workgroup =
         gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
     std::optional<LinearKernelSpec> tiled, mma;
@@ -756,7 +759,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       buildSparseAttentionHeadBody(fn, attentionHeads, attentionDim, lanes);
       attentionLaunch(lanes.threads, (2 * lanes.chunk + 64 + attentionDim) * 4);
     } else if (mma) {
-      LinearMmaShape shape = *linearMmaShape(*mma, options.mmaKBlocks);
+      LinearMmaShape shape = *linearMmaShape(*mma, options.mmaKBlocks, options.mmaFp8);
       shape.prefetch = options.mmaPrefetch;
       LinearMmaLanes lanes;
       lanes.rowTile = blockX;
@@ -764,12 +767,19 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.thread = threadX;
       lanes.barrier = blockBarrier;
       lanes.mma = mmaBf16;
+      lanes.mmaE4m3 = mmaE4m3;
+      lanes.e4m3CodePair = e4m3CodePair;
       lanes.e4m3PairToF32 = e4m3PairToF32;
       lanes.e4m3RoundPair = e4m3RoundPair;
       lanes.shuffleXor = shuffleXorLane;
       lanes.sharedType = MemRefType::get({shape.sharedBytes()}, b.getI8Type(),
                                          MemRefLayoutAttrInterface{}, workgroup);
       buildLinearMmaBody(fn, *mma, shape, lanes);
+      // The E4M3 variant's FP4 tiles took 132 registers (one 256-thread
+      // block a multiprocessor); two blocks a multiprocessor hide each
+      // other's barriers and loads.
+      if (shape.fp8)
+        minBlocksPerMultiprocessor = 2;
       // The grouped form: a block per (expert, output tile), whatever the
       // rows; it replaces the grouped kernel from kGroupedMmaMinSlots slots
       // (the length of the expert ids, argument 1) on, for both
@@ -918,6 +928,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     auto kernel = gpu::GPUFuncOp::create(kb, fn.getLoc(), name,
                                          kb.getFunctionType(params, {}));
     kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), kb.getUnitAttr());
+    if (minBlocksPerMultiprocessor > 0) {
+      kernel->setAttr("nvvm.maxntid", kb.getDenseI32ArrayAttr({int32_t(info.blockSize), 1, 1}));
+      kernel->setAttr("nvvm.minctasm", kb.getI32IntegerAttr(int32_t(minBlocksPerMultiprocessor)));
+    }
     if (rowsArg >= 0)
       kernel->setAttr("csa.rows_argument", kb.getI64IntegerAttr(rowsArg));
     Block &kbody = kernel.getBody().front();

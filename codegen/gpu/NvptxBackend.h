@@ -116,6 +116,12 @@ struct NvptxOptions {
   /// The tensor-core form issues a stage's global loads one stage ahead
   /// (LinearMmaShape::prefetch); the same bits.
   bool mmaPrefetch = false;
+  /// FP8 block-scaled and FP4 linears take the tensor-core form's E4M3
+  /// variant (LinearMmaShape::fp8: E4M3 codes staged, mma.m16n8k32 e4m3, the
+  /// activation's and the weight's scale on each 32-block's partial); off:
+  /// the bf16 variant. Both within the dot-product tolerance. Needs PTX 8.4
+  /// (the PTX version is raised to it where lower).
+  bool mmaFp8 = false;
   /// Split-K linears ask for a block's weight rows and scales in L2 before
   /// anything else (LinearSplitKLanes::prefetchL2), an ungrouped one before
   /// it waits for the kernel upstream (programmatic dependent launch), so
@@ -135,6 +141,14 @@ struct NvptxOptions {
   /// The GPU's multiprocessors, for the split-K form's outputs per block.
   int64_t multiprocessors = 132;
 };
+
+/// The PTX ISA version the kernels are emitted for: options.ptxVersion,
+/// raised to 8.4 where the E4M3 mma (NvptxOptions::mmaFp8) needs it.
+inline int effectivePtxVersion(const NvptxOptions &options) {
+  return options.mmaFp8 && options.linearTensorCores && options.ptxVersion < 84
+             ? 84
+             : options.ptxVersion;
+}
 
 /// Why `options` cannot be used, or empty when they can: a per-output
 /// linear's block is a whole number of warps (a warp an output), at most

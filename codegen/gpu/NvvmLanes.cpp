@@ -83,6 +83,34 @@ SmallVector<Value> mmaBf16(OpBuilder &b, Location loc, ValueRange a, ValueRange 
   return d;
 }
 
+/// One warp-wide mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32: LLVM's
+/// intrinsic called by name (nvvm.mma.sync's verifier takes E4M3 operands
+/// only in the sm_100 shapes; the intrinsic is sm_89's, PTX 8.4).
+SmallVector<Value> mmaE4m3(OpBuilder &b, Location loc, ValueRange a, ValueRange bw,
+                           ValueRange c) {
+  Type f32 = b.getF32Type();
+  auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+  SmallVector<Value> operands(a.begin(), a.end());
+  operands.append(bw.begin(), bw.end());
+  operands.append(c.begin(), c.end());
+  auto mma = LLVM::CallIntrinsicOp::create(
+      b, loc, result, b.getStringAttr("llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"),
+      operands);
+  SmallVector<Value> d;
+  for (int64_t i = 0; i < 4; ++i)
+    d.push_back(LLVM::ExtractValueOp::create(b, loc, mma.getResult(0), ArrayRef<int64_t>{i}));
+  return d;
+}
+
+Value e4m3CodePair(OpBuilder &b, Location loc, Value lo, Value hi) {
+  MLIRContext *ctx = b.getContext();
+  Value packed = NVVM::ConvertF32x2ToF8x2Op::create(
+      b, loc, b.getI16Type(), hi, lo, NVVM::FPRoundingModeAttr::get(ctx, NVVM::FPRoundingMode::RN),
+      NVVM::SaturationModeAttr::get(ctx, NVVM::SaturationMode::SATFINITE), b.getBoolAttr(false),
+      TypeAttr::get(b.getType<Float8E4M3FNType>()));
+  return arith::ExtUIOp::create(b, loc, b.getI32Type(), packed);
+}
+
 /// A block of `threads` per row: blockIdx.x, threadIdx.x, the block barrier.
 BlockRowLanes blockRowLanes(int64_t threads) {
   BlockRowLanes lanes;

@@ -49,6 +49,12 @@ std::pair<mlir::Value, mlir::Value> e4m3RoundPair(mlir::OpBuilder &b, mlir::Loca
 /// One warp-wide mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32 (MmaBf16).
 llvm::SmallVector<mlir::Value> mmaBf16(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange a,
                                        mlir::ValueRange bw, mlir::ValueRange c);
+/// One warp-wide mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32 (MmaE4m3).
+llvm::SmallVector<mlir::Value> mmaE4m3(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange a,
+                                       mlir::ValueRange bw, mlir::ValueRange c);
+/// Two f32 values' E4M3 codes by cvt.rn.satfinite.e4m3x2.f32 (E4M3CodePair):
+/// `lo`'s in bits 0-7 of the i32, `hi`'s in bits 8-15.
+mlir::Value e4m3CodePair(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lo, mlir::Value hi);
 /// A block of `threads` per row: blockIdx.x, threadIdx.x, the block barrier.
 BlockRowLanes blockRowLanes(int64_t threads);
 

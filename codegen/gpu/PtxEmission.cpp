@@ -106,7 +106,7 @@ llvm::Expected<std::string> emitPtx(ModuleOp module,
     return llvm::createStringError("no NVPTX target in this LLVM: " + error);
   llvm::TargetOptions targetOptions;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, options.chip, "+ptx" + std::to_string(options.ptxVersion),
+      triple, options.chip, "+ptx" + std::to_string(effectivePtxVersion(options)),
       targetOptions, std::nullopt));
   if (!machine)
     return llvm::createStringError("cannot create an NVPTX target machine for " +
@@ -250,7 +250,7 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
     list.push_back(std::move(entry));
   }
   llvm::json::Object root{{"chip", options.chip},
-                          {"ptx_version", options.ptxVersion},
+                          {"ptx_version", effectivePtxVersion(options)},
                           {"calling_convention",
                            "memref descriptors expanded: allocated ptr, "
                            "aligned ptr, offset, sizes, strides"},

@@ -36,7 +36,7 @@ constexpr int64_t kMmaK = 16;
 } // namespace
 
 std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec,
-                                             int64_t maxKBlocksPerStage) {
+                                             int64_t maxKBlocksPerStage, bool fp8) {
   const bool formatFits =
       spec.format == LinearFormat::FP8Block32 || spec.format == LinearFormat::FP4E2M1 ||
       spec.format == LinearFormat::FP8AsBF16 ||
@@ -55,6 +55,8 @@ std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec,
       LinearMmaShape shape;
       shape.outputsPerTile = outputs;
       shape.grouped = grouped;
+      shape.fp8 = fp8 && !spec.inputF32 &&
+                  (spec.format == LinearFormat::FP8Block32 || spec.format == LinearFormat::FP4E2M1);
       // More blocks a stage while they divide K and the tiles fit the
       // static shared memory.
       for (LinearMmaShape more = shape; more.kBlocksPerStage * 2 <= maxKBlocksPerStage &&
@@ -68,6 +70,54 @@ std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec,
     }
   return std::nullopt;
 }
+
+namespace {
+/// The E4M3 code of an f32 value that is one (emitRoundToE4M3's results:
+/// on the grid, |v| <= 448, or NaN): sign, then the biased exponent and
+/// the top three mantissa bits, or v x 2^9 below 2^-6 (subnormal); NaN
+/// 0x7F.
+Value e4m3CodeOfValue(OpBuilder &b, Location loc, Value v) {
+  Type i32 = b.getI32Type();
+  auto c = [&](uint32_t x) { return i32c(b, loc, x); };
+  Value bits = arith::BitcastOp::create(b, loc, i32, v);
+  Value sign = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, bits, c(24)), c(0x80));
+  Value magnitude = arith::AndIOp::create(b, loc, bits, c(0x7FFFFFFF));
+  Value exponent = arith::ShRUIOp::create(b, loc, magnitude, c(23));
+  // Normal: (e - 120) << 3 | m >> 20 (2^-6 has biased f32 exponent 121).
+  Value normal = arith::OrIOp::create(
+      b, loc,
+      arith::ShLIOp::create(b, loc, arith::SubIOp::create(b, loc, exponent, c(120)), c(3)),
+      arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, magnitude, c(20)), c(7)));
+  Value absV = arith::BitcastOp::create(b, loc, b.getF32Type(), magnitude);
+  Value subnormal = arith::FPToUIOp::create(
+      b, loc, i32, arith::MulFOp::create(b, loc, absV, f32c(b, loc, 512.f)));
+  Value isNormal = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, exponent, c(121));
+  Value code = arith::SelectOp::create(b, loc, isNormal, normal, subnormal);
+  Value isNaN = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, magnitude, c(0x7F800000));
+  code = arith::SelectOp::create(b, loc, isNaN, c(0x7F), code);
+  return arith::OrIOp::create(b, loc, sign, code);
+}
+
+/// Four E2M1 codes, one in the low nibble of each byte, as E4M3 codes of
+/// the same values times 2^-6 (exact): s.e1e0.m -> s.00e1e0.m00.
+Value e4m3OfE2m1Bytes(OpBuilder &b, Location loc, Value nibbles) {
+  Value sign = arith::ShLIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, nibbles, i32c(b, loc, 0x08080808)), i32c(b, loc, 4));
+  Value magnitude = arith::ShLIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, nibbles, i32c(b, loc, 0x07070707)), i32c(b, loc, 2));
+  return arith::OrIOp::create(b, loc, sign, magnitude);
+}
+
+/// Four codes (i32, each below 256) as a word, the first in the low byte.
+Value packCodes(OpBuilder &b, Location loc, ArrayRef<Value> codes) {
+  Value word = codes[0];
+  for (int64_t i = 1; i < 4; ++i)
+    word = arith::OrIOp::create(
+        b, loc, word,
+        arith::ShLIOp::create(b, loc, codes[size_t(i)], i32c(b, loc, uint32_t(8 * i))));
+  return word;
+}
+} // namespace
 
 void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
                         const LinearMmaShape &shape, const LinearMmaLanes &lanes) {
@@ -113,7 +163,7 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
   // g x stageRows, its weight rows after them.
   const int64_t stageBlocks = shape.kBlocksPerStage, stageRows = tileRows + tileOutputs;
   // Loads a stage ahead (act_quant-ed activations and block-scaled weights).
-  const bool prefetch = shape.prefetch && quantized;
+  const bool prefetch = shape.prefetch && quantized && !shape.fp8;
   Value tiles = view(bf16, 0, {stageBlocks * stageRows, kMmaRowStride});
   // The same as bit patterns: what a copy through control flow carries (a
   // bf16 value would be widened and narrowed again on the host target).
@@ -362,6 +412,201 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
         }
       });
     };
+    // The E4M3 form (shape.fp8): the staged rows hold E4M3 codes as i32
+    // words (kMmaFp8RowBytes a row), then one f32 scale a staged row, set
+    // g's rows from g x stageRows as in the bf16 form. FP4 weights are
+    // staged with each 8 codes' even elements in one word and the odd ones
+    // in the next (three integer ops for 8 nibbles); the activations' codes
+    // go in the same order, so every 32-block's dot is the same sum.
+    const int64_t fp8RowWords = kMmaFp8RowBytes / 4;
+    auto fp8KLoop = [&]() -> scf::ForOp {
+      const int64_t stagedRows = stageBlocks * stageRows;
+      Value codeWords = view(i32, 0, {stagedRows * fp8RowWords});
+      Value rowScales = view(f32, stagedRows * kMmaFp8RowBytes, {stagedRows});
+      auto wordOf = [&](OpBuilder &b, Value stagedRow, Value word) -> Value {
+        return add(b, mul(b, stagedRow, fp8RowWords), word);
+      };
+      auto storeWord = [&](OpBuilder &b, Value value, Value stagedRow, Value word) {
+        memref::StoreOp::create(b, loc, value, codeWords, ValueRange{wordOf(b, stagedRow, word)});
+      };
+      // 8 codes (elements 8i .. 8i + 7 of a block) as the two words staged.
+      auto wordsOf8 = [&](OpBuilder &b, ArrayRef<Value> c) -> std::pair<Value, Value> {
+        if (fp4)
+          return {packCodes(b, loc, {c[0], c[2], c[4], c[6]}),
+                  packCodes(b, loc, {c[1], c[3], c[5], c[7]})};
+        return {packCodes(b, loc, c.take_front(4)), packCodes(b, loc, c.slice(4, 4))};
+      };
+      // act_quant as in the bf16 form, its codes and scale staged (FP4: the
+      // scale times 2^6, for the weights' 2^-6).
+      auto actStage = [&](OpBuilder &b, ValueRange loaded) {
+        Value row = div(b, tid, quantThreads);
+        Value firstWord = mul(b, quantPart, perThread / 4);
+        for (int64_t g = 0; g < stageBlocks; ++g) {
+          SmallVector<Value> values(loaded.begin() + g * perThread,
+                                    loaded.begin() + (g + 1) * perThread);
+          Value amax = zeroF32;
+          for (Value v : values)
+            amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
+          for (int32_t mask = 1; mask < quantThreads; mask *= 2)
+            amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
+          std::pair<Value, Value> scaleAndInverse = emitActQuantScale(b, loc, amax);
+          Value scale = scaleAndInverse.first, inverse = scaleAndInverse.second;
+          SmallVector<Value> codes;
+          for (int64_t e = 0; e < perThread; e += 2) {
+            Value q0 = arith::MulFOp::create(b, loc, values[size_t(e)], inverse);
+            Value q1 = arith::MulFOp::create(b, loc, values[size_t(e + 1)], inverse);
+            if (lanes.e4m3CodePair) {
+              Value pair = lanes.e4m3CodePair(b, loc, q0, q1);
+              codes.push_back(arith::AndIOp::create(b, loc, pair, i32c(b, loc, 0xFF)));
+              codes.push_back(arith::AndIOp::create(
+                  b, loc, arith::ShRUIOp::create(b, loc, pair, i32c(b, loc, 8)), i32c(b, loc, 0xFF)));
+              continue;
+            }
+            codes.push_back(e4m3CodeOfValue(b, loc, emitRoundToE4M3(b, loc, q0)));
+            codes.push_back(e4m3CodeOfValue(b, loc, emitRoundToE4M3(b, loc, q1)));
+          }
+          Value stagedRow = addc(b, row, g * stageRows);
+          for (int64_t j = 0; j < perThread; j += 8) {
+            auto [w0, w1] = wordsOf8(b, ArrayRef<Value>(codes).slice(size_t(j), 8));
+            storeWord(b, w0, stagedRow, addc(b, firstWord, j / 4));
+            storeWord(b, w1, stagedRow, addc(b, firstWord, j / 4 + 1));
+          }
+          emitWhen(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, quantPart, idx(b, loc, 0)),
+                   [&] {
+            Value staged = fp4 ? arith::MulFOp::create(b, loc, scale, f32c(b, loc, 64.f)).getResult()
+                               : scale;
+            memref::StoreOp::create(b, loc, staged, rowScales, ValueRange{stagedRow});
+          });
+        }
+      };
+      // The weights' codes (FP8: as they are; FP4: E4M3 bytes of 2^-6 x
+      // the E2M1 value) and each staged row's scale (the first of its
+      // `parts` threads): 16-byte loads where aligned, a code at a time
+      // where not.
+      Value firstOfRow = parts > 1 ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                                           rem(b, tid, parts), idx(b, loc, 0))
+                                         .getResult()
+                                   : Value();
+      Value firstWeightWord = div(b, e0, 4);
+      auto weightStage = [&](OpBuilder &b, ArrayRef<Value> kbs, ArrayRef<Value> kBases) {
+        emitWhen(b, loc, hasWeightRow, [&] {
+          auto alignedIf = scf::IfOp::create(b, loc, aligned, /*withElseRegion=*/true);
+          {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(alignedIf.thenBlock()->getTerminator());
+            SmallVector<Value> raw = rawWeights(b, kbs, kBases);
+            for (int64_t g = 0; g < stageBlocks; ++g) {
+              Value stagedRow = addc(b, rowInTile, g * stageRows + tileRows);
+              if (!fp4) {
+                for (int64_t i = 0; i < 4; ++i)
+                  storeWord(b, raw[size_t(g * 4 + i)], stagedRow, addc(b, firstWeightWord, i));
+                continue;
+              }
+              for (int64_t i = 0; i < 4; ++i) {
+                Value w = LLVM::ExtractElementOp::create(
+                    b, loc, raw[size_t(g)], LLVM::ConstantOp::create(b, loc, i32, int32_t(i)));
+                Value evens = arith::AndIOp::create(b, loc, w, i32c(b, loc, 0x0F0F0F0F));
+                Value odds = arith::AndIOp::create(
+                    b, loc, arith::ShRUIOp::create(b, loc, w, i32c(b, loc, 4)), i32c(b, loc, 0x0F0F0F0F));
+                storeWord(b, e4m3OfE2m1Bytes(b, loc, evens), stagedRow, idx(b, loc, 2 * i));
+                storeWord(b, e4m3OfE2m1Bytes(b, loc, odds), stagedRow, idx(b, loc, 2 * i + 1));
+              }
+            }
+          }
+          {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(alignedIf.elseBlock()->getTerminator());
+            for (int64_t g = 0; g < stageBlocks; ++g) {
+              SmallVector<Value> codes;
+              for (int64_t e = 0; e < codesPerThread; ++e) {
+                Value at = add(b, addc(b, kBases[size_t(g)], e), e0);
+                if (!fp4) {
+                  codes.push_back(loadCode(b, loc, w, ValueRange{wRow, at}));
+                  continue;
+                }
+                Value byte = loadCode(b, loc, w, ValueRange{wRow, div(b, at, 2)});
+                Value nibble = arith::AndIOp::create(
+                    b, loc, arith::ShRUIOp::create(b, loc, byte, i32c(b, loc, 4 * (e % 2))),
+                    i32c(b, loc, 0xF));
+                codes.push_back(e4m3OfE2m1Bytes(b, loc, nibble));
+              }
+              Value stagedRow = addc(b, rowInTile, g * stageRows + tileRows);
+              for (int64_t j = 0; j < codesPerThread; j += 8) {
+                auto [w0, w1] = wordsOf8(b, ArrayRef<Value>(codes).slice(size_t(j), 8));
+                storeWord(b, w0, stagedRow, addc(b, firstWeightWord, j / 4));
+                storeWord(b, w1, stagedRow, addc(b, firstWeightWord, j / 4 + 1));
+              }
+            }
+          }
+          auto stageScales = [&] {
+            Value j = add(b, j0, rowInTile);
+            Value scaleRow = fp4 ? add(b, scaleRowBase, j) : add(b, scaleRowBase, div(b, j, kBlock));
+            for (int64_t g = 0; g < stageBlocks; ++g) {
+              Value sw = decodeUe8m0(b, loc, loadCode(b, loc, s, ValueRange{scaleRow, kbs[size_t(g)]}));
+              memref::StoreOp::create(b, loc, sw, rowScales,
+                                      ValueRange{addc(b, rowInTile, g * stageRows + tileRows)});
+            }
+          };
+          if (firstOfRow)
+            emitWhen(b, loc, firstOfRow, stageScales);
+          else
+            stageScales();
+        });
+      };
+      Value quad = rem(b, lane, 4);
+      return forLoop(
+          b, loc, idx(b, loc, 0), idx(b, loc, kg / kBlock / stageBlocks), zeros,
+          [&](OpBuilder &b, Location loc, Value stage, ValueRange acc) {
+        auto blocks = blocksOf(b, stage);
+        actStage(b, actLoads(b, blocks.second));
+        weightStage(b, blocks.first, blocks.second);
+        lanes.barrier(b, loc);
+        auto word = [&](Value stagedRow, int64_t w) -> Value {
+          return memref::LoadOp::create(b, loc, codeWords,
+                                        ValueRange{wordOf(b, stagedRow, addc(b, quad, w))});
+        };
+        auto scaleAt = [&](Value stagedRow) -> Value {
+          return memref::LoadOp::create(b, loc, rowScales, ValueRange{stagedRow});
+        };
+        SmallVector<Value> sums(acc.begin(), acc.end());
+        SmallVector<Value> zero4(4, zeroF32);
+        for (int64_t g = 0; g < stageBlocks; ++g) {
+          const int64_t actRow = g * stageRows, weightRow = actRow + tileRows;
+          SmallVector<Value> a[kWarpRowFragments], bw[kWarpColFragments];
+          Value sa[kWarpRowFragments][2], sw[kWarpColFragments][2];
+          for (int64_t mi = 0; mi < kWarpRowFragments; ++mi) {
+            Value r = addc(b, add(b, addc(b, warpRow, mi * 16), group), actRow);
+            Value r8 = addc(b, r, 8);
+            a[mi] = {word(r, 0), word(r8, 0), word(r, 4), word(r8, 4)};
+            sa[mi][0] = scaleAt(r);
+            sa[mi][1] = scaleAt(r8);
+          }
+          for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
+            Value c = addc(b, add(b, addc(b, warpCol, ni * 8), group), weightRow);
+            bw[ni] = {word(c, 0), word(c, 4)};
+            Value col = addc(b, add(b, addc(b, warpCol, ni * 8), quad2), weightRow);
+            sw[ni][0] = scaleAt(col);
+            sw[ni][1] = scaleAt(addc(b, col, 1));
+          }
+          // The block's partial times the activation's scale, then the
+          // weight's (the bf16 form's values: there the activations carry
+          // their scale); into the accumulators in block order.
+          for (int64_t mi = 0; mi < kWarpRowFragments; ++mi)
+            for (int64_t ni = 0; ni < kWarpColFragments; ++ni) {
+              const size_t base = size_t((mi * kWarpColFragments + ni) * 4);
+              SmallVector<Value> d = lanes.mmaE4m3(b, loc, a[mi], bw[ni], zero4);
+              for (int64_t e = 0; e < 4; ++e) {
+                Value t = arith::MulFOp::create(b, loc, d[size_t(e)], sa[mi][e / 2]);
+                t = arith::MulFOp::create(b, loc, t, sw[ni][e % 2]);
+                sums[base + size_t(e)] = arith::AddFOp::create(b, loc, sums[base + size_t(e)], t);
+              }
+            }
+        }
+        // Before the next stage's staging overwrites what other warps read.
+        lanes.barrier(b, loc);
+        return sums;
+      });
+    };
     // With prefetch, a stage's global loads (act_quant's inputs, the
     // aligned weights' 16 bytes) are issued one stage ahead and carried in
     // registers through the loop: the next stage's loads are in flight while
@@ -400,7 +645,7 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
       carriedWeights = first.size() - carriedAct;
       inits.append(first.begin(), first.end());
     }
-    scf::ForOp kLoop = forLoop(
+    scf::ForOp kLoop = shape.fp8 ? fp8KLoop() : forLoop(
         b, loc, idx(b, loc, 0), idx(b, loc, stages), inits,
         [&](OpBuilder &b, Location loc, Value stage, ValueRange loopArgs) {
       ValueRange acc = loopArgs.take_front(kAccumulators);

@@ -53,6 +53,11 @@ namespace csa::codegen {
 /// padding, so that a fragment load's 8 rows x 4 words fall in 32 banks.
 inline constexpr int64_t kMmaRowStride = 40;
 
+/// Bytes of a staged row of E4M3 codes in the E4M3 form (LinearMmaShape::fp8):
+/// a 32-block and 16 of padding, so that a fragment load's 8 rows x 4 words
+/// fall in 32 banks (rows 12 words apart).
+inline constexpr int64_t kMmaFp8RowBytes = 48;
+
 /// The grouped form runs from this many slots (the expert-id argument's
 /// length) on. Its blocks walk K serially for their expert's slots (about
 /// 150 us a launch at the released widths however few the slots, measured:
@@ -76,9 +81,20 @@ struct LinearMmaShape {
   /// The grouped form (the routed experts, LinearKernelSpec::experts): a
   /// block per (expert, output tile) gathers the expert's slots.
   bool grouped = false;
+  /// The E4M3 form (FP8 block-scaled and FP4 weights): the tiles hold the
+  /// act_quant codes and the weights' E4M3 codes (FP4: each E2M1 value
+  /// times 2^-6, exact) with their scales beside them as f32, and a warp
+  /// multiplies a whole 32-block with one `mma.m16n8k32` of E4M3 operands;
+  /// the block's partial is then scaled by the activation's and the
+  /// weight's scale. Half the shared bytes, fragment loads and mma of the
+  /// bf16 form; only the fp32 sums' order differs from it.
+  bool fp8 = false;
   int64_t threads() const { return (rowsPerTile / 32) * (outputsPerTile / 32) * 32; }
-  /// The staged activations and weight codes of a stage's 32-blocks (bf16).
+  /// The staged activations and weight codes of a stage's 32-blocks (bf16;
+  /// E4M3 codes and an f32 scale a row in the E4M3 form).
   int64_t tilesBytes() const {
+    if (fp8)
+      return kBlocksPerStage * (rowsPerTile + outputsPerTile) * (kMmaFp8RowBytes + 4);
     return kBlocksPerStage * (rowsPerTile + outputsPerTile) * kMmaRowStride * 2;
   }
   /// Grouped: the expert ids read in one step of the scan (4 a thread), and
@@ -95,9 +111,10 @@ struct LinearMmaShape {
 /// comment): 64 rows and the most of 128, 64 or 32 outputs that divides a
 /// group's outputs; the most 32-blocks a stage, up to `maxKBlocksPerStage`
 /// (a power of two), that divides a group's K blocks and keeps the shared
-/// memory within the static 48 KB.
+/// memory within the static 48 KB. With `fp8`, the E4M3 form where the
+/// weights are FP8 block-scaled or FP4 (the others keep the bf16 form).
 std::optional<LinearMmaShape> linearMmaShape(const LinearKernelSpec &spec,
-                                             int64_t maxKBlocksPerStage = 1);
+                                             int64_t maxKBlocksPerStage = 1, bool fp8 = false);
 
 /// One warp-wide `mma.m16n8k16.row.col.f32.bf16.bf16.f32`: `a` 4 i32, `b` 2
 /// i32 (two bf16 each, the lower index in the low half), `c` 4 f32, in
@@ -106,12 +123,26 @@ using MmaBf16 = std::function<llvm::SmallVector<mlir::Value>(
     mlir::OpBuilder &, mlir::Location, mlir::ValueRange a, mlir::ValueRange b,
     mlir::ValueRange c)>;
 
+/// One warp-wide `mma.m16n8k32.row.col.f32.e4m3.e4m3.f32`: `a` 4 i32 and
+/// `b` 2 i32 of four E4M3 codes each (the lower k in the lower byte), `c` 4
+/// f32, in PTX's fragment layout; returns d's 4 f32.
+using MmaE4m3 = MmaBf16;
+
+/// Two f32 values' E4M3 codes, RNE with saturation (act_quant's rounding),
+/// the first in bits 0-7 of the i32, the second in bits 8-15.
+using E4M3CodePair = std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value,
+                                               mlir::Value)>;
+
 /// How the form's lanes are made: the tile indices (x: rows, y: outputs),
 /// the thread in the block, the block barrier and the mma.
 struct LinearMmaLanes {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> rowTile, outputTile, thread;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
   MmaBf16 mma;
+  /// The E4M3 form's mma and its act_quant codes (empty: emitRoundToE4M3's
+  /// integer arithmetic, then the code of the value).
+  MmaE4m3 mmaE4m3;
+  E4M3CodePair e4m3CodePair;
   /// shfl.sync.bfly of an f32 over the warp (the act_quant amax).
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value, int32_t)> shuffleXor;
   /// act_quant's E4M3 rounding by the GPU's cvt (emitActQuantPair); empty:

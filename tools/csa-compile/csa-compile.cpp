@@ -286,6 +286,12 @@ cl::opt<bool> mmaPrefetch(
              "issue a stage's global loads one stage ahead, carried in registers "
              "(the same bits)"),
     cl::init(csa::codegen::NvptxOptions{}.mmaPrefetch), cl::cat(category));
+cl::opt<bool> mmaFp8(
+    "mma-fp8",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: the tensor-core FP8/FP4 linears "
+             "stage E4M3 codes and multiply a 32-block with one mma.m16n8k32 e4m3, "
+             "the scales on its partial (within the dot-product tolerance; PTX 8.4)"),
+    cl::init(csa::codegen::NvptxOptions{}.mmaFp8), cl::cat(category));
 cl::opt<bool> withPtx(
     "with-ptx",
     cl::desc("--emit=artifact: also put the kernels' PTX for --chip into the "
@@ -342,6 +348,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.tileMinRows = tileMinRows;
   options.mmaKBlocks = mmaKBlocks;
   options.mmaPrefetch = mmaPrefetch;
+  options.mmaFp8 = mmaFp8;
   options.linearOutputsInFlight = linearOutputsInFlight;
   options.linearPrefetchL2 = linearPrefetchL2;
   options.attentionSplits = attentionSplits;

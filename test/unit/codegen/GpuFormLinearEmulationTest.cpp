@@ -57,6 +57,7 @@ LinearMmaLanes mmaLanes(const Simt &simt, MLIRContext *ctx, const LinearMmaShape
   lanes.thread = simt.value(simt.thread);
   lanes.barrier = simt.sync();
   lanes.mma = simt.mmaBf16();
+  lanes.mmaE4m3 = simt.mmaE4m3();
   lanes.shuffleXor = simt.shuffleXor();
   lanes.weightAddressSpace = 0;
   lanes.sharedType = MemRefType::get({shape.sharedBytes()}, IntegerType::get(ctx, 8));
@@ -119,11 +120,12 @@ void expectPrefetched(const std::vector<SimtMemoryEvent> &events, int64_t blocks
 
 /// The GPU forms of a linear: the row-tiled and per-output forms give the
 /// host kernel's bits; the split-K form meets the dot-product tolerance.
-enum class LinearForm { Tiled, PerOutput, SplitK, Mma };
+enum class LinearForm { Tiled, PerOutput, SplitK, Mma, MmaE4m3 };
 
 void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
   const bool perOutput = which == LinearForm::PerOutput;
-  const bool mma = which == LinearForm::Mma;
+  const bool mma = which == LinearForm::Mma || which == LinearForm::MmaE4m3;
+  const bool e4m3 = which == LinearForm::MmaE4m3;
   // Forms within the dot-product tolerance instead of the host's bits.
   const bool bounded = which == LinearForm::SplitK || mma;
   const bool splitK = which == LinearForm::SplitK;
@@ -141,8 +143,9 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
     func::FuncOp form = buildLinearKernel(m, "form", spec);
     MLIRContext *ctx = m.getContext();
     if (mma) {
-      std::optional<LinearMmaShape> shape = linearMmaShape(spec);
+      std::optional<LinearMmaShape> shape = linearMmaShape(spec, 1, e4m3);
       ASSERT_TRUE(shape.has_value());
+      ASSERT_EQ(shape->fp8, e4m3);
       mmaShape = *shape;
       buildLinearMmaBody(form, spec, mmaShape, mmaLanes(simt, ctx, mmaShape));
     } else if (splitK) {
@@ -676,12 +679,13 @@ namespace {
 /// gathering its slots) against the grouped host kernel: every slot's row
 /// within the dot-product bound, a slot whose id is no expert all zeros.
 void expectGroupedMmaMeetsTheBound(LinearFormat format, int64_t k, int64_t n, int64_t experts,
-                                   int64_t slotsPerRow, const std::vector<int32_t> &ids) {
+                                   int64_t slotsPerRow, const std::vector<int32_t> &ids,
+                                   bool e4m3 = false) {
   LinearKernelSpec spec = specOf(format, k, n);
   spec.experts = experts;
   spec.slotsPerRow = slotsPerRow;
-  std::optional<LinearMmaShape> shape = linearMmaShape(spec);
-  ASSERT_TRUE(shape.has_value() && shape->grouped);
+  std::optional<LinearMmaShape> shape = linearMmaShape(spec, 1, e4m3);
+  ASSERT_TRUE(shape.has_value() && shape->grouped && shape->fp8 == e4m3);
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
     buildLinearKernel(m, "host", spec);
@@ -784,15 +788,16 @@ namespace {
 /// has the same bits. `experts` > 0: the grouped form, one slot a row.
 void expectStagedMmaEqualsOneBlock(LinearFormat format, int64_t k, int64_t n, int64_t rows,
                                    int64_t maxBlocks, int64_t experts = 0,
-                                   bool prefetch = false) {
+                                   bool prefetch = false, bool e4m3 = false) {
   LinearKernelSpec spec = specOf(format, k, n);
   if (experts > 0) {
     spec.experts = experts;
     spec.slotsPerRow = 1;
   }
-  std::optional<LinearMmaShape> one = linearMmaShape(spec),
-                                staged = linearMmaShape(spec, maxBlocks);
+  std::optional<LinearMmaShape> one = linearMmaShape(spec, 1, e4m3),
+                                staged = linearMmaShape(spec, maxBlocks, e4m3);
   ASSERT_TRUE(one.has_value() && staged.has_value());
+  ASSERT_TRUE(one->fp8 == e4m3 && staged->fp8 == e4m3);
   staged->prefetch = prefetch;
   ASSERT_EQ(one->kBlocksPerStage, 1);
   ASSERT_GT(staged->kBlocksPerStage * (prefetch ? 2 : 1), 1);
@@ -905,4 +910,132 @@ TEST(GpuFormEmulation, SplitKLinearIsExactWhenEverySumIs) {
   expectTiledMatchesHost(exact(specOf(LinearFormat::FP8AsBF16, 1024, 32, 2), 1, 4), LinearForm::SplitK);
   expectTiledMatchesHost(exact(specOf(LinearFormat::BF16, 1024, 16), 1, 4), LinearForm::SplitK);
   expectTiledMatchesHost(exact(specOf(LinearFormat::F32, 512, 40, 1, true), 2, 4), LinearForm::SplitK);
+}
+
+// The E4M3 variant of the tensor-core form (LinearMmaShape::fp8).
+
+TEST(GpuFormEmulation, E4m3MmaLinearMeetsTheDotBound) {
+  // As MmaLinearMeetsTheDotBound: two row tiles, FP8 and FP4 by 16-byte
+  // loads and at an odd address, 128 outputs a tile (act_quant over 4
+  // lanes), FP4 with 64 outputs (16 codes a lane).
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "misaligned weight" : "aligned weight");
+    expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 96, 64), 70, misaligned},
+                           LinearForm::MmaE4m3);
+    expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 128, 32), 9, misaligned},
+                           LinearForm::MmaE4m3);
+  }
+  expectTiledMatchesHost({specOf(LinearFormat::FP8Block32, 64, 128), 40}, LinearForm::MmaE4m3);
+  expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 256, 128), 70}, LinearForm::MmaE4m3);
+  expectTiledMatchesHost({specOf(LinearFormat::FP4E2M1, 64, 64), 33}, LinearForm::MmaE4m3);
+}
+
+TEST(GpuFormEmulation, E4m3MmaLinearIsExactWhenEverySumIs) {
+  LinearCase fp8{specOf(LinearFormat::FP8Block32, 64, 64), 17};
+  fp8.exact = true;
+  expectTiledMatchesHost(fp8, LinearForm::MmaE4m3);
+  LinearCase fp4{specOf(LinearFormat::FP4E2M1, 128, 128), 70};
+  fp4.exact = true;
+  expectTiledMatchesHost(fp4, LinearForm::MmaE4m3);
+}
+
+TEST(GpuFormEmulation, GroupedE4m3MmaLinearMeetsTheDotBound) {
+  expectGroupedMmaMeetsTheBound(LinearFormat::FP4E2M1, 128, 64, 2, 1, routing(700, 2, 1, 1), true);
+  expectGroupedMmaMeetsTheBound(LinearFormat::FP8Block32, 64, 64, 3, 2, routing(300, 3, 2, 2), true);
+  expectGroupedMmaMeetsTheBound(LinearFormat::FP4E2M1, 96, 128, 4, 6, routing(300, 4, 0, 3), true);
+}
+
+TEST(GpuFormEmulation, E4m3MmaStagesOfSeveralKBlocksGiveTheSameBits) {
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP8Block32, 256, 128, 70, 4, 0, false, true);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP4E2M1, 256, 32, 9, 8, 0, false, true);
+  expectStagedMmaEqualsOneBlock(LinearFormat::FP4E2M1, 128, 64, 150, 4, 3, false, true);
+}
+
+TEST(GpuFormEmulation, E4m3MmaFormTakesOnlyBlockScaledWeights) {
+  // FP8 block-scaled and FP4 take it; FP8-as-bf16 and bf16 (activations not
+  // act_quant-ed) keep the bf16 form.
+  EXPECT_TRUE(linearMmaShape(specOf(LinearFormat::FP8Block32, 64, 64), 1, true)->fp8);
+  EXPECT_TRUE(linearMmaShape(specOf(LinearFormat::FP4E2M1, 64, 64), 1, true)->fp8);
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::FP8AsBF16, 128, 64, 2), 1, true)->fp8);
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::BF16, 64, 256), 1, true)->fp8);
+  EXPECT_FALSE(linearMmaShape(specOf(LinearFormat::FP8Block32, 64, 64))->fp8);
+  // Half the bf16 form's bytes a staged row (48 + 4 against 80): the
+  // routed experts stage 4 K blocks within the static 48 KB.
+  LinearKernelSpec fp4 = specOf(LinearFormat::FP4E2M1, 5120, 2304);
+  fp4.experts = 64;
+  fp4.slotsPerRow = 6;
+  std::optional<LinearMmaShape> shape = linearMmaShape(fp4, 8, true);
+  ASSERT_TRUE(shape.has_value() && shape->fp8 && shape->grouped);
+  EXPECT_EQ(shape->kBlocksPerStage, 4);
+  EXPECT_EQ(shape->tilesBytes(), 4 * (64 + 128) * (kMmaFp8RowBytes + 4));
+  EXPECT_LE(shape->sharedBytes(), 48 * 1024);
+}
+
+namespace {
+
+/// The E4M3 form against the bf16 form on FP8 block-scaled weights, both
+/// emulated: the mma emulations add the same products in the same k order
+/// (the E4M3 form's partial is the bf16 form's over the activation's scale,
+/// a power of two), so every output has the same bits. A check of the
+/// E4M3 form's staging, fragments and scales (on a GPU the two mma's sums
+/// need not agree: the dot-product bound holds there).
+void expectE4m3FormEqualsBf16Form(int64_t k, int64_t n, int64_t rows, int64_t experts) {
+  LinearKernelSpec spec = specOf(LinearFormat::FP8Block32, k, n);
+  if (experts > 0) {
+    spec.experts = experts;
+    spec.slotsPerRow = 1;
+  }
+  std::optional<LinearMmaShape> bf16 = linearMmaShape(spec, 2), e4m3 = linearMmaShape(spec, 2, true);
+  ASSERT_TRUE(bf16.has_value() && e4m3.has_value() && e4m3->fp8 && !bf16->fp8);
+  KernelLibrary lib([&](ModuleOp m) {
+    Simt simt(m);
+    func::FuncOp a = buildLinearKernel(m, "bf16", spec);
+    buildLinearMmaBody(a, spec, *bf16, mmaLanes(simt, m.getContext(), *bf16));
+    func::FuncOp b = buildLinearKernel(m, "e4m3", spec);
+    buildLinearMmaBody(b, spec, *e4m3, mmaLanes(simt, m.getContext(), *e4m3));
+  });
+  const int64_t e = std::max<int64_t>(experts, 1);
+  GroupedOperands ops = groupedOperands(LinearFormat::FP8Block32, k, n, e, rows,
+                                        uint32_t(k + 7 * n + rows), uint32_t(k * 5 + rows));
+  std::vector<int32_t> ids = routing(rows, e, 0, uint32_t(rows + 2));
+  auto dx = describe<2>(ops.x, {rows, k});
+  auto dids = describe<1>(ids, {rows});
+  Descriptor<2, uint8_t> dw{ops.w, ops.w, 0, {e * n, ops.wCols}, {ops.wCols, 1}};
+  auto ds = describe<2>(ops.scale, {e * ops.scaleRows, ops.scaleCols});
+  auto run = [&](const char *name, const LinearMmaShape &shape) {
+    std::vector<uint16_t> y(size_t(rows * n), 0x7FC1);
+    auto dy = describe<2>(y, {rows, n});
+    void *fn = lib.symbol(name);
+    EXPECT_NE(fn, nullptr);
+    if (!fn)
+      return y;
+    const int64_t gridX = experts > 0 ? experts : (rows + shape.rowsPerTile - 1) / shape.rowsPerTile;
+    launch(gridX, n / shape.outputsPerTile, shape.threads(), size_t(shape.sharedBytes()),
+           [&](void *shared) {
+      uint8_t *p = static_cast<uint8_t *>(shared);
+      Descriptor<1, uint8_t> dShared{p, p, 0, {shape.sharedBytes()}, {1}};
+      if (experts > 0)
+        reinterpret_cast<void (*)(void *, void *, void *, void *, void *, void *)>(fn)(
+            &dx, &dids, &dw, &ds, &dy, &dShared);
+      else
+        reinterpret_cast<void (*)(void *, void *, void *, void *, void *)>(fn)(&dx, &dw, &ds,
+                                                                               &dy, &dShared);
+    }, /*lastFirst=*/true);
+    return y;
+  };
+  std::vector<uint16_t> yBf16 = run("bf16", *bf16), yE4m3 = run("e4m3", *e4m3);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t i = size_t(r * n + j);
+      ASSERT_NE(yBf16[i], 0x7FC1) << "row " << r << " output " << j << " not written";
+      ASSERT_EQ(yE4m3[i], yBf16[i]) << "row " << r << " output " << j;
+    }
+}
+
+} // namespace
+
+TEST(GpuFormEmulation, E4m3MmaFormGivesTheBf16FormsSums) {
+  expectE4m3FormEqualsBf16Form(256, 128, 70, 0);
+  expectE4m3FormEqualsBf16Form(128, 64, 20, 0);
+  expectE4m3FormEqualsBf16Form(128, 64, 150, 3);
 }

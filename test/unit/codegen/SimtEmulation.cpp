@@ -35,6 +35,10 @@ float mmaHalf(int32_t word, int half) {
   const uint32_t bits = (uint32_t(word) >> (16 * half)) & 0xFFFF;
   return nx::bf16ToFloat(uint16_t(bits));
 }
+/// E4M3 code `byte` (0: lowest) of an mma operand word, as f32.
+float mmaByte(int32_t word, int byte) {
+  return nx::kE4M3Values[(uint32_t(word) >> (8 * byte)) & 0xFF];
+}
 } // namespace
 
 extern "C" {
@@ -77,6 +81,31 @@ float csa_simt_mma_bf16(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t 
   }
   pthread_barrier_wait(simtWarpBarrier);
   return sum;
+}
+// mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32, element `e` of this lane's
+// d: as csa_simt_mma_bf16 with four E4M3 codes a word (a_i holds
+// A[group + 8 (i & 1)][4 quad + 16 (i >> 1) + byte], b_i holds
+// B[4 quad + 16 i + byte][group]). The products are exact in f32; they are
+// added in k order, then c (the hardware's order is its own: the forms are
+// held to the dot-product bound, or to exact sums).
+float csa_simt_mma_e4m3(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t b0, int32_t b1,
+                        float c, int32_t e) {
+  const int64_t warpBase = simtThread / 32 * 32, lane = simtThread - warpBase;
+  int32_t *mine = simtWords + simtThread * 6;
+  const int32_t in[6] = {a0, a1, a2, a3, b0, b1};
+  std::memcpy(mine, in, sizeof in);
+  pthread_barrier_wait(simtWarpBarrier);
+  const int64_t row = lane / 4 + 8 * (e >> 1), col = 2 * (lane % 4) + (e & 1);
+  float sum = 0.f;
+  for (int64_t kk = 0; kk < 32; ++kk) {
+    const int32_t *aLane = simtWords + (warpBase + (row % 8) * 4 + (kk % 16) / 4) * 6;
+    const int32_t *bLane = simtWords + (warpBase + col * 4 + (kk % 16) / 4) * 6;
+    const float av = mmaByte(aLane[(row >= 8 ? 1 : 0) + (kk >= 16 ? 2 : 0)], int(kk % 4));
+    const float bv = mmaByte(bLane[4 + (kk >= 16 ? 1 : 0)], int(kk % 4));
+    sum += av * bv;
+  }
+  pthread_barrier_wait(simtWarpBarrier);
+  return sum + c;
 }
 }
 

@@ -34,6 +34,8 @@ void csa_simt_barrier();
 float csa_simt_shuffle_xor(float v, int32_t mask);
 float csa_simt_mma_bf16(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t b0, int32_t b1,
                         float c, int32_t e);
+float csa_simt_mma_e4m3(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t b0, int32_t b1,
+                        float c, int32_t e);
 void csa_simt_prefetch_l2(const void *address);
 void csa_simt_dependency_wait();
 }
@@ -61,7 +63,7 @@ std::vector<SimtMemoryEvent> takeSimtMemoryEvents();
 
 /// The lane callbacks: calls of the exported functions above.
 struct Simt {
-  func::FuncOp thread, blockX, blockY, barrier, shuffle, mma, prefetch, wait;
+  func::FuncOp thread, blockX, blockY, barrier, shuffle, mma, mmaFp8, prefetch, wait;
   explicit Simt(ModuleOp m) {
     OpBuilder b(m.getBodyRegion());
     Type index = b.getIndexType();
@@ -83,6 +85,10 @@ struct Simt {
         b, m.getLoc(), "csa_simt_mma_bf16",
         b.getFunctionType({i32, i32, i32, i32, i32, i32, f32, i32}, {f32}));
     mma.setPrivate();
+    mmaFp8 = func::FuncOp::create(
+        b, m.getLoc(), "csa_simt_mma_e4m3",
+        b.getFunctionType({i32, i32, i32, i32, i32, i32, f32, i32}, {f32}));
+    mmaFp8.setPrivate();
     prefetch = func::FuncOp::create(
         b, m.getLoc(), "csa_simt_prefetch_l2",
         b.getFunctionType({LLVM::LLVMPointerType::get(b.getContext())}, {}));
@@ -97,8 +103,11 @@ struct Simt {
     };
   }
   std::function<void(OpBuilder &, Location)> dependencyWait() const { return call(wait); }
-  MmaBf16 mmaBf16() const {
-    return [f = mma](OpBuilder &b, Location loc, ValueRange a, ValueRange bw,
+  MmaBf16 mmaBf16() const { return mmaOf(mma); }
+  /// mma.m16n8k32 with E4M3 operands (LinearMmaLanes::mmaE4m3).
+  MmaE4m3 mmaE4m3() const { return mmaOf(mmaFp8); }
+  static MmaBf16 mmaOf(func::FuncOp fn) {
+    return [f = fn](OpBuilder &b, Location loc, ValueRange a, ValueRange bw,
                      ValueRange c) -> SmallVector<Value> {
       SmallVector<Value> d;
       for (int32_t e = 0; e < 4; ++e) {

@@ -111,8 +111,10 @@ struct NvptxOptions {
   /// most (LinearMmaShape::kBlocksPerStage: the most power of two up to
   /// this that divides a group's K blocks); the same bits whatever it is.
   /// 2: a 4096-token h200-full prefill 1882-1887 -> 1777 ms on an H100
-  /// (bench/RESULTS.md, thirty-ninth session; 4 and 8 not timed).
-  int64_t mmaKBlocks = 2;
+  /// (bench/RESULTS.md, thirty-ninth session); 4 with the E4M3 variant
+  /// (whose rows fit 4 blocks of 128-output tiles; the bf16 variant's stay
+  /// at 2): 1653 -> 1598 ms (fortieth session).
+  int64_t mmaKBlocks = 4;
   /// The tensor-core form issues a stage's global loads one stage ahead
   /// (LinearMmaShape::prefetch); the same bits.
   bool mmaPrefetch = false;
@@ -120,8 +122,10 @@ struct NvptxOptions {
   /// variant (LinearMmaShape::fp8: E4M3 codes staged, mma.m16n8k32 e4m3, the
   /// activation's and the weight's scale on each 32-block's partial); off:
   /// the bf16 variant. Both within the dot-product tolerance. Needs PTX 8.4
-  /// (the PTX version is raised to it where lower).
-  bool mmaFp8 = false;
+  /// (the PTX version is raised to it where lower). A 4096-token h200-full
+  /// prefill 1778 -> 1598 ms on an H100 (with mmaKBlocks 4; fortieth
+  /// session).
+  bool mmaFp8 = true;
   /// Split-K linears ask for a block's weight rows and scales in L2 before
   /// anything else (LinearSplitKLanes::prefetchL2), an ungrouped one before
   /// it waits for the kernel upstream (programmatic dependent launch), so

@@ -782,6 +782,33 @@ TEST(GpuFormEmulation, GroupedMmaLinearMeetsTheDotBound) {
 
 namespace {
 
+/// Runs the tensor-core form `name` of `lib` for `shape` on the operands
+/// (descriptors; `ids` only when `experts` > 0: the grouped form, a block
+/// per expert) and returns its bf16 outputs, poisoned before.
+std::vector<uint16_t> runMmaForm(KernelLibrary &lib, const char *name, const LinearMmaShape &shape,
+                                 int64_t rows, int64_t n, int64_t experts, void *x, void *ids,
+                                 void *w, void *scales) {
+  std::vector<uint16_t> y(size_t(rows * n), 0x7FC1);
+  auto dy = describe<2>(y, {rows, n});
+  void *fn = lib.symbol(name);
+  EXPECT_NE(fn, nullptr);
+  if (!fn)
+    return y;
+  const int64_t gridX = experts > 0 ? experts : (rows + shape.rowsPerTile - 1) / shape.rowsPerTile;
+  launch(gridX, n / shape.outputsPerTile, shape.threads(), size_t(shape.sharedBytes()),
+         [&](void *shared) {
+    uint8_t *p = static_cast<uint8_t *>(shared);
+    Descriptor<1, uint8_t> dShared{p, p, 0, {shape.sharedBytes()}, {1}};
+    if (experts > 0)
+      reinterpret_cast<void (*)(void *, void *, void *, void *, void *, void *)>(fn)(
+          x, ids, w, scales, &dy, &dShared);
+    else
+      reinterpret_cast<void (*)(void *, void *, void *, void *, void *)>(fn)(x, w, scales, &dy,
+                                                                             &dShared);
+  }, /*lastFirst=*/true);
+  return y;
+}
+
 /// The tensor-core form staging several 32-blocks of K between two barriers
 /// (LinearMmaShape::kBlocksPerStage) against the form staging one: each
 /// block's partial goes into the sums in the same order, so every output
@@ -819,25 +846,7 @@ void expectStagedMmaEqualsOneBlock(LinearFormat format, int64_t k, int64_t n, in
   Descriptor<2, uint8_t> dw{ops.w, ops.w, 0, {e * n, ops.wCols}, {ops.wCols, 1}};
   auto ds = describe<2>(ops.scale, {e * ops.scaleRows, ops.scaleCols});
   auto run = [&](const char *name, const LinearMmaShape &shape) {
-    std::vector<uint16_t> y(size_t(rows * n), 0x7FC1);
-    auto dy = describe<2>(y, {rows, n});
-    void *fn = lib.symbol(name);
-    EXPECT_NE(fn, nullptr);
-    if (!fn)
-      return y;
-    const int64_t gridX = experts > 0 ? experts : (rows + shape.rowsPerTile - 1) / shape.rowsPerTile;
-    launch(gridX, n / shape.outputsPerTile, shape.threads(), size_t(shape.sharedBytes()),
-           [&](void *shared) {
-      uint8_t *p = static_cast<uint8_t *>(shared);
-      Descriptor<1, uint8_t> dShared{p, p, 0, {shape.sharedBytes()}, {1}};
-      if (experts > 0)
-        reinterpret_cast<void (*)(void *, void *, void *, void *, void *, void *)>(fn)(
-            &dx, &dids, &dw, &ds, &dy, &dShared);
-      else
-        reinterpret_cast<void (*)(void *, void *, void *, void *, void *)>(fn)(&dx, &dw, &ds,
-                                                                               &dy, &dShared);
-    }, /*lastFirst=*/true);
-    return y;
+    return runMmaForm(lib, name, shape, rows, n, experts, &dx, &dids, &dw, &ds);
   };
   std::vector<uint16_t> yOne = run("one", *one), yStaged = run("staged", *staged);
   int64_t written = 0;
@@ -1003,25 +1012,7 @@ void expectE4m3FormEqualsBf16Form(int64_t k, int64_t n, int64_t rows, int64_t ex
   Descriptor<2, uint8_t> dw{ops.w, ops.w, 0, {e * n, ops.wCols}, {ops.wCols, 1}};
   auto ds = describe<2>(ops.scale, {e * ops.scaleRows, ops.scaleCols});
   auto run = [&](const char *name, const LinearMmaShape &shape) {
-    std::vector<uint16_t> y(size_t(rows * n), 0x7FC1);
-    auto dy = describe<2>(y, {rows, n});
-    void *fn = lib.symbol(name);
-    EXPECT_NE(fn, nullptr);
-    if (!fn)
-      return y;
-    const int64_t gridX = experts > 0 ? experts : (rows + shape.rowsPerTile - 1) / shape.rowsPerTile;
-    launch(gridX, n / shape.outputsPerTile, shape.threads(), size_t(shape.sharedBytes()),
-           [&](void *shared) {
-      uint8_t *p = static_cast<uint8_t *>(shared);
-      Descriptor<1, uint8_t> dShared{p, p, 0, {shape.sharedBytes()}, {1}};
-      if (experts > 0)
-        reinterpret_cast<void (*)(void *, void *, void *, void *, void *, void *)>(fn)(
-            &dx, &dids, &dw, &ds, &dy, &dShared);
-      else
-        reinterpret_cast<void (*)(void *, void *, void *, void *, void *)>(fn)(&dx, &dw, &ds,
-                                                                               &dy, &dShared);
-    }, /*lastFirst=*/true);
-    return y;
+    return runMmaForm(lib, name, shape, rows, n, experts, &dx, &dids, &dw, &ds);
   };
   std::vector<uint16_t> yBf16 = run("bf16", *bf16), yE4m3 = run("e4m3", *e4m3);
   for (int64_t r = 0; r < rows; ++r)

@@ -7,6 +7,7 @@
 
 #include "test/unit/codegen/KernelTestSupport.h"
 
+#include <array>
 #include <mutex>
 #include <pthread.h>
 #include <thread>
@@ -39,6 +40,31 @@ float mmaHalf(int32_t word, int half) {
 float mmaByte(int32_t word, int byte) {
   return nx::kE4M3Values[(uint32_t(word) >> (8 * byte)) & 0xFF];
 }
+
+/// Element `e` of this lane's d of a warp-wide m16n8 mma whose operand
+/// words hold `perWord` elements each (`element(word, i)` the i-th as f32):
+/// k = 8 x perWord; a lane's a_i holds A[group + 8 (i & 1)][perWord quad +
+/// 4 perWord (i >> 1) + 0..perWord-1], b_i B[perWord quad + 4 perWord i +
+/// ..][group]; d_e is D[group + 8 (e >> 1)][2 quad + (e & 1)]. Every lane
+/// puts its words in its slots first; c, then the products in k order.
+float warpMma(const std::array<int32_t, 6> &in, float c, int32_t e, int64_t perWord,
+              float (*element)(int32_t, int)) {
+  const int64_t warpBase = simtThread / 32 * 32, lane = simtThread - warpBase;
+  std::memcpy(simtWords + simtThread * 6, in.data(), sizeof(int32_t) * 6);
+  pthread_barrier_wait(simtWarpBarrier);
+  const int64_t row = lane / 4 + 8 * (e >> 1), col = 2 * (lane % 4) + (e & 1);
+  const int64_t half = 4 * perWord;
+  float sum = c;
+  for (int64_t kk = 0; kk < 2 * half; ++kk) {
+    const int32_t *aLane = simtWords + (warpBase + (row % 8) * 4 + (kk % half) / perWord) * 6;
+    const int32_t *bLane = simtWords + (warpBase + col * 4 + (kk % half) / perWord) * 6;
+    const float av = element(aLane[(row >= 8 ? 1 : 0) + (kk >= half ? 2 : 0)], int(kk % perWord));
+    const float bv = element(bLane[4 + (kk >= half ? 1 : 0)], int(kk % perWord));
+    sum += av * bv;
+  }
+  pthread_barrier_wait(simtWarpBarrier);
+  return sum;
+}
 } // namespace
 
 extern "C" {
@@ -65,47 +91,16 @@ float csa_simt_shuffle_xor(float v, int32_t mask) {
 // B[2 quad + 8 i + 0/1][group], d_e is D[group + 8 (e >> 1)][2 quad + (e & 1)]).
 float csa_simt_mma_bf16(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t b0, int32_t b1,
                         float c, int32_t e) {
-  const int64_t warpBase = simtThread / 32 * 32, lane = simtThread - warpBase;
-  int32_t *mine = simtWords + simtThread * 6;
-  const int32_t in[6] = {a0, a1, a2, a3, b0, b1};
-  std::memcpy(mine, in, sizeof in);
-  pthread_barrier_wait(simtWarpBarrier);
-  const int64_t row = lane / 4 + 8 * (e >> 1), col = 2 * (lane % 4) + (e & 1);
-  float sum = c;
-  for (int64_t kk = 0; kk < 16; ++kk) {
-    const int32_t *aLane = simtWords + (warpBase + (row % 8) * 4 + (kk % 8) / 2) * 6;
-    const int32_t *bLane = simtWords + (warpBase + col * 4 + (kk % 8) / 2) * 6;
-    const float av = mmaHalf(aLane[(row >= 8 ? 1 : 0) + (kk >= 8 ? 2 : 0)], int(kk % 2));
-    const float bv = mmaHalf(bLane[4 + (kk >= 8 ? 1 : 0)], int(kk % 2));
-    sum += av * bv;
-  }
-  pthread_barrier_wait(simtWarpBarrier);
-  return sum;
+  return warpMma({a0, a1, a2, a3, b0, b1}, c, e, 2, mmaHalf);
 }
-// mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32, element `e` of this lane's
-// d: as csa_simt_mma_bf16 with four E4M3 codes a word (a_i holds
-// A[group + 8 (i & 1)][4 quad + 16 (i >> 1) + byte], b_i holds
-// B[4 quad + 16 i + byte][group]). The products are exact in f32; they are
-// added in k order, then c (the hardware's order is its own: the forms are
-// held to the dot-product bound, or to exact sums).
+// mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32: as csa_simt_mma_bf16 with
+// four E4M3 codes a word (a_i holds A[group + 8 (i & 1)][4 quad + 16 (i >> 1)
+// + byte], b_i holds B[4 quad + 16 i + byte][group]). The products are exact
+// in f32, added to c in k order (the hardware's order is its own: the forms
+// are held to the dot-product bound, or to exact sums).
 float csa_simt_mma_e4m3(int32_t a0, int32_t a1, int32_t a2, int32_t a3, int32_t b0, int32_t b1,
                         float c, int32_t e) {
-  const int64_t warpBase = simtThread / 32 * 32, lane = simtThread - warpBase;
-  int32_t *mine = simtWords + simtThread * 6;
-  const int32_t in[6] = {a0, a1, a2, a3, b0, b1};
-  std::memcpy(mine, in, sizeof in);
-  pthread_barrier_wait(simtWarpBarrier);
-  const int64_t row = lane / 4 + 8 * (e >> 1), col = 2 * (lane % 4) + (e & 1);
-  float sum = 0.f;
-  for (int64_t kk = 0; kk < 32; ++kk) {
-    const int32_t *aLane = simtWords + (warpBase + (row % 8) * 4 + (kk % 16) / 4) * 6;
-    const int32_t *bLane = simtWords + (warpBase + col * 4 + (kk % 16) / 4) * 6;
-    const float av = mmaByte(aLane[(row >= 8 ? 1 : 0) + (kk >= 16 ? 2 : 0)], int(kk % 4));
-    const float bv = mmaByte(bLane[4 + (kk >= 16 ? 1 : 0)], int(kk % 4));
-    sum += av * bv;
-  }
-  pthread_barrier_wait(simtWarpBarrier);
-  return sum + c;
+  return warpMma({a0, a1, a2, a3, b0, b1}, c, e, 4, mmaByte);
 }
 }
 

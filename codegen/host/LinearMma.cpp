@@ -267,6 +267,16 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
           [&]() -> SmallVector<Value> { return SmallVector<Value>(types.size(), zeroF32); });
       return SmallVector<Value>(loaded.getResults());
     };
+    // A (row, block)'s act_quant scale and its inverse from this lane's
+    // values: the amax over the block's `quantThreads` lanes by shuffles.
+    auto actQuantScale = [&](OpBuilder &b, ArrayRef<Value> values) {
+      Value amax = zeroF32;
+      for (Value v : values)
+        amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
+      for (int32_t mask = 1; mask < quantThreads; mask *= 2)
+        amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
+      return emitActQuantScale(b, loc, amax);
+    };
     // act_quant, the host kernel's bits: the block's amax by shuffles (a
     // maximum: the same in any order). Every lane takes part (rows past the
     // end quantize zeros and are not read).
@@ -275,12 +285,7 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
       for (int64_t g = 0; g < stageBlocks; ++g) {
         SmallVector<Value> values(loaded.begin() + g * perThread,
                                   loaded.begin() + (g + 1) * perThread);
-        Value amax = zeroF32;
-        for (Value v : values)
-          amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
-        for (int32_t mask = 1; mask < quantThreads; mask *= 2)
-          amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
-        auto [scale, inverse] = emitActQuantScale(b, loc, amax);
+        auto [scale, inverse] = actQuantScale(b, values);
         Value local = mul(b, quantPart, perThread);
         Value tileRow = addc(b, row, g * stageRows);
         for (int64_t e = 0; e < perThread; e += 2) {
@@ -444,12 +449,7 @@ void buildLinearMmaBody(func::FuncOp fn, const LinearKernelSpec &spec,
         for (int64_t g = 0; g < stageBlocks; ++g) {
           SmallVector<Value> values(loaded.begin() + g * perThread,
                                     loaded.begin() + (g + 1) * perThread);
-          Value amax = zeroF32;
-          for (Value v : values)
-            amax = emitAmaxStep(b, loc, amax, math::AbsFOp::create(b, loc, v));
-          for (int32_t mask = 1; mask < quantThreads; mask *= 2)
-            amax = emitAmaxStep(b, loc, amax, lanes.shuffleXor(b, loc, amax, mask));
-          std::pair<Value, Value> scaleAndInverse = emitActQuantScale(b, loc, amax);
+          std::pair<Value, Value> scaleAndInverse = actQuantScale(b, values);
           Value scale = scaleAndInverse.first, inverse = scaleAndInverse.second;
           SmallVector<Value> codes;
           for (int64_t e = 0; e < perThread; e += 2) {

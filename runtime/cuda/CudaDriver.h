@@ -36,6 +36,15 @@ struct LaunchShape {
   }
 };
 
+/// The bytes a launch reads and writes, where launches are checked for
+/// hazards (LaunchGraphs::hazards; the emulated device fills them in when
+/// LaunchGraphOptions::checkHazards is on): sorted, disjoint [begin, end)
+/// ranges of device addresses.
+struct LaunchFootprint {
+  std::string kernel;
+  std::vector<std::pair<DevicePtr, DevicePtr>> read, written;
+};
+
 /// One kernel launch with its parameters' values: each parameter in its own
 /// 8-byte slot (an i32 or f32 in the slot's first 4 bytes, little-endian),
 /// so that a launch can be kept, compared and replayed.
@@ -50,6 +59,9 @@ struct KernelLaunch {
   /// launch. Launched one by one on the stream, every launch is after the
   /// one before.
   uint8_t lane = 0, joins = 0;
+  /// What it touches, where launches are checked (not compared: a kept
+  /// graph's node is the same launch whatever it wrote).
+  std::shared_ptr<const LaunchFootprint> footprint;
   bool operator==(const KernelLaunch &o) const {
     return fn == o.fn && shape == o.shape && params == o.params && lane == o.lane &&
            joins == o.joins;

@@ -1,8 +1,12 @@
 //===- LaunchGraphs.cpp - Runs of kernel launches as CUDA graphs ----------===//
 #include "runtime/cuda/LaunchGraphs.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <algorithm>
+#include <cstdio>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 namespace csa::cuda {
@@ -107,6 +111,93 @@ std::vector<GraphEdge> LaunchGraphs::graphEdges(const std::vector<KernelLaunch> 
   return edges;
 }
 
+namespace {
+using Ranges = std::vector<std::pair<DevicePtr, DevicePtr>>;
+/// The first bytes two sorted, disjoint range lists share.
+std::optional<std::pair<DevicePtr, DevicePtr>> firstShared(const Ranges &a, const Ranges &b) {
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    const DevicePtr lo = std::max(a[i].first, b[j].first),
+                    hi = std::min(a[i].second, b[j].second);
+    if (lo < hi)
+      return std::make_pair(lo, hi);
+    (a[i].second < b[j].second ? i : j)++;
+  }
+  return std::nullopt;
+}
+} // namespace
+
+void normalizeRanges(std::vector<std::pair<DevicePtr, DevicePtr>> &ranges) {
+  ranges.erase(std::remove_if(ranges.begin(), ranges.end(),
+                              [](const auto &r) { return r.first >= r.second; }),
+               ranges.end());
+  std::sort(ranges.begin(), ranges.end());
+  size_t kept = 0;
+  for (const auto &r : ranges) {
+    if (kept > 0 && r.first <= ranges[kept - 1].second)
+      ranges[kept - 1].second = std::max(ranges[kept - 1].second, r.second);
+    else
+      ranges[kept++] = r;
+  }
+  ranges.resize(kept);
+}
+
+std::vector<GraphHazard> LaunchGraphs::hazards(const std::vector<KernelLaunch> &launches) {
+  const size_t n = launches.size(), words = (n + 63) / 64;
+  // before[i]: the launches with a path of edges to i (edges go from an
+  // earlier launch to a later one, so one pass in order closes them).
+  std::vector<std::vector<uint64_t>> before(n, std::vector<uint64_t>(words, 0));
+  for (const GraphEdge &e : graphEdges(launches)) {
+    for (size_t w = 0; w < words; ++w)
+      before[e.to][w] |= before[e.from][w];
+    before[e.to][e.from / 64] |= uint64_t(1) << (e.from % 64);
+  }
+  std::vector<GraphHazard> found;
+  for (size_t j = 0; j < n; ++j) {
+    const LaunchFootprint *b = launches[j].footprint.get();
+    if (!b)
+      continue;
+    for (size_t i = 0; i < j; ++i) {
+      const LaunchFootprint *a = launches[i].footprint.get();
+      if (!a || ((before[j][i / 64] >> (i % 64)) & 1u))
+        continue;
+      std::optional<std::pair<DevicePtr, DevicePtr>> shared;
+      for (auto [x, y] : {std::pair{&a->written, &b->written}, std::pair{&a->written, &b->read},
+                          std::pair{&a->read, &b->written}})
+        if (auto s = firstShared(*x, *y); s && (!shared || s->first < shared->first))
+          shared = s;
+      if (shared)
+        found.push_back({i, j, shared->first, shared->second});
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const GraphHazard &x, const GraphHazard &y) {
+    return std::tie(x.first, x.second) < std::tie(y.first, y.second);
+  });
+  return found;
+}
+
+std::string LaunchGraphs::describe(const std::vector<KernelLaunch> &launches,
+                                   const GraphHazard &h) {
+  auto name = [&](size_t i) {
+    const KernelLaunch &k = launches[i];
+    std::string kernel = k.footprint && !k.footprint->kernel.empty() ? k.footprint->kernel : "?";
+    return "launch " + std::to_string(i) + " (" + kernel + ", lane " + std::to_string(k.lane) +
+           ")";
+  };
+  auto written = [&](size_t i) {
+    const LaunchFootprint *f = launches[i].footprint.get();
+    return f && firstShared(f->written, {{h.begin, h.end}}).has_value();
+  };
+  char range[64];
+  std::snprintf(range, sizeof range, "[0x%llx, 0x%llx)", static_cast<unsigned long long>(h.begin),
+                static_cast<unsigned long long>(h.end));
+  return name(h.first) + " and " + name(h.second) + " of a graph of " +
+         std::to_string(launches.size()) + " launches both touch bytes " + range + ", " +
+         (written(h.first) && written(h.second) ? "both writing"
+          : written(h.first)                    ? "the first writing"
+                                                : "the second writing") +
+         ", with no dependency between them";
+}
+
 absl::Status LaunchGraphs::add(KernelLaunch k) {
   ++counters_.launches;
   k.lane = lane_;
@@ -150,6 +241,14 @@ absl::Status LaunchGraphs::flush() {
     }
     return absl::OkStatus();
   }
+  if (options_.checkHazards)
+    if (std::vector<GraphHazard> found = hazards(run); !found.empty()) {
+      std::string message = absl::StrCat("graph hazard (", found.size(), " in this graph",
+                                         found.size() > 4 ? "; the first 4" : "", "): ");
+      for (size_t h = 0; h < found.size() && h < 4; ++h)
+        absl::StrAppend(&message, h ? "; " : "", describe(run, found[h]));
+      return absl::InternalError(message);
+    }
   if (!current_)
     current_ = &entries_[""];
   if (kept_ >= options_.maxGraphs) {

@@ -59,6 +59,11 @@ struct LaunchGraphOptions {
   /// destroyed and the runs build theirs again (a long-lived process whose
   /// prompts keep bringing new sequences of kernels stays bounded).
   int64_t maxGraphs = 4096;
+  /// Every graph is checked before it goes out (hazards()): two launches
+  /// that touch the same bytes, one of them writing, with no path of edges
+  /// between them fail the run, naming both. Needs the launches' footprints
+  /// (the emulated device's; a launch without one is not checked).
+  bool checkHazards = false;
 };
 
 struct LaunchGraphCounters {
@@ -87,6 +92,18 @@ struct GraphEdge {
     return from == o.from && to == o.to && withinLane == o.withinLane;
   }
 };
+
+/// Two launches of a graph that may run in either order (no path of edges
+/// between them) and touch the same bytes, one of them writing: `first` <
+/// `second`, and [begin, end) the first bytes they share.
+struct GraphHazard {
+  size_t first = 0, second = 0;
+  DevicePtr begin = 0, end = 0;
+};
+
+/// Sorts `ranges` ([begin, end) pairs) and merges those that overlap or
+/// touch, dropping empty ones (a LaunchFootprint's form).
+void normalizeRanges(std::vector<std::pair<DevicePtr, DevicePtr>> &ranges);
 
 /// What LaunchGraphs needs from the GPU (the Driver; a fake in tests).
 class GraphLauncher {
@@ -144,6 +161,12 @@ public:
   /// launch before it), and after the last launch of each branch it joins.
   /// Edges are listed by `to`, then `from`.
   static std::vector<GraphEdge> graphEdges(const std::vector<KernelLaunch> &launches);
+  /// The hazards of a graph of `launches` (graphEdges' edges; their
+  /// footprints), by `first`, then `second`.
+  static std::vector<GraphHazard> hazards(const std::vector<KernelLaunch> &launches);
+  /// "launch 3 (kernel_a, lane 1) and launch 7 (kernel_b, lane 2) ...": one
+  /// hazard of `launches` as a message.
+  static std::string describe(const std::vector<KernelLaunch> &launches, const GraphHazard &h);
   const LaunchGraphCounters &counters() const { return counters_; }
 
 private:

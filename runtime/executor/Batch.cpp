@@ -112,12 +112,19 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
   uint8_t used = 0;
   // (A driver that throws fails the run: the next run starts its graphs
   // afresh, so only the scratch names need restoring then.)
-  absl::Cleanup lanesDone = [&] { scratchLane.clear(); };
+  absl::Cleanup lanesDone = [&] {
+    scratchLane.clear();
+    if (runner)
+      runner->holdReleasedBlocks(false);
+  };
   // A fill on the chain, where every lane's launches meet.
   auto chainFill = [&] {
     runner->zeroOnDevice(kernelScratch("sequence_lanes.join", 4, {1}).ptr());
   };
   if (!lanes.empty()) {
+    // A block one sequence's launches let go (a growing cache's old one)
+    // is another's only after the join (GpuRunner::holdReleasedBlocks).
+    runner->holdReleasedBlocks(true);
     runner->zeroStatusSlotsAhead(n * 4 * std::max<size_t>(s.kernels.size(), 1));
     // The plan's branches this step joins (the query paths the attention
     // and the index scores read) are joined on the chain before the
@@ -149,6 +156,7 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
       if ((used >> (lane - 1)) & 1u)
         runner->markBranch(cuda::BranchMark::Join, lane);
     chainFill();
+    runner->holdReleasedBlocks(false);
   }
   return st;
 }

@@ -30,6 +30,7 @@ ExecutorOptions ExecutorOptions::fromEnvironment() {
     options.emulateGpu = std::string(e) == "1";
   options.syncEachLaunch = std::getenv("CSA_CUDA_SYNC") != nullptr;
   options.traceGpu = std::getenv("CSA_CUDA_TRACE") != nullptr;
+  options.checkGraphHazards = std::getenv("CSA_CUDA_CHECK_HAZARDS") != nullptr;
   options.rowTiles = std::getenv("CSA_CUDA_NO_TILES") == nullptr;
   if (const char *list = std::getenv("CSA_CUDA_HOST_KERNELS"))
     options.hostKernelPrefixes = absl::StrSplit(list, ',', absl::SkipEmpty());
@@ -295,19 +296,21 @@ Executor::Impl::run(std::vector<Step> &steps) {
         for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
           if ((step.joinLanes >> (lane - 1)) & 1u)
             runner->markBranch(cuda::BranchMark::Join, lane);
-        if (branches)
-          runner->markBranch(cuda::BranchMark::Begin, step.lane);
       }
-      if (batch.empty()) {
+      // A batch step gathers the sequences' rows of its inputs into batch
+      // values on the chain, before its own branch begins: later steps on
+      // the chain read those values too (the first reader gathers), and
+      // nothing joins a branch for them (found by --gpu-check-hazards).
+      absl::StatusOr<bool> gathered =
+          batch.empty() || step.perSequence ? absl::StatusOr<bool>(false) : gatherRows(step);
+      if (runner && branches)
+        runner->markBranch(cuda::BranchMark::Begin, step.lane);
+      if (!gathered.ok())
+        st = gathered.status();
+      else if (batch.empty() || *gathered)
         st = step.driver(*this, step);
-      } else if (step.perSequence) {
+      else
         st = runPerSequence(step);
-      } else {
-        absl::StatusOr<bool> gathered = gatherRows(step);
-        st = !gathered.ok() ? gathered.status()
-             : *gathered    ? step.driver(*this, step)
-                            : runPerSequence(step);
-      }
       if (branches)
         runner->markBranch(cuda::BranchMark::End, 0);
       driverDone = std::chrono::steady_clock::now();

@@ -167,6 +167,13 @@ struct ExecutorOptions {
   bool syncEachLaunch = false;
   /// Print every copy, allocation and changed graph launch to stderr.
   bool traceGpu = false;
+  /// Emulated with CUDA graphs: every graph is checked before it goes out
+  /// (LaunchGraphs::hazards): two launches touching the same bytes, one of
+  /// them writing, with no path of edges between them fail the run, naming
+  /// both. The emulated launches run in program order, so a missing edge
+  /// that a GPU would race on changes nothing there; this finds it. Each
+  /// launch's memref spans are copied before it and compared after (slow).
+  bool checkGraphHazards = false;
   /// Kernels whose name starts with one of these stay on the CPU.
   std::vector<std::string> hostKernelPrefixes;
   /// Run the row-tiled forms of the linears from their min_rows on (off:

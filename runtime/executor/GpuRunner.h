@@ -16,6 +16,7 @@
 #include "runtime/executor/KernelCall.h"
 
 #include <chrono>
+#include <optional>
 
 namespace csa::runtime::detail {
 
@@ -42,12 +43,14 @@ public:
   /// `device` outlives the runner.
   GpuRunner(device::Device &device, const Bounds &bounds, const ExecutorOptions &options)
       : device(device), bounds(bounds), syncEach(options.syncEachLaunch),
-        trace(options.traceGpu) {}
+        trace(options.traceGpu),
+        footprints(options.checkGraphHazards && options.cudaGraphs && device.runsHostKernels()) {}
   ~GpuRunner() {
     for (auto &[start, m] : mirrors)
       releaseDevice(m.device);
     for (cuda::DevicePtr block : statusBlocks)
       releaseDevice(block);
+    holdReleasedBlocks(false);
     releaseFreeBlocks();
   }
   /// Whether the kernels are the host's, run here on the device's memory.
@@ -102,10 +105,12 @@ public:
   /// Emulation with graphs: the launch of host kernel `fn` (named `name`)
   /// with `params` (its arguments' mirror descriptors and scalars), recorded
   /// for the graph bookkeeping.
-  void recordEmulated(void *fn, const std::string &name, std::vector<uint64_t> params) {
+  void recordEmulated(void *fn, const std::string &name, std::vector<uint64_t> params,
+                      std::shared_ptr<const cuda::LaunchFootprint> footprint = nullptr) {
     cuda::KernelLaunch k;
     k.fn = fn;
     k.params = std::move(params);
+    k.footprint = std::move(footprint);
     device.nameKernel(fn, name);
     check(device.dispatch(k));
   }
@@ -125,6 +130,11 @@ public:
     pendingWrites.clear();
   }
   void markConstant(const void *p) { constants.insert(uintptr_t(p)); }
+  /// Whether the buffer holding `p` is a constant (a weight: never written).
+  bool isConstant(const void *p) const {
+    uintptr_t start = 0, end = 0;
+    return bounds.range(p, start, end) && constants.count(start);
+  }
   /// Uploads the buffer holding `p` now (a weight, before the first run
   /// needs it: a decode step that routes to an expert for the first time
   /// would otherwise copy its weights inside the step).
@@ -389,9 +399,29 @@ private:
   void releaseDevice(cuda::DevicePtr ptr) {
     auto it = sizeOfBlock.find(ptr);
     // (A block released twice would be handed to two owners.)
-    if (it != sizeOfBlock.end() && freeSet.insert(ptr).second)
-      freeBlocks.emplace(it->second, ptr);
+    if (it != sizeOfBlock.end() && freeSet.insert(ptr).second) {
+      if (holdingBlocks)
+        heldBlocks.emplace_back(it->second, ptr);
+      else
+        freeBlocks.emplace(it->second, ptr);
+    }
   }
+public:
+  /// While on, a released device block is not handed out again until it
+  /// goes off: a batch step's sequences run on graph lanes side by side, and
+  /// a block one lane let go (a growing cache's old one, which that lane
+  /// still copies from) would otherwise become another lane's new one, and
+  /// be written while it is read (found by ExecutorOptions::checkGraphHazards).
+  /// Off once the lanes have joined.
+  void holdReleasedBlocks(bool hold) {
+    holdingBlocks = hold;
+    if (hold)
+      return;
+    for (auto [bytes, ptr] : heldBlocks)
+      freeBlocks.emplace(bytes, ptr);
+    heldBlocks.clear();
+  }
+private:
   void releaseFreeBlocks() {
     // Launches already issued may still read them (cuMemFree would wait
     // too, but says nothing about graphs recorded and not issued).
@@ -470,6 +500,11 @@ private:
   const Bounds &bounds;
   const bool syncEach;
   const bool trace; ///< CSA_CUDA_TRACE: every copy on stderr
+public:
+  /// Emulated launches carry what they read and wrote, for the graphs'
+  /// hazard check (ExecutorOptions::checkGraphHazards).
+  const bool footprints;
+private:
   std::map<uintptr_t, Mirror> mirrors;
   absl::flat_hash_set<uintptr_t> constants;
   /// Kernels' returned values (a store's count of rows not written): one
@@ -505,7 +540,9 @@ private:
   const std::string *currentWhere = nullptr, *currentOp = nullptr;
   std::map<cuda::DevicePtr, size_t> sizeOfBlock; ///< every block allocated
   std::multimap<size_t, cuda::DevicePtr> freeBlocks; ///< released, by size
-  std::set<cuda::DevicePtr> freeSet;                 ///< the same blocks
+  std::set<cuda::DevicePtr> freeSet;                 ///< the same blocks, and the held
+  bool holdingBlocks = false;
+  std::vector<std::pair<size_t, cuda::DevicePtr>> heldBlocks; ///< (bytes, block)
   std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
   std::vector<Mirror *> writtenByLaunch; ///< launch(): the buffers it may write
 };
@@ -672,6 +709,85 @@ T onMirror(GpuRunner &, T v, std::vector<std::shared_ptr<void>> &) {
   return v;
 }
 
+template <int N> bool isConstantArg(const GpuRunner &runner, Desc<N> *d) {
+  return runner.isConstant(d->aligned);
+}
+template <typename T> bool isConstantArg(const GpuRunner &, T) { return false; }
+
+/// Emulation with graph hazards checked: the bytes a host kernel's memref
+/// arguments span, copied before the call and compared after it: what
+/// changed is what it wrote (a write of the bytes already there goes
+/// unseen), all of it what it may read.
+class FootprintProbe {
+public:
+  template <int N> void add(Desc<N> *d, int64_t elementBytes, bool constant) {
+    if (constant)
+      return; // a weight: read by every launch, written by none
+    int64_t runs = 1;
+    for (int r = 0; r < N; ++r) {
+      if (d->sizes[r] <= 0 || d->strides[r] < 0)
+        return; // nothing, or a layout no kernel is given: not tracked
+      if (r + 1 < N || d->strides[r] != 1)
+        runs *= d->sizes[r];
+    }
+    const uintptr_t base = uintptr_t(d->aligned) + uintptr_t(d->offset * elementBytes);
+    const bool innerRun = N > 0 && d->strides[N - 1] == 1;
+    const int64_t runBytes = (innerRun ? d->sizes[N - 1] : 1) * elementBytes;
+    if (runs > (int64_t(1) << 16)) { // its whole span
+      int64_t last = 0;
+      for (int r = 0; r < N; ++r)
+        last += (d->sizes[r] - 1) * d->strides[r];
+      spans.push_back({base, base + uintptr_t((last + 1) * elementBytes)});
+      return;
+    }
+    std::array<int64_t, N == 0 ? 1 : N> index{};
+    const int outer = innerRun ? N - 1 : N;
+    for (int64_t run = 0; run < runs; ++run) {
+      int64_t element = 0;
+      for (int r = 0; r < outer; ++r)
+        element += index[size_t(r)] * d->strides[r];
+      const uintptr_t at = base + uintptr_t(element * elementBytes);
+      spans.push_back({at, at + uintptr_t(runBytes)});
+      for (int r = outer - 1; r >= 0; --r) {
+        if (++index[size_t(r)] < d->sizes[r])
+          break;
+        index[size_t(r)] = 0;
+      }
+    }
+  }
+  template <typename T> void add(T, int64_t, bool) {}
+  /// Copies the spans' bytes (after every add).
+  void snapshot() {
+    cuda::normalizeRanges(spans);
+    for (auto [b, e] : spans)
+      before.insert(before.end(), reinterpret_cast<const uint8_t *>(b),
+                    reinterpret_cast<const uint8_t *>(e));
+  }
+  /// After the call: its footprint.
+  std::shared_ptr<const cuda::LaunchFootprint> finish(const std::string &kernel) const {
+    auto f = std::make_shared<cuda::LaunchFootprint>();
+    f->kernel = kernel;
+    f->read = spans;
+    size_t offset = 0;
+    for (auto [b, e] : spans) {
+      const uint8_t *now = reinterpret_cast<const uint8_t *>(b);
+      for (size_t i = 0; i < e - b; ++i)
+        if (now[i] != before[offset + i]) {
+          if (!f->written.empty() && f->written.back().second == b + i)
+            f->written.back().second += 1;
+          else
+            f->written.push_back({b + i, b + i + 1});
+        }
+      offset += e - b;
+    }
+    return f;
+  }
+
+private:
+  std::vector<std::pair<cuda::DevicePtr, cuda::DevicePtr>> spans;
+  std::vector<uint8_t> before;
+};
+
 template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
   if (sizeof...(A) != k.signature->size())
     throw std::invalid_argument(k.name + " takes " +
@@ -702,15 +818,34 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
             appendSlots(params, a, uint64_t(uintptr_t(a.aligned)));
         },
         mirrored);
-    k.runner->recordEmulated(k.fn, k.name, std::move(params));
     ++k.runner->launches;
+    // Recorded after the call (nothing is replayed), with what it touched
+    // when graph hazards are checked.
+    std::optional<FootprintProbe> probe;
+    if (k.runner->footprints) {
+      probe.emplace();
+      std::vector<bool> constant;
+      (constant.push_back(isConstantArg(*k.runner, args)), ...);
+      std::apply(
+          [&](auto... m) {
+            size_t arg = 0;
+            ((probe->add(m, (*k.signature)[arg].elementBytes, constant[arg]), ++arg), ...);
+          },
+          mirrored);
+      probe->snapshot();
+    }
+    auto done = [&] {
+      k.runner->recordEmulated(k.fn, k.name, std::move(params),
+                               probe ? probe->finish(k.name) : nullptr);
+      k.runner->emulatedCallDone();
+    };
     if constexpr (std::is_void_v<R>) {
       std::apply(fn, mirrored);
-      k.runner->emulatedCallDone();
+      done();
       return;
     } else {
       R r = std::apply(fn, mirrored);
-      k.runner->emulatedCallDone();
+      done();
       return r;
     }
   }

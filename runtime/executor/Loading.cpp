@@ -140,6 +140,7 @@ cuda::LaunchGraphOptions graphOptions(const ExecutorOptions &options) {
   graphs.maxLaunches = options.graphMaxLaunches;
   graphs.partsPerRun = options.graphPartsPerRun;
   graphs.programmatic = options.programmaticLaunch;
+  graphs.checkHazards = options.checkGraphHazards;
   return graphs;
 }
 } // namespace

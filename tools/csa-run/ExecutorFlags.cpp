@@ -31,6 +31,10 @@ ABSL_FLAG(bool, gpu_emulate, false,
 ABSL_FLAG(bool, gpu_sync, false, "synchronize after every launch (alias: CSA_CUDA_SYNC)");
 ABSL_FLAG(bool, gpu_trace, false,
           "print every copy, allocation and changed graph launch (alias: CSA_CUDA_TRACE)");
+ABSL_FLAG(bool, gpu_check_hazards, false,
+          "with --gpu-emulate: fail when two launches of a CUDA graph touch the same "
+          "bytes, one writing, with no dependency between them (alias: "
+          "CSA_CUDA_CHECK_HAZARDS)");
 ABSL_FLAG(bool, gpu_no_row_tiles, false,
           "always the per-output linears (alias: CSA_CUDA_NO_TILES)");
 ABSL_FLAG(bool, gpu_per_expert_moe, false,
@@ -117,6 +121,8 @@ int executorOptionsFromFlags(const CommandLine &flags, bool profile,
     options.syncEachLaunch = absl::GetFlag(FLAGS_gpu_sync);
   if (flags.given(FLAGS_gpu_trace))
     options.traceGpu = absl::GetFlag(FLAGS_gpu_trace);
+  if (flags.given(FLAGS_gpu_check_hazards))
+    options.checkGraphHazards = absl::GetFlag(FLAGS_gpu_check_hazards);
   if (flags.given(FLAGS_gpu_no_row_tiles))
     options.rowTiles = !absl::GetFlag(FLAGS_gpu_no_row_tiles);
   options.groupedPrefillMoe = !absl::GetFlag(FLAGS_gpu_per_expert_moe);

@@ -43,6 +43,7 @@ private:
 
 EmulatedDevice::EmulatedDevice(const cuda::LaunchGraphOptions *options, bool trace) {
   if (options) {
+    footprints = options->checkHazards;
     launcher = std::make_unique<CountingLauncher>(trace);
     graphs = std::make_unique<cuda::LaunchGraphs>(*launcher, *options);
   }
@@ -64,8 +65,9 @@ absl::Status EmulatedDevice::release(DevicePtr ptr) {
 }
 
 absl::Status EmulatedDevice::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
-  absl::Status st = bytes <= kInlineBytes ? builtin(&writeInlineId, "csa_write_inline", dst, bytes)
-                                          : endRun();
+  absl::Status st = bytes <= kInlineBytes
+                        ? builtin(&writeInlineId, "csa_write_inline", dst, bytes, {}, {{dst, bytes}})
+                        : endRun();
   std::memcpy(at(dst), src, bytes);
   return st;
 }
@@ -78,29 +80,47 @@ absl::Status EmulatedDevice::copyToHost(void *dst, DevicePtr src, size_t bytes) 
 
 absl::Status EmulatedDevice::copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
   std::memcpy(at(dst), at(src), bytes);
-  return builtin(&copyId, "csa_copy", dst, bytes);
+  return builtin(&copyId, "csa_copy", dst, bytes, {{src, bytes}}, {{dst, bytes}});
 }
 
 absl::Status EmulatedDevice::copyRowsOnDevice(DevicePtr dst, size_t dstPitch, DevicePtr src,
                                               size_t srcPitch, size_t width, size_t rows) {
-  for (size_t r = 0; r < rows; ++r)
+  std::vector<std::pair<DevicePtr, size_t>> read, written;
+  for (size_t r = 0; r < rows; ++r) {
     std::memcpy(at(dst + r * dstPitch), at(src + r * srcPitch), width);
-  return builtin(&copyRowsId, "csa_copy_rows", dst, width * rows);
+    if (footprints) {
+      read.push_back({src + r * srcPitch, width});
+      written.push_back({dst + r * dstPitch, width});
+    }
+  }
+  return builtin(&copyRowsId, "csa_copy_rows", dst, width * rows, read, written);
 }
 
 absl::Status EmulatedDevice::fill(DevicePtr dst, uint8_t byte, size_t bytes) {
   std::memset(at(dst), byte, bytes);
-  return builtin(&fillId, "csa_fill", dst, bytes);
+  return builtin(&fillId, "csa_fill", dst, bytes, {}, {{dst, bytes}});
 }
 
 absl::Status EmulatedDevice::builtin(const void *id, const char *name, DevicePtr dst,
-                                     size_t bytes) {
+                                     size_t bytes,
+                                     const std::vector<std::pair<DevicePtr, size_t>> &read,
+                                     const std::vector<std::pair<DevicePtr, size_t>> &written) {
   if (!graphs || bytes == 0)
     return absl::OkStatus();
   cuda::KernelLaunch k;
   k.fn = const_cast<void *>(id);
   k.params = {dst, bytes};
   nameKernel(k.fn, name);
+  if (footprints) {
+    auto f = std::make_shared<cuda::LaunchFootprint>();
+    f->kernel = name;
+    for (auto [list, out] : {std::pair{&read, &f->read}, std::pair{&written, &f->written}}) {
+      for (auto [p, n] : *list)
+        out->push_back({p, p + n});
+      cuda::normalizeRanges(*out);
+    }
+    k.footprint = std::move(f);
+  }
   return graphs->add(std::move(k));
 }
 

@@ -49,7 +49,13 @@ public:
 private:
   class CountingLauncher;
   /// Records the launch of builtin kernel `id` the CUDA device would make.
-  absl::Status builtin(const void *id, const char *name, DevicePtr dst, size_t bytes);
+  /// With footprints on, it read and wrote the (address, bytes) pieces
+  /// `read` and `written`.
+  absl::Status builtin(const void *id, const char *name, DevicePtr dst, size_t bytes,
+                       const std::vector<std::pair<DevicePtr, size_t>> &read,
+                       const std::vector<std::pair<DevicePtr, size_t>> &written);
+  /// Builtins' launches carry their footprints (LaunchGraphOptions::checkHazards).
+  bool footprints = false;
   std::map<DevicePtr, std::unique_ptr<uint8_t[]>> memory;
   std::unique_ptr<CountingLauncher> launcher;
   std::unique_ptr<cuda::LaunchGraphs> graphs;

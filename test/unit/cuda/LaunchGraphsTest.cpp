@@ -539,4 +539,97 @@ TEST(LaunchGraphs, APieceIsNotCutRightAfterABranch) {
   EXPECT_EQ(gpu.graphs.size(), 2u);
 }
 
+/// Launch `fn` on `lane` (joining `joins`), reading `read` and writing
+/// `written` ([begin, end) byte ranges).
+KernelLaunch touching(uintptr_t fn, int lane, int joins,
+                      std::vector<std::pair<csa::cuda::DevicePtr, csa::cuda::DevicePtr>> read,
+                      std::vector<std::pair<csa::cuda::DevicePtr, csa::cuda::DevicePtr>> written) {
+  KernelLaunch k = kernel(fn, {});
+  k.lane = uint8_t(lane);
+  k.joins = uint8_t(joins);
+  auto f = std::make_shared<csa::cuda::LaunchFootprint>();
+  f->kernel = "k" + std::to_string(fn);
+  f->read = std::move(read);
+  f->written = std::move(written);
+  k.footprint = std::move(f);
+  return k;
+}
+
+/// A write on one lane and a read or write of the same bytes on another,
+/// with no path between them, is a hazard; reads alone, disjoint bytes, and
+/// a join between them are not.
+TEST(LaunchGraphs, HazardsAreSharedBytesOneWritingWithNoPathBetween) {
+  using csa::cuda::GraphHazard;
+  // 0 on the chain; 1 on lane 1 writes [100, 200); 2 on lane 2 reads
+  // [150, 160): a hazard at [150, 160).
+  std::vector<KernelLaunch> launches = {touching(1, 0, 0, {}, {{0, 8}}),
+                                        touching(2, 1, 0, {}, {{100, 200}}),
+                                        touching(3, 2, 0, {{150, 160}}, {})};
+  std::vector<GraphHazard> found = LaunchGraphs::hazards(launches);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].first, 1u);
+  EXPECT_EQ(found[0].second, 2u);
+  EXPECT_EQ(found[0].begin, 150u);
+  EXPECT_EQ(found[0].end, 160u);
+  EXPECT_NE(LaunchGraphs::describe(launches, found[0])
+                .find("launch 1 (k2, lane 1) and launch 2 (k3, lane 2)"),
+            std::string::npos);
+  // Both only reading: none.
+  launches[1] = touching(2, 1, 0, {{100, 200}}, {});
+  EXPECT_TRUE(LaunchGraphs::hazards(launches).empty());
+  // Disjoint bytes: none.
+  launches[1] = touching(2, 1, 0, {}, {{100, 150}});
+  EXPECT_TRUE(LaunchGraphs::hazards(launches).empty());
+  // The reader on the chain after a chain launch that joined lane 1: none.
+  launches[1] = touching(2, 1, 0, {}, {{100, 200}});
+  launches.insert(launches.begin() + 2, touching(4, 0, 0b1, {}, {}));
+  launches[3] = touching(3, 2, 0, {{150, 160}}, {});
+  EXPECT_TRUE(LaunchGraphs::hazards(launches).empty());
+  // Without the join (the lane's first launch starts from the chain's
+  // launch 0): the hazard again.
+  launches[2].joins = 0;
+  EXPECT_EQ(LaunchGraphs::hazards(launches).size(), 1u);
+  // Launches without footprints are not checked.
+  launches[1].footprint = nullptr;
+  EXPECT_TRUE(LaunchGraphs::hazards(launches).empty());
+}
+
+/// With checkHazards, a graph with a hazard is not launched: the flush fails
+/// naming both launches; one without goes out.
+TEST(LaunchGraphs, CheckedGraphsWithAHazardFailNamingBothLaunches) {
+  FakeGpu gpu;
+  LaunchGraphOptions options;
+  options.checkHazards = true;
+  LaunchGraphs graphs(gpu, options);
+  ASSERT_TRUE(graphs.begin("decode").ok());
+  graphs.mark(BranchMark::Begin, 1);
+  ASSERT_TRUE(graphs.add(touching(1, 0, 0, {}, {{0, 64}})).ok());
+  graphs.mark(BranchMark::Begin, 2);
+  ASSERT_TRUE(graphs.add(touching(2, 0, 0, {}, {{32, 96}})).ok());
+  graphs.mark(BranchMark::End, 0);
+  absl::Status st = graphs.flush();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(std::string(st.message()).find("graph hazard (1 in this graph): launch 0 (k1, lane 1) "
+                                           "and launch 1 (k2, lane 2) of a graph of 2 launches "
+                                           "both touch bytes [0x20, 0x40), both writing"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(gpu.graphLaunches, 0);
+  // On one lane the second is after the first.
+  graphs.mark(BranchMark::Begin, 1);
+  ASSERT_TRUE(graphs.add(touching(1, 0, 0, {}, {{0, 64}})).ok());
+  ASSERT_TRUE(graphs.add(touching(2, 0, 0, {}, {{32, 96}})).ok());
+  graphs.mark(BranchMark::End, 0);
+  EXPECT_TRUE(graphs.flush().ok());
+  EXPECT_EQ(gpu.graphLaunches, 1);
+}
+
+TEST(LaunchGraphs, RangesAreSortedAndMerged) {
+  std::vector<std::pair<csa::cuda::DevicePtr, csa::cuda::DevicePtr>> ranges = {
+      {50, 60}, {10, 20}, {20, 30}, {5, 5}, {55, 70}, {80, 90}};
+  csa::cuda::normalizeRanges(ranges);
+  EXPECT_EQ(ranges, (std::vector<std::pair<csa::cuda::DevicePtr, csa::cuda::DevicePtr>>{
+                        {10, 30}, {50, 70}, {80, 90}}));
+}
+
 } // namespace

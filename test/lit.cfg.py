@@ -15,6 +15,10 @@ config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
 
 # Captured FileCheck variables do not leak across CHECK-LABELs.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input-context=20"
+# Every emulated GPU run with CUDA graphs checks each graph for hazards
+# (ExecutorOptions::checkGraphHazards): a missing edge between two launches
+# touching the same bytes fails the test that made it.
+config.environment["CSA_CUDA_CHECK_HAZARDS"] = "1"
 
 config.substitutions.append(("%csa_src", config.csa_src_root))
 config.substitutions.append(("%csa_obj", config.csa_obj_root))

@@ -130,10 +130,10 @@ struct ExecutorOptions {
   /// (i mod lanes)-th), joined before the step's results are read: the
   /// sequences' attention, index and cache launches run side by side
   /// instead of one after another. Off (the default): one after another
-  /// (the same bits on the emulated device). Opt-in: GPU runs give NaN
-  /// logits, before the plan's joins were moved onto the chain ahead of the
-  /// fan-out and after (bench/RESULTS.md, thirty-ninth and fortieth
-  /// sessions): some launch on a lane still misses its dependency.
+  /// (the same bits on the emulated device). Opt-in: GPU runs gave NaN
+  /// logits (bench/RESULTS.md, thirty-ninth and fortieth sessions);
+  /// checkGraphHazards then found two races (forty-first session), fixed,
+  /// and no GPU has run the lanes since.
   bool sequenceLanes = false;
   /// Cuda graphs: the launches of a graph depend on each other
   /// programmatically (LaunchGraphOptions::programmatic): the next kernel's

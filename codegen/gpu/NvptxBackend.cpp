@@ -918,6 +918,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     }
     SmallVector<Type> params(type.getInputs());
     info.statusParameter = !type.getResults().empty();
+    fn.walk([&](memref::GetGlobalOp get) {
+      auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(get, get.getNameAttr());
+      info.moduleState |= global && !global.getConstant();
+    });
     auto status = MemRefType::get({1}, b.getI32Type());
     if (info.statusParameter) {
       params.push_back(status);

@@ -189,6 +189,10 @@ struct PtxKernel {
   /// per source argument, e.g. "memref<?x64xbf16>" or "i64".
   std::vector<std::string> arguments;
   bool statusParameter = false; ///< a trailing memref<1xi32> for the result
+  /// It writes memory of its module (a mutable global: the split attention
+  /// forms' partials and counters), so two launches of it must not run at
+  /// once (kernels.json "module_state"; the runtime keeps them on one lane).
+  bool moduleState = false;
   /// How its results compare with the host kernel's (kernels.json
   /// "tolerance"; docs/semantics.md): empty, bit for bit; "dot", each
   /// element of argument `toleranceOutput` is a sum of `toleranceTerms`

@@ -225,6 +225,8 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
                              {"arguments", std::move(arguments)},
                              {"params", std::move(params)},
                              {"status_parameter", k.statusParameter}};
+    if (k.moduleState)
+      entry["module_state"] = true;
     // An alternative form of kernel `replaces` (same arguments, same bits),
     // for launches of at least `min_rows` rows.
     if (!k.replaces.empty()) {

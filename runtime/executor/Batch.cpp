@@ -102,8 +102,14 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
   // (each lane its own scratch buffers), and a fill on the chain joins them
   // all before anything after the step (which reads what they made, or
   // reuses memory they used) is launched.
+  // Not for a step with a kernel whose GPU form writes its module's own
+  // memory (the split attention forms' partials, GpuKernel::moduleState):
+  // two sequences' launches of it side by side would share that memory.
+  bool moduleState = false;
+  for (const auto &[role, k] : s.kernels)
+    moduleState |= k.gpu && (k.gpu->moduleState || (k.gpu->tiled && k.gpu->tiled->moduleState));
   std::vector<int> lanes;
-  if (runner && options.sequenceLanes && s.lane == 0 && n > 1)
+  if (runner && options.sequenceLanes && s.lane == 0 && n > 1 && !moduleState)
     for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)
       if ((s.freeLanes >> (lane - 1)) & 1u)
         lanes.push_back(lane);

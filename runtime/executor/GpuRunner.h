@@ -764,7 +764,12 @@ public:
                     reinterpret_cast<const uint8_t *>(e));
   }
   /// After the call: its footprint.
-  std::shared_ptr<const cuda::LaunchFootprint> finish(const std::string &kernel) const {
+  /// `moduleState` (its GPU form writes its module's own memory, shared by
+  /// every launch of it): it also writes one byte standing for that memory,
+  /// at `fn` (a host code address, no buffer's), so that two launches of it
+  /// side by side are a hazard.
+  std::shared_ptr<const cuda::LaunchFootprint> finish(const std::string &kernel, const void *fn,
+                                                      bool moduleState) const {
     auto f = std::make_shared<cuda::LaunchFootprint>();
     f->kernel = kernel;
     f->read = spans;
@@ -779,6 +784,10 @@ public:
             f->written.push_back({b + i, b + i + 1});
         }
       offset += e - b;
+    }
+    if (moduleState) {
+      f->written.push_back({uintptr_t(fn), uintptr_t(fn) + 1});
+      cuda::normalizeRanges(f->written);
     }
     return f;
   }
@@ -836,7 +845,8 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     }
     auto done = [&] {
       k.runner->recordEmulated(k.fn, k.name, std::move(params),
-                               probe ? probe->finish(k.name) : nullptr);
+                               probe ? probe->finish(k.name, k.fn, k.gpu && k.gpu->moduleState)
+                                     : nullptr);
       k.runner->emulatedCallDone();
     };
     if constexpr (std::is_void_v<R>) {

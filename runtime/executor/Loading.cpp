@@ -210,6 +210,12 @@ absl::Status Executor::Impl::loadGpu() {
             absl::StrCat(where, "kernels/kernels.json: ", launch.status().message()));
       g.launch = *launch;
       g.status = k.at("status_parameter").get<bool>();
+      if (auto state = k.find("module_state"); state != k.end()) {
+        if (!state->is_boolean())
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, "kernels/kernels.json: kernel ", name, ": module_state must be true or false"));
+        g.moduleState = state->get<bool>();
+      }
       gpuKernels["_mlir_ciface_" + name] = g;
     }
     // Row-tiled forms: their kernel runs them from min_rows rows on, unless

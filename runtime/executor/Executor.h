@@ -130,10 +130,10 @@ struct ExecutorOptions {
   /// (i mod lanes)-th), joined before the step's results are read: the
   /// sequences' attention, index and cache launches run side by side
   /// instead of one after another. Off (the default): one after another
-  /// (the same bits on the emulated device). Opt-in: GPU runs gave NaN
-  /// logits (bench/RESULTS.md, thirty-ninth and fortieth sessions);
-  /// checkGraphHazards then found two races (forty-first session), fixed,
-  /// and no GPU has run the lanes since.
+  /// (the same bits on the emulated device and, on an H100, for tiny and
+  /// `reduced`). Opt-in until `h200-full` has run it: GPU runs gave NaN
+  /// logits until the forty-first session fixed three races (two found by
+  /// checkGraphHazards, one in the split attention's module globals).
   bool sequenceLanes = false;
   /// Cuda graphs: the launches of a graph depend on each other
   /// programmatically (LaunchGraphOptions::programmatic): the next kernel's

@@ -129,6 +129,23 @@ public:
       m->current = Current::Device;
     pendingWrites.clear();
   }
+  /// Emulated launches carry what they read and wrote, for the graphs'
+  /// hazard check (ExecutorOptions::checkGraphHazards).
+  bool recordsFootprints() const { return footprints; }
+  /// While on, a released device block is not handed out again until it
+  /// goes off: a batch step's sequences run on graph lanes side by side, and
+  /// a block one lane let go (a growing cache's old one, which that lane
+  /// still copies from) would otherwise become another lane's new one, and
+  /// be written while it is read (found by ExecutorOptions::checkGraphHazards).
+  /// Off once the lanes have joined.
+  void holdReleasedBlocks(bool hold) {
+    holdingBlocks = hold;
+    if (hold)
+      return;
+    for (auto [bytes, ptr] : heldBlocks)
+      freeBlocks.emplace(bytes, ptr);
+    heldBlocks.clear();
+  }
   void markConstant(const void *p) { constants.insert(uintptr_t(p)); }
   /// Whether the buffer holding `p` is a constant (a weight: never written).
   bool isConstant(const void *p) const {
@@ -406,22 +423,6 @@ private:
         freeBlocks.emplace(it->second, ptr);
     }
   }
-public:
-  /// While on, a released device block is not handed out again until it
-  /// goes off: a batch step's sequences run on graph lanes side by side, and
-  /// a block one lane let go (a growing cache's old one, which that lane
-  /// still copies from) would otherwise become another lane's new one, and
-  /// be written while it is read (found by ExecutorOptions::checkGraphHazards).
-  /// Off once the lanes have joined.
-  void holdReleasedBlocks(bool hold) {
-    holdingBlocks = hold;
-    if (hold)
-      return;
-    for (auto [bytes, ptr] : heldBlocks)
-      freeBlocks.emplace(bytes, ptr);
-    heldBlocks.clear();
-  }
-private:
   void releaseFreeBlocks() {
     // Launches already issued may still read them (cuMemFree would wait
     // too, but says nothing about graphs recorded and not issued).
@@ -500,11 +501,7 @@ private:
   const Bounds &bounds;
   const bool syncEach;
   const bool trace; ///< CSA_CUDA_TRACE: every copy on stderr
-public:
-  /// Emulated launches carry what they read and wrote, for the graphs'
-  /// hazard check (ExecutorOptions::checkGraphHazards).
-  const bool footprints;
-private:
+  const bool footprints; ///< see recordsFootprints()
   std::map<uintptr_t, Mirror> mirrors;
   absl::flat_hash_set<uintptr_t> constants;
   /// Kernels' returned values (a store's count of rows not written): one
@@ -650,22 +647,14 @@ void checkArg(const KernelRef &k, size_t i, Desc<N> *d) {
                                 k.name + " has rank " +
                                 std::to_string(sig.sizes.size()) +
                                 "; the step passes rank " + std::to_string(N));
-  int64_t span = 1; // elements from the first to one past the last
-  for (int r = 0; r < N; ++r) {
+  for (int r = 0; r < N; ++r)
     if (sig.sizes[size_t(r)] >= 0 && sig.sizes[size_t(r)] != d->sizes[r])
       throw std::invalid_argument(
           "argument " + std::to_string(i) + " of " + k.name + ": dimension " +
           std::to_string(r) + " is " + std::to_string(sig.sizes[size_t(r)]) +
           " in the kernel, " + std::to_string(d->sizes[r]) +
           " in the step (a kernel of another shape?)");
-    if (d->sizes[r] == 0)
-      span = 0;
-  }
-  if (span != 0) {
-    span = 1;
-    for (int r = 0; r < N; ++r)
-      span += (d->sizes[r] - 1) * d->strides[r];
-  }
+  const int64_t span = elementSpan(d);
   const char *base = static_cast<const char *>(d->aligned) +
                      d->offset * sig.elementBytes;
   if (span > 0 && currentBounds &&
@@ -734,10 +723,7 @@ public:
     const bool innerRun = N > 0 && d->strides[N - 1] == 1;
     const int64_t runBytes = (innerRun ? d->sizes[N - 1] : 1) * elementBytes;
     if (runs > (int64_t(1) << 16)) { // its whole span
-      int64_t last = 0;
-      for (int r = 0; r < N; ++r)
-        last += (d->sizes[r] - 1) * d->strides[r];
-      spans.push_back({base, base + uintptr_t((last + 1) * elementBytes)});
+      spans.push_back({base, base + uintptr_t(elementSpan(d) * elementBytes)});
       return;
     }
     std::array<int64_t, N == 0 ? 1 : N> index{};
@@ -831,7 +817,7 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     // Recorded after the call (nothing is replayed), with what it touched
     // when graph hazards are checked.
     std::optional<FootprintProbe> probe;
-    if (k.runner->footprints) {
+    if (k.runner->recordsFootprints()) {
       probe.emplace();
       std::vector<bool> constant;
       (constant.push_back(isConstantArg(*k.runner, args)), ...);

@@ -75,6 +75,17 @@ Desc<N> desc(const void *p, std::array<int64_t, N> sizes) {
   return d;
 }
 
+/// Elements from `d`'s first to one past its last (0 when it has none).
+template <int N> int64_t elementSpan(const Desc<N> *d) {
+  int64_t span = 1;
+  for (int r = 0; r < N; ++r) {
+    if (d->sizes[r] == 0)
+      return 0;
+    span += (d->sizes[r] - 1) * d->strides[r];
+  }
+  return span;
+}
+
 /// The memory the executor hands to kernels (transients, weights, caches):
 /// every descriptor a kernel receives must lie inside one of these ranges,
 /// so a damaged or edited plan is an error, not an out-of-bounds access.

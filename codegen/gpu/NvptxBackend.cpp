@@ -104,6 +104,63 @@ void setDotTolerance(PtxKernel &info, const LinearKernelSpec &linear) {
   info.toleranceOperands.push_back("output");
 }
 
+/// Whether `global` starts as zeros (a zero splat, or no initial value).
+bool startsAsZeros(memref::GlobalOp global) {
+  auto init = dyn_cast_or_null<DenseElementsAttr>(global.getInitialValueAttr());
+  if (!global.getInitialValueAttr() || global.isUninitialized())
+    return true;
+  if (!init || !init.isSplat())
+    return false;
+  if (auto f = dyn_cast<FloatType>(init.getElementType()))
+    return init.getSplatValue<APFloat>().isPosZero();
+  return init.getSplatValue<APInt>().isZero();
+}
+
+/// The mutable globals body `fn` keeps between launches (the split attention
+/// forms' partials and their counters) become its last arguments, each
+/// reading its own buffer (kernels.json "state"): the runtime gives every
+/// graph lane its own, so launches on two lanes side by side share nothing.
+/// A global shared by all launches could not run so (the NaNs of the
+/// fortieth session's sequence lanes). One that does not start as zeros (or
+/// has no static shape) stays a global: the kernel says "module_state".
+SmallVector<BlockArgument> stateGlobalsToArguments(func::FuncOp fn, PtxKernel &info) {
+  SmallVector<memref::GlobalOp> globals;
+  fn.walk([&](memref::GetGlobalOp get) {
+    auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(get, get.getNameAttr());
+    if (!global || global.getConstant())
+      return;
+    if (!startsAsZeros(global) || !global.getType().hasStaticShape() ||
+        !global.getType().getLayout().isIdentity() || global.getType().getMemorySpace())
+      info.moduleState = true;
+    else if (!llvm::is_contained(globals, global))
+      globals.push_back(global);
+  });
+  SmallVector<BlockArgument> args;
+  auto module = fn->getParentOfType<ModuleOp>();
+  for (memref::GlobalOp global : globals) {
+    MemRefType type = global.getType();
+    (void)fn.insertArgument(fn.getNumArguments(), type, DictionaryAttr(), fn.getLoc());
+    BlockArgument arg = fn.getArgument(fn.getNumArguments() - 1);
+    SmallVector<memref::GetGlobalOp> gets;
+    fn.walk([&](memref::GetGlobalOp get) {
+      if (get.getName() == global.getSymName())
+        gets.push_back(get);
+    });
+    for (memref::GetGlobalOp get : gets) {
+      get.replaceAllUsesWith(arg);
+      get.erase();
+    }
+    if (SymbolTable::symbolKnownUseEmpty(global, module))
+      global.erase();
+    PtxKernel::StateBuffer buffer;
+    buffer.dims.assign(type.getShape().begin(), type.getShape().end());
+    buffer.elementBytes = int64_t(type.getElementTypeBitWidth() / 8);
+    info.state.push_back(std::move(buffer));
+    args.push_back(arg);
+  }
+  return args;
+}
+
 } // namespace
 
 LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
@@ -918,15 +975,16 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     }
     SmallVector<Type> params(type.getInputs());
     info.statusParameter = !type.getResults().empty();
-    fn.walk([&](memref::GetGlobalOp get) {
-      auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(get, get.getNameAttr());
-      info.moduleState |= global && !global.getConstant();
-    });
+    // The body's own arguments: the kernel's, then its workgroup buffers.
+    const unsigned bodyInputs = fn.getNumArguments();
+    SmallVector<BlockArgument> stateArgs = stateGlobalsToArguments(fn, info);
     auto status = MemRefType::get({1}, b.getI32Type());
     if (info.statusParameter) {
       params.push_back(status);
       info.arguments.push_back(typeString(status));
     }
+    for (BlockArgument a : stateArgs)
+      params.push_back(a.getType());
     OpBuilder kb(context);
     kb.setInsertionPointAfter(fn);
     auto kernel = gpu::GPUFuncOp::create(kb, fn.getLoc(), name,
@@ -942,9 +1000,14 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     kb.setInsertionPointToStart(&kbody);
     SmallVector<Value> args(kbody.getArguments().take_front(type.getNumInputs()));
     // The body's extra arguments (the linear form's shared buffers) are the
-    // kernel's workgroup memory.
-    for (Type t : fn.getFunctionType().getInputs().drop_front(type.getNumInputs()))
+    // kernel's workgroup memory; its state buffers the kernel's last
+    // parameters.
+    const unsigned firstState = type.getNumInputs() + (info.statusParameter ? 1 : 0);
+    for (Type t : fn.getFunctionType().getInputs().slice(type.getNumInputs(),
+                                                         bodyInputs - type.getNumInputs()))
       args.push_back(kernel.addWorkgroupAttribution(t, fn.getLoc()));
+    for (size_t i = 0; i < stateArgs.size(); ++i)
+      args.push_back(kbody.getArgument(unsigned(firstState + i)));
     // Programmatic dependent launch: the kernel waits for the grids it
     // depends on (and their memory) before anything else, then lets the
     // next kernel's blocks be scheduled, so that they are resident, waiting
@@ -962,7 +1025,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       auto guard = scf::IfOp::create(kb, fn.getLoc(), first, false);
       OpBuilder g = OpBuilder::atBlockBegin(guard.thenBlock());
       memref::StoreOp::create(g, fn.getLoc(), call.getResult(0),
-                              kbody.getArguments().back(), ValueRange{zero});
+                              kbody.getArgument(type.getNumInputs()), ValueRange{zero});
     }
     gpu::ReturnOp::create(kb, fn.getLoc());
     // Parameters after descriptor expansion (MLIR's calling convention).

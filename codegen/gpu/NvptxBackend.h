@@ -189,9 +189,19 @@ struct PtxKernel {
   /// per source argument, e.g. "memref<?x64xbf16>" or "i64".
   std::vector<std::string> arguments;
   bool statusParameter = false; ///< a trailing memref<1xi32> for the result
-  /// It writes memory of its module (a mutable global: the split attention
-  /// forms' partials and counters), so two launches of it must not run at
-  /// once (kernels.json "module_state"; the runtime keeps them on one lane).
+  /// Buffers it keeps between launches (the split attention forms' partials
+  /// and counters), its last parameters after the status: zeros before its
+  /// first launch, then left as its launches leave them. Launches side by
+  /// side need buffers of their own (kernels.json "state"; the runtime keeps
+  /// a set a graph lane).
+  struct StateBuffer {
+    std::vector<int64_t> dims;
+    int64_t elementBytes = 4;
+  };
+  std::vector<StateBuffer> state;
+  /// It writes memory of its module (a mutable global that is no state
+  /// buffer), so two launches of it must not run at once (kernels.json
+  /// "module_state"; the runtime keeps them on one lane).
   bool moduleState = false;
   /// How its results compare with the host kernel's (kernels.json
   /// "tolerance"; docs/semantics.md): empty, bit for bit; "dot", each

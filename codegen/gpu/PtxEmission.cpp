@@ -227,6 +227,13 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
                              {"status_parameter", k.statusParameter}};
     if (k.moduleState)
       entry["module_state"] = true;
+    if (!k.state.empty()) {
+      llvm::json::Array state;
+      for (const PtxKernel::StateBuffer &buffer : k.state)
+        state.push_back(llvm::json::Object{
+            {"dims", llvm::json::Array(buffer.dims)}, {"element_bytes", buffer.elementBytes}});
+      entry["state"] = std::move(state);
+    }
     // An alternative form of kernel `replaces` (same arguments, same bits),
     // for launches of at least `min_rows` rows.
     if (!k.replaces.empty()) {

@@ -87,6 +87,38 @@ struct LaunchRule {
   std::vector<std::pair<int64_t, int64_t>> elementDims;
 };
 
+/// A buffer a kernel keeps between its launches (kernels.json "state": the
+/// split attention forms' partials and counters): its last parameters,
+/// after the status, each a memref of `dims` (row-major) of
+/// `elementBytes`-byte elements, zeros before its first launch and then as
+/// its launches leave it. Launches that may run side by side (on two graph
+/// lanes) each need their own.
+struct KernelStateBuffer {
+  std::vector<int64_t> dims;
+  int64_t elementBytes = 4;
+  size_t bytes() const {
+    size_t n = size_t(elementBytes);
+    for (int64_t d : dims)
+      n *= size_t(d);
+    return n;
+  }
+  /// Appends the memref descriptor of this buffer at `at` (MLIR's calling
+  /// convention: allocated, aligned, offset, sizes, strides).
+  void appendSlots(std::vector<uint64_t> &slots, DevicePtr at) const {
+    slots.push_back(uint64_t(at));
+    slots.push_back(uint64_t(at));
+    slots.push_back(0);
+    for (int64_t d : dims)
+      slots.push_back(uint64_t(d));
+    for (size_t i = 0; i < dims.size(); ++i) {
+      int64_t stride = 1;
+      for (size_t j = i + 1; j < dims.size(); ++j)
+        stride *= dims[j];
+      slots.push_back(uint64_t(stride));
+    }
+  }
+};
+
 /// The launch of `rule` for `rows` rows (dimension 0 of its rows argument)
 /// and, for row_elements, `dynamicElements` (the product of the sizes its
 /// elementDims name); never an empty grid (the kernels skip rows past the

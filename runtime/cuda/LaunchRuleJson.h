@@ -114,6 +114,48 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
   return rule;
 }
 
+/// The "state" list of kernel entry `kernel` (none when absent); an error
+/// names the entry that is not {dims: [positive...], element_bytes: 1, 2, 4
+/// or 8}.
+inline absl::StatusOr<std::vector<KernelStateBuffer>>
+parseKernelState(const nlohmann::json &kernel, const std::string &name) {
+  std::vector<KernelStateBuffer> state;
+  auto it = kernel.find("state");
+  if (it == kernel.end())
+    return state;
+  auto bad = [&](size_t i) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", name, "': state[", i,
+        "] is not {dims: [sizes > 0], element_bytes: 1, 2, 4 or 8} of at most 1 GiB"));
+  };
+  if (!it->is_array())
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", name, "': state is not a list"));
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json &e = (*it)[i];
+    if (!e.is_object() || !e.contains("dims") || !e["dims"].is_array() ||
+        e["dims"].empty() || e["dims"].size() > 8 || !e.contains("element_bytes") ||
+        !e["element_bytes"].is_number_integer())
+      return bad(i);
+    KernelStateBuffer buffer;
+    buffer.elementBytes = e["element_bytes"].get<int64_t>();
+    if (buffer.elementBytes != 1 && buffer.elementBytes != 2 && buffer.elementBytes != 4 &&
+        buffer.elementBytes != 8)
+      return bad(i);
+    double bytes = double(buffer.elementBytes);
+    for (const nlohmann::json &d : e["dims"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 1)
+        return bad(i);
+      buffer.dims.push_back(d.get<int64_t>());
+      bytes *= double(buffer.dims.back());
+    }
+    if (bytes > double(size_t(1) << 30))
+      return bad(i);
+    state.push_back(std::move(buffer));
+  }
+  return state;
+}
+
 } // namespace csa::cuda
 
 #endif // CSA_RUNTIME_CUDA_LAUNCHRULEJSON_H

@@ -103,8 +103,9 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
   // all before anything after the step (which reads what they made, or
   // reuses memory they used) is launched.
   // Not for a step with a kernel whose GPU form writes its module's own
-  // memory (the split attention forms' partials, GpuKernel::moduleState):
-  // two sequences' launches of it side by side would share that memory.
+  // memory (GpuKernel::moduleState): two sequences' launches of it side by
+  // side would share that memory. (The split attention forms keep their
+  // partials in state buffers instead, a set a lane: GpuKernel::state.)
   bool moduleState = false;
   for (const auto &[role, k] : s.kernels)
     moduleState |= k.gpu && (k.gpu->moduleState || (k.gpu->tiled && k.gpu->tiled->moduleState));

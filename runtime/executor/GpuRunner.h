@@ -50,6 +50,9 @@ public:
       releaseDevice(m.device);
     for (cuda::DevicePtr block : statusBlocks)
       releaseDevice(block);
+    for (auto &[key, buffers] : stateOfLane)
+      for (cuda::DevicePtr buffer : buffers)
+        releaseDevice(buffer);
     holdReleasedBlocks(false);
     releaseFreeBlocks();
   }
@@ -120,7 +123,28 @@ public:
   void graphBoundary() { check(device.graphBoundary()); }
   /// A step's launches begin or end branch `lane` of the graph, or the
   /// next joins it (Device::markBranch).
-  void markBranch(cuda::BranchMark m, int lane) { device.markBranch(m, lane); }
+  void markBranch(cuda::BranchMark m, int lane) {
+    if (m == cuda::BranchMark::Begin)
+      branchLane = lane;
+    else if (m == cuda::BranchMark::End)
+      branchLane = 0;
+    device.markBranch(m, lane);
+  }
+  /// The graph lane the next launch goes on (0: the chain).
+  int currentLane() const { return branchLane; }
+  /// Kernel `g`'s state buffers (GpuKernel::state) for its launches on
+  /// graph lane `lane`, allocated and zeroed on their first use: launches
+  /// on one lane run one after another, so a lane's set is never used by
+  /// two at once.
+  const std::vector<cuda::DevicePtr> &stateBuffers(const GpuKernel &g, int lane) {
+    std::vector<cuda::DevicePtr> &buffers = stateOfLane[{&g, lane}];
+    if (buffers.empty())
+      for (const cuda::KernelStateBuffer &b : g.state) {
+        buffers.push_back(allocateDevice(b.bytes()));
+        check(device.fill(buffers.back(), 0, b.bytes()));
+      }
+    return buffers;
+  }
   /// The device's graph counts.
   cuda::LaunchGraphCounters graphCounters() const { return device.graphCounters(); }
   /// Emulation: the call ran; what it was given is current on the "device".
@@ -542,6 +566,9 @@ private:
   std::vector<std::pair<size_t, cuda::DevicePtr>> heldBlocks; ///< (bytes, block)
   std::vector<Mirror *> pendingWrites; ///< emulation: the running call's
   std::vector<Mirror *> writtenByLaunch; ///< launch(): the buffers it may write
+  int branchLane = 0; ///< markBranch: the lane launches go on now
+  /// stateBuffers: a kernel's state buffers on a lane.
+  std::map<std::pair<const GpuKernel *, int>, std::vector<cuda::DevicePtr>> stateOfLane;
 };
 
 inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
@@ -590,6 +617,11 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     pendingStatuses.push_back({k.name, currentWhere, currentOp});
     for (uint64_t v : {uint64_t(at), uint64_t(at), uint64_t(0), uint64_t(1), uint64_t(1)})
       slots.push_back(v);
+  }
+  if (!g.state.empty()) {
+    const std::vector<cuda::DevicePtr> &buffers = stateBuffers(g, branchLane);
+    for (size_t i = 0; i < g.state.size(); ++i)
+      g.state[i].appendSlots(slots, buffers[i]);
   }
   auto shape = cuda::launchShapeFor(g.launch, [&](int64_t i) {
     const GpuArg &a = args.at(size_t(i));
@@ -749,13 +781,15 @@ public:
       before.insert(before.end(), reinterpret_cast<const uint8_t *>(b),
                     reinterpret_cast<const uint8_t *>(e));
   }
-  /// After the call: its footprint.
-  /// `moduleState` (its GPU form writes its module's own memory, shared by
-  /// every launch of it): it also writes one byte standing for that memory,
-  /// at `fn` (a host code address, no buffer's), so that two launches of it
-  /// side by side are a hazard.
+  /// After the call: its footprint. Where its GPU form writes memory no
+  /// argument names, it also writes one byte standing for that memory, an
+  /// address in the host code of `fn` (no buffer's): with module state
+  /// (GpuKernel::moduleState, shared by every launch of it) `fn` itself, so
+  /// that two launches of it side by side are a hazard; with state buffers
+  /// (GpuKernel::state, a set a graph lane) `fn` + 1 + the lane, so that
+  /// two launches on one lane's buffers are.
   std::shared_ptr<const cuda::LaunchFootprint> finish(const std::string &kernel, const void *fn,
-                                                      bool moduleState) const {
+                                                      const GpuKernel *gpu, int lane) const {
     auto f = std::make_shared<cuda::LaunchFootprint>();
     f->kernel = kernel;
     f->read = spans;
@@ -771,8 +805,9 @@ public:
         }
       offset += e - b;
     }
-    if (moduleState) {
-      f->written.push_back({uintptr_t(fn), uintptr_t(fn) + 1});
+    if (gpu && (gpu->moduleState || !gpu->state.empty())) {
+      const uintptr_t at = uintptr_t(fn) + (gpu->moduleState ? 0 : uintptr_t(1 + lane));
+      f->written.push_back({at, at + 1});
       cuda::normalizeRanges(f->written);
     }
     return f;
@@ -831,7 +866,7 @@ template <typename R, typename... A> R invokeAs(const KernelRef &k, A... args) {
     }
     auto done = [&] {
       k.runner->recordEmulated(k.fn, k.name, std::move(params),
-                               probe ? probe->finish(k.name, k.fn, k.gpu && k.gpu->moduleState)
+                               probe ? probe->finish(k.name, k.fn, k.gpu, k.runner->currentLane())
                                      : nullptr);
       k.runner->emulatedCallDone();
     };

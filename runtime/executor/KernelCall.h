@@ -374,10 +374,13 @@ struct GpuKernel {
   cuda::Function fn = nullptr;
   cuda::LaunchRule launch;
   bool status = false;
-  /// kernels.json "module_state": it writes its module's own memory (the
-  /// split attention forms' partials), so two launches of it must not run
-  /// side by side on graph lanes.
+  /// kernels.json "module_state": it writes its module's own memory, so two
+  /// launches of it must not run side by side on graph lanes.
   bool moduleState = false;
+  /// kernels.json "state": buffers it keeps between launches (the split
+  /// attention forms' partials and counters), a set a graph lane
+  /// (GpuRunner::stateBuffers), so that its launches may run side by side.
+  std::vector<cuda::KernelStateBuffer> state;
   std::vector<int64_t> elementBytes; ///< per argument (0 for scalars)
   /// The kernel's row-tiled form (kernels.json "replaces"), run instead from
   /// `tiledMinRows` rows on: same arguments, same bits.

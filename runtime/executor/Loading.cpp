@@ -216,6 +216,11 @@ absl::Status Executor::Impl::loadGpu() {
               where, "kernels/kernels.json: kernel ", name, ": module_state must be true or false"));
         g.moduleState = state->get<bool>();
       }
+      auto state = cuda::parseKernelState(k, name);
+      if (!state.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "kernels/kernels.json: ", state.status().message()));
+      g.state = std::move(*state);
       gpuKernels["_mlir_ciface_" + name] = g;
     }
     // Row-tiled forms: their kernel runs them from min_rows rows on, unless

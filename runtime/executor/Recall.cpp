@@ -58,7 +58,6 @@ absl::Status Executor::Impl::analyzeRecall(Step &s, Tensor &q, Tensor &selected)
       return;
     // Each entry's mass: its softmax probability, averaged over the heads.
     std::vector<double> mass(size_t(r.visible), 0.0), logit(size_t(r.visible));
-    std::vector<float> keyRow(size_t(dim));
     const uint16_t *queries = q.as<uint16_t>() + i * heads * dim;
     for (int64_t h = 0; h < heads; ++h) {
       const uint16_t *qh = queries + h * dim;

@@ -482,6 +482,27 @@ int main(int argc, char **argv) {
       for (int64_t s : strides)
         values.push_back(s);
     }
+    // Buffers the kernel keeps between launches (kernels.json "state"):
+    // zeros before the first, as the runtime gives them.
+    auto stateOf = csa::cuda::parseKernelState(k, name);
+    if (!stateOf.ok()) {
+      std::cerr << "csa-gpu-check: error: " << stateOf.status().message() << "\n";
+      return 1;
+    }
+    std::vector<csa::cuda::DevicePtr> stateBuffers;
+    for (const csa::cuda::KernelStateBuffer &buffer : *stateOf) {
+      std::vector<uint8_t> zeros(buffer.bytes(), 0);
+      auto ptr = gpu.allocate(zeros.size());
+      if (!ptr.ok() || !gpu.copyToDevice(*ptr, zeros.data(), zeros.size()).ok()) {
+        std::cerr << "device allocation or copy failed\n";
+        return 1;
+      }
+      stateBuffers.push_back(*ptr);
+      std::vector<uint64_t> slots;
+      buffer.appendSlots(slots, *ptr);
+      for (uint64_t v : slots)
+        values.push_back(int64_t(v));
+    }
     std::vector<void *> params;
     for (int64_t &v : values)
       params.push_back(&v);
@@ -682,6 +703,8 @@ int main(int argc, char **argv) {
     for (Arg &a : args)
       if (!a.scalar)
         (void)gpu.release(a.device);
+    for (csa::cuda::DevicePtr buffer : stateBuffers)
+      (void)gpu.release(buffer);
   }
   std::printf("not run (f32 or index arguments, a status, strided views, or "
               "an i64 with a [?, ?] memref): %zu kernels:",

@@ -11,6 +11,7 @@
 
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/GpuRunner.h"
+#include "runtime/executor/KernelInvoke.h"
 #include "runtime/executor/HostThreads.h"
 
 #include "absl/strings/str_cat.h"

@@ -133,7 +133,8 @@ struct ExecutorOptions {
   /// (the same bits on the emulated device and, on an H100, for tiny and
   /// `reduced`). Opt-in until `h200-full` has run it: GPU runs gave NaN
   /// logits until the forty-first session fixed three races (two found by
-  /// checkGraphHazards, one in the split attention's module globals).
+  /// checkGraphHazards, one in the split attention's module globals, which
+  /// are state buffers a set a lane since: GpuKernel::state).
   bool sequenceLanes = false;
   /// Cuda graphs: the launches of a graph depend on each other
   /// programmatically (LaunchGraphOptions::programmatic): the next kernel's

@@ -623,6 +623,10 @@ inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) 
     for (size_t i = 0; i < g.state.size(); ++i)
       g.state[i].appendSlots(slots, buffers[i]);
   }
+  if (slots.size() != g.paramSlots)
+    throw std::runtime_error(k.name + ": the launch passes " + std::to_string(slots.size()) +
+                             " parameter slots, the kernel takes " +
+                             std::to_string(g.paramSlots) + " (kernels.json params)");
   auto shape = cuda::launchShapeFor(g.launch, [&](int64_t i) {
     const GpuArg &a = args.at(size_t(i));
     return a.kind == GpuArg::Memref ? &a.sizes : nullptr;

@@ -381,6 +381,10 @@ struct GpuKernel {
   /// attention forms' partials and counters), a set a graph lane
   /// (GpuRunner::stateBuffers), so that its launches may run side by side.
   std::vector<cuda::KernelStateBuffer> state;
+  /// kernels.json "params": the 8-byte parameter slots a launch passes (the
+  /// arguments' descriptors and scalars, the status, the state buffers), so
+  /// that a launch the kernel's PTX does not take fails by name.
+  size_t paramSlots = 0;
   std::vector<int64_t> elementBytes; ///< per argument (0 for scalars)
   /// The kernel's row-tiled form (kernels.json "replaces"), run instead from
   /// `tiledMinRows` rows on: same arguments, same bits.

@@ -221,6 +221,10 @@ absl::Status Executor::Impl::loadGpu() {
         return absl::InvalidArgumentError(
             absl::StrCat(where, "kernels/kernels.json: ", state.status().message()));
       g.state = std::move(*state);
+      if (!k.at("params").is_array())
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "kernels/kernels.json: kernel ", name, ": params is not a list"));
+      g.paramSlots = k.at("params").size();
       gpuKernels["_mlir_ciface_" + name] = g;
     }
     // Row-tiled forms: their kernel runs them from min_rows rows on, unless

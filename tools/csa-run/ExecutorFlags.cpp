@@ -43,8 +43,8 @@ ABSL_FLAG(bool, gpu_no_overlap, false,
           "every step after the one before, also those the plan lets overlap");
 ABSL_FLAG(bool, gpu_sequence_lanes, false,
           "a batch step's per-sequence steps each sequence on a graph lane of its "
-          "own, beside the others (opt-in: checked on a GPU for tiny and reduced, "
-          "not yet for h200-full)");
+          "own, beside the others (opt-in: no GPU has run it since the split "
+          "attention's partials became per-lane state buffers, nor h200-full ever)");
 ABSL_FLAG(std::string, gpu_host_kernels, "",
           "kernels kept on the CPU, by name prefix, comma-separated "
           "(alias: CSA_CUDA_HOST_KERNELS)");

@@ -106,14 +106,13 @@ void setDotTolerance(PtxKernel &info, const LinearKernelSpec &linear) {
 
 /// Whether `global` starts as zeros (a zero splat, or no initial value).
 bool startsAsZeros(memref::GlobalOp global) {
-  auto init = dyn_cast_or_null<DenseElementsAttr>(global.getInitialValueAttr());
   if (!global.getInitialValueAttr() || global.isUninitialized())
     return true;
+  auto init = dyn_cast<DenseElementsAttr>(global.getInitialValueAttr());
   if (!init || !init.isSplat())
     return false;
-  if (auto f = dyn_cast<FloatType>(init.getElementType()))
-    return init.getSplatValue<APFloat>().isPosZero();
-  return init.getSplatValue<APInt>().isZero();
+  return isa<FloatType>(init.getElementType()) ? init.getSplatValue<APFloat>().isPosZero()
+                                                : init.getSplatValue<APInt>().isZero();
 }
 
 /// The mutable globals body `fn` keeps between launches (the split attention

@@ -87,6 +87,25 @@ struct LaunchRule {
   std::vector<std::pair<int64_t, int64_t>> elementDims;
 };
 
+/// Appends the memref descriptor of a dense row-major buffer of `dims` at
+/// `at` as a launch's 8-byte parameter slots (MLIR's calling convention:
+/// allocated, aligned, offset 0, sizes, strides).
+inline void appendDenseMemrefSlots(std::vector<uint64_t> &slots, DevicePtr at,
+                                   const std::vector<int64_t> &dims) {
+  slots.push_back(uint64_t(at));
+  slots.push_back(uint64_t(at));
+  slots.push_back(0);
+  for (int64_t d : dims)
+    slots.push_back(uint64_t(d));
+  const size_t strides = slots.size();
+  slots.resize(strides + dims.size());
+  uint64_t stride = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    slots[strides + i] = stride;
+    stride *= uint64_t(dims[i]);
+  }
+}
+
 /// A buffer a kernel keeps between its launches (kernels.json "state": the
 /// split attention forms' partials and counters): its last parameters,
 /// after the status, each a memref of `dims` (row-major) of
@@ -102,20 +121,9 @@ struct KernelStateBuffer {
       n *= size_t(d);
     return n;
   }
-  /// Appends the memref descriptor of this buffer at `at` (MLIR's calling
-  /// convention: allocated, aligned, offset, sizes, strides).
+  /// Appends the memref descriptor of this buffer at `at`.
   void appendSlots(std::vector<uint64_t> &slots, DevicePtr at) const {
-    slots.push_back(uint64_t(at));
-    slots.push_back(uint64_t(at));
-    slots.push_back(0);
-    for (int64_t d : dims)
-      slots.push_back(uint64_t(d));
-    for (size_t i = 0; i < dims.size(); ++i) {
-      int64_t stride = 1;
-      for (size_t j = i + 1; j < dims.size(); ++j)
-        stride *= dims[j];
-      slots.push_back(uint64_t(stride));
-    }
+    appendDenseMemrefSlots(slots, at, dims);
   }
 };
 

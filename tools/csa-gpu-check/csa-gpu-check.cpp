@@ -468,19 +468,9 @@ int main(int argc, char **argv) {
         return 1;
       }
       a.device = *ptr;
-      values.push_back(int64_t(a.device));
-      values.push_back(int64_t(a.device));
-      values.push_back(0);
-      int64_t stride = 1;
-      std::vector<int64_t> strides(a.shape.size());
-      for (int i = int(a.shape.size()) - 1; i >= 0; --i) {
-        strides[size_t(i)] = stride;
-        stride *= a.shape[size_t(i)];
-      }
-      for (int64_t d : a.shape)
-        values.push_back(d);
-      for (int64_t s : strides)
-        values.push_back(s);
+      std::vector<uint64_t> slots;
+      csa::cuda::appendDenseMemrefSlots(slots, a.device, a.shape);
+      values.insert(values.end(), slots.begin(), slots.end());
     }
     // Buffers the kernel keeps between launches (kernels.json "state"):
     // zeros before the first, as the runtime gives them.
@@ -500,8 +490,7 @@ int main(int argc, char **argv) {
       stateBuffers.push_back(*ptr);
       std::vector<uint64_t> slots;
       buffer.appendSlots(slots, *ptr);
-      for (uint64_t v : slots)
-        values.push_back(int64_t(v));
+      values.insert(values.end(), slots.begin(), slots.end());
     }
     std::vector<void *> params;
     for (int64_t &v : values)

@@ -129,13 +129,12 @@ struct ExecutorOptions {
   /// lanes no branch of the plan holds there, sequence i on the
   /// (i mod lanes)-th), joined before the step's results are read: the
   /// sequences' attention, index and cache launches run side by side
-  /// instead of one after another. Off (the default): one after another
-  /// (the same bits on the emulated device and, on an H100, for tiny and
-  /// `reduced`). Opt-in until `h200-full` has run it: GPU runs gave NaN
-  /// logits until the forty-first session fixed three races (two found by
-  /// checkGraphHazards, one in the split attention's module globals, which
-  /// are state buffers a set a lane since: GpuKernel::state).
-  bool sequenceLanes = false;
+  /// instead of one after another. On by default since the forty-third
+  /// session: on an H100, tiny (5 prompts) and `h200-full` at batch 1 and 16
+  /// gave the same logits bit for bit with and without it, and batch 16's
+  /// step went from 164 to 155 ms (bench/RESULTS.md). Off: one after
+  /// another (csa-run --gpu-sequence-lanes=false).
+  bool sequenceLanes = true;
   /// Cuda graphs: the launches of a graph depend on each other
   /// programmatically (LaunchGraphOptions::programmatic): the next kernel's
   /// blocks are resident before the one before ends.

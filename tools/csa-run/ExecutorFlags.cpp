@@ -41,10 +41,10 @@ ABSL_FLAG(bool, gpu_per_expert_moe, false,
           "prefill's routed experts one launch an expert");
 ABSL_FLAG(bool, gpu_no_overlap, false,
           "every step after the one before, also those the plan lets overlap");
-ABSL_FLAG(bool, gpu_sequence_lanes, false,
+ABSL_FLAG(bool, gpu_sequence_lanes, true,
           "a batch step's per-sequence steps each sequence on a graph lane of its "
-          "own, beside the others (opt-in: no GPU has run it since the split "
-          "attention's partials became per-lane state buffers, nor h200-full ever)");
+          "own, beside the others (the same logits bit for bit on an H100); "
+          "=false: one sequence after another");
 ABSL_FLAG(std::string, gpu_host_kernels, "",
           "kernels kept on the CPU, by name prefix, comma-separated "
           "(alias: CSA_CUDA_HOST_KERNELS)");

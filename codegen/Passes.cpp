@@ -61,6 +61,7 @@ struct LowerKernelsToNvvmPass
     options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
     options.linearTensorCores = linearTensorCores;
     options.tileMinRows = tileMinRows;
+    options.groupedMmaMinSlots = groupedMmaMinSlots;
     options.mmaKBlocks = mmaKBlocks;
     options.mmaPrefetch = mmaPrefetch;
     options.mmaFp8 = mmaFp8;

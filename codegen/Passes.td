@@ -92,6 +92,10 @@ def LowerKernelsToNvvm : Pass<"csa-lower-kernels-to-nvvm", "::mlir::ModuleOp"> {
            /*default=*/"::csa::codegen::NvptxOptions{}.tileMinRows",
            "The fewest rows the row-tiled and tensor-core forms replace the "
            "decode forms from">,
+    Option<"groupedMmaMinSlots", "grouped-mma-min-slots", "int64_t",
+           /*default=*/"::csa::codegen::NvptxOptions{}.groupedMmaMinSlots",
+           "The fewest slots (rows x experts a row) the routed experts' "
+           "tensor-core grouped form replaces the split-K grouped form from">,
     Option<"linearFp4ThroughE4m3", "linear-fp4-through-e4m3", "bool",
            /*default=*/"::csa::codegen::NvptxOptions{}.linearFp4ThroughE4m3",
            "Split-K FP4 linears decode weights through E4M3 bytes; false: "

@@ -849,7 +849,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputs = mma->outFeatures;
       info.outputsPerBlock = shape.outputsPerTile;
       info.sharedBytes = shape.sharedBytes();
-      info.minRows = shape.grouped ? kGroupedMmaMinSlots : options.tileMinRows;
+      info.minRows = shape.grouped ? options.groupedMmaMinSlots : options.tileMinRows;
       setDotTolerance(info, *mma);
     } else if (tiled) {
       LinearTileLanes lanes;
@@ -1104,6 +1104,9 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
     return "mma-k-blocks must be 1, 2, 4 or 8, got " + std::to_string(options.mmaKBlocks);
   if (options.tileMinRows < 1 || options.tileMinRows > 4096)
     return "tile-min-rows must be from 1 to 4096, got " + std::to_string(options.tileMinRows);
+  if (options.groupedMmaMinSlots < 1 || options.groupedMmaMinSlots > (int64_t(1) << 20))
+    return "grouped-mma-min-slots must be from 1 to 1048576, got " +
+           std::to_string(options.groupedMmaMinSlots);
   return "";
 }
 

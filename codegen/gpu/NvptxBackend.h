@@ -54,6 +54,8 @@
 #ifndef CSA_CODEGEN_GPU_NVPTXBACKEND_H
 #define CSA_CODEGEN_GPU_NVPTXBACKEND_H
 
+#include "codegen/host/LinearMma.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -86,6 +88,12 @@ struct NvptxOptions {
   /// tensor-core form's 64-row tiles took 0.35 ms for an 8-row 8192 x 5120
   /// FP8 linear on an H100, the split-K form 20 us a row).
   int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 16;
+  /// The fewest slots (a step's rows times the experts a row) from which
+  /// the routed experts' grouped linears take the tensor-core form (a block
+  /// per expert and output tile, each walking K for all its expert's slots)
+  /// instead of the split-K grouped form (each slot reads its expert's
+  /// weights); LinearMma.h's kGroupedMmaMinSlots by default.
+  int64_t groupedMmaMinSlots = kGroupedMmaMinSlots;
   /// The form of a linear kernel that carries no csa.linear_form (kernels
   /// from IR that did not run csa-select-linear-forms): the split-K form
   /// (codegen/host/LinearSplitK.h) where K splits into 16-byte words, the

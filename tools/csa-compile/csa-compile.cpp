@@ -274,6 +274,14 @@ cl::opt<int64_t> tileMinRows(
              "forms from (1 to 4096; below, a batch decode step's rows run in "
              "the split-K form)"),
     cl::init(csa::codegen::NvptxOptions{}.tileMinRows), cl::cat(category));
+cl::opt<int64_t> groupedMmaMinSlots(
+    "grouped-mma-min-slots",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: the fewest slots (a step's rows "
+             "times the routed experts a row) from which the routed experts' "
+             "linears take the tensor-core grouped form, a block an expert and "
+             "output tile (1 to 1048576; below, the split-K grouped form, which "
+             "reads an expert's weights once a slot)"),
+    cl::init(csa::codegen::NvptxOptions{}.groupedMmaMinSlots), cl::cat(category));
 cl::opt<int64_t> mmaKBlocks(
     "mma-k-blocks",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: the tensor-core linears stage "
@@ -346,6 +354,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearFp4ThroughE4m3 = linearFp4ThroughE4m3;
   options.linearTensorCores = linearTensorCores;
   options.tileMinRows = tileMinRows;
+  options.groupedMmaMinSlots = groupedMmaMinSlots;
   options.mmaKBlocks = mmaKBlocks;
   options.mmaPrefetch = mmaPrefetch;
   options.mmaFp8 = mmaFp8;

@@ -84,10 +84,15 @@ struct NvptxOptions {
   /// The row-tiled linear kernels: rows and outputs (threads) per block, the
   /// K chunk staged in shared memory, and the fewest rows they (and the
   /// tensor-core forms, and mHC's row-tiled sums) are used for: below it the
-  /// decode forms run, a block row a row (a batch decode step's rows: the
-  /// tensor-core form's 64-row tiles took 0.35 ms for an 8-row 8192 x 5120
-  /// FP8 linear on an H100, the split-K form 20 us a row).
-  int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 16;
+  /// decode forms run, a block row a row, the blocks of one output tile side
+  /// by side so that rows after the first read the weight from L2 (a batch
+  /// decode step's rows: the tensor-core form's 64-row tiles took 0.35 ms
+  /// for an 8-row 8192 x 5120 FP8 linear on an H100, the split-K form 20 us
+  /// a row). 128: h200-full at 4K on an H100 (forty-third session) stepped
+  /// batch 16 in 73-77 ms from 64 or 128 against 106 ms from 16, batch 32 in
+  /// 137 ms from 64 against 158 from 32, batch 64 in 261 ms from 128
+  /// against 284 from 64 (one 64-row tile: few blocks).
+  int64_t tileRows = 8, tileOutputs = 128, tileChunk = 1024, tileMinRows = 128;
   /// The fewest slots (a step's rows times the experts a row) from which
   /// the routed experts' grouped linears take the tensor-core form (a block
   /// per expert and output tile, each walking K for all its expert's slots)

@@ -62,10 +62,9 @@ inline constexpr int64_t kMmaFp8RowBytes = 48;
 /// length) on. Its blocks walk K serially for their expert's slots (about
 /// 150 us a launch at the released widths however few the slots, measured:
 /// six slots, a decode step's), while the split-K grouped form reads an
-/// expert's weights once a slot (about 3.5 us a slot); below a tile's worth
-/// of slots the split-K form (or one launch an expert) is faster. The
-/// split-K blocks of one output tile run side by side for all slots, so
-/// slots of one expert read its tile from L2: on an H100 (forty-third
+/// expert's weights once a slot (about 3.5 us a slot), but its blocks of one
+/// output tile run side by side for all slots, so slots of one expert read
+/// its tile from L2: on an H100 (forty-third
 /// session, h200-full at 4K) 96 slots (batch 16) stepped in 106 ms with the
 /// split-K form against 149 ms with this one, and 384 slots (batch 64)
 /// about alike (284 against 257-279 ms). Hence 512.

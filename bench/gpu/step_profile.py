@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 """The GPU time of a decode step, kernel by kernel, from ncu's CSV.
 
-    ncu --clock-control none --cache-control none \
+    ncu --profile-from-start off --clock-control none --cache-control none \
         --metrics gpu__time_duration.sum --csv \
-        --launch-skip S --launch-count C ./csa-run MODEL.csa ... > step.csv
+        ./csa-run MODEL.csa ... --gpu-profile-steps=N > step.csv
     bench/gpu/step_profile.py LABEL=step.csv[.gz] [LABEL=...] [--top=N] [--png=F]
 
-C consecutive launches (the `gpu, last run:` line's count for one step) after
-S skipped ones (the warm-up, the prefill and a first decode step) are one
-step's kernels. Prints, per file, the total kernel time and a Markdown table
+csa-run --gpu-profile-steps=N puts exactly decode step N's kernels inside the
+capture range (docs/gpu.md, "Profiling one step"). Prints, per file, the total kernel time and a Markdown table
 of the N longest kernels (time in the step, launches, time a launch, share);
 with --png (matplotlib), a bar chart of those kernels' time in each file.
 """

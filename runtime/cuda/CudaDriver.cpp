@@ -89,6 +89,10 @@ struct Driver::Api {
   CUresult (*cuEventDestroy)(Event);
   CUresult (*cuMemAllocHost)(void **, size_t);
   CUresult (*cuMemFreeHost)(void *);
+  /// Optional (null where the library lacks them): the profilers' capture
+  /// range (ncu --profile-from-start off).
+  CUresult (*cuProfilerStart)();
+  CUresult (*cuProfilerStop)();
 };
 
 namespace {
@@ -167,6 +171,8 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::open(int ordinal,
       return absl::FailedPreconditionError(absl::StrCat(
           library, " has no ", e.name, " (a driver older than CUDA 12?)"));
   }
+  api.cuProfilerStart = reinterpret_cast<CUresult (*)()>(dlsym(handle, "cuProfilerStart"));
+  api.cuProfilerStop = reinterpret_cast<CUresult (*)()>(dlsym(handle, "cuProfilerStop"));
   if (absl::Status st = check(api, api.cuInit(0), "cuInit"); !st.ok())
     return st;
   CUdevice device = 0;
@@ -612,6 +618,14 @@ absl::Status Driver::launch(const KernelLaunch &k) {
   if (graphs_)
     return graphs_->add(k);
   return launchNow(k);
+}
+
+absl::Status Driver::profilerRange(bool start) {
+  CUresult (*call)() = start ? api_->cuProfilerStart : api_->cuProfilerStop;
+  if (!call)
+    return absl::FailedPreconditionError(
+        absl::StrCat("the CUDA driver has no ", start ? "cuProfilerStart" : "cuProfilerStop"));
+  return check(*api_, call(), start ? "cuProfilerStart" : "cuProfilerStop");
 }
 
 absl::Status Driver::synchronize() {

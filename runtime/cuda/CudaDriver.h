@@ -196,6 +196,9 @@ public:
   /// any later copy, fill, event or synchronization, which flush first.
   absl::Status launch(const KernelLaunch &k);
   absl::Status synchronize();
+  /// Starts (or stops) the profilers' capture range: cuProfilerStart /
+  /// cuProfilerStop, which `ncu --profile-from-start off` waits for.
+  absl::Status profilerRange(bool start);
 
   /// From now on, consecutive launches with no other work between them run
   /// as CUDA graphs (LaunchGraphs.h): a graph per run of launches, replayed

@@ -62,6 +62,12 @@ public:
   /// Ends the current run of dispatches (the next copy would anyway).
   virtual absl::Status endRun() = 0;
   virtual absl::Status synchronize() = 0;
+  /// Starts or stops the profilers' capture range (what `ncu
+  /// --profile-from-start off` records); a device with no profiler says so.
+  virtual absl::Status profilerRange(bool start) {
+    (void)start;
+    return absl::FailedPreconditionError("device '" + name() + "' has no profiler range");
+  }
   /// The start of a run of plan entry `entry`: its runs of dispatches are
   /// matched with those of its last run (kept graphs, LaunchGraphs.h).
   virtual absl::Status beginGraphRun(const std::string &entry) = 0;

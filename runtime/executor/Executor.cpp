@@ -535,6 +535,17 @@ absl::Status Executor::checkDeviceStatuses() {
   }
 }
 
+absl::Status Executor::profilerRange(bool start) {
+  if (!impl->runner)
+    return absl::FailedPreconditionError("a profiler range needs the GPU (--device=cuda)");
+  try {
+    impl->runner->profilerRange(start);
+    return absl::OkStatus();
+  } catch (const std::exception &e) {
+    return absl::FailedPreconditionError(e.what());
+  }
+}
+
 ExecutorOptions::Device Executor::device() const { return impl->options.device; }
 
 const std::string &Executor::deviceNote() const { return impl->deviceNote; }

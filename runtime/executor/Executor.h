@@ -364,6 +364,11 @@ public:
   /// few dozen steps and here). An error names the kernel and its step. Call
   /// it when a generation ends.
   absl::Status checkDeviceStatuses();
+  /// GPU: starts (or stops) the profilers' capture range once the work
+  /// issued so far has finished, so that `ncu --profile-from-start off`
+  /// records only the steps run in between. An error on the CPU, and where
+  /// the device (emulation) or the driver has no profiler range.
+  absl::Status profilerRange(bool start);
   /// GPU: copies every weight to the device now (the first run does it
   /// otherwise, inside its time) and returns the bytes copied; 0 when they
   /// are there already or the executor runs on the CPU.

@@ -87,6 +87,12 @@ public:
     const WaitTimer t(waitSeconds);
     check(device.synchronize());
   }
+  /// The profilers' capture range starts or stops here, once every launch
+  /// issued so far has finished (a range then holds whole steps).
+  void profilerRange(bool start) {
+    synchronize();
+    check(device.profilerRange(start));
+  }
   /// Emulation: the mirror of the buffer holding `p` (uploaded if the host
   /// changed it), at p's offset; the call about to run may write it.
   const void *emulatedArg(const void *p, bool empty) {

@@ -40,7 +40,9 @@
 #include "tools/csa-run/RecallReport.h"
 #include "tools/csa-run/RunReport.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 #include <nlohmann/json.hpp>
 
@@ -92,6 +94,10 @@ ABSL_FLAG(bool, warmup, false, "run an untimed 1-token prefill first");
 ABSL_FLAG(std::string, profile, "",
           "time every plan step: text, json (by layer too, in the --json "
           "object) or off");
+ABSL_FLAG(std::string, gpu_profile_steps, "",
+          "decode steps N or N-M (from 0) inside the profilers' capture range "
+          "(cuProfilerStart/Stop; ncu --profile-from-start off records only them); "
+          "--device=cuda, the first run");
 ABSL_FLAG(bool, json, false,
           "print one JSON object on stdout instead of the text (docs/run-json.md)");
 ABSL_FLAG(int64_t, repeat, 1,
@@ -425,6 +431,24 @@ int main(int argc, char **argv) {
                              maxNew, " feeds ", decodeStepsNeeded,
                              " tokens after the prefill); give at least ",
                              decodeStepsNeeded));
+  // --gpu-profile-steps: decode steps FIRST..LAST of the first run inside
+  // the profilers' capture range.
+  std::optional<std::pair<int64_t, int64_t>> profileSteps;
+  if (const std::string spec = absl::GetFlag(FLAGS_gpu_profile_steps); !spec.empty()) {
+    const std::vector<std::string> ends = absl::StrSplit(spec, absl::MaxSplits('-', 1));
+    int64_t from = -1, to = -1;
+    if (!absl::SimpleAtoi(ends[0], &from) ||
+        !absl::SimpleAtoi(ends.size() > 1 ? ends[1] : ends[0], &to) || from < 0 || to < from)
+      return fail(absl::StrCat("--gpu-profile-steps=", spec,
+                               ": give a decode step N or steps N-M (0 <= N <= M)"));
+    if (to >= decodeStepsNeeded)
+      return fail(absl::StrCat("--gpu-profile-steps=", spec, ": the run has ",
+                               decodeStepsNeeded, " decode steps (--max-new-tokens=", maxNew,
+                               "), numbered from 0"));
+    if (executorOptions.device == runtime::ExecutorOptions::Device::Cpu)
+      return fail("--gpu-profile-steps needs the GPU: give --device=cuda");
+    profileSteps = {from, to};
+  }
   // A batch decodes in one step a token, unless asked not to or a dump is
   // asked for (its files are a sequence's: Executor::decodeBatch).
   const bool batchTogether =
@@ -767,7 +791,25 @@ int main(int argc, char **argv) {
         label("decode", -1), uint64_t(maxNew * batch), "tokens",
         printsSteps && progressMode == tools::ProgressMode::Auto ? tools::ProgressMode::Never
                                                                  : progressMode);
+    // The capture range around decode steps profileSteps (the first run).
+    bool profiling = false;
+    auto profileRangeAt = [&](int64_t step) -> absl::Status {
+      if (!first || !profileSteps)
+        return absl::OkStatus();
+      const bool inside = step >= profileSteps->first && step <= profileSteps->second;
+      if (inside == profiling)
+        return absl::OkStatus();
+      profiling = inside;
+      if (absl::Status st = ex.profilerRange(inside); !st.ok())
+        return absl::Status(st.code(), absl::StrCat("--gpu-profile-steps: ", st.message()));
+      if (inside)
+        std::fprintf(stderr, "gpu profiler: capture range from decode step %lld to %lld\n",
+                     (long long)profileSteps->first, (long long)profileSteps->second);
+      return absl::OkStatus();
+    };
     for (int64_t step = 0; step < maxNew; ++step) {
+      if (absl::Status st = profileRangeAt(step); !st.ok())
+        return st;
       // The sequences that go on to a forward this step.
       std::vector<int64_t> active;
       for (int64_t b = 0; b < batch; ++b) {
@@ -877,6 +919,8 @@ int main(int argc, char **argv) {
           return st;
       }
     }
+    if (absl::Status st = profileRangeAt(maxNew); !st.ok())
+      return st;
     decodeLine.finish();
     if (streaming)
       std::printf("%s\n", stream.finish().c_str());

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -168,4 +169,14 @@ CUresult cuGraphExecKernelNodeSetParams_v2(void *, void *, const void *) { retur
 CUresult cuGraphLaunch(void *, void *) { return 0; }
 CUresult cuGraphExecDestroy(void *) { return 0; }
 CUresult cuGraphDestroy(void *) { return 0; }
+/// The profilers' capture range: said on stderr (nothing records here), so
+/// that tests see where csa-run --gpu-profile-steps starts and stops it.
+CUresult cuProfilerStart() {
+  std::fputs("csa-null-cuda: cuProfilerStart\n", stderr);
+  return 0;
+}
+CUresult cuProfilerStop() {
+  std::fputs("csa-null-cuda: cuProfilerStop\n", stderr);
+  return 0;
+}
 }

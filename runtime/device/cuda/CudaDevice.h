@@ -41,6 +41,7 @@ public:
   /// upload or synchronization.
   absl::Status endRun() override { return absl::OkStatus(); }
   absl::Status synchronize() override { return driver.synchronize(); }
+  absl::Status profilerRange(bool start) override { return driver.profilerRange(start); }
   absl::Status beginGraphRun(const std::string &entry) override {
     return driver.beginGraphRun(entry);
   }

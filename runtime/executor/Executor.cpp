@@ -471,7 +471,10 @@ Executor::prefill(Sequence &sequence, const std::vector<int32_t> &tokens) {
   // ones' device copies, if this executor holds them, go).
   if (sequence.cachesHeldBy == impl->id)
     impl->releaseHeld(sequence, /*download=*/false);
+  const int64_t reserved = sequence.reservedPositions;
   sequence = newSequence();
+  if (reserved > 0)
+    (void)reserve(sequence, reserved); // a fresh sequence: held by no device
   return impl->runTokens(sequence, tokens);
 }
 

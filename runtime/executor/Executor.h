@@ -59,6 +59,9 @@ struct Sequence {
   /// addresses) is rejected by the executor instead of running on them.
   uint64_t cachesHeldBy = 0;
   std::map<std::string, const void *> cachesHeldAt;
+  /// Positions the global caches are sized for (Executor::reserve; kept by
+  /// a prefill, which starts from fresh caches).
+  int64_t reservedPositions = 0;
 
   /// Bytes the caches have allocated (global caches grow by doubling).
   uint64_t cacheBytes() const;
@@ -313,6 +316,15 @@ public:
   /// Its logits mean nothing; its work per step is a real sequence's.
   absl::StatusOr<Sequence> syntheticSequence(int64_t position,
                                              uint64_t seed) const;
+
+  /// Sizes `sequence`'s global caches for `positions` tokens now (they grow
+  /// by doubling otherwise, each time a device allocation and a copy inside
+  /// a step): a caller that knows how long the sequence will get (csa-run:
+  /// context, prompt and new tokens) asks once, and no step of the run
+  /// allocates for its caches. Capped at the plan's max_context; never
+  /// shrinks. An error for a sequence whose caches a device holds (reserve
+  /// before its first run, or after syncToHost).
+  absl::Status reserve(Sequence &sequence, int64_t positions) const;
 
   /// Runs the prompt at position 0; returns the last position's logits.
   absl::StatusOr<std::vector<float>> prefill(Sequence &sequence,

@@ -9,6 +9,7 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/executor/ExecutorImpl.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace csa::runtime {
@@ -50,6 +51,25 @@ Sequence Executor::newSequence() const {
     }
   }
   return seq;
+}
+
+absl::Status Executor::reserve(Sequence &sequence, int64_t positions) const {
+  if (sequence.cachesHeldBy != 0)
+    return absl::FailedPreconditionError(
+        "reserve: the sequence's caches are held on a device (reserve before its first run, "
+        "or after syncToHost)");
+  const artifact::Plan &plan = impl->artifact->plan();
+  positions = std::min(positions, plan.maxContext);
+  sequence.reservedPositions = std::max(sequence.reservedPositions, positions);
+  for (const CacheBuffer &b : plan.caches) {
+    if (b.kind != CacheKind::GlobalCache)
+      continue;
+    CacheState &c = sequence.caches[b.id];
+    const size_t bytes = size_t(b.entriesAt(positions) * b.entryBytes);
+    if (c.bytes.size() < bytes)
+      c.bytes.resize(bytes, 0);
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -400,6 +400,72 @@ TEST(CachesOnDevice, StayBetweenRunsAndComeBackWithSyncToHost) {
   EXPECT_EQ(firstDifference(*a, *b), -1);
 }
 
+/// Executor::reserve (csa-run sizes a run's caches at once): the global
+/// caches hold the reserved positions' entries from the start, a prefill
+/// keeps the reservation, no step of the run moves them (on the emulated GPU
+/// path, which would reallocate their device copies), the logits are those
+/// of an unreserved sequence on the CPU bit for bit, and a reservation is capped at
+/// max_context and refused while a device holds the caches.
+TEST(ReservedCaches, SizedOnceKeptByPrefillNeverMovedSameLogits) {
+  test::TempDir dir;
+  auto variant = loadVariant("tiny");
+  ASSERT_TRUE(variant.ok()) << variant.status();
+  std::string artifactDir = dir / "model.csa";
+  ASSERT_EQ(compile("--variant=tiny --emit=artifact -o " + artifactDir, dir / "compile.log"), 0)
+      << readAll(dir / "compile.log");
+  LoadedModel cpu;
+  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, cpu));
+  runtime::ExecutorOptions options;
+  options.device = runtime::ExecutorOptions::Device::Cuda;
+  options.keepCachesOnDevice = true;
+  options.emulateGpu = true;
+  auto gpu = runtime::Executor::create(*cpu.art, *cpu.ckpt, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+
+  const std::vector<int32_t> prompt = {5, 9, 2, 7, 11, 3, 8, 1, 4, 6, 10, 12, 13};
+  const std::vector<int32_t> tokens = {3, 14, 15, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3};
+  const int64_t positions = int64_t(prompt.size() + tokens.size());
+  runtime::Sequence plain = cpu.executor->newSequence();
+  runtime::Sequence reserved = (*gpu)->newSequence();
+  ASSERT_TRUE((*gpu)->reserve(reserved, positions).ok());
+  std::map<std::string, size_t> sized;
+  for (const artifact::CacheBuffer &b : (*gpu)->plan().caches)
+    if (b.kind == artifact::CacheKind::GlobalCache) {
+      sized[b.id] = size_t(b.entriesAt(positions) * b.entryBytes);
+      EXPECT_EQ(reserved.caches.at(b.id).bytes.size(), sized[b.id]) << b.id;
+    }
+  ASSERT_FALSE(sized.empty());
+  auto a = cpu.executor->prefill(plain, prompt);
+  auto b = (*gpu)->prefill(reserved, prompt);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status();
+  EXPECT_EQ(firstDifference(*a, *b), -1);
+  std::map<std::string, const uint8_t *> at;
+  for (const auto &[id, bytes] : sized) {
+    EXPECT_EQ(reserved.caches.at(id).bytes.size(), bytes) << id << " after the prefill";
+    at[id] = reserved.caches.at(id).bytes.data();
+  }
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    a = cpu.executor->decode(plain, tokens[i]);
+    b = (*gpu)->decode(reserved, tokens[i]);
+    ASSERT_TRUE(a.ok() && b.ok()) << b.status();
+    EXPECT_EQ(firstDifference(*a, *b), -1) << "step " << i;
+  }
+  for (const auto &[id, bytes] : sized)
+    EXPECT_EQ(reserved.caches.at(id).bytes.data(), at[id]) << id << " moved";
+  // Held by the device: refused; synced back, allowed; capped at max_context.
+  auto refused = (*gpu)->reserve(reserved, 2 * positions);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("held on a device"), std::string::npos) << refused;
+  ASSERT_TRUE((*gpu)->syncToHost(reserved).ok());
+  ASSERT_TRUE((*gpu)->reserve(reserved, (*gpu)->plan().maxContext * 4).ok());
+  EXPECT_EQ(reserved.reservedPositions, (*gpu)->plan().maxContext);
+  for (const artifact::CacheBuffer &c : (*gpu)->plan().caches)
+    if (c.kind == artifact::CacheKind::GlobalCache)
+      EXPECT_EQ(reserved.caches.at(c.id).bytes.size(),
+                size_t(c.entriesAt((*gpu)->plan().maxContext) * c.entryBytes))
+          << c.id;
+}
+
 /// Executor::extend (chunked prefill, csa-run --prefill-chunk): a prompt run
 /// in chunks longer than bounded replay's tail gives one prefill's logits,
 /// caches and next steps bit for bit, also as a new turn after decode steps

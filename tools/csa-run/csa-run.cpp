@@ -728,6 +728,12 @@ int main(int argc, char **argv) {
               absl::StrCat("--context: ", synthetic.status().message()));
         r.sequences[size_t(b)] = std::move(*synthetic);
       }
+      // The global caches sized for the whole run at once, so that no step
+      // allocates device memory and copies a cache to grow it.
+      if (absl::Status st = ex.reserve(r.sequences[size_t(b)],
+                                       context + int64_t(prompt.size()) + maxNew);
+          !st.ok())
+        return st;
       if (context > 0 && prefillChunk == 0) {
         tools::Progress promptLine(
             label(absl::StrCat("prompt of ", prompt.size(), " tokens, token by token"), b),

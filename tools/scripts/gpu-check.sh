@@ -207,24 +207,25 @@ cat > gpu-run/run-profile.sh <<'RUN'
 #!/usr/bin/env bash
 # Written by tools/scripts/gpu-check.sh. The GPU time of every kernel of one
 # h200-full decode step (ncu, one metric, no replay; its CSV to
-# $OUT/step-ctxC.csv) at each of ${CSA_FULL_CONTEXTS:-4096} tokens of context,
-# then step_profile.py's table. Needs the weights run-full.sh writes
-# ($CSA_FULL_CKPT, default /dev/shm/h200-full).
+# $OUT/step-ctxC-bB.csv) at each of ${CSA_FULL_CONTEXTS:-4096} tokens of
+# context and each batch of ${CSA_PROFILE_BATCHES:-1}, then step_profile.py's
+# table. The step is decode step 2 exactly (csa-run --gpu-profile-steps: ncu
+# records only inside the capture range). Needs the weights run-full.sh
+# writes ($CSA_FULL_CKPT, default /dev/shm/h200-full).
 set -uo pipefail
 out=${OUT:-.}
 ck=${CSA_FULL_CKPT:-/dev/shm/h200-full}
 [ -f "$ck/config.json" ] || ./csa-checkpoint generate --variant=h200-full --out="$ck" --seed=7 > "$out/full-generate.txt" 2>&1
 status=0
 for ctx in ${CSA_FULL_CONTEXTS:-4096}; do
-  # A window of one step's launches, after about the warm-up, the prefill
-  # and two decode steps (their launch counts are close to a step's).
-  steps=$(./csa-run h200-full.csa --weights="$ck" --context=$ctx --prompt=1 --max-new-tokens=2 --warmup --device=cuda | sed -n 's/^gpu, last run: \([0-9]*\) kernel launches.*/\1/p')
-  [ -n "$steps" ] || { echo "context $ctx: the run failed"; status=1; continue; }
-  ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
-    --launch-skip $((4 * steps)) --launch-count "$steps" \
-    ./csa-run h200-full.csa --weights="$ck" --context=$ctx --prompt=1 --max-new-tokens=6 --warmup --device=cuda \
-    > "$out/step-ctx$ctx.csv" 2> "$out/step-ctx$ctx.err" || status=1
-  python3 step_profile.py "context $ctx=$out/step-ctx$ctx.csv" || status=1
+  for batch in ${CSA_PROFILE_BATCHES:-1}; do
+    csv=$out/step-ctx$ctx-b$batch.csv
+    ncu --profile-from-start off --clock-control none --cache-control none \
+      --metrics gpu__time_duration.sum --csv \
+      ./csa-run h200-full.csa --weights="$ck" --context=$ctx --prompt=1 --max-new-tokens=4 --warmup \
+      --device=cuda --batch=$batch --gpu-profile-steps=2 > "$csv" 2> "${csv%.csv}.err" || status=1
+    python3 step_profile.py "context $ctx, batch $batch=$csv" || status=1
+  done
 done
 exit $status
 RUN

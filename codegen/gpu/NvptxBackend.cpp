@@ -540,6 +540,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       IndexScoreBlockLanes lanes;
       lanes.row = blockX;
       lanes.tile = blockY;
+      lanes.tileStride = gridY;
       lanes.thread = threadX;
       lanes.barrier = blockBarrier;
       lanes.keys = std::max<int64_t>(1, 256 / heads);
@@ -560,6 +561,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.outputs = 1;
       info.outputsPerBlock = lanes.keys;
       info.elementDims = {{4, 1}}; // a tile per `keys` columns of the scores
+      info.maxTileBlocks = 65535;   // and past CUDA's grid.y, tiles a block
       info.sharedBytes = (heads + lanes.keys) * padded * 2 + lanes.keys * heads * 4;
     } else if (moeRoute) {
       const int64_t experts = moeRoute.getAs<IntegerAttr>("experts").getInt();

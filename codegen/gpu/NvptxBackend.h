@@ -187,6 +187,10 @@ struct PtxKernel {
   /// rows on.
   int64_t rowsPerBlock = 0, minRows = 0;
   std::string replaces;
+  /// row_tiles: at most this many blocks on grid.y, the kernel walking its
+  /// tiles y, y + grid.y, ... (0: a block a tile). CUDA's grid.y ends at
+  /// 65535, and the index scores' tiles at 1M tokens pass it.
+  int64_t maxTileBlocks = 0;
   /// expert_tiles: grid.x, a block per expert.
   int64_t experts = 0;
   /// row_elements: threads per row (grid.x = ceil(rows x elementsPerRow x

@@ -19,6 +19,9 @@ Value blockX(OpBuilder &b, Location loc) {
 Value blockY(OpBuilder &b, Location loc) {
   return gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
 }
+Value gridY(OpBuilder &b, Location loc) {
+  return gpu::GridDimOp::create(b, loc, gpu::Dimension::y);
+}
 Value threadX(OpBuilder &b, Location loc) {
   return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
 }

@@ -24,6 +24,8 @@ namespace csa::codegen::nvvm {
 mlir::Value blockX(mlir::OpBuilder &b, mlir::Location loc);
 mlir::Value blockY(mlir::OpBuilder &b, mlir::Location loc);
 mlir::Value threadX(mlir::OpBuilder &b, mlir::Location loc);
+/// gridDim.y: the blocks on grid.y.
+mlir::Value gridY(mlir::OpBuilder &b, mlir::Location loc);
 void blockBarrier(mlir::OpBuilder &b, mlir::Location loc);
 /// prefetch.global.L2 of the line holding `ptr` (an LLVM pointer in the
 /// global address space).

@@ -210,6 +210,9 @@ std::string kernelsJson(const std::vector<PtxKernel> &kernels,
       launch["rows_per_block"] = k.rowsPerBlock;
       launch["outputs"] = k.outputs;
       launch["outputs_per_block"] = k.outputsPerBlock;
+      // grid.y = min(that, max_tile_blocks): the kernel strides over tiles.
+      if (k.maxTileBlocks > 0)
+        launch["max_tile_blocks"] = k.maxTileBlocks;
     }
     // row_elements: grid.x also multiplies by these dimensions (dynamic trip
     // counts); row_tiles: `outputs` does (a tile count that grows).

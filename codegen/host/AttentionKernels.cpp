@@ -957,19 +957,20 @@ void buildIndexScoreBlockBody(func::FuncOp fn, int64_t heads, int64_t dim,
   const int64_t tileKeys = lanes.keys, threads = heads * tileKeys;
   auto when = [&](Value cond, function_ref<void()> body) { emitWhen(b, loc, cond, body); };
   auto ult = [&](Value a, Value c) { return cmpI(b, loc, arith::CmpIPredicate::ult, a, c); };
-  Value i = lanes.row(b, loc), tile = lanes.tile(b, loc), tid = lanes.thread(b, loc);
+  Value i = lanes.row(b, loc), firstTile = lanes.tile(b, loc), tid = lanes.thread(b, loc);
   Value width = k.dim(out, 1), numKeys = k.dim(keys, 0);
-  Value t0 = k.muli(tile, k.idx(tileKeys));
-  // Every thread of a block has the same (row, tile): a block past them
+  // Every thread of a block has the same row and tiles: a block past them
   // skips everything, barriers included.
   auto active = scf::IfOp::create(
-      b, loc, arith::AndIOp::create(b, loc, ult(i, k.dim(out, 0)), ult(t0, width)),
+      b, loc,
+      arith::AndIOp::create(b, loc, ult(i, k.dim(out, 0)),
+                            ult(k.muli(firstTile, k.idx(tileKeys)), width)),
       /*withElse=*/false);
   b.setInsertionPoint(active.thenBlock()->getTerminator());
   Value vis = arith::IndexCastOp::create(b, loc, b.getIndexType(), k.load(visible, i));
   Value limit = arith::MinSIOp::create(b, loc, vis, numKeys);
-  // Stage the row's queries and the tile's keys (keys past the limit are
-  // never read: their scores are -inf).
+  // Stage the row's queries, once for every tile the block takes (the first
+  // tile's barrier orders them before their use).
   for (int64_t s0 = 0; s0 < heads * dim; s0 += threads) {
     Value slot = k.addi(tid, k.idx(s0));
     when(ult(slot, k.idx(heads * dim)), [&] {
@@ -978,45 +979,64 @@ void buildIndexScoreBlockBody(func::FuncOp fn, int64_t heads, int64_t dim,
       k.store(k.load(q, {i, h, e}), sq, {h, e});
     });
   }
-  for (int64_t s0 = 0; s0 < tileKeys * dim; s0 += threads) {
-    Value slot = k.addi(tid, k.idx(s0));
-    Value tk = arith::DivUIOp::create(b, loc, slot, k.idx(dim));
-    Value e = arith::RemUIOp::create(b, loc, slot, k.idx(dim));
+  // The block's tiles: its own, or every tileStride-th from it. Each pass
+  // writes the keys' tile before its first barrier and the heads' terms
+  // after it, and reads the terms after its second: a thread still adding
+  // the last tile's terms never meets keys or terms of the next.
+  auto scoreTile = [&](Value tile) {
+    Value t0 = k.muli(tile, k.idx(tileKeys));
+    // Keys past the limit are never read: their scores are -inf.
+    for (int64_t s0 = 0; s0 < tileKeys * dim; s0 += threads) {
+      Value slot = k.addi(tid, k.idx(s0));
+      Value tk = arith::DivUIOp::create(b, loc, slot, k.idx(dim));
+      Value e = arith::RemUIOp::create(b, loc, slot, k.idx(dim));
+      Value t = k.addi(t0, tk);
+      when(arith::AndIOp::create(b, loc, ult(slot, k.idx(tileKeys * dim)),
+                                 cmpI(b, loc, arith::CmpIPredicate::slt, t, limit)),
+           [&] { k.store(k.load(keys, {t, e}), sk, {tk, e}); });
+    }
+    lanes.barrier(b, loc);
+    // Thread (h, key): the host's per-head term.
+    Value tk = arith::RemUIOp::create(b, loc, tid, k.idx(tileKeys));
+    Value h = arith::DivUIOp::create(b, loc, tid, k.idx(tileKeys));
     Value t = k.addi(t0, tk);
-    when(arith::AndIOp::create(b, loc, ult(slot, k.idx(tileKeys * dim)),
+    when(arith::AndIOp::create(b, loc, ult(tid, k.idx(threads)),
                                cmpI(b, loc, arith::CmpIPredicate::slt, t, limit)),
-         [&] { k.store(k.load(keys, {t, e}), sk, {tk, e}); });
+         [&] {
+           Value dot = orderedDot(
+               b, loc, dim, [&](Value e) { return loadF32(b, loc, sq, ValueRange{h, e}); },
+               [&](Value e) { return loadF32(b, loc, sk, ValueRange{tk, e}); });
+           Value relu = stdMax(b, loc, roundBf16(b, loc, dot), f32Const(b, loc, 0.f));
+           Value weighted =
+               arith::MulFOp::create(b, loc, relu, loadF32(b, loc, w, ValueRange{i, h}));
+           k.store(roundBf16(b, loc, weighted), sh, {tk, h});
+         });
+    lanes.barrier(b, loc);
+    // A thread per key adds its heads in order.
+    Value key = k.addi(t0, tid);
+    when(arith::AndIOp::create(b, loc, ult(tid, k.idx(tileKeys)), ult(key, width)), [&] {
+      auto score = scf::IfOp::create(
+          b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, key, limit),
+          [&](OpBuilder &, Location) {
+            Value total = k.reduce(heads, f32Const(b, loc, 0.f), [&](Value hh, Value acc) {
+              return arith::AddFOp::create(b, loc, acc, k.load(sh, {tid, hh})).getResult();
+            });
+            scf::YieldOp::create(b, loc, roundBf16(b, loc, total));
+          },
+          [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, f32Const(b, loc, -kInf)); });
+      k.store(score.getResult(0), out, {i, key});
+    });
+  };
+  if (lanes.tileStride) {
+    Value tiles = arith::DivUIOp::create(b, loc, k.addi(width, k.idx(tileKeys - 1)),
+                                         k.idx(tileKeys));
+    auto loop = scf::ForOp::create(b, loc, firstTile, tiles, lanes.tileStride(b, loc));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    scoreTile(loop.getInductionVar());
+  } else {
+    scoreTile(firstTile);
   }
-  lanes.barrier(b, loc);
-  // Thread (h, key): the host's per-head term.
-  Value tk = arith::RemUIOp::create(b, loc, tid, k.idx(tileKeys));
-  Value h = arith::DivUIOp::create(b, loc, tid, k.idx(tileKeys));
-  Value t = k.addi(t0, tk);
-  when(arith::AndIOp::create(b, loc, ult(tid, k.idx(threads)),
-                             cmpI(b, loc, arith::CmpIPredicate::slt, t, limit)),
-       [&] {
-         Value dot = orderedDot(
-             b, loc, dim, [&](Value e) { return loadF32(b, loc, sq, ValueRange{h, e}); },
-             [&](Value e) { return loadF32(b, loc, sk, ValueRange{tk, e}); });
-         Value relu = stdMax(b, loc, roundBf16(b, loc, dot), f32Const(b, loc, 0.f));
-         Value weighted = arith::MulFOp::create(b, loc, relu, loadF32(b, loc, w, ValueRange{i, h}));
-         k.store(roundBf16(b, loc, weighted), sh, {tk, h});
-       });
-  lanes.barrier(b, loc);
-  // A thread per key adds its heads in order.
-  Value key = k.addi(t0, tid);
-  when(arith::AndIOp::create(b, loc, ult(tid, k.idx(tileKeys)), ult(key, width)), [&] {
-    auto score = scf::IfOp::create(
-        b, loc, cmpI(b, loc, arith::CmpIPredicate::slt, key, limit),
-        [&](OpBuilder &, Location) {
-          Value total = k.reduce(heads, f32Const(b, loc, 0.f), [&](Value hh, Value acc) {
-            return arith::AddFOp::create(b, loc, acc, k.load(sh, {tid, hh})).getResult();
-          });
-          scf::YieldOp::create(b, loc, roundBf16(b, loc, total));
-        },
-        [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, f32Const(b, loc, -kInf)); });
-    k.store(score.getResult(0), out, {i, key});
-  });
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc);
 }

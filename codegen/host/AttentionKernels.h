@@ -166,6 +166,11 @@ inline constexpr const char *kIndexScoreAttr = "csa.index_score";
 /// `keys` keys), `heads` x `keys` threads.
 struct IndexScoreBlockLanes {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> row, tile, thread;
+  /// Set: the blocks of a row take its tiles tile, tile + tileStride(), ...
+  /// (grid.y on the GPU, whose 65535 blocks are fewer than the tiles of a
+  /// 1M-token row); the row's queries are staged once for all of them.
+  /// Empty: a block a tile.
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)> tileStride;
   std::function<void(mlir::OpBuilder &, mlir::Location)> barrier;
   int64_t keys = 8;
   /// Appended to the kernel's arguments, in shared memory: memref<H x (D +

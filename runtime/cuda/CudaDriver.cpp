@@ -552,6 +552,8 @@ absl::StatusOr<LaunchShape> launchShape(const LaunchRule &rule, int64_t rows,
       return absl::InvalidArgumentError("launch: outputs x element_dims overflows");
     gridX = ceilDiv(rows, rule.rowsPerBlock);
     gridY = ceilDiv(outputs, rule.outputsPerBlock);
+    if (rule.maxTileBlocks > 0)
+      gridY = std::min(gridY, rule.maxTileBlocks); // the kernel strides over the rest
   }
   gridX = std::max<int64_t>(gridX, 1);
   gridY = std::max<int64_t>(gridY, 1);

@@ -80,6 +80,9 @@ struct LaunchRule {
   int64_t outputs = 0;       ///< row_outputs, row_tiles; channels: the count
   int64_t outputsPerBlock = 1; ///< row_outputs, row_tiles
   int64_t rowsPerBlock = 1;    ///< row_tiles
+  /// row_tiles: grid.y at most this (the kernel walks tiles y, y + grid.y,
+  /// ...); 0: a block a tile.
+  int64_t maxTileBlocks = 0;
   int64_t experts = 1;         ///< expert_tiles: grid.x
   int64_t elementsPerRow = 1;  ///< row_elements: constant trip counts
   /// row_elements: (argument, dimension) of each dynamic trip count;

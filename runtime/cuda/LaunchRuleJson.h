@@ -81,6 +81,8 @@ inline absl::StatusOr<LaunchRule> parseLaunchRule(const nlohmann::json &launch,
     st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);
     if (st.ok())
       st = integer("rows_per_block", 1, 1024, rule.rowsPerBlock);
+    if (st.ok() && launch.contains("max_tile_blocks"))
+      st = integer("max_tile_blocks", 1, 65535, rule.maxTileBlocks);
   }
   if (st.ok() && rule.rule == "expert_tiles") {
     st = integer("outputs_per_block", 1, rule.block, rule.outputsPerBlock);

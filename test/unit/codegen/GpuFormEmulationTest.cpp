@@ -635,10 +635,13 @@ TEST(GpuFormEmulation, EngramGateBlockFormMatchesTheHostKernel) {
 namespace {
 /// The block form of the index scores against the host kernel, bit for bit:
 /// partial key tiles, rows whose visible count is below the keys (and keys
-/// fewer than the width: -inf past them), negative dots (ReLU).
+/// fewer than the width: -inf past them), negative dots (ReLU). With
+/// `tileBlocks`, that many blocks a row take every tileBlocks-th tile (the
+/// GPU's grid.y cap), the queries staged once.
 void expectIndexScoreBlockFormMatchesHost(int64_t heads, int64_t dim, int64_t n,
                                           int64_t numKeys, int64_t width,
-                                          std::vector<int64_t> visible, uint32_t seed) {
+                                          std::vector<int64_t> visible, uint32_t seed,
+                                          int64_t tileBlocks = 0) {
   const int64_t tileKeys = std::max<int64_t>(1, 256 / heads), padded = dim + 2;
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
@@ -647,6 +650,10 @@ void expectIndexScoreBlockFormMatchesHost(int64_t heads, int64_t dim, int64_t n,
     IndexScoreBlockLanes lanes;
     lanes.row = simt.value(simt.blockX);
     lanes.tile = simt.value(simt.blockY);
+    if (tileBlocks > 0)
+      lanes.tileStride = [tileBlocks](OpBuilder &b, Location loc) -> Value {
+        return arith::ConstantIndexOp::create(b, loc, tileBlocks);
+      };
     lanes.thread = simt.value(simt.thread);
     lanes.barrier = simt.sync();
     lanes.keys = tileKeys;
@@ -673,7 +680,8 @@ void expectIndexScoreBlockFormMatchesHost(int64_t heads, int64_t dim, int64_t n,
   ASSERT_TRUE(host && form);
   host(&dq, &dk, &dw, &dv, &dh);
   const size_t queryBytes = size_t(heads * padded * 2), keyBytes = size_t(tileKeys * padded * 2);
-  launch(n, (width + tileKeys - 1) / tileKeys, heads * tileKeys,
+  const int64_t tiles = (width + tileKeys - 1) / tileKeys;
+  launch(n, tileBlocks > 0 ? tileBlocks : tiles, heads * tileKeys,
          queryBytes + keyBytes + size_t(tileKeys * heads * 4), [&](void *shared) {
            char *p = static_cast<char *>(shared);
            auto *sq = reinterpret_cast<uint16_t *>(p);
@@ -699,6 +707,14 @@ TEST(GpuFormEmulation, IndexScoreBlockFormMatchesTheHostKernel) {
   expectIndexScoreBlockFormMatchesHost(2, 32, 3, 150, 170, {170, 37, 0}, 71);
   // the released widths: 8 keys a tile of 256 threads.
   expectIndexScoreBlockFormMatchesHost(32, 128, 1, 21, 21, {21}, 72);
+}
+
+TEST(GpuFormEmulation, IndexScoreBlockFormStridesOverTilesPastItsBlocks) {
+  // 12 tiles of 8 keys taken by 5 blocks a row (3 take three tiles, the
+  // last one partial), rows with fewer visible keys; and more blocks than
+  // tiles (the extra ones do nothing).
+  expectIndexScoreBlockFormMatchesHost(32, 128, 2, 90, 93, {93, 40}, 73, 5);
+  expectIndexScoreBlockFormMatchesHost(2, 32, 3, 150, 170, {170, 37, 0}, 74, 4);
 }
 
 namespace {

@@ -111,6 +111,38 @@ TEST(LaunchRule, RowTilesOutputsMayGrowWithAnArgument) {
   EXPECT_EQ(csa::cuda::launchShapeFor(*rule, sizesOf)->gridY, 1u); // never empty
 }
 
+TEST(LaunchRule, RowTilesStrideOverTilesPastMaxTileBlocks) {
+  // The index scores at 1M tokens: 131072 tiles of 8 keys, more than
+  // CUDA's 65535 blocks on grid.y; with max_tile_blocks the grid stops
+  // there (the kernel walks the rest), without it the launch is refused.
+  json launch{{"rule", "row_tiles"}, {"block", 256}, {"rows_argument", 0},
+              {"rows_per_block", 1}, {"outputs", 1}, {"outputs_per_block", 8},
+              {"element_dims", json::array({json::array({4, 1})})}};
+  std::vector<std::vector<int64_t>> sizes = {{3, 32, 128}, {1 << 20, 128}, {3, 32}, {3},
+                                             {3, 1 << 20}};
+  auto sizesOf = [&](int64_t i) {
+    return i < int64_t(sizes.size()) ? &sizes[size_t(i)] : nullptr;
+  };
+  auto uncapped = parseLaunchRule(launch, "index_score_32x128", 5);
+  ASSERT_TRUE(uncapped.ok()) << uncapped.status();
+  auto refused = csa::cuda::launchShapeFor(*uncapped, sizesOf);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "launch: grid 3 x 131072 exceeds CUDA's 2^31-1 x 65535");
+  launch["max_tile_blocks"] = 65535;
+  auto capped = parseLaunchRule(launch, "index_score_32x128", 5);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  auto shape = csa::cuda::launchShapeFor(*capped, sizesOf);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->gridX, 3u);
+  EXPECT_EQ(shape->gridY, 65535u);
+  sizes[4] = {3, 1001}; // fewer tiles than the cap: a block a tile
+  EXPECT_EQ(csa::cuda::launchShapeFor(*capped, sizesOf)->gridY, 126u);
+  launch["max_tile_blocks"] = 70000;
+  auto bad = parseLaunchRule(launch, "k", 5);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "kernel 'k': launch.max_tile_blocks is 70000, not in [1, 65535]");
+}
+
 TEST(LaunchRule, RowsGridCoversRowTilesPerThread) {
   auto rule = parseLaunchRule(json{{"rule", "rows"}, {"block", 128},
                                    {"rows_argument", 1}, {"rows_per_thread", 8}},

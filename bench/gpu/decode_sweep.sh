@@ -10,11 +10,14 @@
 # in one step a token; extra arguments go to every run): the median decode
 # step, the tokens it makes (B), tokens/s over all steps. CONTEXTS (default
 # "4096 32768 131072"), BATCHES (default "1 2 4 8 16 32 64") and STEPS (decode
-# steps a run, default 8) set the grid. Then `python3 bench/plot_decode.py
-# OUT.csv -o decode.png` draws it.
+# steps a run, default 8) set the grid; GRID="C:B,B C:B ..." names each
+# context's batches instead (issue 17's table: GRID="4096:1,8,64 32768:1
+# 131072:1 1048000:1"; a 1M-token sequence holds about 1 GB of h200-full's
+# caches, so batch 64 there would not fit). Then `python3
+# bench/plot_decode.py OUT.csv -o decode.png` draws it.
 set -euo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,15p' "$0" >&2
+  sed -n '2,18p' "$0" >&2
   exit 2
 fi
 run=$1 art=$2 weights=$3 out=$4
@@ -25,8 +28,19 @@ steps=${STEPS:-8}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "artifact,context,batch,step_ms,tokens_per_s,steps,extra" > "$out.partial"
-for c in "${contexts[@]}"; do
-  for b in "${batches[@]}"; do
+# The grid as "context:batch,batch,..." words.
+if [ -n "${GRID:-}" ]; then
+  grid=($GRID)
+else
+  grid=()
+  for c in "${contexts[@]}"; do
+    grid+=("$c:$(IFS=,; echo "${batches[*]}")")
+  done
+fi
+for point in "${grid[@]}"; do
+  c=${point%%:*}
+  IFS=, read -r -a point_batches <<< "${point#*:}"
+  for b in "${point_batches[@]}"; do
     if ! "$run" "$art" --weights="$weights" --context="$c" --batch="$b" --prompt=1 \
         --max-new-tokens=$((steps + 1)) --warmup --device=cuda --json "$@" > "$tmp/run.json" 2> "$tmp/err.txt"; then
       echo "decode_sweep: context $c batch $b failed:" >&2

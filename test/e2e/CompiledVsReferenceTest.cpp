@@ -334,6 +334,21 @@ TEST(SyntheticSequence, WritesV4Fp8MainKvRows) {
   }
 }
 
+/// tiny compiled into `dir` and loaded on the CPU (weights seed 7), and the
+/// options of an emulated-GPU executor that keeps caches on the device.
+void loadTinyWithEmulatedGpu(const test::TempDir &dir, LoadedModel &cpu,
+                             runtime::ExecutorOptions &options) {
+  auto variant = loadVariant("tiny");
+  ASSERT_TRUE(variant.ok()) << variant.status();
+  std::string artifactDir = dir / "model.csa";
+  ASSERT_EQ(compile("--variant=tiny --emit=artifact -o " + artifactDir, dir / "compile.log"), 0)
+      << readAll(dir / "compile.log");
+  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, cpu));
+  options.device = runtime::ExecutorOptions::Device::Cuda;
+  options.keepCachesOnDevice = true;
+  options.emulateGpu = true;
+}
+
 /// The GPU path's caches kept on the device between runs, with the device
 /// emulated (ExecutorOptions::emulateGpu: host memory, host kernels, the same
 /// bookkeeping): the same logits as the CPU executor step after step, the
@@ -341,17 +356,9 @@ TEST(SyntheticSequence, WritesV4Fp8MainKvRows) {
 /// sequence held by another executor are refused, not run on stale bytes.
 TEST(CachesOnDevice, StayBetweenRunsAndComeBackWithSyncToHost) {
   test::TempDir dir;
-  auto variant = loadVariant("tiny");
-  ASSERT_TRUE(variant.ok()) << variant.status();
-  std::string artifactDir = dir / "model.csa";
-  ASSERT_EQ(compile("--variant=tiny --emit=artifact -o " + artifactDir, dir / "compile.log"), 0)
-      << readAll(dir / "compile.log");
   LoadedModel cpu;
-  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, cpu));
   runtime::ExecutorOptions options;
-  options.device = runtime::ExecutorOptions::Device::Cuda;
-  options.keepCachesOnDevice = true;
-  options.emulateGpu = true;
+  ASSERT_NO_FATAL_FAILURE(loadTinyWithEmulatedGpu(dir, cpu, options));
   auto gpu = runtime::Executor::create(*cpu.art, *cpu.ckpt, options);
   auto other = runtime::Executor::create(*cpu.art, *cpu.ckpt, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -408,17 +415,9 @@ TEST(CachesOnDevice, StayBetweenRunsAndComeBackWithSyncToHost) {
 /// max_context and refused while a device holds the caches.
 TEST(ReservedCaches, SizedOnceKeptByPrefillNeverMovedSameLogits) {
   test::TempDir dir;
-  auto variant = loadVariant("tiny");
-  ASSERT_TRUE(variant.ok()) << variant.status();
-  std::string artifactDir = dir / "model.csa";
-  ASSERT_EQ(compile("--variant=tiny --emit=artifact -o " + artifactDir, dir / "compile.log"), 0)
-      << readAll(dir / "compile.log");
   LoadedModel cpu;
-  ASSERT_NO_FATAL_FAILURE(loadModel(*variant, dir, artifactDir, 7, cpu));
   runtime::ExecutorOptions options;
-  options.device = runtime::ExecutorOptions::Device::Cuda;
-  options.keepCachesOnDevice = true;
-  options.emulateGpu = true;
+  ASSERT_NO_FATAL_FAILURE(loadTinyWithEmulatedGpu(dir, cpu, options));
   auto gpu = runtime::Executor::create(*cpu.art, *cpu.ckpt, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 

@@ -517,14 +517,10 @@ private:
       // A block that holds the new size is kept (a pooled transient at
       // another shape).
       if (!m.device || end - start > m.capacity) {
-        // A buffer that grows in place (a scratch sized by the entries a
-        // step sees) gets twice its old size, as its host vector does, so
-        // that later steps seldom allocate inside their graphs.
-        const size_t want = m.device ? std::max<size_t>(end - start, 2 * m.bytes) : end - start;
         if (m.device)
           releaseDevice(m.device);
         m.device = 0;
-        m.device = allocateDevice(want, &m.capacity);
+        m.device = allocateDevice(end - start, &m.capacity);
       }
       m.bytes = end - start;
       m.current = Current::Host;

@@ -61,6 +61,16 @@ ABSL_FLAG(std::string, cuda_pdl, "on", "programmatic dependent launch: on or off
 
 namespace csa::tools {
 
+std::optional<std::pair<int64_t, int64_t>> parseIndexRange(absl::string_view text) {
+  const size_t dash = text.find('-');
+  const absl::string_view a = text.substr(0, dash),
+                         z = dash == absl::string_view::npos ? a : text.substr(dash + 1);
+  int64_t first = 0, last = 0;
+  if (!absl::SimpleAtoi(a, &first) || !absl::SimpleAtoi(z, &last) || first < 0 || last < first)
+    return std::nullopt;
+  return std::make_pair(first, last);
+}
+
 namespace {
 int failWith(const std::string &message) {
   std::cerr << "csa-run: error: " << message << "\n";
@@ -89,15 +99,11 @@ int executorOptionsFromFlags(const CommandLine &flags, bool profile,
     const std::string v = absl::GetFlag(FLAGS_dump_layers);
     for (absl::string_view part : absl::StrSplit(v, ',')) {
       // A layer number, or a range FIRST-LAST of them.
-      const size_t dash = part.find('-');
-      const absl::string_view a = part.substr(0, dash),
-                              z = dash == absl::string_view::npos ? a : part.substr(dash + 1);
-      int64_t first = 0, last = 0;
-      if (!absl::SimpleAtoi(a, &first) || !absl::SimpleAtoi(z, &last) || first < 0 ||
-          last < first || last - first > 100000)
+      const auto range = parseIndexRange(part);
+      if (!range || range->second - range->first > 100000)
         return flags.error(absl::StrCat(
             "--dump-layers needs layer numbers and ranges such as 0,3-5, got '", v, "'"));
-      for (int64_t l = first; l <= last; ++l)
+      for (int64_t l = range->first; l <= range->second; ++l)
         options.dumpLayers.push_back(l);
     }
   }

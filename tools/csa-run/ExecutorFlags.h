@@ -15,9 +15,12 @@
 #include "tools/support/Flags.h"
 
 #include "absl/flags/declare.h"
+#include "absl/strings/string_view.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 ABSL_DECLARE_FLAG(int64_t, threads);
 ABSL_DECLARE_FLAG(int64_t, cuda_heap_mib);
@@ -27,6 +30,10 @@ ABSL_DECLARE_FLAG(std::string, dump_hidden);
 ABSL_DECLARE_FLAG(std::string, force_decisions);
 
 namespace csa::tools {
+
+/// "N" or "FIRST-LAST" (0 <= FIRST <= LAST): the inclusive range, or none
+/// when the text is neither (--dump-layers' items, --gpu-profile-steps).
+std::optional<std::pair<int64_t, int64_t>> parseIndexRange(absl::string_view text);
 
 /// Sets `options` from the flags above (`profile`: whether --profile is on).
 /// Returns 0, or the exit status after printing what is wrong with a flag.

@@ -40,9 +40,7 @@
 #include "tools/csa-run/RecallReport.h"
 #include "tools/csa-run/RunReport.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 
 #include <nlohmann/json.hpp>
 
@@ -435,19 +433,16 @@ int main(int argc, char **argv) {
   // the profilers' capture range.
   std::optional<std::pair<int64_t, int64_t>> profileSteps;
   if (const std::string spec = absl::GetFlag(FLAGS_gpu_profile_steps); !spec.empty()) {
-    const std::vector<std::string> ends = absl::StrSplit(spec, absl::MaxSplits('-', 1));
-    int64_t from = -1, to = -1;
-    if (!absl::SimpleAtoi(ends[0], &from) ||
-        !absl::SimpleAtoi(ends.size() > 1 ? ends[1] : ends[0], &to) || from < 0 || to < from)
+    profileSteps = tools::parseIndexRange(spec);
+    if (!profileSteps)
       return fail(absl::StrCat("--gpu-profile-steps=", spec,
                                ": give a decode step N or steps N-M (0 <= N <= M)"));
-    if (to >= decodeStepsNeeded)
+    if (profileSteps->second >= decodeStepsNeeded)
       return fail(absl::StrCat("--gpu-profile-steps=", spec, ": the run has ",
                                decodeStepsNeeded, " decode steps (--max-new-tokens=", maxNew,
                                "), numbered from 0"));
     if (executorOptions.device == runtime::ExecutorOptions::Device::Cpu)
       return fail("--gpu-profile-steps needs the GPU: give --device=cuda");
-    profileSteps = {from, to};
   }
   // A batch decodes in one step a token, unless asked not to or a dump is
   // asked for (its files are a sequence's: Executor::decodeBatch).

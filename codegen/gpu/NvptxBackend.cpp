@@ -253,10 +253,35 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
                              attention.getAs<IntegerAttr>("dim").getInt())
                .has_value();
   };
-  // Each such kernel gets one replacement form: a copy named with its
-  // suffix, marked with the kernel it replaces.
+  // Split-K linears (the form of their op, or the default) get their batch
+  // variant, `<name>_rows<R>`, when it fits (LinearSplitK.h).
+  constexpr const char *kSplitKRowsOf = "csa.split_k_rows_of";
+  auto splitKRowsOf = [&](func::FuncOp fn) -> int64_t {
+    std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
+    if (options.linearSplitKRows < 2 || !spec || spec->experts > 0)
+      return 0;
+    bool splitK = options.linearSplitK;
+    if (auto form = fn->getAttrOfType<LinearFormAttr>(kLinearFormAttrName))
+      splitK = form.getValue() == LinearForm::SplitK;
+    std::optional<LinearSplitKShape> shape =
+        splitK ? linearSplitKShape(*spec, options.multiprocessors, options.linearSplitKRows,
+                                   kMaxStaticSharedBytes)
+               : std::nullopt;
+    return shape ? shape->rowsPerBlock : 0;
+  };
+  // Each such kernel gets one replacement form (and split-K linears their
+  // batch variant too): a copy named with its suffix, marked with the
+  // kernel it replaces.
   for (size_t i = 0, e = entries.size(); i < e; ++i) {
     func::FuncOp fn = entries[i];
+    if (const int64_t rows = splitKRowsOf(fn)) {
+      OpBuilder cb(context);
+      cb.setInsertionPointAfter(fn);
+      auto copy = cast<func::FuncOp>(cb.clone(*fn));
+      copy.setSymName((fn.getSymName() + "_rows" + std::to_string(rows)).str());
+      copy->setAttr(kSplitKRowsOf, fn.getSymNameAttr());
+      entries.push_back(copy);
+    }
     const char *suffix = nullptr, *of = nullptr;
     if (hasAttentionMmaForm(fn))
       suffix = "_tc", of = kAttentionMmaOf;
@@ -303,6 +328,14 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       mma = linearSpecOf(fn);
       info.replaces = of.getValue().str();
       fn->removeAttr(kMmaOf);
+    }
+    // The split-K batch variant: the split-K form below, R rows a block.
+    int64_t splitKRows = 1;
+    if (auto of = fn->getAttrOfType<StringAttr>(kSplitKRowsOf)) {
+      info.replaces = of.getValue().str();
+      info.minRows = options.linearSplitKRowsMin;
+      splitKRows = options.linearSplitKRows;
+      fn->removeAttr(kSplitKRowsOf);
     }
     // Linear kernels: a block per (row, block / 32 outputs), a warp per
     // output (the per-output form: the same bits as the host kernel).
@@ -877,7 +910,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.sharedBytes = lanes.chunk * lanes.rowsPerTile * 4;
       info.minRows = options.tileMinRows;
     } else if (std::optional<LinearSplitKShape> split =
-                   linear && splitK ? linearSplitKShape(*linear, options.multiprocessors)
+                   linear && splitK ? linearSplitKShape(*linear, options.multiprocessors,
+                                                        splitKRows, kMaxStaticSharedBytes)
                                     : std::nullopt;
                split && split->sharedBytes() <= kMaxStaticSharedBytes) {
       // A chosen number of outputs a block (more blocks, more loads in
@@ -890,6 +924,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         if (split->sharedBytes() > kMaxStaticSharedBytes)
           split->outputsPerBlock = own; // its partials would not fit
       }
+      const int64_t partialRows = split->rowsPerBlock * split->outputsPerBlock;
       LinearSplitKLanes lanes;
       lanes.row = blockX;
       lanes.outputTile = blockY;
@@ -904,10 +939,10 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
         lanes.dependencyWait = dependencyWait;
         bodyWaits = true;
       }
-      lanes.sharedPartialsType = MemRefType::get({split->outputsPerBlock, split->threads},
+      lanes.sharedPartialsType = MemRefType::get({partialRows, split->threads},
                                                  b.getF32Type(), MemRefLayoutAttrInterface{},
                                                  workgroup);
-      lanes.sharedSumsType = MemRefType::get({split->outputsPerBlock, kSplitKParts},
+      lanes.sharedSumsType = MemRefType::get({partialRows, kSplitKParts},
                                              b.getF32Type(), MemRefLayoutAttrInterface{},
                                              workgroup);
       split->outputsInFlight = outputsInFlightOfForm > 0 ? outputsInFlightOfForm
@@ -917,7 +952,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       info.launch = "row_tiles";
       info.blockSize = split->threads;
       info.rowsArgument = grouped ? 1 : 0; // the slots' expert ids
-      info.rowsPerBlock = 1;
+      info.rowsPerBlock = split->rowsPerBlock;
       info.outputs = linear->outFeatures;
       info.outputsPerBlock = split->outputsPerBlock;
       info.sharedBytes = split->sharedBytes();
@@ -1098,6 +1133,13 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (options.linearOutputsInFlight < 0 || options.linearOutputsInFlight > 16)
     return "linear-outputs-in-flight must be from 0 (the default's choice) to 16, got " +
            std::to_string(options.linearOutputsInFlight);
+  if (options.linearSplitKRows < 1 || options.linearSplitKRows > 16 ||
+      (options.linearSplitKRows & (options.linearSplitKRows - 1)) != 0)
+    return "linear-split-k-rows must be a power of two from 1 (none) to 16, got " +
+           std::to_string(options.linearSplitKRows);
+  if (options.linearSplitKRowsMin < 2)
+    return "linear-split-k-rows-min must be at least 2, got " +
+           std::to_string(options.linearSplitKRowsMin);
   if (options.attentionSplits < 0 || options.attentionSplits > 16)
     return "attention-splits must be from 1 to 16 (0: the form's own choice), got " +
            std::to_string(options.attentionSplits);

@@ -26,6 +26,11 @@
 //     over the block's threads), which replaces the per-output form where
 //     K allows and is checked against the host kernel within the tolerance
 //     contract of a dot product (kernels.json "tolerance");
+//     With linearSplitKRows > 1 a split-K linear also gets its batch
+//     variant `<name>_rows<R>` ("row_tiles", rows_per_block R, "replaces"
+//     and "min_rows" linearSplitKRowsMin), run for rows below the min_rows
+//     of the kernel's other form (a kernel may have several: the launcher
+//     runs the one with the most min_rows that the rows reach);
 //   - "row_tiles": the row-tiled form of a linear kernel
 //     (buildLinearTiledBody), listed as its own kernel `<name>_tiled` with
 //     "replaces": "<name>" and "min_rows": a launcher runs it instead of
@@ -152,6 +157,12 @@ struct NvptxOptions {
   /// Outputs whose weight loads a split-K thread issues at once (0:
   /// linearSplitKOutputsInFlight's choice; 1 to 16).
   int64_t linearOutputsInFlight = 0;
+  /// The split-K form's batch variant, `<name>_rows<R>` (a block per R
+  /// rows, each weight word decoded once for all of them), run from
+  /// linearSplitKRowsMin rows until the kernel's next form: up to this many
+  /// rows a block (a power of two, 1: none; linearSplitKShape may take fewer).
+  int64_t linearSplitKRows = 1;
+  int64_t linearSplitKRowsMin = 2;
   /// Blocks per (row, head) of sparse attention's split form (0:
   /// attentionSplits' choice for the multiprocessors; 1 to 16).
   int64_t attentionSplits = 0;

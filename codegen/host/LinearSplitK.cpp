@@ -82,11 +82,13 @@ int64_t pow2Floor(int64_t v) {
 } // namespace
 
 int64_t LinearSplitKShape::sharedBytes() const {
-  return outputsPerBlock * (threads + kSplitKParts) * 4;
+  return rowsPerBlock * outputsPerBlock * (threads + kSplitKParts) * 4;
 }
 
 std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
-                                                   int64_t multiprocessors) {
+                                                   int64_t multiprocessors,
+                                                   int64_t maxRowsPerBlock,
+                                                   int64_t maxSharedBytes) {
   const int64_t epw = elementsPerWord(spec);
   const int64_t g = std::max<int64_t>(spec.groups, 1);
   if (epw == 0 || spec.inFeatures % g != 0 || spec.outFeatures % g != 0)
@@ -128,6 +130,20 @@ std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
   while (outputs > 1 && (g > 1 ? ng % outputs != 0 : outputs / 2 >= spec.outFeatures))
     outputs /= 2;
   shape.outputsPerBlock = outputs;
+  if (maxRowsPerBlock > 1) {
+    if (spec.experts > 0)
+      return std::nullopt;
+    int64_t rows = pow2Floor(maxRowsPerBlock);
+    const int64_t values = shape.wordsPerThread * epw;
+    while (rows > 1 && rows * values > kSplitKMaxRowValues)
+      rows /= 2;
+    shape.rowsPerBlock = rows;
+    while (shape.rowsPerBlock > 1 && shape.sharedBytes() > maxSharedBytes)
+      shape.rowsPerBlock /= 2;
+    if (shape.rowsPerBlock == 1)
+      return std::nullopt;
+    shape.outputsInFlight = linearSplitKOutputsInFlight(shape);
+  }
   return shape;
 }
 
@@ -159,6 +175,10 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   Value partials = entry->getArgument(entry->getNumArguments() - 2),
         sums = entry->getArgument(entry->getNumArguments() - 1);
   Value r = lanes.row(b, loc), t = lanes.thread(b, loc);
+  // The batch variant's rows: firstRow .. firstRow + rowsPerBlock - 1.
+  const int64_t rowsPerBlock = shape.rowsPerBlock;
+  Value firstRow =
+      rowsPerBlock > 1 ? arith::MulIOp::create(b, loc, r, idx(b, loc, rowsPerBlock)).getResult() : r;
   Value firstOut = arith::MulIOp::create(b, loc, lanes.outputTile(b, loc), idx(b, loc, outputs));
   auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
   // The scale row of output j of its group's weight: FP4 a row an output,
@@ -204,10 +224,10 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   }
   if (lanes.dependencyWait)
     lanes.dependencyWait(b, loc);
+  Value rowCount = memref::DimOp::create(b, loc, grouped ? ids : x, idx(b, loc, 0));
   auto rowGuard = scf::IfOp::create(
       b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r,
-                            memref::DimOp::create(b, loc, grouped ? ids : x, idx(b, loc, 0))),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, firstRow, rowCount),
       /*withElse=*/false);
   b.setInsertionPoint(rowGuard.thenBlock()->getTerminator());
   // Grouped: the row is a slot, reading activation row r / slotsPerRow and
@@ -258,7 +278,6 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   // words where the row and the thread's columns lie on 16 bytes (element
   // loads otherwise): the activations are the same for every block, so
   // element loads cost L1 throughput the weights' stream needs.
-  SmallVector<Value> xs;
   const int64_t values = wpt * epw;
   // Activation c of the thread's (c / epw)-th word.
   auto column = [&](OpBuilder &nb, int64_t c) -> Value {
@@ -276,6 +295,9 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
       xType.getShape()[1] == spec.inFeatures && (xF32 || xType.getElementType().isBF16()) &&
       (epw * xBytes) % kWordBytes == 0 && (kg * xBytes) % kWordBytes == 0 &&
       (spec.inFeatures * xBytes) % kWordBytes == 0;
+  // Row `xRow`'s activations of this thread (`values` of them).
+  auto loadActivations = [&](OpBuilder &b, Value xRow) -> SmallVector<Value> {
+  SmallVector<Value> xs;
   SmallVector<Value> raw;
   if (xVectorizable) {
     auto [xBase, xAligned] = bytePointer(b, loc, x, lanes.weightAddressSpace);
@@ -321,6 +343,20 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
     }
   } else {
     xs = raw;
+  }
+  return xs;
+  };
+  // Each row's activations, once (row rho of the batch variant: the last
+  // row in place of rows past it).
+  SmallVector<SmallVector<Value>> xsOf;
+  if (rowsPerBlock == 1) {
+    xsOf.push_back(loadActivations(b, xRow));
+  } else {
+    Value lastRow = arith::SubIOp::create(b, loc, rowCount, idx(b, loc, 1));
+    for (int64_t rho = 0; rho < rowsPerBlock; ++rho)
+      xsOf.push_back(loadActivations(
+          b, arith::MinUIOp::create(
+                 b, loc, arith::AddIOp::create(b, loc, firstRow, idx(b, loc, rho)), lastRow)));
   }
 
   // A word's weights as f32, and the factor its products are to be scaled
@@ -497,29 +533,38 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
           const size_t scaleCount = withScale ? size_t(fp8 ? wpt / 2 : wpt) : 0;
           ValueRange codes = loaded.take_front(scaleCount);
           ValueRange words = loaded.drop_front(scaleCount);
-          Value acc = f32Const(b, loc, 0.f);
-          Value partial = f32Const(b, loc, 0.f);
+          // Each word decoded once, multiplied by every row's activations
+          // (each row's terms in the one-row form's order).
+          SmallVector<Value> acc(size_t(rowsPerBlock), f32Const(b, loc, 0.f));
+          SmallVector<Value> partial(size_t(rowsPerBlock), f32Const(b, loc, 0.f));
           for (int64_t i = 0; i < wpt; ++i) {
             auto [v, factor] = decodeWord(
                 b, SmallVector<Value>(words.begin() + 4 * i, words.begin() + 4 * i + 4));
-            if (!withScale) {
+            for (int64_t rho = 0; rho < rowsPerBlock; ++rho) {
+              const SmallVector<Value> &xs = xsOf[size_t(rho)];
+              Value &sum = withScale ? partial[size_t(rho)] : acc[size_t(rho)];
               for (int64_t e = 0; e < epw; ++e)
-                acc = fma(b, xs[size_t(i * epw + e)], v[size_t(e)], acc);
-              continue;
+                sum = fma(b, xs[size_t(i * epw + e)], v[size_t(e)], sum);
             }
-            for (int64_t e = 0; e < epw; ++e)
-              partial = fma(b, xs[size_t(i * epw + e)], v[size_t(e)], partial);
             // FP8: a 32-block is two words; its scale applies to both.
-            if (fp8 && i % 2 == 0)
+            if (!withScale || (fp8 && i % 2 == 0))
               continue;
-            if (factor != 1.f)
-              partial = arith::MulFOp::create(b, loc, partial, f32Const(b, loc, factor));
             Value ws = decodeUe8m0(b, loc, codes[size_t(fp8 ? i / 2 : i)]);
-            acc = fma(b, partial, ws, acc);
-            partial = f32Const(b, loc, 0.f);
+            for (int64_t rho = 0; rho < rowsPerBlock; ++rho) {
+              Value p = partial[size_t(rho)];
+              if (factor != 1.f)
+                p = arith::MulFOp::create(b, loc, p, f32Const(b, loc, factor));
+              acc[size_t(rho)] = fma(b, p, ws, acc[size_t(rho)]);
+              partial[size_t(rho)] = f32Const(b, loc, 0.f);
+            }
           }
-          acc = arith::SelectOp::create(b, loc, active, acc, f32Const(b, loc, 0.f));
-          memref::StoreOp::create(b, loc, acc, partials, ValueRange{o, t});
+          for (int64_t rho = 0; rho < rowsPerBlock; ++rho) {
+            Value a = arith::SelectOp::create(b, loc, active, acc[size_t(rho)], f32Const(b, loc, 0.f));
+            Value slot = rowsPerBlock == 1
+                             ? o
+                             : arith::AddIOp::create(b, loc, o, idx(b, loc, rho * outputs)).getResult();
+            memref::StoreOp::create(b, loc, a, partials, ValueRange{slot, t});
+          }
         });
   };
   auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
@@ -533,7 +578,8 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   // Each output's partials in kSplitKParts parts, then the parts.
   const int64_t partSize = threads / kSplitKParts;
   scf::ForOp::create(
-      b, loc, t, idx(b, loc, outputs * kSplitKParts), idx(b, loc, threads), ValueRange{},
+      b, loc, t, idx(b, loc, rowsPerBlock * outputs * kSplitKParts), idx(b, loc, threads),
+      ValueRange{},
       [&](OpBuilder &b, Location loc, Value p, ValueRange) {
         Value o = arith::DivUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
         Value part = arith::RemUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
@@ -551,23 +597,35 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   lanes.barrier(b, loc);
   Type outType = spec.format == LinearFormat::F32 ? f32 : Type(b.getBF16Type());
   scf::ForOp::create(
-      b, loc, t, idx(b, loc, outputs), idx(b, loc, threads), ValueRange{},
-      [&](OpBuilder &b, Location loc, Value o, ValueRange) {
+      b, loc, t, idx(b, loc, rowsPerBlock * outputs), idx(b, loc, threads), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value slot, ValueRange) {
+        // Slot rho * outputs + o: row firstRow + rho's output o.
+        Value o = slot, row = r;
+        Value inRows = arith::ConstantIntOp::create(b, loc, 1, 1);
+        if (rowsPerBlock > 1) {
+          o = arith::RemUIOp::create(b, loc, slot, idx(b, loc, outputs));
+          row = arith::AddIOp::create(b, loc, firstRow,
+                                      arith::DivUIOp::create(b, loc, slot, idx(b, loc, outputs)));
+          inRows = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row, rowCount);
+        }
         Value j = arith::AddIOp::create(b, loc, firstOut, o);
         auto inRange = scf::IfOp::create(
-            b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, idx(b, loc, n)),
+            b, loc,
+            arith::AndIOp::create(
+                b, loc, inRows,
+                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, idx(b, loc, n))),
             /*withElse=*/false);
         OpBuilder ib = OpBuilder::atBlockTerminator(inRange.thenBlock());
         Value total = f32Const(ib, loc, 0.f);
         for (int64_t part = 0; part < kSplitKParts; ++part)
           total = arith::AddFOp::create(
               ib, loc, total,
-              memref::LoadOp::create(ib, loc, sums, ValueRange{o, idx(ib, loc, part)}));
+              memref::LoadOp::create(ib, loc, sums, ValueRange{slot, idx(ib, loc, part)}));
         if (grouped)
           total = arith::SelectOp::create(ib, loc, valid, total, f32Const(ib, loc, 0.f));
         Value out = outType.isF32() ? total
                                     : arith::TruncFOp::create(ib, loc, outType, total).getResult();
-        memref::StoreOp::create(ib, loc, out, y, ValueRange{r, j});
+        memref::StoreOp::create(ib, loc, out, y, ValueRange{row, j});
         scf::YieldOp::create(b, loc);
       });
   b.setInsertionPointToEnd(entry);

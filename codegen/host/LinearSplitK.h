@@ -1,7 +1,10 @@
 //===- LinearSplitK.h - The split-K GPU form of csa.linear -------*- C++ -*-===//
 //
 // The decode form of a linear kernel (a few rows, weight-bandwidth bound):
-// a block per (row, tile of `outputsPerBlock` outputs). The block's threads
+// a block per (row, tile of `outputsPerBlock` outputs), or per (`rowsPerBlock`
+// rows, tile) in its batch variant, which decodes each weight word once for
+// all its rows (a batch decode step's rows otherwise each read and decode
+// the whole weight, from L2 after the first). The block's threads
 // split K: thread t owns `wordsPerThread` consecutive 16-byte words of every
 // weight row, keeps the activations those words multiply in registers (the
 // FP8/FP4 act_quant of its own 32-blocks, done once), and walks the tile's
@@ -40,11 +43,16 @@ namespace csa::codegen {
 struct LinearSplitKShape {
   int64_t threads = 0, activeThreads = 0, wordsPerThread = 0, elementsPerWord = 0,
           outputsPerBlock = 0;
+  /// Rows a block computes (1: a block a row). A thread keeps every row's
+  /// activations in registers and multiplies each decoded weight word by
+  /// all of them; each row's sum is the one-row form's, term for term.
+  int64_t rowsPerBlock = 1;
   /// Outputs whose weight loads a thread issues before their products (the
   /// bytes in flight that hide the memory's latency).
   int64_t outputsInFlight = 4;
-  /// The shared memory the form declares: the partials (outputs x threads
-  /// f32) and the second step's sums (outputs x kSplitKParts f32).
+  /// The shared memory the form declares: the partials (rows x outputs x
+  /// threads f32) and the second step's sums (rows x outputs x kSplitKParts
+  /// f32).
   int64_t sharedBytes() const;
 };
 
@@ -55,6 +63,10 @@ struct LinearSplitKShape {
 /// words a thread) from 24.4 to 18.0 us, and `linear_fp8_block32_8192x5120`
 /// (4 words) from 16.5 to 19.0 us.
 inline int64_t linearSplitKOutputsInFlight(const LinearSplitKShape &shape) {
+  // The batch variant: every row's activations are live across the outputs,
+  // so fewer loads in flight keep the registers within reach.
+  if (shape.rowsPerBlock > 1)
+    return 4;
   const int64_t outputs = 16 / std::max<int64_t>(shape.wordsPerThread, 1);
   return outputs < 4 ? 4 : (outputs > 8 ? 8 : outputs);
 }
@@ -62,12 +74,21 @@ inline int64_t linearSplitKOutputsInFlight(const LinearSplitKShape &shape) {
 /// The second reduction step adds each output's partials in this many parts.
 inline constexpr int64_t kSplitKParts = 8;
 
+/// Activations a thread of the batch variant keeps, over all its rows.
+inline constexpr int64_t kSplitKMaxRowValues = 128;
+
 /// The split of `spec` for a GPU of `multiprocessors` SMs, or none when the
 /// form does not apply: a group's K must be a whole number of 16-byte words
 /// (FP8 K % 32, FP4 K % 32, bf16 K % 8, f32 weights K % 4), a block's
-/// outputs must lie in one group, and the threads fit in 1024.
+/// outputs must lie in one group, and the threads fit in 1024. With
+/// `maxRowsPerBlock` > 1 (linears not grouped over experts), the batch
+/// variant: the most rows, a power of two up to it, whose activations fit
+/// kSplitKMaxRowValues registers a thread and whose partials fit
+/// `maxSharedBytes`; none when that is one row.
 std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
-                                                   int64_t multiprocessors = 132);
+                                                   int64_t multiprocessors = 132,
+                                                   int64_t maxRowsPerBlock = 1,
+                                                   int64_t maxSharedBytes = 48 * 1024);
 
 /// Where the split-K form runs: the block's row and output tile, the
 /// thread's index and the block barrier (GPU intrinsics, or host calls in
@@ -110,15 +131,17 @@ struct LinearSplitKLanes {
   /// first (its expert ids come from upstream).
   std::function<void(mlir::OpBuilder &, mlir::Location)> dependencyWait;
   /// Appended to the kernel's arguments, in the block's shared memory:
-  /// memref<outputsPerBlock x threads x f32>, then
-  /// memref<outputsPerBlock x kSplitKParts x f32>.
+  /// memref<(rowsPerBlock * outputsPerBlock) x threads x f32>, then
+  /// memref<(rowsPerBlock * outputsPerBlock) x kSplitKParts x f32> (row
+  /// rho's output o at rho * outputsPerBlock + o).
   mlir::Type sharedPartialsType, sharedSumsType;
 };
 
 /// Replaces the body of `fn` (a kernel of `spec` from buildLinearKernel)
 /// with the split-K form of `shape` (from linearSplitKShape). Rows are
-/// grid.x (one a block); outputs past the end are computed from the last
-/// weight row and not stored.
+/// grid.x (`rowsPerBlock` a block: rows past the last are computed from the
+/// last row and not stored); outputs past the end are computed from the
+/// last weight row and not stored.
 void buildLinearSplitKBody(mlir::func::FuncOp fn, const LinearKernelSpec &spec,
                            const LinearSplitKShape &shape, const LinearSplitKLanes &lanes);
 

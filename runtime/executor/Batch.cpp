@@ -107,8 +107,12 @@ absl::Status Executor::Impl::runPerSequence(Step &s) {
   // side would share that memory. (The split attention forms keep their
   // partials in state buffers instead, a set a lane: GpuKernel::state.)
   bool moduleState = false;
-  for (const auto &[role, k] : s.kernels)
-    moduleState |= k.gpu && (k.gpu->moduleState || (k.gpu->tiled && k.gpu->tiled->moduleState));
+  for (const auto &[role, k] : s.kernels) {
+    moduleState |= k.gpu && k.gpu->moduleState;
+    if (k.gpu)
+      for (const auto &form : k.gpu->forms)
+        moduleState |= form.second->moduleState;
+  }
   std::vector<int> lanes;
   if (runner && options.sequenceLanes && s.lane == 0 && n > 1 && !moduleState)
     for (int lane = 1; lane <= cuda::kMaxBranches; ++lane)

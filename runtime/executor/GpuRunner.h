@@ -579,11 +579,13 @@ private:
 
 inline int32_t GpuRunner::launch(const KernelRef &k, std::vector<GpuArg> &args) {
   const GpuKernel *chosen = k.gpu;
-  if (const GpuKernel *t = chosen->tiled) {
-    const int64_t r = t->launch.rowsArgument;
+  // Another form by the rows (each form's rows argument: the expert ids'
+  // slots for the grouped ones).
+  for (const auto &[minRows, form] : k.gpu->forms) {
+    const int64_t r = form->launch.rowsArgument;
     if (r >= 0 && size_t(r) < args.size() && args[size_t(r)].kind == GpuArg::Memref &&
-        !args[size_t(r)].sizes.empty() && args[size_t(r)].sizes[0] >= chosen->tiledMinRows)
-      chosen = t;
+        !args[size_t(r)].sizes.empty() && args[size_t(r)].sizes[0] >= minRows)
+      chosen = form;
   }
   const GpuKernel &g = *chosen;
   cuda::KernelLaunch launch;

@@ -386,10 +386,11 @@ struct GpuKernel {
   /// that a launch the kernel's PTX does not take fails by name.
   size_t paramSlots = 0;
   std::vector<int64_t> elementBytes; ///< per argument (0 for scalars)
-  /// The kernel's row-tiled form (kernels.json "replaces"), run instead from
-  /// `tiledMinRows` rows on: same arguments, same bits.
-  const GpuKernel *tiled = nullptr;
-  int64_t tiledMinRows = 0;
+  /// The kernel's other forms (kernels.json "replaces": row-tiled, tensor
+  /// cores, the split-K batch variant) with their min_rows, ascending: a
+  /// launch with that many rows runs the last one it reaches instead (same
+  /// arguments).
+  std::vector<std::pair<int64_t, const GpuKernel *>> forms;
 };
 
 struct KernelRef {

@@ -242,8 +242,10 @@ absl::Status Executor::Impl::loadGpu() {
             where, "kernels/kernels.json: kernel '", name, "' replaces '", of,
             "', which is not a kernel with the same arguments (or min_rows < 1)"));
       if (!noTiles) {
-        it->second.tiled = &gpuKernels.at("_mlir_ciface_" + name);
-        it->second.tiledMinRows = minRows;
+        auto &forms = it->second.forms;
+        forms.emplace_back(minRows, &gpuKernels.at("_mlir_ciface_" + name));
+        std::sort(forms.begin(), forms.end(),
+                  [](const auto &a, const auto &b) { return a.first < b.first; });
       }
     }
   } catch (const json::exception &e) {

@@ -224,8 +224,11 @@ bool Executor::Impl::groupedMoe(Step &s, int64_t rows) {
     const GpuKernel *g = kernel(s, role).gpu;
     if (g && g->launch.rule != "row_tiles")
       return false;
-    tensorCores = tensorCores && g && g->tiled && g->tiled->launch.rule == "expert_tiles" &&
-                  g->tiled->launch.rowsArgument == 1;
+    tensorCores = tensorCores && g &&
+                  std::any_of(g->forms.begin(), g->forms.end(), [](const auto &form) {
+                    return form.second->launch.rule == "expert_tiles" &&
+                           form.second->launch.rowsArgument == 1;
+                  });
   }
   if (rows > kGroupedMoeMaxRows && (!tensorCores || !options.groupedPrefillMoe))
     return false;

@@ -218,6 +218,19 @@ cl::opt<int64_t> linearOutputsInFlight(
              "split-K linear's thread issues at once (default 0: 16 words in "
              "flight a thread, 4 to 8 outputs)"),
     cl::init(csa::codegen::NvptxOptions{}.linearOutputsInFlight), cl::cat(category));
+cl::opt<int64_t> linearSplitKRows(
+    "linear-split-k-rows",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: split-K linears also get a "
+             "batch variant, <name>_rows<R>, a block per R rows that decodes "
+             "each weight word once for all of them (a power of two up to 16; "
+             "default 1: none), run from --linear-split-k-rows-min rows"),
+    cl::init(csa::codegen::NvptxOptions{}.linearSplitKRows), cl::cat(category));
+cl::opt<int64_t> linearSplitKRowsMin(
+    "linear-split-k-rows-min",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: rows from which the split-K "
+             "batch variant runs (default 2; the tensor-core or row-tiled "
+             "form still takes over from its own min_rows)"),
+    cl::init(csa::codegen::NvptxOptions{}.linearSplitKRowsMin), cl::cat(category));
 cl::opt<bool> linearPrefetchL2(
     "linear-prefetch-l2",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: split-K linears prefetch a "
@@ -359,6 +372,8 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.mmaPrefetch = mmaPrefetch;
   options.mmaFp8 = mmaFp8;
   options.linearOutputsInFlight = linearOutputsInFlight;
+  options.linearSplitKRows = linearSplitKRows;
+  options.linearSplitKRowsMin = linearSplitKRowsMin;
   options.linearPrefetchL2 = linearPrefetchL2;
   options.attentionSplits = attentionSplits;
   options.linearOutputsPerBlock = linearOutputsPerBlock;

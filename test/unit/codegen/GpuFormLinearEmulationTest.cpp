@@ -41,10 +41,9 @@ LinearSplitKLanes splitKLanes(const Simt &simt, MLIRContext *ctx, const LinearSp
   lanes.thread = simt.value(simt.thread);
   lanes.barrier = simt.sync();
   lanes.weightAddressSpace = 0;
-  lanes.sharedPartialsType =
-      MemRefType::get({split.outputsPerBlock, split.threads}, Float32Type::get(ctx));
-  lanes.sharedSumsType =
-      MemRefType::get({split.outputsPerBlock, kSplitKParts}, Float32Type::get(ctx));
+  const int64_t slots = split.rowsPerBlock * split.outputsPerBlock;
+  lanes.sharedPartialsType = MemRefType::get({slots, split.threads}, Float32Type::get(ctx));
+  lanes.sharedSumsType = MemRefType::get({slots, kSplitKParts}, Float32Type::get(ctx));
   return lanes;
 }
 
@@ -77,6 +76,8 @@ struct LinearCase {
   int64_t multiprocessors = 4; ///< the split-K shape's GPU (132: an H200)
   /// Split-K with LinearSplitKLanes::prefetchL2 and dependencyWait set.
   bool prefetch = false;
+  /// Split-K: its batch variant, up to this many rows a block (1: none).
+  int64_t maxRowsPerBlock = 1;
 };
 
 /// The 128-byte lines of [begin, begin + bytes).
@@ -149,8 +150,10 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
       mmaShape = *shape;
       buildLinearMmaBody(form, spec, mmaShape, mmaLanes(simt, ctx, mmaShape));
     } else if (splitK) {
-      std::optional<LinearSplitKShape> shape = linearSplitKShape(spec, c.multiprocessors);
+      std::optional<LinearSplitKShape> shape =
+          linearSplitKShape(spec, c.multiprocessors, c.maxRowsPerBlock);
       ASSERT_TRUE(shape.has_value());
+      ASSERT_EQ(shape->rowsPerBlock > 1, c.maxRowsPerBlock > 1);
       split = *shape;
       LinearSplitKLanes lanes = splitKLanes(simt, ctx, split);
       if (c.prefetch) {
@@ -291,13 +294,13 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
         reinterpret_cast<Fn4>(form)(xDesc, &dw, out, &dShared);
     }, /*lastFirst=*/true);
   } else if (splitK) {
-    const int64_t o = split.outputsPerBlock, t = split.threads;
+    const int64_t o = split.outputsPerBlock, t = split.threads, rb = split.rowsPerBlock;
     takeSimtMemoryEvents();
-    launch(rows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
+    launch((rows + rb - 1) / rb, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
       float *p = static_cast<float *>(shared);
-      Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
-      float *q = p + o * t;
-      Descriptor<2, float> dSums{q, q, 0, {o, kSplitKParts}, {kSplitKParts, 1}};
+      Descriptor<2, float> dPart{p, p, 0, {rb * o, t}, {t, 1}};
+      float *q = p + rb * o * t;
+      Descriptor<2, float> dSums{q, q, 0, {rb * o, kSplitKParts}, {kSplitKParts, 1}};
       void *out = y(false);
       if (scaled)
         reinterpret_cast<Fn6>(form)(xDesc, &dw, &ds, out, &dPart, &dSums);
@@ -312,7 +315,7 @@ void expectTiledMatchesHost(const LinearCase &c, LinearForm which) {
         expected = linesOf(wData, size_t(n * wCols * wBytes));
       if (scaled)
         expected.merge(linesOf(scale.data(), scale.size()));
-      expectPrefetched(takeSimtMemoryEvents(), rows * ((n + o - 1) / o), t, expected,
+      expectPrefetched(takeSimtMemoryEvents(), (rows + rb - 1) / rb * ((n + o - 1) / o), t, expected,
                        /*prefetchBeforeWait=*/true);
     }
   } else if (perOutput) {
@@ -513,6 +516,58 @@ TEST(GpuFormEmulation, SplitKLinearMeetsTheDotBound) {
   expectTiledMatchesHost({specOf(LinearFormat::BF16, 128, 64, 2), 2}, LinearForm::SplitK);
   expectTiledMatchesHost({specOf(LinearFormat::F32, 64, 40, 1, true), 3}, LinearForm::SplitK);
   expectTiledMatchesHost({specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 2}, LinearForm::SplitK);
+}
+
+TEST(GpuFormEmulation, SplitKBatchVariantMeetsTheDotBound) {
+  // Blocks of 2 and 4 rows with the last block short (5 rows) or alone (1
+  // row); each format, groups, 16-byte and element loads.
+  for (int64_t maxRows : {2, 4}) {
+    SCOPED_TRACE(::testing::Message() << "up to " << maxRows << " rows a block");
+    for (int64_t rows : {1, 5}) {
+      SCOPED_TRACE(::testing::Message() << rows << " rows");
+      const bool misaligned = rows == 5 && maxRows == 4;
+      LinearCase fp8{specOf(LinearFormat::FP8Block32, 192, 7), rows, misaligned};
+      fp8.maxRowsPerBlock = maxRows;
+      expectTiledMatchesHost(fp8, LinearForm::SplitK);
+      LinearCase fp4{specOf(LinearFormat::FP4E2M1, 128, 5), rows, misaligned};
+      fp4.maxRowsPerBlock = maxRows;
+      expectTiledMatchesHost(fp4, LinearForm::SplitK);
+    }
+  }
+  for (LinearCase c : {LinearCase{specOf(LinearFormat::BF16, 128, 64, 2), 6},
+                       LinearCase{specOf(LinearFormat::F32, 64, 40, 1, true), 7},
+                       LinearCase{specOf(LinearFormat::FP8AsBF16, 128, 8, 2), 5},
+                       LinearCase{specOf(LinearFormat::FP8Block32, 96, 5, 1, true), 9}}) {
+    c.maxRowsPerBlock = 4;
+    expectTiledMatchesHost(c, LinearForm::SplitK);
+  }
+  // Operands whose every partial sum is exact: the host kernel's bits.
+  LinearCase exact{specOf(LinearFormat::FP8Block32, 2112, 9), 6};
+  exact.exact = true;
+  exact.maxRowsPerBlock = 4;
+  expectTiledMatchesHost(exact, LinearForm::SplitK);
+}
+
+TEST(GpuFormEmulation, SplitKBatchVariantFitsItsRegistersAndSharedMemory) {
+  // FP8 K 2048: 2 words (32 activations) a thread, so 4 rows; K 8192 at 4
+  // words: 64 a row, so 2; a grouped linear has no batch variant.
+  LinearKernelSpec fp8 = specOf(LinearFormat::FP8Block32, 2048, 64);
+  std::optional<LinearSplitKShape> shape = linearSplitKShape(fp8, 132, 8);
+  ASSERT_TRUE(shape.has_value());
+  EXPECT_EQ(shape->rowsPerBlock * shape->wordsPerThread * shape->elementsPerWord,
+            kSplitKMaxRowValues);
+  EXPECT_EQ(shape->outputsInFlight, 4);
+  EXPECT_LE(shape->sharedBytes(), 48 * 1024);
+  EXPECT_FALSE(linearSplitKShape(fp8, 132, 1).value().rowsPerBlock > 1);
+  // Partials of 1024 threads x 16 outputs x 4 rows would take 256 KB: fewer rows, or none.
+  LinearKernelSpec wide = specOf(LinearFormat::FP8Block32, 32768, 4096);
+  std::optional<LinearSplitKShape> wideShape = linearSplitKShape(wide, 132, 4, 48 * 1024);
+  if (wideShape)
+    EXPECT_LE(wideShape->sharedBytes(), 48 * 1024);
+  LinearKernelSpec grouped = specOf(LinearFormat::FP4E2M1, 128, 64);
+  grouped.experts = 8;
+  grouped.slotsPerRow = 2;
+  EXPECT_FALSE(linearSplitKShape(grouped, 132, 4).has_value());
 }
 
 namespace {

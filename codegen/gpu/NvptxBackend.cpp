@@ -258,7 +258,7 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
   constexpr const char *kSplitKRowsOf = "csa.split_k_rows_of";
   auto splitKRowsOf = [&](func::FuncOp fn) -> int64_t {
     std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
-    if (options.linearSplitKRows < 2 || !spec || spec->experts > 0)
+    if (options.linearSplitKRows < 2 || !spec)
       return 0;
     bool splitK = options.linearSplitK;
     if (auto form = fn->getAttrOfType<LinearFormAttr>(kLinearFormAttrName))
@@ -333,7 +333,9 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     int64_t splitKRows = 1;
     if (auto of = fn->getAttrOfType<StringAttr>(kSplitKRowsOf)) {
       info.replaces = of.getValue().str();
-      info.minRows = options.linearSplitKRowsMin;
+      std::optional<LinearKernelSpec> spec = linearSpecOf(fn);
+      info.minRows = spec && spec->experts > 0 ? options.groupedSplitKRowsMin
+                                                : options.linearSplitKRowsMin;
       splitKRows = options.linearSplitKRows;
       fn->removeAttr(kSplitKRowsOf);
     }
@@ -423,7 +425,8 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
     // none: the rows rule, a slot a thread in the host kernel's order, which
     // the executor does not use (it launches the experts one by one then).
     if (linear && linear->experts > 0) {
-      std::optional<LinearSplitKShape> split = linearSplitKShape(*linear, options.multiprocessors);
+      std::optional<LinearSplitKShape> split = linearSplitKShape(
+          *linear, options.multiprocessors, splitKRows, kMaxStaticSharedBytes);
       if (!options.linearSplitK || !split || split->sharedBytes() > kMaxStaticSharedBytes)
         linear.reset();
       splitK = options.linearSplitK;
@@ -945,11 +948,18 @@ LogicalResult lowerKernelsToNvvm(ModuleOp module, const NvptxOptions &options,
       lanes.sharedSumsType = MemRefType::get({partialRows, kSplitKParts},
                                              b.getF32Type(), MemRefLayoutAttrInterface{},
                                              workgroup);
+      if (split->gathered)
+        lanes.sharedListType = MemRefType::get({split->threads + 1}, b.getI32Type(),
+                                               MemRefLayoutAttrInterface{}, workgroup);
       split->outputsInFlight = outputsInFlightOfForm > 0 ? outputsInFlightOfForm
                                                          : linearSplitKOutputsInFlight(*split);
       buildLinearSplitKBody(fn, *linear, *split, lanes);
       const bool grouped = linear->experts > 0;
-      info.launch = "row_tiles";
+      // Gathered: a block per (expert, output tile), like the grouped
+      // tensor-core form; rows_argument (the expert ids) is what min_rows
+      // compares, in slots.
+      info.launch = split->gathered ? "expert_tiles" : "row_tiles";
+      info.experts = split->gathered ? linear->experts : 0;
       info.blockSize = split->threads;
       info.rowsArgument = grouped ? 1 : 0; // the slots' expert ids
       info.rowsPerBlock = split->rowsPerBlock;
@@ -1140,6 +1150,9 @@ std::string nvptxOptionsProblem(const NvptxOptions &options) {
   if (options.linearSplitKRowsMin < 2)
     return "linear-split-k-rows-min must be at least 2, got " +
            std::to_string(options.linearSplitKRowsMin);
+  if (options.groupedSplitKRowsMin < 1)
+    return "grouped-split-k-rows-min must be at least 1, got " +
+           std::to_string(options.groupedSplitKRowsMin);
   if (options.attentionSplits < 0 || options.attentionSplits > 16)
     return "attention-splits must be from 1 to 16 (0: the form's own choice), got " +
            std::to_string(options.attentionSplits);

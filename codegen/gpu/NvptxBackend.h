@@ -30,7 +30,9 @@
 //     variant `<name>_rows<R>` ("row_tiles", rows_per_block R, "replaces"
 //     and "min_rows" linearSplitKRowsMin), run for rows below the min_rows
 //     of the kernel's other form (a kernel may have several: the launcher
-//     runs the one with the most min_rows that the rows reach);
+//     runs the one with the most min_rows that the rows reach); a grouped
+//     one's variant gathers each expert's slots ("expert_tiles", min_rows
+//     groupedSplitKRowsMin slots);
 //   - "row_tiles": the row-tiled form of a linear kernel
 //     (buildLinearTiledBody), listed as its own kernel `<name>_tiled` with
 //     "replaces": "<name>" and "min_rows": a launcher runs it instead of
@@ -163,6 +165,10 @@ struct NvptxOptions {
   /// rows a block (a power of two, 1: none; linearSplitKShape may take fewer).
   int64_t linearSplitKRows = 1;
   int64_t linearSplitKRowsMin = 2;
+  /// The same for the routed experts' grouped linears, whose variant
+  /// gathers each expert's slots (a block per (expert, tile)): from this
+  /// many slots (the expert ids' length) on.
+  int64_t groupedSplitKRowsMin = 32;
   /// Blocks per (row, head) of sparse attention's split form (0:
   /// attentionSplits' choice for the multiprocessors; 1 to 16).
   int64_t attentionSplits = 0;

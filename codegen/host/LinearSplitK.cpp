@@ -82,7 +82,8 @@ int64_t pow2Floor(int64_t v) {
 } // namespace
 
 int64_t LinearSplitKShape::sharedBytes() const {
-  return rowsPerBlock * outputsPerBlock * (threads + kSplitKParts) * 4;
+  return rowsPerBlock * outputsPerBlock * (threads + kSplitKParts) * 4 +
+         (gathered ? (threads + 1) * 4 : 0);
 }
 
 std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
@@ -131,8 +132,7 @@ std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
     outputs /= 2;
   shape.outputsPerBlock = outputs;
   if (maxRowsPerBlock > 1) {
-    if (spec.experts > 0)
-      return std::nullopt;
+    shape.gathered = spec.experts > 0;
     int64_t rows = pow2Floor(maxRowsPerBlock);
     const int64_t values = shape.wordsPerThread * epw;
     while (rows > 1 && rows * values > kSplitKMaxRowValues)
@@ -163,22 +163,29 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
                 outputs = shape.outputsPerBlock, threads = shape.threads;
   const int64_t rowBytes = kg / epw * kWordBytes;
 
-  Block *entry = freshBody(fn, {lanes.sharedPartialsType, lanes.sharedSumsType});
-  b.setInsertionPointToStart(entry);
   // Grouped over experts (spec.experts): the slots' expert ids follow x.
   const bool grouped = spec.experts > 0;
+  const bool gathered = grouped && shape.rowsPerBlock > 1;
+  SmallVector<Type> sharedTypes{lanes.sharedPartialsType, lanes.sharedSumsType};
+  if (gathered)
+    sharedTypes.push_back(lanes.sharedListType);
+  Block *entry = freshBody(fn, sharedTypes);
+  b.setInsertionPointToStart(entry);
   const unsigned first = grouped ? 2 : 1;
   Value x = entry->getArgument(0), ids = grouped ? entry->getArgument(1) : Value(),
         w = entry->getArgument(first),
         s = withScale ? entry->getArgument(first + 1) : Value(),
         y = entry->getArgument(withScale ? first + 2 : first + 1);
-  Value partials = entry->getArgument(entry->getNumArguments() - 2),
-        sums = entry->getArgument(entry->getNumArguments() - 1);
+  const unsigned sharedFirst = entry->getNumArguments() - unsigned(sharedTypes.size());
+  Value partials = entry->getArgument(sharedFirst), sums = entry->getArgument(sharedFirst + 1),
+        list = gathered ? entry->getArgument(sharedFirst + 2) : Value();
   Value r = lanes.row(b, loc), t = lanes.thread(b, loc);
-  // The batch variant's rows: firstRow .. firstRow + rowsPerBlock - 1.
+  // The batch variant's rows: firstRow .. firstRow + rowsPerBlock - 1
+  // (gathered: the block's expert is r, its rows come from the list).
   const int64_t rowsPerBlock = shape.rowsPerBlock;
-  Value firstRow =
-      rowsPerBlock > 1 ? arith::MulIOp::create(b, loc, r, idx(b, loc, rowsPerBlock)).getResult() : r;
+  Value firstRow = rowsPerBlock > 1 && !gathered
+                       ? arith::MulIOp::create(b, loc, r, idx(b, loc, rowsPerBlock)).getResult()
+                       : r;
   Value firstOut = arith::MulIOp::create(b, loc, lanes.outputTile(b, loc), idx(b, loc, outputs));
   auto [wBase, aligned] = bytePointer(b, loc, w, lanes.weightAddressSpace);
   // The scale row of output j of its group's weight: FP4 a row an output,
@@ -225,15 +232,26 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   if (lanes.dependencyWait)
     lanes.dependencyWait(b, loc);
   Value rowCount = memref::DimOp::create(b, loc, grouped ? ids : x, idx(b, loc, 0));
+  // Gathered, every block runs (a block an expert).
   auto rowGuard = scf::IfOp::create(
       b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, firstRow, rowCount),
+      gathered ? arith::ConstantIntOp::create(b, loc, 1, 1).getResult()
+               : arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, firstRow, rowCount)
+                     .getResult(),
       /*withElse=*/false);
   b.setInsertionPoint(rowGuard.thenBlock()->getTerminator());
   // Grouped: the row is a slot, reading activation row r / slotsPerRow and
   // its expert's rows of the stacked weight and scales.
   Value xRow = r, valid, weightBase, scaleBase;
-  if (grouped) {
+  if (gathered) {
+    // The block's expert is r: its weight rows, whatever the slots.
+    weightBase = arith::MulIOp::create(b, loc, r, idx(b, loc, n));
+    scaleBase = arith::MulIOp::create(
+        b, loc, r, idx(b, loc, fp8 ? (n + kBlock - 1) / kBlock : n));
+    if (lanes.prefetchL2)
+      prefetchBlock(b, arith::AddIOp::create(b, loc, weightBase, firstOut),
+                    arith::AddIOp::create(b, loc, scaleBase, scaleRowOf(b, firstOut)));
+  } else if (grouped) {
     xRow = arith::DivUIOp::create(b, loc, r, idx(b, loc, spec.slotsPerRow));
     auto [e, inRange] = loadExpertId(b, loc, ids, r, spec.experts);
     valid = inRange;
@@ -346,18 +364,46 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   }
   return xs;
   };
-  // Each row's activations, once (row rho of the batch variant: the last
-  // row in place of rows past it).
+  // Gathered: the group of the list being run, [groupStart, groupStart +
+  // rowsPerBlock) of its groupCount slots (set in the scan below).
+  Value groupStart, groupCount;
+  auto listSlot = [&](OpBuilder &b, Value i) -> Value {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(),
+                                        memref::LoadOp::create(b, loc, list, ValueRange{i}));
+  };
+  // The output row of the block's rho-th row (the last one in place of rows
+  // past it): batch variant firstRow + rho, gathered the list's slot.
+  auto blockRow = [&](OpBuilder &b, Value rho) -> Value {
+    if (gathered)
+      return listSlot(b, arith::MinUIOp::create(
+                             b, loc, arith::AddIOp::create(b, loc, groupStart, rho),
+                             arith::SubIOp::create(b, loc, groupCount, idx(b, loc, 1))));
+    return arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, firstRow, rho),
+                                  arith::SubIOp::create(b, loc, rowCount, idx(b, loc, 1)));
+  };
+  // Whether the block's rho-th row exists.
+  auto blockRowExists = [&](OpBuilder &b, Value rho) -> Value {
+    if (gathered)
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                   arith::AddIOp::create(b, loc, groupStart, rho), groupCount);
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                 arith::AddIOp::create(b, loc, firstRow, rho), rowCount);
+  };
+  // Each row's activations, once per block (gathered: per group).
   SmallVector<SmallVector<Value>> xsOf;
-  if (rowsPerBlock == 1) {
-    xsOf.push_back(loadActivations(b, xRow));
-  } else {
-    Value lastRow = arith::SubIOp::create(b, loc, rowCount, idx(b, loc, 1));
-    for (int64_t rho = 0; rho < rowsPerBlock; ++rho)
-      xsOf.push_back(loadActivations(
-          b, arith::MinUIOp::create(
-                 b, loc, arith::AddIOp::create(b, loc, firstRow, idx(b, loc, rho)), lastRow)));
-  }
+  auto loadRows = [&] {
+    xsOf.clear();
+    if (rowsPerBlock == 1) {
+      xsOf.push_back(loadActivations(b, xRow));
+      return;
+    }
+    for (int64_t rho = 0; rho < rowsPerBlock; ++rho) {
+      Value row = blockRow(b, idx(b, loc, rho));
+      if (gathered)
+        row = arith::DivUIOp::create(b, loc, row, idx(b, loc, spec.slotsPerRow));
+      xsOf.push_back(loadActivations(b, row));
+    }
+  };
 
   // A word's weights as f32, and the factor its products are to be scaled
   // by (the f16 route of FP4 leaves its values 2^-14 small).
@@ -567,6 +613,10 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
           }
         });
   };
+  // The block's rows (gathered: a group of the list): activations,
+  // partials, their sums, the outputs.
+  auto emitGroup = [&] {
+  loadRows();
   auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
   {
     OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
@@ -599,14 +649,14 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   scf::ForOp::create(
       b, loc, t, idx(b, loc, rowsPerBlock * outputs), idx(b, loc, threads), ValueRange{},
       [&](OpBuilder &b, Location loc, Value slot, ValueRange) {
-        // Slot rho * outputs + o: row firstRow + rho's output o.
+        // Slot rho * outputs + o: the block's rho-th row's output o.
         Value o = slot, row = r;
         Value inRows = arith::ConstantIntOp::create(b, loc, 1, 1);
         if (rowsPerBlock > 1) {
           o = arith::RemUIOp::create(b, loc, slot, idx(b, loc, outputs));
-          row = arith::AddIOp::create(b, loc, firstRow,
-                                      arith::DivUIOp::create(b, loc, slot, idx(b, loc, outputs)));
-          inRows = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row, rowCount);
+          Value rho = arith::DivUIOp::create(b, loc, slot, idx(b, loc, outputs));
+          row = blockRow(b, rho);
+          inRows = blockRowExists(b, rho);
         }
         Value j = arith::AddIOp::create(b, loc, firstOut, o);
         auto inRange = scf::IfOp::create(
@@ -621,13 +671,84 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
           total = arith::AddFOp::create(
               ib, loc, total,
               memref::LoadOp::create(ib, loc, sums, ValueRange{slot, idx(ib, loc, part)}));
-        if (grouped)
+        if (grouped && !gathered)
           total = arith::SelectOp::create(ib, loc, valid, total, f32Const(ib, loc, 0.f));
         Value out = outType.isF32() ? total
                                     : arith::TruncFOp::create(ib, loc, outType, total).getResult();
         memref::StoreOp::create(ib, loc, out, y, ValueRange{row, j});
         scf::YieldOp::create(b, loc);
       });
+  };
+  if (!gathered) {
+    emitGroup();
+    b.setInsertionPointToEnd(entry);
+    func::ReturnOp::create(b, loc);
+    return;
+  }
+
+  // Gathered: the block reads the slots' expert ids a thread each, appends
+  // its expert's slots to the list (a shared counter taken atomically: the
+  // order is arbitrary, and no slot's sums depend on it), then runs the
+  // list rowsPerBlock slots at a time. A slot whose id is no expert is a
+  // row of zeros, written by expert 0's blocks.
+  Value slots = rowCount, zero = idx(b, loc, 0), countAt = idx(b, loc, threads);
+  Type outType = spec.format == LinearFormat::F32 ? f32 : Type(b.getBF16Type());
+  Value firstThread = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, zero);
+  auto resetCount = [&] {
+    auto ifFirst = scf::IfOp::create(b, loc, firstThread, /*withElse=*/false);
+    OpBuilder fb = OpBuilder::atBlockTerminator(ifFirst.thenBlock());
+    memref::StoreOp::create(fb, loc, i32c(fb, loc, 0), list, ValueRange{countAt});
+    lanes.barrier(b, loc);
+  };
+  resetCount();
+  auto scan = scf::ForOp::create(b, loc, zero, slots, idx(b, loc, threads));
+  b.setInsertionPoint(scan.getBody()->getTerminator());
+  Value slot = arith::AddIOp::create(b, loc, scan.getInductionVar(), t);
+  {
+    auto inSlots = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, slot, slots),
+        /*withElse=*/false);
+    OpBuilder sb = OpBuilder::atBlockTerminator(inSlots.thenBlock());
+    auto [id, inRange] = loadExpertId(sb, loc, ids, slot, spec.experts);
+    Value mine = arith::AndIOp::create(
+        sb, loc, inRange, arith::CmpIOp::create(sb, loc, arith::CmpIPredicate::eq, id, r));
+    auto ifMine = scf::IfOp::create(sb, loc, mine, /*withElse=*/false);
+    OpBuilder mb = OpBuilder::atBlockTerminator(ifMine.thenBlock());
+    Value at = memref::AtomicRMWOp::create(mb, loc, arith::AtomicRMWKind::addi, i32c(mb, loc, 1),
+                                           list, ValueRange{countAt});
+    memref::StoreOp::create(mb, loc, arith::IndexCastUIOp::create(mb, loc, i32, slot), list,
+                            ValueRange{arith::IndexCastUIOp::create(mb, loc, mb.getIndexType(), at)});
+    auto ifZeros = scf::IfOp::create(
+        sb, loc,
+        arith::AndIOp::create(
+            sb, loc, arith::XOrIOp::create(sb, loc, inRange, arith::ConstantIntOp::create(sb, loc, 1, 1)),
+            arith::CmpIOp::create(sb, loc, arith::CmpIPredicate::eq, r, idx(sb, loc, 0))),
+        /*withElse=*/false);
+    OpBuilder zb = OpBuilder::atBlockTerminator(ifZeros.thenBlock());
+    Value zeroOut = outType.isF32() ? f32Const(zb, loc, 0.f)
+                                    : arith::TruncFOp::create(zb, loc, outType, f32Const(zb, loc, 0.f))
+                                          .getResult();
+    for (int64_t o = 0; o < outputs; ++o) {
+      Value j = arith::AddIOp::create(zb, loc, firstOut, idx(zb, loc, o));
+      auto inN = scf::IfOp::create(
+          zb, loc, arith::CmpIOp::create(zb, loc, arith::CmpIPredicate::ult, j, idx(zb, loc, n)),
+          /*withElse=*/false);
+      OpBuilder nb = OpBuilder::atBlockTerminator(inN.thenBlock());
+      memref::StoreOp::create(nb, loc, zeroOut, y, ValueRange{slot, j});
+    }
+  }
+  lanes.barrier(b, loc);
+  groupCount = listSlot(b, countAt);
+  auto groups = scf::ForOp::create(b, loc, zero, groupCount, idx(b, loc, rowsPerBlock));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(groups.getBody()->getTerminator());
+    groupStart = groups.getInductionVar();
+    emitGroup();
+  }
+  // Every thread past the list's last reads before the next step's appends.
+  lanes.barrier(b, loc);
+  resetCount();
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc);
 }

@@ -4,7 +4,11 @@
 // a block per (row, tile of `outputsPerBlock` outputs), or per (`rowsPerBlock`
 // rows, tile) in its batch variant, which decodes each weight word once for
 // all its rows (a batch decode step's rows otherwise each read and decode
-// the whole weight, from L2 after the first). The block's threads
+// the whole weight, from L2 after the first). Grouped over experts (a row
+// a slot, its expert's weight), the batch variant gathers: a block per
+// (expert, tile) scans the slots' expert ids, lists its expert's slots in
+// shared memory and runs them `rowsPerBlock` at a time, so that an
+// expert's weight is read and decoded once for all its slots. The block's threads
 // split K: thread t owns `wordsPerThread` consecutive 16-byte words of every
 // weight row, keeps the activations those words multiply in registers (the
 // FP8/FP4 act_quant of its own 32-blocks, done once), and walks the tile's
@@ -47,12 +51,15 @@ struct LinearSplitKShape {
   /// activations in registers and multiplies each decoded weight word by
   /// all of them; each row's sum is the one-row form's, term for term.
   int64_t rowsPerBlock = 1;
+  /// The grouped batch variant (rowsPerBlock > 1 over experts): a block per
+  /// (expert, tile), its slots gathered from the expert ids.
+  bool gathered = false;
   /// Outputs whose weight loads a thread issues before their products (the
   /// bytes in flight that hide the memory's latency).
   int64_t outputsInFlight = 4;
   /// The shared memory the form declares: the partials (rows x outputs x
-  /// threads f32) and the second step's sums (rows x outputs x kSplitKParts
-  /// f32).
+  /// threads f32), the second step's sums (rows x outputs x kSplitKParts
+  /// f32) and, gathered, the slot list (threads + 1 i32).
   int64_t sharedBytes() const;
 };
 
@@ -81,9 +88,9 @@ inline constexpr int64_t kSplitKMaxRowValues = 128;
 /// form does not apply: a group's K must be a whole number of 16-byte words
 /// (FP8 K % 32, FP4 K % 32, bf16 K % 8, f32 weights K % 4), a block's
 /// outputs must lie in one group, and the threads fit in 1024. With
-/// `maxRowsPerBlock` > 1 (linears not grouped over experts), the batch
-/// variant: the most rows, a power of two up to it, whose activations fit
-/// kSplitKMaxRowValues registers a thread and whose partials fit
+/// `maxRowsPerBlock` > 1, the batch variant (gathered when grouped over
+/// experts): the most rows, a power of two up to it, whose activations fit
+/// kSplitKMaxRowValues registers a thread and whose shared memory fits
 /// `maxSharedBytes`; none when that is one row.
 std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
                                                    int64_t multiprocessors = 132,
@@ -130,6 +137,10 @@ struct LinearSplitKLanes {
   /// stream in while the kernel before it still runs; a grouped one waits
   /// first (its expert ids come from upstream).
   std::function<void(mlir::OpBuilder &, mlir::Location)> dependencyWait;
+  /// The gathered variant's slot list, appended after the sums:
+  /// memref<(threads + 1) x i32> in shared memory (a scan step's slots of
+  /// the block's expert, then their count).
+  mlir::Type sharedListType;
   /// Appended to the kernel's arguments, in the block's shared memory:
   /// memref<(rowsPerBlock * outputsPerBlock) x threads x f32>, then
   /// memref<(rowsPerBlock * outputsPerBlock) x kSplitKParts x f32> (row
@@ -140,8 +151,8 @@ struct LinearSplitKLanes {
 /// Replaces the body of `fn` (a kernel of `spec` from buildLinearKernel)
 /// with the split-K form of `shape` (from linearSplitKShape). Rows are
 /// grid.x (`rowsPerBlock` a block: rows past the last are computed from the
-/// last row and not stored); outputs past the end are computed from the
-/// last weight row and not stored.
+/// last row and not stored; gathered, grid.x is the expert); outputs past
+/// the end are computed from the last weight row and not stored.
 void buildLinearSplitKBody(mlir::func::FuncOp fn, const LinearKernelSpec &spec,
                            const LinearSplitKShape &shape, const LinearSplitKLanes &lanes);
 

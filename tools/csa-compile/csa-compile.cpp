@@ -231,6 +231,13 @@ cl::opt<int64_t> linearSplitKRowsMin(
              "batch variant runs (default 2; the tensor-core or row-tiled "
              "form still takes over from its own min_rows)"),
     cl::init(csa::codegen::NvptxOptions{}.linearSplitKRowsMin), cl::cat(category));
+cl::opt<int64_t> groupedSplitKRowsMin(
+    "grouped-split-k-rows-min",
+    cl::desc("--emit=gpu|ptx|artifact --with-ptx: slots (tokens x experts a "
+             "token) from which the routed experts' batch variant runs "
+             "(--linear-split-k-rows: a block per (expert, output tile) "
+             "gathering the expert's slots; default 32)"),
+    cl::init(csa::codegen::NvptxOptions{}.groupedSplitKRowsMin), cl::cat(category));
 cl::opt<bool> linearPrefetchL2(
     "linear-prefetch-l2",
     cl::desc("--emit=gpu|ptx|artifact --with-ptx: split-K linears prefetch a "
@@ -374,6 +381,7 @@ csa::codegen::NvptxOptions nvptxOptions() {
   options.linearOutputsInFlight = linearOutputsInFlight;
   options.linearSplitKRows = linearSplitKRows;
   options.linearSplitKRowsMin = linearSplitKRowsMin;
+  options.groupedSplitKRowsMin = groupedSplitKRowsMin;
   options.linearPrefetchL2 = linearPrefetchL2;
   options.attentionSplits = attentionSplits;
   options.linearOutputsPerBlock = linearOutputsPerBlock;

@@ -564,10 +564,17 @@ TEST(GpuFormEmulation, SplitKBatchVariantFitsItsRegistersAndSharedMemory) {
   std::optional<LinearSplitKShape> wideShape = linearSplitKShape(wide, 132, 4, 48 * 1024);
   if (wideShape)
     EXPECT_LE(wideShape->sharedBytes(), 48 * 1024);
+  // Grouped over experts: gathered, its list (threads + 1 i32) counted.
   LinearKernelSpec grouped = specOf(LinearFormat::FP4E2M1, 128, 64);
   grouped.experts = 8;
   grouped.slotsPerRow = 2;
-  EXPECT_FALSE(linearSplitKShape(grouped, 132, 4).has_value());
+  std::optional<LinearSplitKShape> gathered = linearSplitKShape(grouped, 132, 4);
+  ASSERT_TRUE(gathered.has_value());
+  EXPECT_TRUE(gathered->gathered);
+  EXPECT_EQ(gathered->sharedBytes(),
+            gathered->rowsPerBlock * gathered->outputsPerBlock * (gathered->threads + kSplitKParts) * 4 +
+                (gathered->threads + 1) * 4);
+  EXPECT_FALSE(linearSplitKShape(grouped, 132, 1)->gathered);
 }
 
 namespace {
@@ -610,9 +617,12 @@ GroupedOperands groupedOperands(LinearFormat format, int64_t k, int64_t n, int64
 /// kernels: host and split-K form, each slot's row must be the bits of the
 /// ungrouped kernel of the same form on the slot's expert and activation
 /// row (zeros for an id outside [0, E)): grouping changes which weights a
-/// block reads, never its sums.
+/// block reads, never its sums. With `maxRowsPerBlock` > 1 the grouped form
+/// is the gathered batch variant (a block per (expert, tile) running its
+/// slots that many at a time): gathering does not change a sum either.
 void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int64_t experts,
-                                  int64_t slotsPerRow, const std::vector<int32_t> &ids) {
+                                  int64_t slotsPerRow, const std::vector<int32_t> &ids,
+                                  int64_t maxRowsPerBlock = 1) {
   LinearKernelSpec single = specOf(format, k, n);
   LinearKernelSpec grouped = single;
   grouped.experts = experts;
@@ -621,7 +631,10 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   // which block computes an output must not change its sum).
   const int64_t mps = 4;
   LinearSplitKShape splitSingle = *linearSplitKShape(single, mps),
-                    splitGrouped = *linearSplitKShape(grouped, mps);
+                    splitGrouped = *linearSplitKShape(grouped, mps, maxRowsPerBlock);
+  const bool gathered = maxRowsPerBlock > 1;
+  ASSERT_EQ(splitGrouped.gathered, gathered);
+  ASSERT_EQ(splitGrouped.rowsPerBlock > 1, gathered);
   KernelLibrary lib([&](ModuleOp m) {
     Simt simt(m);
     MLIRContext *ctx = m.getContext();
@@ -632,7 +645,9 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
       func::FuncOp form = buildLinearKernel(m, name, *spec);
       const LinearSplitKShape &split = spec == &single ? splitSingle : splitGrouped;
       LinearSplitKLanes lanes = splitKLanes(simt, ctx, split);
-      if (spec == &grouped) {
+      if (split.gathered)
+        lanes.sharedListType = MemRefType::get({split.threads + 1}, IntegerType::get(ctx, 32));
+      if (spec == &grouped && !gathered) {
         lanes.prefetchL2 = simt.prefetchL2();
         lanes.dependencyWait = simt.dependencyWait();
       }
@@ -650,6 +665,7 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   using Fn5 = void (*)(void *, void *, void *, void *, void *);
   using Fn6 = void (*)(void *, void *, void *, void *, void *, void *);
   using Fn7 = void (*)(void *, void *, void *, void *, void *, void *, void *);
+  using Fn8 = void (*)(void *, void *, void *, void *, void *, void *, void *, void *);
   void *hostSingle = lib.symbol("host_single"), *hostGrouped = lib.symbol("host_grouped"),
        *formSingle = lib.symbol("form_single"), *formGrouped = lib.symbol("form_grouped");
   ASSERT_TRUE(hostSingle && hostGrouped && formSingle && formGrouped);
@@ -660,13 +676,16 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   auto ds = describe<2>(scale, {experts * scaleRows, scaleCols});
   auto runForm = [&](const LinearSplitKShape &split, int64_t gridRows,
                      const std::function<void(void *, void *, void *)> &call) {
-    const int64_t o = split.outputsPerBlock, t = split.threads;
-    launch(gridRows, (n + o - 1) / o, t, size_t(split.sharedBytes()), [&](void *shared) {
+    const int64_t o = split.rowsPerBlock * split.outputsPerBlock, t = split.threads;
+    launch(gridRows, (n + split.outputsPerBlock - 1) / split.outputsPerBlock, t,
+           size_t(split.sharedBytes()), [&](void *shared) {
       float *p = static_cast<float *>(shared);
       Descriptor<2, float> dPart{p, p, 0, {o, t}, {t, 1}};
       float *q = p + o * t;
       Descriptor<2, float> dSums{q, q, 0, {o, kSplitKParts}, {kSplitKParts, 1}};
-      call(&dPart, &dSums, shared);
+      int32_t *l = reinterpret_cast<int32_t *>(q + o * kSplitKParts);
+      Descriptor<1, int32_t> dList{l, l, 0, {t + 1}, {1}};
+      call(&dPart, &dSums, &dList);
     });
   };
   std::vector<uint16_t> hostY(size_t(slots * n), 0x7FC1), formY(size_t(slots * n), 0x7FC1);
@@ -674,9 +693,16 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
   auto dfy = describe<2>(formY, {slots, n});
   reinterpret_cast<Fn5>(hostGrouped)(&dx, &dids, &dw, &ds, &dhy);
   takeSimtMemoryEvents();
-  runForm(splitGrouped, slots, [&](void *part, void *sums, void *) {
-    reinterpret_cast<Fn7>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, part, sums);
-  });
+  if (gathered) {
+    // A block per (expert, tile).
+    runForm(splitGrouped, experts, [&](void *part, void *sums, void *list) {
+      reinterpret_cast<Fn8>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, part, sums, list);
+    });
+  } else {
+    runForm(splitGrouped, slots, [&](void *part, void *sums, void *) {
+      reinterpret_cast<Fn7>(formGrouped)(&dx, &dids, &dw, &ds, &dfy, part, sums);
+    });
+  }
   // The grouped form prefetches its slots' experts' rows and scale rows,
   // no other expert's, after it waits (the ids come from upstream).
   std::set<uintptr_t> expected;
@@ -686,8 +712,9 @@ void expectGroupedEqualsPerExpert(LinearFormat format, int64_t k, int64_t n, int
       expected.merge(linesOf(scale.data() + e * scaleRows * scaleCols, size_t(scaleRows * scaleCols)));
     }
   const int64_t blocks = slots * ((n + splitGrouped.outputsPerBlock - 1) / splitGrouped.outputsPerBlock);
-  expectPrefetched(takeSimtMemoryEvents(), blocks, splitGrouped.threads, expected,
-                   /*prefetchBeforeWait=*/false);
+  if (!gathered)
+    expectPrefetched(takeSimtMemoryEvents(), blocks, splitGrouped.threads, expected,
+                     /*prefetchBeforeWait=*/false);
   for (int64_t r = 0; r < slots; ++r) {
     SCOPED_TRACE(::testing::Message() << "slot " << r << ", expert " << ids[size_t(r)]);
     const int32_t e = ids[size_t(r)];
@@ -726,6 +753,20 @@ TEST(GpuFormEmulation, GroupedLinearsGiveTheirExpertsBits) {
   expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 5120, 48, 2, 1, {1, 0});
   expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 64, 24, 4, 1, {3, 0, 2});
   expectGroupedEqualsPerExpert(LinearFormat::FP8Block32, 192, 40, 3, 2, {1, 2, 0, -1});
+}
+
+TEST(GpuFormEmulation, GatheredGroupedLinearsGiveTheirExpertsBits) {
+  // Each expert's slots run 4 (or 2) at a time: an expert with 5 slots (a
+  // full group and one alone), one with none, ids outside the experts.
+  const std::vector<int32_t> ids{2, 0, 2, 1, 2, -1, 2, 0, 7, 2, 1, 0};
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 128, 40, 4, 2, ids, 4);
+  expectGroupedEqualsPerExpert(LinearFormat::FP8Block32, 192, 40, 3, 2, {1, 2, 1, 1, -1, 1}, 4);
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 64, 24, 4, 1, {3, 0, 3, 3}, 2);
+  // More slots than a block's threads (two steps of the scan: 32 threads).
+  std::vector<int32_t> many;
+  for (int i = 0; i < 45; ++i)
+    many.push_back(i % 7 == 3 ? 1 : i % 3);
+  expectGroupedEqualsPerExpert(LinearFormat::FP4E2M1, 64, 24, 3, 1, many, 4);
 }
 
 namespace {

@@ -142,7 +142,6 @@ std::optional<LinearSplitKShape> linearSplitKShape(const LinearKernelSpec &spec,
       shape.rowsPerBlock /= 2;
     if (shape.rowsPerBlock == 1)
       return std::nullopt;
-    shape.outputsInFlight = linearSplitKOutputsInFlight(shape);
   }
   return shape;
 }
@@ -315,54 +314,54 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
       (spec.inFeatures * xBytes) % kWordBytes == 0;
   // Row `xRow`'s activations of this thread (`values` of them).
   auto loadActivations = [&](OpBuilder &b, Value xRow) -> SmallVector<Value> {
-  SmallVector<Value> xs;
-  SmallVector<Value> raw;
-  if (xVectorizable) {
-    auto [xBase, xAligned] = bytePointer(b, loc, x, lanes.weightAddressSpace);
-    SmallVector<Type> types(size_t(values), f32);
-    auto ifX = scf::IfOp::create(b, loc, types, xAligned, /*withElse=*/true);
-    {
-      OpBuilder vb = OpBuilder::atBlockBegin(ifX.thenBlock());
-      SmallVector<Value> loaded;
-      Value rowStart = arith::MulIOp::create(vb, loc, xRow, idx(vb, loc, spec.inFeatures));
-      const int64_t perWord = kWordBytes / xBytes;
-      for (int64_t c0 = 0; c0 < values; c0 += perWord) {
-        Value element = arith::AddIOp::create(vb, loc, rowStart, column(vb, c0));
-        Value offset = arith::IndexCastUIOp::create(
-            vb, loc, i64, arith::MulIOp::create(vb, loc, element, idx(vb, loc, xBytes)));
-        llvm::append_range(loaded, load16BytesAsF32(vb, loc, xBase, offset, xF32));
+    SmallVector<Value> xs;
+    SmallVector<Value> raw;
+    if (xVectorizable) {
+      auto [xBase, xAligned] = bytePointer(b, loc, x, lanes.weightAddressSpace);
+      SmallVector<Type> types(size_t(values), f32);
+      auto ifX = scf::IfOp::create(b, loc, types, xAligned, /*withElse=*/true);
+      {
+        OpBuilder vb = OpBuilder::atBlockBegin(ifX.thenBlock());
+        SmallVector<Value> loaded;
+        Value rowStart = arith::MulIOp::create(vb, loc, xRow, idx(vb, loc, spec.inFeatures));
+        const int64_t perWord = kWordBytes / xBytes;
+        for (int64_t c0 = 0; c0 < values; c0 += perWord) {
+          Value element = arith::AddIOp::create(vb, loc, rowStart, column(vb, c0));
+          Value offset = arith::IndexCastUIOp::create(
+              vb, loc, i64, arith::MulIOp::create(vb, loc, element, idx(vb, loc, xBytes)));
+          llvm::append_range(loaded, load16BytesAsF32(vb, loc, xBase, offset, xF32));
+        }
+        scf::YieldOp::create(vb, loc, loaded);
+        OpBuilder eb = OpBuilder::atBlockBegin(ifX.elseBlock());
+        SmallVector<Value> elements;
+        for (int64_t c = 0; c < values; ++c)
+          elements.push_back(loadF32(eb, loc, x, ValueRange{xRow, column(eb, c)}));
+        scf::YieldOp::create(eb, loc, elements);
       }
-      scf::YieldOp::create(vb, loc, loaded);
-      OpBuilder eb = OpBuilder::atBlockBegin(ifX.elseBlock());
-      SmallVector<Value> elements;
+      llvm::append_range(raw, ifX.getResults());
+    } else {
       for (int64_t c = 0; c < values; ++c)
-        elements.push_back(loadF32(eb, loc, x, ValueRange{xRow, column(eb, c)}));
-      scf::YieldOp::create(eb, loc, elements);
+        raw.push_back(loadF32(b, loc, x, ValueRange{xRow, column(b, c)}));
     }
-    llvm::append_range(raw, ifX.getResults());
-  } else {
-    for (int64_t c = 0; c < values; ++c)
-      raw.push_back(loadF32(b, loc, x, ValueRange{xRow, column(b, c)}));
-  }
-  if (quantized) {
-    for (int64_t c0 = 0; c0 < values; c0 += kBlock) {
-      SmallVector<Value> block(kBlock);
-      emitActQuantBlock(
-          b, loc,
-          [&](OpBuilder &, Value c) {
-            return raw[size_t(c0 + getConstantIntValue(c).value_or(0))];
-          },
-          [&](OpBuilder &nb, Value c, Value v) {
-            int64_t at = getConstantIntValue(c).value_or(0);
-            block[size_t(at)] = arith::ExtFOp::create(nb, loc, f32, v);
-          },
-          lanes.e4m3RoundPair);
-      llvm::append_range(xs, block);
+    if (quantized) {
+      for (int64_t c0 = 0; c0 < values; c0 += kBlock) {
+        SmallVector<Value> block(kBlock);
+        emitActQuantBlock(
+            b, loc,
+            [&](OpBuilder &, Value c) {
+              return raw[size_t(c0 + getConstantIntValue(c).value_or(0))];
+            },
+            [&](OpBuilder &nb, Value c, Value v) {
+              int64_t at = getConstantIntValue(c).value_or(0);
+              block[size_t(at)] = arith::ExtFOp::create(nb, loc, f32, v);
+            },
+            lanes.e4m3RoundPair);
+        llvm::append_range(xs, block);
+      }
+    } else {
+      xs = raw;
     }
-  } else {
-    xs = raw;
-  }
-  return xs;
+    return xs;
   };
   // Gathered: the group of the list being run, [groupStart, groupStart +
   // rowsPerBlock) of its groupCount slots (set in the scan below).
@@ -613,71 +612,71 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
           }
         });
   };
+  Type outType = spec.format == LinearFormat::F32 ? f32 : Type(b.getBF16Type());
   // The block's rows (gathered: a group of the list): activations,
   // partials, their sums, the outputs.
   auto emitGroup = [&] {
-  loadRows();
-  auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
-  {
-    OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
-    emitOutputs(vb, /*vectorLoads=*/true);
-    OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
-    emitOutputs(eb, /*vectorLoads=*/false);
-  }
-  lanes.barrier(b, loc);
-  // Each output's partials in kSplitKParts parts, then the parts.
-  const int64_t partSize = threads / kSplitKParts;
-  scf::ForOp::create(
-      b, loc, t, idx(b, loc, rowsPerBlock * outputs * kSplitKParts), idx(b, loc, threads),
-      ValueRange{},
-      [&](OpBuilder &b, Location loc, Value p, ValueRange) {
-        Value o = arith::DivUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
-        Value part = arith::RemUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
-        Value first = arith::MulIOp::create(b, loc, part, idx(b, loc, partSize));
-        Value total = f32Const(b, loc, 0.f);
-        for (int64_t u = 0; u < partSize; ++u)
-          total = arith::AddFOp::create(
-              b, loc, total,
-              memref::LoadOp::create(
-                  b, loc, partials,
-                  ValueRange{o, arith::AddIOp::create(b, loc, first, idx(b, loc, u))}));
-        memref::StoreOp::create(b, loc, total, sums, ValueRange{o, part});
-        scf::YieldOp::create(b, loc);
-      });
-  lanes.barrier(b, loc);
-  Type outType = spec.format == LinearFormat::F32 ? f32 : Type(b.getBF16Type());
-  scf::ForOp::create(
-      b, loc, t, idx(b, loc, rowsPerBlock * outputs), idx(b, loc, threads), ValueRange{},
-      [&](OpBuilder &b, Location loc, Value slot, ValueRange) {
-        // Slot rho * outputs + o: the block's rho-th row's output o.
-        Value o = slot, row = r;
-        Value inRows = arith::ConstantIntOp::create(b, loc, 1, 1);
-        if (rowsPerBlock > 1) {
-          o = arith::RemUIOp::create(b, loc, slot, idx(b, loc, outputs));
-          Value rho = arith::DivUIOp::create(b, loc, slot, idx(b, loc, outputs));
-          row = blockRow(b, rho);
-          inRows = blockRowExists(b, rho);
-        }
-        Value j = arith::AddIOp::create(b, loc, firstOut, o);
-        auto inRange = scf::IfOp::create(
-            b, loc,
-            arith::AndIOp::create(
-                b, loc, inRows,
-                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, idx(b, loc, n))),
-            /*withElse=*/false);
-        OpBuilder ib = OpBuilder::atBlockTerminator(inRange.thenBlock());
-        Value total = f32Const(ib, loc, 0.f);
-        for (int64_t part = 0; part < kSplitKParts; ++part)
-          total = arith::AddFOp::create(
-              ib, loc, total,
-              memref::LoadOp::create(ib, loc, sums, ValueRange{slot, idx(ib, loc, part)}));
-        if (grouped && !gathered)
-          total = arith::SelectOp::create(ib, loc, valid, total, f32Const(ib, loc, 0.f));
-        Value out = outType.isF32() ? total
-                                    : arith::TruncFOp::create(ib, loc, outType, total).getResult();
-        memref::StoreOp::create(ib, loc, out, y, ValueRange{row, j});
-        scf::YieldOp::create(b, loc);
-      });
+    loadRows();
+    auto ifAligned = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
+    {
+      OpBuilder vb = OpBuilder::atBlockTerminator(ifAligned.thenBlock());
+      emitOutputs(vb, /*vectorLoads=*/true);
+      OpBuilder eb = OpBuilder::atBlockTerminator(ifAligned.elseBlock());
+      emitOutputs(eb, /*vectorLoads=*/false);
+    }
+    lanes.barrier(b, loc);
+    // Each output's partials in kSplitKParts parts, then the parts.
+    const int64_t partSize = threads / kSplitKParts;
+    scf::ForOp::create(
+        b, loc, t, idx(b, loc, rowsPerBlock * outputs * kSplitKParts), idx(b, loc, threads),
+        ValueRange{}, [&](OpBuilder &b, Location loc, Value p, ValueRange) {
+          Value o = arith::DivUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
+          Value part = arith::RemUIOp::create(b, loc, p, idx(b, loc, kSplitKParts));
+          Value first = arith::MulIOp::create(b, loc, part, idx(b, loc, partSize));
+          Value total = f32Const(b, loc, 0.f);
+          for (int64_t u = 0; u < partSize; ++u)
+            total = arith::AddFOp::create(
+                b, loc, total,
+                memref::LoadOp::create(
+                    b, loc, partials,
+                    ValueRange{o, arith::AddIOp::create(b, loc, first, idx(b, loc, u))}));
+          memref::StoreOp::create(b, loc, total, sums, ValueRange{o, part});
+          scf::YieldOp::create(b, loc);
+        });
+    lanes.barrier(b, loc);
+    scf::ForOp::create(
+        b, loc, t, idx(b, loc, rowsPerBlock * outputs), idx(b, loc, threads), ValueRange{},
+        [&](OpBuilder &b, Location loc, Value slot, ValueRange) {
+          // Slot rho * outputs + o: the block's rho-th row's output o.
+          Value o = slot, row = r;
+          Value inRows = arith::ConstantIntOp::create(b, loc, 1, 1);
+          if (rowsPerBlock > 1) {
+            o = arith::RemUIOp::create(b, loc, slot, idx(b, loc, outputs));
+            Value rho = arith::DivUIOp::create(b, loc, slot, idx(b, loc, outputs));
+            row = blockRow(b, rho);
+            inRows = blockRowExists(b, rho);
+          }
+          Value j = arith::AddIOp::create(b, loc, firstOut, o);
+          auto inRange = scf::IfOp::create(
+              b, loc,
+              arith::AndIOp::create(
+                  b, loc, inRows,
+                  arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, idx(b, loc, n))),
+              /*withElse=*/false);
+          OpBuilder ib = OpBuilder::atBlockTerminator(inRange.thenBlock());
+          Value total = f32Const(ib, loc, 0.f);
+          for (int64_t part = 0; part < kSplitKParts; ++part)
+            total = arith::AddFOp::create(
+                ib, loc, total,
+                memref::LoadOp::create(ib, loc, sums, ValueRange{slot, idx(ib, loc, part)}));
+          if (grouped && !gathered)
+            total = arith::SelectOp::create(ib, loc, valid, total, f32Const(ib, loc, 0.f));
+          Value out = outType.isF32()
+                          ? total
+                          : arith::TruncFOp::create(ib, loc, outType, total).getResult();
+          memref::StoreOp::create(ib, loc, out, y, ValueRange{row, j});
+          scf::YieldOp::create(b, loc);
+        });
   };
   if (!gathered) {
     emitGroup();
@@ -692,7 +691,6 @@ void buildLinearSplitKBody(func::FuncOp fn, const LinearKernelSpec &spec,
   // list rowsPerBlock slots at a time. A slot whose id is no expert is a
   // row of zeros, written by expert 0's blocks.
   Value slots = rowCount, zero = idx(b, loc, 0), countAt = idx(b, loc, threads);
-  Type outType = spec.format == LinearFormat::F32 ? f32 : Type(b.getBF16Type());
   Value firstThread = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, zero);
   auto resetCount = [&] {
     auto ifFirst = scf::IfOp::create(b, loc, firstThread, /*withElse=*/false);

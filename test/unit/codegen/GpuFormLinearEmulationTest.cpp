@@ -556,7 +556,7 @@ TEST(GpuFormEmulation, SplitKBatchVariantFitsItsRegistersAndSharedMemory) {
   ASSERT_TRUE(shape.has_value());
   EXPECT_EQ(shape->rowsPerBlock * shape->wordsPerThread * shape->elementsPerWord,
             kSplitKMaxRowValues);
-  EXPECT_EQ(shape->outputsInFlight, 4);
+  EXPECT_EQ(linearSplitKOutputsInFlight(*shape), 4);
   EXPECT_LE(shape->sharedBytes(), 48 * 1024);
   EXPECT_FALSE(linearSplitKShape(fp8, 132, 1).value().rowsPerBlock > 1);
   // Partials of 1024 threads x 16 outputs x 4 rows would take 256 KB: fewer rows, or none.
